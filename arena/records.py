@@ -1,0 +1,211 @@
+"""Turn and Episode records: what rollouts produce and what the learner trains on.
+
+A :class:`Turn` keeps the exact token ids the sampler saw (token-in, token-out): chat history is
+never re-tokenized to rebuild them. Token ids and logprobs are numpy arrays, which the bus codec
+sends as raw binary frames. ``to_dict``/``from_dict`` give plain msgpack-able dicts (with the
+arrays left as arrays), and ``from_dict`` validates, naming the offending field.
+
+Only turns with ``trained=True`` contribute tokens to the loss; prompts, other seats, simulators
+and tool output are masked out by the batch assembly in ``trainers``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+TERMINATIONS = frozenset(
+    {"win", "draw", "illegal", "max_turns", "context_overflow", "user_stop", "error", "done"}
+)
+"""How an episode can end. ``done`` is a normal end with no winner notion (e.g. cooperative)."""
+
+
+class RecordError(ValueError):
+    """A record with a missing field, a wrong type or mismatched lengths."""
+
+
+def _array(value: Any, dtype: type, name: str) -> np.ndarray:
+    if not isinstance(value, np.ndarray):
+        raise RecordError(f"field {name!r} must be a numpy array, got {type(value).__name__}")
+    if value.ndim != 1:
+        raise RecordError(f"field {name!r} must be 1-D, got shape {value.shape}")
+    if value.dtype != np.dtype(dtype):
+        if np.issubdtype(value.dtype, np.integer) and np.issubdtype(np.dtype(dtype), np.integer):
+            return value.astype(dtype)
+        if np.issubdtype(value.dtype, np.floating) and np.issubdtype(np.dtype(dtype), np.floating):
+            return value.astype(dtype)
+        raise RecordError(f"field {name!r} must have dtype {np.dtype(dtype)}, got {value.dtype}")
+    return value
+
+
+def _require(data: dict[str, Any], name: str, types: type | tuple[type, ...], where: str) -> Any:
+    if name not in data:
+        raise RecordError(f"{where}: missing field {name!r}")
+    value = data[name]
+    if not isinstance(value, types) or (isinstance(value, bool) and bool not in _as_tuple(types)):
+        raise RecordError(
+            f"{where}: field {name!r} must be {_type_names(types)}, got {type(value).__name__}"
+        )
+    return value
+
+
+def _as_tuple(types: type | tuple[type, ...]) -> tuple[type, ...]:
+    return types if isinstance(types, tuple) else (types,)
+
+
+def _type_names(types: type | tuple[type, ...]) -> str:
+    return " or ".join(t.__name__ for t in _as_tuple(types))
+
+
+@dataclass
+class Turn:
+    """One seat's move: the prompt the sampler saw, what it generated, and what came of it."""
+
+    episode_id: str
+    index: int
+    game: str
+    seat: str
+    role: str
+    prompt_ids: np.ndarray
+    """int32 token ids of the full prompt given to the sampler for this turn."""
+    response_ids: np.ndarray
+    """int32 token ids the sampler generated."""
+    response_logprobs: np.ndarray
+    """float32 sampler logprob of each generated token; same length as ``response_ids``."""
+    text: str
+    action: Any
+    """The parsed game action (int, str or None when the text did not parse)."""
+    valid: bool
+    reward: float = 0.0
+    """Per-turn reward; the outcome is added to the seat's last turn when the episode ends."""
+    policy_version: int = 0
+    trained: bool = True
+    """Whether the trained policy generated this turn (False for bots, simulators, frozen models)."""
+    group: str = ""
+    """Prompt-group id for group-normalized advantages (GRPO); empty when unused."""
+
+    def __post_init__(self) -> None:
+        self.prompt_ids = _array(self.prompt_ids, np.int32, "prompt_ids")
+        self.response_ids = _array(self.response_ids, np.int32, "response_ids")
+        self.response_logprobs = _array(self.response_logprobs, np.float32, "response_logprobs")
+        if len(self.response_ids) != len(self.response_logprobs):
+            raise RecordError(
+                f"turn {self.index} of {self.episode_id}: response_ids has "
+                f"{len(self.response_ids)} tokens but response_logprobs has "
+                f"{len(self.response_logprobs)}"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Turn:
+        if not isinstance(data, dict):
+            raise RecordError(f"turn must be a map, got {type(data).__name__}")
+        where = f"turn {data.get('index', '?')}"
+        kwargs = {
+            "episode_id": _require(data, "episode_id", str, where),
+            "index": _require(data, "index", int, where),
+            "game": _require(data, "game", str, where),
+            "seat": _require(data, "seat", str, where),
+            "role": _require(data, "role", str, where),
+            "prompt_ids": _require(data, "prompt_ids", np.ndarray, where),
+            "response_ids": _require(data, "response_ids", np.ndarray, where),
+            "response_logprobs": _require(data, "response_logprobs", np.ndarray, where),
+            "text": _require(data, "text", str, where),
+            "valid": _require(data, "valid", bool, where),
+            "reward": float(_require(data, "reward", (int, float), where)),
+            "policy_version": _require(data, "policy_version", int, where),
+            "trained": _require(data, "trained", bool, where),
+            "group": _require(data, "group", str, where),
+        }
+        if "action" not in data:
+            raise RecordError(f"{where}: missing field 'action'")
+        kwargs["action"] = data["action"]
+        return cls(**kwargs)
+
+
+@dataclass
+class SeatAssignment:
+    """Who fills a seat: the role it plays and the policy (or bot/simulator) behind it."""
+
+    role: str
+    policy: str
+    trained: bool = True
+
+
+@dataclass
+class Episode:
+    """A finished game: seats, every turn in order, final rewards and how it ended."""
+
+    id: str
+    game: str
+    seed: int
+    seats: dict[str, SeatAssignment]
+    turns: list[Turn] = field(default_factory=list)
+    final_rewards: dict[str, float] = field(default_factory=dict)
+    termination: str = "done"
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.termination not in TERMINATIONS:
+            raise RecordError(
+                f"episode {self.id}: termination {self.termination!r} is not one of "
+                f"{sorted(TERMINATIONS)}"
+            )
+        for turn in self.turns:
+            if turn.episode_id != self.id:
+                raise RecordError(
+                    f"episode {self.id}: turn {turn.index} belongs to episode {turn.episode_id!r}"
+                )
+            if turn.seat not in self.seats:
+                raise RecordError(f"episode {self.id}: turn {turn.index} has unknown seat {turn.seat!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "game": self.game,
+            "seed": self.seed,
+            "seats": {
+                seat: {"role": a.role, "policy": a.policy, "trained": a.trained}
+                for seat, a in self.seats.items()
+            },
+            "turns": [t.to_dict() for t in self.turns],
+            "final_rewards": dict(self.final_rewards),
+            "termination": self.termination,
+            "stats": dict(self.stats),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Episode:
+        if not isinstance(data, dict):
+            raise RecordError(f"episode must be a map, got {type(data).__name__}")
+        where = f"episode {data.get('id', '?')}"
+        seats_raw = _require(data, "seats", dict, where)
+        seats = {}
+        for seat, raw in seats_raw.items():
+            if not isinstance(raw, dict):
+                raise RecordError(f"{where}: seat {seat!r} must be a map")
+            seats[seat] = SeatAssignment(
+                role=_require(raw, "role", str, f"{where} seat {seat}"),
+                policy=_require(raw, "policy", str, f"{where} seat {seat}"),
+                trained=_require(raw, "trained", bool, f"{where} seat {seat}"),
+            )
+        turns_raw = _require(data, "turns", list, where)
+        rewards = _require(data, "final_rewards", dict, where)
+        return cls(
+            id=_require(data, "id", str, where),
+            game=_require(data, "game", str, where),
+            seed=_require(data, "seed", int, where),
+            seats=seats,
+            turns=[Turn.from_dict(t) for t in turns_raw],
+            final_rewards={str(k): float(v) for k, v in rewards.items()},
+            termination=_require(data, "termination", str, where),
+            stats=_require(data, "stats", dict, where),
+        )
+
+    def trained_turns(self) -> list[Turn]:
+        """The turns whose tokens the learner may train on."""
+        return [t for t in self.turns if t.trained]
