@@ -39,7 +39,7 @@ from arena.bus.codec import (
     decode,
     encode,
 )
-from arena.bus.sockets import check_address, configure_socket, host_info
+from arena.bus.sockets import check_address, configure_socket, host_info, receive
 
 log = logging.getLogger("arena.bus")
 
@@ -86,10 +86,13 @@ class Actor:
         self._topic_handlers: dict[str, Handler] = {t: self._ignore for t in topics}
         self._type_handlers: dict[str, Handler] = {}
         self._pending: dict[str, asyncio.Future[Message]] = {}
+        self._deadlines: dict[str, tuple[float, float]] = {}
+        self.timeout_resolution = 0.05
         self._ctx = context or zmq.Context.instance()
         self._sock: zmq.Socket | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._heartbeat_task: asyncio.Task[None] | None = None
+        self._sweeper_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self.broker_last_seen = 0.0
 
@@ -116,6 +119,7 @@ class Actor:
         sock.connect(self.address)
         self._sock = sock
         self._loop.add_reader(sock.getsockopt(zmq.FD), self._on_readable)
+        self._sweeper_task = self._loop.create_task(self._expire_requests())
         await self._register(timeout)
         self._heartbeat_task = self._loop.create_task(self._heartbeat())
 
@@ -131,14 +135,16 @@ class Actor:
 
     async def close(self) -> None:
         """Stop heartbeats, fail pending requests, and close the socket."""
-        if self._heartbeat_task is not None:
-            self._heartbeat_task.cancel()
+        for background in (self._heartbeat_task, self._sweeper_task):
+            if background is not None:
+                background.cancel()
         for task in list(self._tasks):
             task.cancel()
         for future in self._pending.values():
             if not future.done():
                 future.set_exception(BusError("closed", f"actor {self.name} closed"))
         self._pending.clear()
+        self._deadlines.clear()
         if self._sock is not None:
             if self._loop is not None:
                 self._loop.remove_reader(self._sock.getsockopt(zmq.FD))
@@ -174,8 +180,7 @@ class Actor:
         msg_id, frames = encode(mtype, body, src=self.name, max_bytes=self.max_message_bytes, **route)
         self._pending[msg_id] = future
         delay = self.request_timeout if timeout is None else timeout
-        handle = loop.call_later(delay, self._expire, msg_id, delay)
-        future.add_done_callback(lambda _f: handle.cancel())
+        self._deadlines[msg_id] = (time.monotonic() + delay, delay)
         self._send(frames)
         return future
 
@@ -212,17 +217,26 @@ class Actor:
         if self._sock is not None:
             self._send(frames)
 
-    def _expire(self, msg_id: str, delay: float) -> None:
-        future = self._pending.pop(msg_id, None)
-        if future is not None and not future.done():
-            self.counters["timeouts"] += 1
-            future.set_exception(BusTimeout("timeout", f"no reply within {delay:g}s"))
+    async def _expire_requests(self) -> None:
+        # One sweeper instead of a timer per request: timers cost more than the sends they guard.
+        while True:
+            await asyncio.sleep(self.timeout_resolution)
+            now = time.monotonic()
+            expired = [(i, d) for i, (t, d) in self._deadlines.items() if t <= now]
+            for msg_id, delay in expired:
+                del self._deadlines[msg_id]
+                future = self._pending.pop(msg_id, None)
+                if future is not None and not future.done():
+                    self.counters["timeouts"] += 1
+                    future.set_exception(BusTimeout("timeout", f"no reply within {delay:g}s"))
 
     # -- receiving ---------------------------------------------------------------------------
     def _on_readable(self) -> None:
         sock = self._sock
-        while sock is not None and sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
-            frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
+        while sock is not None:
+            frames = receive(sock, copied_parts=1)
+            if frames is None:
+                break
             self._dispatch(frames)
             sock = self._sock
 
@@ -248,6 +262,7 @@ class Actor:
             self._call(self._type_handlers.get(mtype), msg)
 
     def _resolve(self, msg: Message) -> None:
+        self._deadlines.pop(msg.reply_to or "", None)
         future = self._pending.pop(msg.reply_to or "", None)
         if future is None:
             self.counters["unknown_reply"] += 1

@@ -13,8 +13,8 @@
   re-queued.
 - **Bad input** never stops the broker: it counts the fault in :attr:`Broker.counters`, logs a
   warning and, where the sender can be addressed, sends it an ``error`` reply.
-- **Built-in services** answered by the broker itself: ``echo`` (for ``arena ping``) and
-  ``broker.actors`` (the registry).
+- **Built-in services** answered by the broker itself: ``echo`` (for ``arena ping``),
+  ``broker.actors`` (the registry) and ``broker.stats`` (the fault counters).
 
 The broker never unpacks message bodies it routes; it forwards the original frames.
 """
@@ -39,12 +39,12 @@ from arena.bus.codec import (
     encode,
     validate_body,
 )
-from arena.bus.sockets import configure_socket
+from arena.bus.sockets import configure_socket, receive
 
 log = logging.getLogger("arena.broker")
 
 BROKER_NAME = "broker"
-BUILTIN_SERVICES = ("echo", "broker.actors")
+BUILTIN_SERVICES = ("echo", "broker.actors", "broker.stats")
 
 
 @dataclass
@@ -90,6 +90,7 @@ class Broker:
         self.counters: Counter[str] = Counter()
         self.actors: dict[str, ActorInfo] = {}
         self._by_identity: dict[bytes, ActorInfo] = {}
+        self._offering: dict[str, list[ActorInfo]] = {}
         self._pending: dict[tuple[str, str], tuple[str, float]] = {}
         self._rotation = itertools.count()
         self._stop = threading.Event()
@@ -115,9 +116,8 @@ class Broker:
                 if poller.poll(timeout_ms):
                     # Drain everything queued before polling again: polling per message is costly.
                     for _ in range(1000):
-                        try:
-                            frames = self._sock.recv_multipart(zmq.NOBLOCK, copy=False)
-                        except zmq.Again:
+                        frames = receive(self._sock, copied_parts=2)
+                        if frames is None:
                             break
                         self._handle(frames)
                 if time.monotonic() >= next_tick:
@@ -132,8 +132,8 @@ class Broker:
         self._stop.set()
 
     # -- handling ----------------------------------------------------------------------------
-    def _handle(self, frames: list[zmq.Frame]) -> None:
-        identity = frames[0].bytes
+    def _handle(self, frames: list[Any]) -> None:
+        identity = frames[0]
         body_frames = frames[1:]
         try:
             msg = decode(body_frames, self.max_message_bytes)
@@ -206,6 +206,7 @@ class Broker:
         )  # fmt: skip
         self.actors[name] = info
         self._by_identity[identity] = info
+        self._reindex()
         self.counters["registered"] += 1
         log.info("registered %s (%s) services=%s", name, info.kind, info.services)
         self._send(identity, "reply", {"ok": True, "heartbeat_interval": self.heartbeat_interval,
@@ -214,14 +215,22 @@ class Broker:
         self._notify("actor.joined", info.public())
 
     def _pick(self, service: str) -> ActorInfo | None:
-        offering = [a for a in self.actors.values() if service in a.services]
+        offering = self._offering.get(service)
         if not offering:
             return None
+        if len(offering) == 1:
+            return offering[0]
         least = min(len(a.outstanding) for a in offering)
         candidates = [a for a in offering if len(a.outstanding) == least]
         return candidates[next(self._rotation) % len(candidates)]
 
-    def _route_reply(self, identity: bytes, msg: Message, body_frames: list[zmq.Frame]) -> None:
+    def _reindex(self) -> None:
+        self._offering = {}
+        for actor in self.actors.values():
+            for service in actor.services:
+                self._offering.setdefault(service, []).append(actor)
+
+    def _route_reply(self, identity: bytes, msg: Message, body_frames: list[Any]) -> None:
         key = (msg.dst or "", msg.reply_to or "")
         entry = self._pending.pop(key, None)
         if entry is None:
@@ -237,7 +246,7 @@ class Broker:
         if requester is not None:
             self._forward(requester.identity, body_frames)
 
-    def _broadcast(self, sender: ActorInfo, msg: Message, body_frames: list[zmq.Frame]) -> None:
+    def _broadcast(self, sender: ActorInfo, msg: Message, body_frames: list[Any]) -> None:
         topic = msg.topic or ""
         for actor in list(self.actors.values()):
             if actor is not sender and any(topic.startswith(t) for t in actor.topics):
@@ -249,6 +258,8 @@ class Broker:
             return
         if msg.service == "broker.actors":
             body: Any = [a.public() for a in self.actors.values()]
+        elif msg.service == "broker.stats":
+            body = dict(self.counters)
         elif msg.service == "echo":
             try:
                 body = msg.body
@@ -280,6 +291,7 @@ class Broker:
                     actor.name, actor.pid, self.heartbeat_timeout)  # fmt: skip
         self.actors.pop(actor.name, None)
         self._by_identity.pop(actor.identity, None)
+        self._reindex()
         failed = sorted(actor.outstanding)
         for requester_name, request_id in failed:
             self._pending.pop((requester_name, request_id), None)
@@ -301,10 +313,9 @@ class Broker:
     def _reject(self, identity: bytes, msg: Message | None, err: ProtocolError) -> None:
         self.counters[err.code] += 1
         log.warning("rejected message from %r: %s", identity, err)
-        if msg is not None and msg.type in ("reply", "error", "heartbeat"):
-            # Answering an error with an error could ping-pong forever; counting is enough.
-            if err.code != "unknown_request":
-                return
+        if msg is not None and msg.type in ("error", "heartbeat"):
+            # Answering these with an error could ping-pong forever; counting is enough.
+            return
         dst = msg.src if msg is not None else identity.decode(errors="replace")
         self._send(identity, "error", {"code": err.code, "message": err.message},
                    dst=dst, reply_to=msg.id if msg is not None else "")  # fmt: skip

@@ -18,7 +18,9 @@ the broker or actor turns into an ``error`` reply and a counter.
 
 from __future__ import annotations
 
+import itertools
 import math
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -53,6 +55,7 @@ _HEADER_FIELDS: dict[str, tuple[type, ...]] = {
     "body": (bytes,),
     "frames": (list,),
 }
+_HEADER_KEYS = frozenset(_HEADER_FIELDS)
 # Fields each type needs beyond the common ones; body schemas below.
 _ROUTE_RULES: dict[str, tuple[str, ...]] = {
     "request": ("dst|service",),
@@ -112,8 +115,42 @@ class Message:
         return self._body
 
 
+_ID_PREFIX = uuid.uuid4().hex[:8]
+_id_counter = itertools.count()
+
+
 def new_id() -> str:
-    return uuid.uuid4().hex[:16]
+    """A message id unique per sender: a random per-process prefix and a counter (uuid4 is slow)."""
+    return f"{_ID_PREFIX}{next(_id_counter):x}"
+
+
+class _Encoder(threading.local):
+    """Reusable msgpack packers (cheaper than ``packb`` per call); one per thread."""
+
+    def __init__(self) -> None:
+        self.frames: list[Any] = []
+        self.specs: list[list[Any]] = []
+        self.body_packer = msgpack.Packer(default=self._pack_special, use_bin_type=True)
+        self.header_packer = msgpack.Packer(use_bin_type=True)
+
+    def _pack_special(self, obj: Any) -> Any:
+        if isinstance(obj, np.ndarray):
+            arr = np.ascontiguousarray(obj)
+            self.specs.append([arr.dtype.name, list(arr.shape)])
+            self.frames.append(arr.reshape(-1).view(np.uint8).data if arr.size else b"")
+            return msgpack.ExtType(_EXT_ARRAY, len(self.frames).to_bytes(4, "little"))
+        if isinstance(obj, Blob):
+            self.specs.append(["bytes", [len(obj.data)]])
+            self.frames.append(obj.data)
+            return msgpack.ExtType(_EXT_BLOB, len(self.frames).to_bytes(4, "little"))
+        if isinstance(obj, np.generic):
+            return obj.item()
+        if isinstance(obj, (tuple, set, frozenset)):
+            return list(obj)
+        raise TypeError(f"cannot send {type_name(obj)} on the bus (no pickle); use msgpack types")
+
+
+_encoder = _Encoder()
 
 
 def encode(
@@ -131,37 +168,29 @@ def encode(
     """Encode a message; returns ``(id, frames)`` ready for ``send_multipart(copy=False)``."""
     if type not in MESSAGE_TYPES:
         raise ValueError(f"unknown message type {type!r}; expected one of {sorted(MESSAGE_TYPES)}")
+    enc = _encoder
     frames: list[Any] = []
     specs: list[list[Any]] = []
-
-    def pack_special(obj: Any) -> Any:
-        if isinstance(obj, np.ndarray):
-            arr = np.ascontiguousarray(obj)
-            specs.append([arr.dtype.name, list(arr.shape)])
-            frames.append(arr.reshape(-1).view(np.uint8).data if arr.size else b"")
-            return msgpack.ExtType(_EXT_ARRAY, len(frames).to_bytes(4, "little"))
-        if isinstance(obj, Blob):
-            specs.append(["bytes", [len(obj.data)]])
-            frames.append(obj.data)
-            return msgpack.ExtType(_EXT_BLOB, len(frames).to_bytes(4, "little"))
-        if isinstance(obj, np.generic):
-            return obj.item()
-        if isinstance(obj, (tuple, set, frozenset)):
-            return list(obj)
-        raise TypeError(f"cannot send {type_name(obj)} on the bus (no pickle); use msgpack types")
-
-    packed_body = msgpack.packb(body, default=pack_special, use_bin_type=True)
+    enc.frames, enc.specs = frames, specs
+    try:
+        packed_body = enc.body_packer.pack(body)
+    except Exception:
+        enc.body_packer.reset()  # a failed pack leaves partial bytes in the packer's buffer
+        raise
     msg_id = msg_id or new_id()
-    header = msgpack.packb(
+    header = enc.header_packer.pack(
         {"v": PROTOCOL_VERSION, "type": type, "id": msg_id, "src": src, "dst": dst,
          "service": service, "topic": topic, "reply_to": reply_to, "ts": time.time(),
-         "body": packed_body, "frames": specs},
-        use_bin_type=True,
+         "body": packed_body, "frames": specs}
     )  # fmt: skip
-    size = len(header) + sum(len(f) if not isinstance(f, memoryview) else f.nbytes for f in frames)
-    if size > max_bytes:
-        raise ValueError(f"message of {size} bytes exceeds the limit of {max_bytes} bytes")
-    return msg_id, [header, *frames]
+    if frames:
+        size = len(header) + sum(f.nbytes if isinstance(f, memoryview) else len(f) for f in frames)
+        if size > max_bytes:
+            raise ValueError(f"message of {size} bytes exceeds the limit of {max_bytes} bytes")
+        return msg_id, [header, *frames]
+    if len(header) > max_bytes:
+        raise ValueError(f"message of {len(header)} bytes exceeds the limit of {max_bytes} bytes")
+    return msg_id, [header]
 
 
 def type_name(obj: Any) -> str:
@@ -186,10 +215,12 @@ def decode(frames: list[Any], max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> Mes
         raise ProtocolError(
             "bad_version", f"protocol version {version!r}, this peer speaks {PROTOCOL_VERSION}"
         )
+    if header.keys() != _HEADER_KEYS:
+        missing = sorted(_HEADER_KEYS - header.keys())
+        extra = sorted(map(str, header.keys() - _HEADER_KEYS))
+        raise ProtocolError("malformed", f"header lacks fields {missing} or has unknown {extra}")
     for name, types in _HEADER_FIELDS.items():
-        if name not in header:
-            raise ProtocolError("malformed", f"header lacks field {name!r}")
-        if not isinstance(header[name], types):
+        if type(header[name]) not in types:
             raise ProtocolError(
                 "malformed", f"header field {name!r} has type {type(header[name]).__name__}"
             )

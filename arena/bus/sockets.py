@@ -38,3 +38,19 @@ def check_address(address: str) -> str:
     if not address.startswith(("tcp://", "ipc://", "inproc://")):
         raise ValueError(f"bus address {address!r} must start with tcp://, ipc:// or inproc://")
     return address
+
+
+def receive(sock: zmq.Socket, copied_parts: int) -> list[Any] | None:
+    """Receive one multipart message without blocking, or None when none is queued.
+
+    The first ``copied_parts`` parts (routing id, header) come as ``bytes``, which is cheapest
+    for small parts; the rest, binary frames that may hold megabytes of tensors, come as
+    zero-copy ``zmq.Frame`` objects.
+    """
+    try:
+        parts: list[Any] = [sock.recv(zmq.NOBLOCK)]
+    except zmq.Again:
+        return None
+    while sock.getsockopt(zmq.RCVMORE):
+        parts.append(sock.recv(copy=len(parts) < copied_parts))
+    return parts
