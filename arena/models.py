@@ -142,12 +142,15 @@ def smollm2_dir(cache: str | os.PathLike[str] | None = None) -> Path:
         AutoTokenizer.from_pretrained(smollm2_tokenizer_dir(cache)).save_pretrained(tmp)
 
     return _build_atomically(
-        cache_dir(cache) / "models" / EMBEDDED_NAME, build,
+        cache_dir(cache) / "models" / EMBEDDED_NAME,
+        build,
         "converting the embedded SmolLM2-135M-Instruct GGUF to safetensors (about 30 s)",
     )
 
 
-def load_tokenizer(spec: str, cache: str | os.PathLike[str] | None = None) -> PreTrainedTokenizerBase:
+def load_tokenizer(
+    spec: str, cache: str | os.PathLike[str] | None = None
+) -> PreTrainedTokenizerBase:
     """The tokenizer of a model spec (``tiny`` shares SmolLM2's)."""
     if spec == TINY_NAME:
         return AutoTokenizer.from_pretrained(smollm2_tokenizer_dir(cache))
@@ -166,7 +169,9 @@ def tiny_config(vocab_size: int = 49152) -> LlamaConfig:
 
 
 def tiny_model(
-    seed: int = 0, dtype: str | torch.dtype = torch.float32, cache: str | os.PathLike[str] | None = None
+    seed: int = 0,
+    dtype: str | torch.dtype = torch.float32,
+    cache: str | os.PathLike[str] | None = None,
 ) -> tuple[LlamaForCausalLM, PreTrainedTokenizerBase]:
     """A tiny randomly initialised Llama with SmolLM2's tokenizer; same seed, same weights."""
     tokenizer = load_tokenizer(TINY_NAME, cache)
@@ -191,7 +196,9 @@ def tiny_dir(seed: int = 0, cache: str | os.PathLike[str] | None = None) -> Path
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
 
-    return _build_atomically(cache_dir(cache) / "models" / f"tiny-{seed}", build, "saving the tiny model")
+    return _build_atomically(
+        cache_dir(cache) / "models" / f"tiny-{seed}", build, "saving the tiny model"
+    )
 
 
 # -- the entry point -----------------------------------------------------------------------------
