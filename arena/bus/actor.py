@@ -140,6 +140,11 @@ class Actor:
                 background.cancel()
         for task in list(self._tasks):
             task.cancel()
+        if self._sock is not None:
+            try:
+                self.send("control", {"op": "unregister"}, dst="broker")
+            except BusError:
+                pass  # the broker will notice the silence instead
         for future in self._pending.values():
             if not future.done():
                 future.set_exception(BusError("closed", f"actor {self.name} closed"))
@@ -148,7 +153,7 @@ class Actor:
         if self._sock is not None:
             if self._loop is not None:
                 self._loop.remove_reader(self._sock.getsockopt(zmq.FD))
-            self._sock.close(linger=0)
+            self._sock.close(linger=500)  # long enough to flush the unregister message
             self._sock = None
 
     async def __aenter__(self) -> Actor:

@@ -10,7 +10,8 @@
   ``heartbeat_timeout`` seconds is declared dead: each request still pending on it is answered with
   an ``actor_dead`` error, and a ``control`` message on topic ``actor.dead`` (with the ids of
   those requests and of the episodes/weights it was sent) tells subscribers, so work can be
-  re-queued.
+  re-queued. An actor that closes cleanly sends ``control`` ``{"op": "unregister"}`` to
+  ``broker`` instead, and subscribers see ``actor.left``.
 - **Bad input** never stops the broker: it counts the fault in :attr:`Broker.counters`, logs a
   warning and, where the sender can be addressed, sends it an ``error`` reply.
 - **Built-in services** answered by the broker itself: ``echo`` (for ``arena ping``),
@@ -157,7 +158,10 @@ class Broker:
             return
         if msg.dst is not None:
             if msg.dst == BROKER_NAME:
-                self._serve_builtin(identity, msg)
+                if msg.type == "control":
+                    self._control(actor, msg)
+                else:
+                    self._serve_builtin(identity, msg)
                 return
             target = self.actors.get(msg.dst)
             if target is None:
@@ -271,6 +275,24 @@ class Broker:
             return
         self._send(identity, "reply", body, dst=msg.src, reply_to=msg.id)
 
+    def _control(self, actor: ActorInfo, msg: Message) -> None:
+        try:
+            op = msg.body.get("op") if isinstance(msg.body, dict) else None
+        except ProtocolError as err:
+            self._reject(actor.identity, msg, err)
+            return
+        if op != "unregister":
+            self._reject(actor.identity, msg, ProtocolError("schema", f"unknown broker op {op!r}"))
+            return
+        self._remove(actor)
+        log.info("%s unregistered", actor.name)
+        self._notify("actor.left", actor.public())
+
+    def _remove(self, actor: ActorInfo) -> None:
+        self.actors.pop(actor.name, None)
+        self._by_identity.pop(actor.identity, None)
+        self._reindex()
+
     # -- liveness ----------------------------------------------------------------------------
     def _tick(self) -> None:
         now = time.monotonic()
@@ -289,9 +311,7 @@ class Broker:
         self.counters["actor_dead"] += 1
         log.warning("actor %s (pid %s) missed heartbeats for %.1fs: declared dead",
                     actor.name, actor.pid, self.heartbeat_timeout)  # fmt: skip
-        self.actors.pop(actor.name, None)
-        self._by_identity.pop(actor.identity, None)
-        self._reindex()
+        self._remove(actor)
         failed = sorted(actor.outstanding)
         for requester_name, request_id in failed:
             self._pending.pop((requester_name, request_id), None)
