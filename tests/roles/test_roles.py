@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+import pytest
+
+import roles
+from games.registry import RegistryError
+from roles.formats import ANSWER, BOXED, SCORE
+
+
+def test_answer_format_takes_last_well_formed_answer() -> None:
+    assert ANSWER.extract("I think <answer>3</answer> no wait <answer> 5 </answer>") == "5"
+    assert ANSWER.extract("<answer></answer>") is None
+    assert ANSWER.extract("answer: 5") is None
+    assert ANSWER.extract("<answer>5") is None
+
+
+def test_boxed_and_score() -> None:
+    assert BOXED.extract(r"so \boxed{\frac{1}{2}} done") == r"\frac{1}{2}"
+    assert BOXED.extract(r"\boxed{unclosed") is None
+    assert SCORE.extract("<score>7</score>") == "7"
+
+
+def test_player_prompt_and_reading() -> None:
+    player = roles.make("player-v0")
+    messages = player.messages("Rules here.", "player_0", "Board: ...", first_turn=True)
+    assert [m["role"] for m in messages] == ["system", "user"]
+    assert messages[0]["content"].startswith("Rules here.")
+    assert "<answer>" in messages[0]["content"] and "player_0" in messages[0]["content"]
+    assert messages[1]["content"] == "Board: ..."
+    reply = player.read("<answer>4</answer>")
+    assert (reply.action_text, reply.format_ok) == ("4", True)
+    bad = player.read("I move to the center")
+    assert bad.action_text is None and not bad.format_ok and "<answer>" in bad.reason
+
+
+def test_prefill_is_part_of_what_is_read() -> None:
+    player = roles.make("player-v0", prefill=True, format_bonus=0.1)
+    assert player.assistant_prefix() == "<answer>"
+    reply = player.read("7</answer>")
+    assert reply.action_text == "7"
+    assert player.format_reward(reply) == pytest.approx(0.1)
+    assert player.format_reward(player.read("seven")) == 0.0
+    assert player.stop_strings() == ("</answer>",)
+
+
+def test_conversation_memory_sends_only_new_turns() -> None:
+    player = roles.make("player-v0", memory="conversation")
+    assert [m["role"] for m in player.messages("R", "p", "obs2", first_turn=False)] == ["user"]
+
+
+def test_unknown_role_names_nearest() -> None:
+    with pytest.raises(RegistryError, match="player-v0"):
+        roles.make("playr-v0")
