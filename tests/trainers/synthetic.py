@@ -1,0 +1,84 @@
+"""Hand-made Episode records for the trainer tests (no games: trainers learn from records)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from arena.records import Episode, SeatAssignment, Turn
+
+
+def turn(
+    episode_id: str,
+    index: int,
+    seat: str,
+    *,
+    role: str = "player",
+    game: str = "g",
+    prompt: Sequence[int] = (1, 2, 3),
+    response: Sequence[int] = (4, 5),
+    logprobs: Sequence[float] | None = None,
+    reward: float = 0.0,
+    valid: bool = True,
+    version: int = 0,
+    trained: bool = True,
+    group: str = "",
+) -> Turn:
+    response = np.asarray(response, dtype=np.int32)
+    if logprobs is None:
+        logprobs = np.full(len(response), -1.0, dtype=np.float32)
+    return Turn(
+        episode_id=episode_id, index=index, game=game, seat=seat, role=role,
+        prompt_ids=np.asarray(prompt, dtype=np.int32), response_ids=response,
+        response_logprobs=np.asarray(logprobs, dtype=np.float32), text="", action=None,
+        valid=valid, reward=reward, policy_version=version, trained=trained, group=group,
+    )  # fmt: skip
+
+
+def episode(
+    episode_id: str,
+    turns: list[Turn],
+    *,
+    game: str = "g",
+    roles: dict[str, str] | None = None,
+    untrained: Sequence[str] = (),
+    final_rewards: dict[str, float] | None = None,
+    policy: str = "main",
+) -> Episode:
+    seats = {t.seat for t in turns}
+    roles = roles or {}
+    return Episode(
+        id=episode_id, game=game, seed=0,
+        seats={s: SeatAssignment(role=roles.get(s, "player"), policy=policy, trained=s not in untrained)
+               for s in sorted(seats)},
+        turns=turns, final_rewards=dict(final_rewards or {}), termination="done",
+    )  # fmt: skip
+
+
+def bandit_episode(
+    episode_id: str, prompt: Sequence[int], token: int, logprob: float, reward: float, version: int = 0
+) -> Episode:
+    """A one-turn, one-seat episode: the policy answered ``token`` to ``prompt``."""
+    t = turn(episode_id, 0, "p0", prompt=prompt, response=[token], logprobs=[logprob],
+             reward=reward, version=version, group="bandit")  # fmt: skip
+    return episode(episode_id, [t], final_rewards={"p0": reward})
+
+
+def two_seat_episodes(count: int, start: int = 0, version: int = 0) -> list[Episode]:
+    """Small two-seat games with varied rewards and lengths (for learner plumbing tests)."""
+    rng = np.random.default_rng(start)
+    out = []
+    for e in range(start, start + count):
+        eid = f"ep{e}"
+        turns = []
+        for k in range(4):
+            seat = f"p{k % 2}"
+            prompt = rng.integers(3, 500, size=int(rng.integers(3, 12)))
+            response = rng.integers(3, 500, size=int(rng.integers(1, 6)))
+            lps = -rng.uniform(0.5, 3.0, size=len(response))
+            reward = float(rng.choice([-1.0, 0.0, 1.0])) if k >= 2 else 0.0
+            turns.append(turn(eid, k, seat, prompt=prompt, response=response, logprobs=lps,
+                              reward=reward, version=version))  # fmt: skip
+        out.append(episode(eid, turns))
+    return out

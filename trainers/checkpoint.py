@@ -1,0 +1,192 @@
+"""Atomic, pickle-free checkpoints.
+
+Layout of ``<dir>/step-00000042/`` (one directory per saved step)::
+
+    model/                 HF directory: config.json, model.safetensors, tokenizer (LoRA merged)
+    adapter.safetensors    LoRA only: the adapter weights (peft names), for resuming
+    optimizer.safetensors  every tensor of the optimizer state, keyed "state/<param fqn>/<name>"
+    optimizer.json         the rest of the optimizer state (param groups, scalars)
+    rng.safetensors        torch CPU (and CUDA) generator states
+    state.json             step, version, EMA baselines, counters, recent episode ids,
+                           numpy and python RNG states, the config
+
+A checkpoint is written into ``<dir>/.tmp-step-...``, flushed to disk, then renamed into place
+in one ``os.rename``: a directory named ``step-*`` is complete, and a crash (even ``kill -9``)
+mid-write leaves only a temporary directory, removed by the next save.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+
+_STEP_DIR = re.compile(r"^step-(\d+)$")
+_TMP_PREFIX = ".tmp-"
+
+
+def step_dir_name(step: int) -> str:
+    return f"step-{step:08d}"
+
+
+def list_checkpoints(root: str | os.PathLike[str]) -> list[tuple[int, Path]]:
+    """Complete checkpoints under ``root`` as (step, path), oldest first."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    found = []
+    for path in root.iterdir():
+        match = _STEP_DIR.match(path.name)
+        if match and (path / "state.json").is_file():
+            found.append((int(match.group(1)), path))
+    return sorted(found)
+
+
+def latest_checkpoint(root: str | os.PathLike[str]) -> Path | None:
+    found = list_checkpoints(root)
+    return found[-1][1] if found else None
+
+
+def _fsync_tree(path: Path) -> None:
+    for dirpath, _, filenames in os.walk(path):
+        for name in filenames:
+            with open(os.path.join(dirpath, name), "rb") as f:
+                os.fsync(f.fileno())
+        _fsync_dir(Path(dirpath))
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomically(root: str | os.PathLike[str], step: int, write: Callable[[Path], None], keep: int = 0) -> Path:
+    """Run ``write(tmp_dir)``, then rename it to ``root/step-NNNNNNNN``; keep the newest
+    ``keep`` checkpoints (0 keeps all). Returns the final path."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    for stale in root.glob(f"{_TMP_PREFIX}*"):  # left by a crash; nobody else writes here
+        shutil.rmtree(stale, ignore_errors=True)
+    final = root / step_dir_name(step)
+    tmp = Path(tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{final.name}-", dir=root))
+    try:
+        write(tmp)
+        _fsync_tree(tmp)
+        if final.exists():  # re-saving a step (after a resume): swap, never a moment without one
+            old = root / f"{_TMP_PREFIX}old-{final.name}"
+            os.rename(final, old)
+            os.rename(tmp, final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(tmp, final)
+        _fsync_dir(root)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if keep > 0:
+        for _, path in list_checkpoints(root)[:-keep]:
+            shutil.rmtree(path, ignore_errors=True)
+    return final
+
+
+# -- JSON with tuples ------------------------------------------------------------------------
+def _to_json(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return {"__tuple__": [_to_json(v) for v in value]}
+    if isinstance(value, list):
+        return [_to_json(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _to_json(v) for k, v in value.items()}
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _from_json(value: Any) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {"__tuple__"}:
+            return tuple(_from_json(v) for v in value["__tuple__"])
+        return {k: _from_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_from_json(v) for v in value]
+    return value
+
+
+def save_json(path: Path, value: Any) -> None:
+    path.write_text(json.dumps(_to_json(value), indent=1, sort_keys=True))
+
+
+def load_json(path: Path) -> Any:
+    return _from_json(json.loads(path.read_text()))
+
+
+# -- optimizer state -------------------------------------------------------------------------
+def save_optimizer(path: Path, state: dict[str, Any]) -> None:
+    """Split a (parameter-name keyed) optimizer state dict into safetensors and JSON."""
+    tensors: dict[str, torch.Tensor] = {}
+    scalars: dict[str, dict[str, Any]] = {}
+    for param, entries in state["state"].items():
+        for name, value in entries.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"state/{param}/{name}"] = value.detach().to("cpu").contiguous()
+            else:
+                scalars.setdefault(str(param), {})[name] = value
+    save_file(tensors, str(path / "optimizer.safetensors"))
+    save_json(path / "optimizer.json", {"param_groups": state["param_groups"], "scalars": scalars})
+
+
+def load_optimizer(path: Path) -> dict[str, Any]:
+    meta = load_json(path / "optimizer.json")
+    state: dict[str, dict[str, Any]] = {p: dict(v) for p, v in meta["scalars"].items()}
+    for key, tensor in load_file(str(path / "optimizer.safetensors")).items():
+        _, rest = key.split("/", 1)
+        param, name = rest.rsplit("/", 1)
+        state.setdefault(param, {})[name] = tensor
+    return {"state": state, "param_groups": meta["param_groups"]}
+
+
+# -- RNG states ------------------------------------------------------------------------------
+def capture_rng() -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Torch (CPU, CUDA) generator states as tensors; numpy and python states as JSON."""
+    tensors = {"torch_cpu": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        for i, st in enumerate(torch.cuda.get_rng_state_all()):
+            tensors[f"torch_cuda_{i}"] = st
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    rest = {"numpy": [kind, keys.tolist(), pos, has_gauss, gauss], "python": random.getstate()}
+    return tensors, rest
+
+
+def restore_rng(tensors: dict[str, torch.Tensor], rest: dict[str, Any]) -> None:
+    torch.set_rng_state(tensors["torch_cpu"])
+    cuda = [tensors[k] for k in sorted(tensors) if k.startswith("torch_cuda_")]
+    if cuda and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(cuda[: torch.cuda.device_count()])
+    kind, keys, pos, has_gauss, gauss = rest["numpy"]
+    np.random.set_state((kind, np.asarray(keys, dtype=np.uint32), pos, has_gauss, gauss))
+    version, internal, gauss_next = rest["python"]
+    random.setstate((version, tuple(internal), gauss_next))
+
+
+def save_rng(path: Path) -> dict[str, Any]:
+    """Write rng.safetensors; return the JSON part for state.json."""
+    tensors, rest = capture_rng()
+    save_file(tensors, str(path / "rng.safetensors"))
+    return rest
+
+
+def load_rng(path: Path, rest: dict[str, Any]) -> None:
+    restore_rng(load_file(str(path / "rng.safetensors")), rest)

@@ -1,0 +1,253 @@
+"""The learner's configuration: one dataclass per section, one docstring per field.
+
+The dataclasses are plain and omegaconf-friendly (``OmegaConf.structured(LearnerConfig)``
+merges YAML and CLI overrides into them). :meth:`LearnerConfig.from_dict` builds one from a
+nested mapping and rejects an unknown key by naming the nearest valid one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from dataclasses import dataclass, field
+from typing import Any, get_type_hints
+
+ADVANTAGE_MODES = ("batch", "ema", "group", "broadcast")
+AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "constant")
+STALE_MODES = ("reject", "downweight")
+SCHEDULES = ("constant", "linear", "cosine")
+STRATEGIES = ("ddp", "fsdp2")
+
+
+def _check_choice(section: str, name: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"{section}.{name} = {value!r}; expected one of {list(choices)}")
+
+
+@dataclass
+class AdvantageConfig:
+    mode: str = "batch"
+    """How returns become advantages: ``batch`` (per-key mean/std, MARS), ``ema`` (per-key
+    running baseline, SPIRAL's RAE), ``group`` (GRPO per prompt group) or ``broadcast`` (episode
+    outcome on every turn, then group-normalized, Flow-GRPO). Formulas in trainers/advantages.py."""
+    gamma: float = 1.0
+    """Discount per turn of the same seat (never per token)."""
+    key: list[str] = field(default_factory=lambda: ["game", "role"])
+    """Sample fields that key the normalization statistics (any of game, role, seat, group)."""
+    eps: float = 1e-6
+    """Added to the standard deviation before dividing."""
+    scale_by_std: bool = True
+    """Divide by the key's (or group's) std; False keeps only the mean subtraction (Dr. GRPO)."""
+    ema_alpha: float = 0.95
+    """EMA decay: b <- alpha * b + (1 - alpha) * G, after reading b for the advantage."""
+    whiten: bool = False
+    """After the mode's normalization, whiten all advantages of the batch to mean 0, std 1."""
+
+    def __post_init__(self) -> None:
+        _check_choice("advantage", "mode", self.mode, ADVANTAGE_MODES)
+        if not 0.0 <= self.gamma <= 1.0:
+            raise ValueError(f"advantage.gamma must be in [0, 1], got {self.gamma}")
+        if not 0.0 <= self.ema_alpha < 1.0:
+            raise ValueError(f"advantage.ema_alpha must be in [0, 1), got {self.ema_alpha}")
+        allowed = {"game", "role", "seat", "group"}
+        if not self.key or not set(self.key) <= allowed:
+            raise ValueError(f"advantage.key {list(self.key)} must be a non-empty subset of {sorted(allowed)}")
+
+
+@dataclass
+class LossConfig:
+    clip_low: float = 0.2
+    """PPO ratio lower clip: the ratio is kept above 1 - clip_low."""
+    clip_high: float = 0.28
+    """PPO ratio upper clip: the ratio is kept below 1 + clip_high (DAPO's clip-higher)."""
+    dual_clip: float | None = 3.0
+    """Dual-clip constant c > 1: the loss of a negative-advantage token is capped at -c * A.
+    None disables it."""
+    kl_coef: float = 0.0
+    """Weight of the k3 KL estimator to the frozen initial policy; 0 loads no reference."""
+    entropy_coef: float = 0.0
+    """Weight of the entropy bonus (subtracted from the loss)."""
+    aggregation: str = "token-mean"
+    """``token-mean``, ``seq-mean-token-mean`` or ``constant`` (sum over a turn's tokens divided
+    by ``norm_constant``, then mean over turns, as Dr. GRPO)."""
+    norm_constant: float | None = None
+    """Divisor of the ``constant`` aggregation; None uses batch.max_response_tokens."""
+    tis_cap: float | None = 2.0
+    """Cap C of truncated importance sampling, min(pi_learner / pi_sampler, C) per token;
+    None disables the correction."""
+    temperature: float = 1.0
+    """Sampling temperature the sampler used; learner logits are divided by it so its logprobs
+    are comparable with the sampler's."""
+    ppo_epochs: int = 1
+    """Optimizer updates per batch. The first pass's logprobs become the proximal (old) policy
+    of the PPO ratio, so more epochs cost no extra forward."""
+
+    def __post_init__(self) -> None:
+        _check_choice("loss", "aggregation", self.aggregation, AGGREGATIONS)
+        if self.clip_low < 0 or self.clip_high < 0:
+            raise ValueError("loss.clip_low and loss.clip_high must be >= 0")
+        if self.dual_clip is not None and self.dual_clip <= 1.0:
+            raise ValueError(f"loss.dual_clip must be > 1 (or None), got {self.dual_clip}")
+        if self.tis_cap is not None and self.tis_cap <= 0:
+            raise ValueError(f"loss.tis_cap must be > 0 (or None), got {self.tis_cap}")
+        if self.temperature <= 0 or self.ppo_epochs < 1:
+            raise ValueError("loss.temperature must be > 0 and loss.ppo_epochs >= 1")
+
+
+@dataclass
+class BatchConfig:
+    micro_batch_tokens: int = 4096
+    """Token budget of one micro-batch, padding included (rows x longest row)."""
+    max_seq_len: int = 2048
+    """A turn whose prompt + response is longer is dropped (counted as overlong)."""
+    max_response_tokens: int | None = None
+    """The sampler's generation limit; a response that reached it was cut off (overlong)."""
+    max_batch_samples: int = 0
+    """Most turns one step trains on (oldest first); 0 takes every pending turn."""
+    batch_samples: int = 64
+    """The bus actor steps once this many trained turns are pending."""
+    policy: str | None = None
+    """Train only on seats whose assigned policy has this name; None takes every trained seat."""
+    max_staleness: int = 4
+    """A turn generated more than this many versions before the learner's is stale."""
+    stale_mode: str = "reject"
+    """``reject`` drops stale turns; ``downweight`` scales their loss by stale_decay ** excess."""
+    stale_decay: float = 0.5
+    """Loss weight factor per version beyond max_staleness, in ``downweight`` mode."""
+    filter_zero_advantage: bool = True
+    """Drop turns whose advantage is 0 (no signal, only cost)."""
+    filter_void: bool = False
+    """Drop turns whose text did not parse to a valid action (SimpleTIR's void turns)."""
+    filter_overlong: bool = True
+    """Drop turns whose response hit max_response_tokens (cut off, DAPO's overlong filter)."""
+    dedupe_window: int = 100_000
+    """How many recent episode ids are remembered to drop duplicates (kept in checkpoints)."""
+
+    def __post_init__(self) -> None:
+        _check_choice("batch", "stale_mode", self.stale_mode, STALE_MODES)
+        if self.max_seq_len > self.micro_batch_tokens:
+            raise ValueError(
+                f"batch.max_seq_len ({self.max_seq_len}) must fit batch.micro_batch_tokens "
+                f"({self.micro_batch_tokens})"
+            )
+        if self.max_staleness < 0 or not 0.0 < self.stale_decay <= 1.0:
+            raise ValueError("batch.max_staleness must be >= 0 and batch.stale_decay in (0, 1]")
+
+
+@dataclass
+class OptimConfig:
+    lr: float = 1e-6
+    """Peak learning rate of AdamW."""
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    """AdamW betas."""
+    eps: float = 1e-8
+    """AdamW epsilon."""
+    weight_decay: float = 0.0
+    """Decoupled weight decay, applied to matrices only (not norms or biases)."""
+    grad_clip: float = 1.0
+    """Clip the global gradient norm to this; 0 disables clipping (the norm is still reported)."""
+    schedule: str = "constant"
+    """LR after warmup: ``constant``, ``linear`` or ``cosine`` decay to min_lr_ratio * lr."""
+    warmup_steps: int = 0
+    """Linear warmup from lr / warmup_steps to lr."""
+    total_steps: int = 1000
+    """Length of the linear or cosine decay."""
+    min_lr_ratio: float = 0.0
+    """Floor of the decay as a fraction of lr."""
+
+    def __post_init__(self) -> None:
+        _check_choice("optim", "schedule", self.schedule, SCHEDULES)
+        if len(self.betas) != 2:
+            raise ValueError(f"optim.betas needs two values, got {list(self.betas)}")
+
+
+@dataclass
+class LoRAConfig:
+    enabled: bool = False
+    """Train LoRA adapters (peft) instead of every weight."""
+    r: int = 16
+    """Adapter rank."""
+    alpha: int = 32
+    """LoRA scaling numerator (scale = alpha / r)."""
+    dropout: float = 0.0
+    """Dropout on the adapter input."""
+    target_modules: list[str] = field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    )
+    """Module names that get adapters."""
+
+
+@dataclass
+class CheckpointConfig:
+    dir: str | None = None
+    """Where checkpoints go (one step-NNNNNNNN directory each); None saves none."""
+    every: int = 100
+    """Save every this many optimizer steps."""
+    keep: int = 3
+    """How many recent checkpoints to keep; older ones are deleted after a save."""
+    resume: bool = True
+    """At start, load the last complete checkpoint in ``dir`` if there is one."""
+
+
+@dataclass
+class DistributedConfig:
+    strategy: str = "ddp"
+    """Under torchrun: ``ddp`` (replicated weights) or ``fsdp2`` (sharded, torch >= 2.6)."""
+    backend: str | None = None
+    """Process-group backend; None picks nccl with CUDA, gloo otherwise."""
+
+    def __post_init__(self) -> None:
+        _check_choice("distributed", "strategy", self.strategy, STRATEGIES)
+
+
+@dataclass
+class LearnerConfig:
+    name: str = "main"
+    """The policy this learner trains; weights go out on topic ``weights.<name>``."""
+    model: str = "tiny"
+    """Model spec for arena.models.load_model: ``tiny``, ``smollm2-135m`` or an HF directory."""
+    dtype: str = "float32"
+    """Parameter dtype (float32 or bfloat16)."""
+    device: str = "auto"
+    """``auto`` (CUDA when there is one), ``cpu`` or ``cuda``."""
+    seed: int = 0
+    """Seeds torch, numpy and python at start (before a resume restores their states)."""
+    sparse_logits: bool = True
+    """Apply the LM head only where the loss needs it (response tokens). Turn off for models
+    whose forward post-processes logits (e.g. soft-capping)."""
+    bucket_bytes: int = 64 << 20
+    """Size of one weights bucket on the bus."""
+    advantage: AdvantageConfig = field(default_factory=AdvantageConfig)
+    loss: LossConfig = field(default_factory=LossConfig)
+    batch: BatchConfig = field(default_factory=BatchConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    lora: LoRAConfig = field(default_factory=LoRAConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LearnerConfig:
+        """Build from a nested mapping; an unknown key raises, naming the nearest valid one."""
+        return _build(cls, data, "learner")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _build(cls: type, data: dict[str, Any], where: str) -> Any:
+    if not isinstance(data, dict):
+        raise TypeError(f"{where} must be a mapping, got {type(data).__name__}")
+    hints = get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in names:
+            near = difflib.get_close_matches(str(key), names, n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else f"; valid keys: {names}"
+            raise KeyError(f"unknown key {where}.{key}{hint}")
+        kind = hints[key]
+        if dataclasses.is_dataclass(kind):
+            kwargs[key] = _build(kind, value, f"{where}.{key}")  # type: ignore[arg-type]
+        else:
+            kwargs[key] = list(value) if isinstance(value, tuple) else value
+    return cls(**kwargs)

@@ -1,0 +1,65 @@
+"""Which turns a step trains on: the staleness bound and the zero-advantage, void and overlong
+filters. Each returns the kept samples and a count per reason, which become metrics."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from trainers.batch import Sample
+from trainers.config import BatchConfig
+
+ZERO_ADVANTAGE_TOL = 1e-8
+"""|A| at or below this counts as zero (EMA baselines leave float dust)."""
+
+
+def apply_staleness(
+    samples: list[Sample], version: int, config: BatchConfig
+) -> tuple[list[Sample], Counter[str]]:
+    """Drop or down-weight turns generated more than ``max_staleness`` versions ago.
+
+    lag = version - policy_version. In ``downweight`` mode a stale turn's weight becomes
+    stale_decay ** (lag - max_staleness), so the bound's first violation already halves it
+    (with the default decay of 0.5).
+    """
+    kept: list[Sample] = []
+    counts: Counter[str] = Counter()
+    for sample in samples:
+        excess = version - sample.policy_version - config.max_staleness
+        if excess <= 0:
+            kept.append(sample)
+        elif config.stale_mode == "reject":
+            counts["stale_rejected"] += 1
+        else:
+            sample.weight *= config.stale_decay**excess
+            counts["stale_downweighted"] += 1
+            kept.append(sample)
+    return kept, counts
+
+
+def is_overlong(sample: Sample, config: BatchConfig) -> bool:
+    """Longer than the learner's context, or cut off at the sampler's generation limit."""
+    if sample.num_tokens > config.max_seq_len:
+        return True
+    limit = config.max_response_tokens
+    return config.filter_overlong and limit is not None and len(sample.response_ids) >= limit
+
+
+def filter_samples(samples: list[Sample], config: BatchConfig) -> tuple[list[Sample], Counter[str]]:
+    """Apply the overlong, void and zero-advantage filters (in that order of reporting).
+
+    Turns longer than ``max_seq_len`` are always dropped, since they cannot be trained on.
+    Run it after the advantages are computed: filtered turns still count in the statistics
+    that normalize the others.
+    """
+    kept: list[Sample] = []
+    counts: Counter[str] = Counter()
+    for sample in samples:
+        if is_overlong(sample, config):
+            counts["overlong"] += 1
+        elif config.filter_void and not sample.valid:
+            counts["void"] += 1
+        elif config.filter_zero_advantage and abs(sample.advantage) <= ZERO_ADVANTAGE_TOL:
+            counts["zero_advantage"] += 1
+        else:
+            kept.append(sample)
+    return kept, counts

@@ -1,0 +1,416 @@
+"""The shared-weight learner: episodes in, policy updates, checkpoints and weights out.
+
+In-process use (a synchronous training loop)::
+
+    learner = Learner(LearnerConfig(model="tiny"))
+    learner.add_episodes(episodes)          # Episode objects or Episode.to_dict() bodies
+    metrics = learner.step()                # one optimizer update over the pending turns
+    for body in learner.weight_buckets():   # publish on topic weights.<name>
+        ...
+
+Rewards: a turn's ``reward`` is its own reward, and the rollout side adds the seat's final
+outcome to the seat's last turn; returns are discounted sums of those (trainers/advantages.py).
+
+Under ``torchrun`` every rank builds a Learner; rank 0 adds episodes and calls :meth:`step`,
+:meth:`weight_buckets` and :meth:`save_checkpoint`, and the other ranks call :meth:`follow`,
+which mirrors those collective calls until rank 0 calls :meth:`close`.
+
+The bus actor around it lives in trainers/actor.py (``python -m trainers.learner --help``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import threading
+import time
+from collections import Counter, OrderedDict, deque
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_optimizer_state_dict,
+    set_optimizer_state_dict,
+)
+
+from arena.records import Episode
+from arena.weights import make_buckets
+from trainers import checkpoint as ckpt
+from trainers import distributed as ddist
+from trainers.advantages import EMABaseline, compute_advantages, stats_by_key
+from trainers.batch import MicroBatch, Sample, episode_samples, pack, shard
+from trainers.config import LearnerConfig
+from trainers.filters import apply_staleness, filter_samples
+from trainers.logprobs import TokenLogprobs, unwrap_peft
+from trainers.losses import aggregation_weights, policy_loss
+from trainers.optim import build_optimizer, learning_rate, set_learning_rate
+from trainers.policy import (
+    add_lora,
+    frozen_copy,
+    hf_state_dict,
+    load_hf_weights,
+    load_lora_state_dict,
+    load_policy,
+    lora_state_dict,
+    resolve_device,
+    save_hf,
+)
+
+log = logging.getLogger("arena.learner")
+_FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
+
+
+@dataclass
+class LearnerState:
+    """What the learner has done; ``step`` is also the version of the weights it holds."""
+
+    step: int = 0
+    samples_trained: int = 0
+    tokens_trained: int = 0
+    counters: Counter[str] = field(default_factory=Counter)
+    """episodes_accepted, rejected_bad_record, rejected_duplicate, skipped_nonfinite, ..."""
+
+    @property
+    def version(self) -> int:
+        return self.step
+
+
+class Learner:
+    """One trained policy; see the module docstring."""
+
+    def __init__(self, config: LearnerConfig | None = None, model: Any = None, tokenizer: Any = None) -> None:
+        self.config = config = config or LearnerConfig()
+        device = resolve_device(config.device)
+        self.dist = ddist.init_distributed(config.distributed, device)
+        self.device = ddist.local_device(device, self.dist)
+        _seed_everything(config.seed)
+        if model is None:
+            model, tokenizer = load_policy(config, self.device)
+        self.tokenizer = tokenizer
+        model = model.to(self.device).train()
+        self.vocab_size = int(unwrap_peft(model).get_input_embeddings().num_embeddings)
+        pad = getattr(tokenizer, "pad_token_id", None)
+        self.pad_id = int(pad) if pad is not None else 0
+        # The KL reference is the initial policy, also after a resume (LoRA: adapters off).
+        with_reference = config.loss.kl_coef > 0 and not config.lora.enabled
+        self.reference = frozen_copy(model) if with_reference else None
+        resume = self._resume_path()
+        if resume is not None and not config.lora.enabled:
+            load_hf_weights(model, resume / "model")
+        if config.lora.enabled:
+            model = add_lora(model, config.lora)
+            if resume is not None:
+                load_lora_state_dict(model, load_file(str(resume / "adapter.safetensors")))
+        self.model = model
+        module = TokenLogprobs(model, config.loss.temperature, config.sparse_logits)
+        self.policy = ddist.wrap(module, config.distributed.strategy, self.dist, self.device)
+        self.optimizer = build_optimizer(model, config.optim, self.device)
+        self.ema = EMABaseline(config.advantage.ema_alpha)
+        self.state = LearnerState()
+        self._pending: deque[Sample] = deque()
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._lock = threading.Lock()
+        if resume is not None:
+            self._load_training_state(resume)
+            log.info("resumed from %s at step %d", resume, self.state.step)
+
+    # -- input ---------------------------------------------------------------------------
+    def add_episodes(self, episodes: Iterable[Episode | dict[str, Any]]) -> int:
+        """Queue the trained turns of each episode; returns how many episodes were accepted.
+
+        A malformed record (missing field, wrong dtype, mismatched lengths, token ids outside
+        the vocabulary, non-finite numbers) or a duplicate id is skipped with a logged reason
+        and a counter; the others go on.
+        """
+        return sum(self.add_episode(item) for item in episodes)
+
+    def add_episode(self, item: Episode | dict[str, Any]) -> bool:
+        counters = self.state.counters
+        try:
+            episode = item if isinstance(item, Episode) else Episode.from_dict(item)
+            samples = episode_samples(episode, self.config.advantage.gamma,
+                                      self.config.batch.policy, self.vocab_size)  # fmt: skip
+        except Exception as err:  # any malformed input: drop it, keep training
+            ident = item.get("id", "?") if isinstance(item, dict) else getattr(item, "id", "?")
+            with self._lock:
+                counters["rejected_bad_record"] += 1
+            log.warning("rejected episode %s: %s", ident, err)
+            return False
+        with self._lock:
+            if episode.id in self._seen:
+                counters["rejected_duplicate"] += 1
+                log.info("dropped duplicate episode %s", episode.id)
+                return False
+            self._seen[episode.id] = None
+            while len(self._seen) > self.config.batch.dedupe_window:
+                self._seen.popitem(last=False)
+            self._pending.extend(samples)
+            counters["episodes_accepted"] += 1
+            if not samples:
+                counters["episodes_without_trained_turns"] += 1
+        return True
+
+    @property
+    def pending_samples(self) -> int:
+        return len(self._pending)
+
+    @property
+    def version(self) -> int:
+        return self.state.step
+
+    def _take_batch(self) -> list[Sample]:
+        limit = self.config.batch.max_batch_samples
+        with self._lock:
+            count = len(self._pending) if limit <= 0 else min(limit, len(self._pending))
+            return [self._pending.popleft() for _ in range(count)]
+
+    # -- collective commands (rank 0 leads, the others follow) ---------------------------
+    def _lead(self, command: dict[str, Any]) -> None:
+        if self.dist.enabled:
+            ddist.broadcast_body(command, self.dist, self.device)
+
+    def follow(self) -> None:
+        """On ranks > 0: mirror rank 0's step/export/checkpoint calls until it closes."""
+        while True:
+            command = ddist.broadcast_body(None, self.dist, self.device)
+            name = command["cmd"]
+            if name == "stop":
+                return
+            if name == "step":
+                self._step([Sample(**s) for s in command["samples"]])
+            elif name == "export":
+                hf_state_dict(self.model)
+            elif name == "checkpoint":
+                self._save_checkpoint()
+
+    def close(self) -> None:
+        """Release the follower ranks (rank 0 only; a no-op in a single process)."""
+        if self.dist.enabled and self.dist.is_main:
+            self._lead({"cmd": "stop"})
+
+    # -- training ------------------------------------------------------------------------
+    def step(self) -> dict[str, float] | None:
+        """One update over the pending turns; returns metrics, or None when nothing is pending."""
+        samples = self._take_batch()
+        if not samples:
+            return None
+        self._lead({"cmd": "step", "samples": [s.to_dict() for s in samples]})
+        return self._step(samples)
+
+    def _step(self, samples: list[Sample]) -> dict[str, float]:
+        start = time.perf_counter()
+        cfg = self.config
+        metrics: dict[str, float] = {"version_before": float(self.version), "turns": float(len(samples))}
+        samples, stale = apply_staleness(samples, self.version, cfg.batch)
+        self._assign_advantages(samples, metrics)
+        kept, filtered = filter_samples(samples, cfg.batch)
+        for reason, count in (stale + filtered).items():
+            metrics[f"filtered/{reason}"] = float(count)
+        metrics["samples"] = float(len(kept))
+        if kept:
+            metrics.update(self._update(kept))
+        checkpoint_due = cfg.checkpoint.dir and self.state.step > 0 and self.state.step % cfg.checkpoint.every == 0
+        if kept and checkpoint_due and not metrics.get("skipped"):
+            self._save_checkpoint()
+        metrics["step"] = float(self.state.step)
+        metrics["step_time"] = time.perf_counter() - start
+        with self._lock:
+            metrics.update({f"count/{k}": float(v) for k, v in self.state.counters.items()})
+        return metrics
+
+    def _assign_advantages(self, samples: list[Sample], metrics: dict[str, float]) -> None:
+        if not samples:
+            return
+        acfg = self.config.advantage
+        keys = [s.key(acfg.key) for s in samples]
+        advantages = compute_advantages(
+            acfg.mode, [s.ret for s in samples], [s.outcome for s in samples], keys,
+            [s.group for s in samples], eps=acfg.eps, scale_by_std=acfg.scale_by_std,
+            whiten_all=acfg.whiten, ema=self.ema,
+        )  # fmt: skip
+        for sample, advantage in zip(samples, advantages, strict=True):
+            sample.advantage = float(advantage)
+        game_role = [(s.game, s.role) for s in samples]
+        for name, values in (("adv", advantages), ("return", [s.ret for s in samples])):
+            for (game, role), stats in stats_by_key(values, game_role).items():
+                for stat, value in stats.items():
+                    metrics[f"{name}/{game}/{role}/{stat}"] = value
+
+    def _update(self, kept: list[Sample]) -> dict[str, float]:
+        cfg, world = self.config, self.dist.world
+        start = time.perf_counter()
+        mine = shard(kept, self.dist.rank, world)
+        batches = [mb.to(self.device) for mb in pack(mine, cfg.batch.micro_batch_tokens, self.pad_id)]
+        # Every rank runs as many forwards as the busiest (FSDP2 gathers weights in each).
+        count = int(ddist.all_reduce_max(float(len(batches)), self.dist, self.device))
+        real = len(batches)
+        batches += [self._dummy_batch() for _ in range(count - real)]
+        num_tokens = sum(len(s.response_ids) for s in kept)
+        constant = cfg.loss.norm_constant or cfg.batch.max_response_tokens
+        for mb in batches:
+            mb.agg_weights = aggregation_weights(mb.seq_lengths, cfg.loss.aggregation, num_tokens,
+                                                 len(kept), constant)  # fmt: skip
+        metrics: dict[str, float] = {}
+        for epoch in range(cfg.loss.ppo_epochs):
+            sums, finite = self._accumulate(batches, real, first=epoch == 0)
+            grad_norm = self._clip_gradients()
+            bad = not (finite and math.isfinite(grad_norm))
+            if ddist.all_reduce_max(float(bad), self.dist, self.device) > 0:
+                self.optimizer.zero_grad(set_to_none=True)
+                with self._lock:
+                    self.state.counters["skipped_nonfinite"] += 1
+                log.warning("non-finite loss or gradient at step %d (epoch %d): update skipped, "
+                            "weights kept", self.state.step, epoch)  # fmt: skip
+                if epoch == 0:
+                    return {"skipped": 1.0}
+                break  # earlier epochs already moved the weights: the step still counts
+            lr = learning_rate(self.state.step, cfg.optim)
+            set_learning_rate(self.optimizer, lr)
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+            metrics = self._loss_metrics(sums, num_tokens)
+            metrics.update(grad_norm=grad_norm, lr=lr)
+        self.state.step += 1
+        self.state.samples_trained += len(kept)
+        self.state.tokens_trained += num_tokens
+        elapsed = time.perf_counter() - start
+        tokens = ddist.all_reduce_sum({"in": float(sum(mb.num_input_tokens for mb in batches[:real]))},
+                                      self.dist, self.device)["in"]  # fmt: skip
+        metrics.update(version=float(self.state.step), tokens=float(num_tokens), input_tokens=tokens,
+                       update_time=elapsed, tokens_per_s=tokens / elapsed,
+                       trained_tokens_per_s=num_tokens / elapsed)  # fmt: skip
+        return metrics
+
+    def _accumulate(self, batches: list[MicroBatch], real: int, first: bool) -> tuple[dict[str, float], bool]:
+        """Forward and backward every micro-batch; gradients sync on the last one only."""
+        cfg = self.config.loss
+        sums: Counter[str] = Counter()
+        finite = True
+        for i, mb in enumerate(batches):
+            ddist.sync_gradients(self.policy, i == len(batches) - 1)
+            logprobs, entropy = self.policy(mb.input_ids, mb.attention_mask, mb.target_ids,
+                                            mb.loss_mask, entropy_grad=cfg.entropy_coef > 0)  # fmt: skip
+            if first:
+                mb.prox_logprobs = logprobs.detach()
+                if cfg.kl_coef > 0:
+                    mb.ref_logprobs = self._reference_logprobs(mb)
+            out = policy_loss(logprobs, entropy, mb.prox_logprobs, mb.sampler_logprobs, mb.advantages,
+                              mb.weights, mb.agg_weights, cfg, mb.ref_logprobs)  # fmt: skip
+            finite = finite and bool(torch.isfinite(out.loss))
+            # DDP and FSDP2 average gradients over ranks; the shares already sum to the mean.
+            (out.loss * self.dist.world).backward()
+            if i < real:
+                sums.update({k: float(v) for k, v in out.sums.items()})
+                sums["loss"] += float(out.loss.detach())
+        return ddist.all_reduce_sum(dict(sums), self.dist, self.device), finite
+
+    def _clip_gradients(self) -> float:
+        """Clip to optim.grad_clip (if > 0) and return the global norm before clipping."""
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        clip = self.config.optim.grad_clip if self.config.optim.grad_clip > 0 else math.inf
+        norm = torch.nn.utils.clip_grad_norm_(params, clip)
+        full = getattr(norm, "full_tensor", None)  # FSDP2 returns a DTensor
+        return float(full() if callable(full) else norm)
+
+    def _reference_logprobs(self, mb: MicroBatch) -> torch.Tensor:
+        with torch.no_grad():
+            if self.reference is not None:
+                module = TokenLogprobs(self.reference, self.config.loss.temperature, self.config.sparse_logits)
+                return module(mb.input_ids, mb.attention_mask, mb.target_ids, mb.loss_mask)[0]
+            with self.model.disable_adapter():  # LoRA: the base model is the reference
+                return self.policy(mb.input_ids, mb.attention_mask, mb.target_ids, mb.loss_mask)[0]
+
+    def _dummy_batch(self) -> MicroBatch:
+        """A one-token micro-batch with zero weight, for ranks that ran out of turns."""
+        ids = np.array([self.pad_id], dtype=np.int32)
+        sample = Sample(episode_id="", turn_index=0, game="", role="", seat="", group="",
+                        prompt_ids=ids, response_ids=ids, sampler_logprobs=np.zeros(1, np.float32),
+                        valid=True, policy_version=0, ret=0.0, outcome=0.0, weight=0.0)  # fmt: skip
+        return pack([sample], self.config.batch.micro_batch_tokens, self.pad_id)[0].to(self.device)
+
+    @staticmethod
+    def _loss_metrics(sums: dict[str, float], num_tokens: int) -> dict[str, float]:
+        per_token = ("entropy", "clip_frac", "dual_clip_frac", "tis_capped_frac", "tis_weight",
+                     "sampler_kl", "ratio", "kl_token")  # fmt: skip
+        out = {k: sums[k] for k in ("loss", "pg_loss", "kl") if k in sums}
+        out.update({k: sums[k] / max(num_tokens, 1) for k in per_token if k in sums})
+        return out
+
+    # -- weights out ---------------------------------------------------------------------
+    def export_weights(self) -> dict[str, torch.Tensor]:
+        """CPU copies of the current weights under transformers names (LoRA merged)."""
+        self._lead({"cmd": "export"})
+        return hf_state_dict(self.model)
+
+    def weight_buckets(self, bucket_bytes: int | None = None) -> Iterator[dict[str, Any]]:
+        """Bucket bodies of the current weights, tagged with :attr:`version` (arena/weights.py)."""
+        state = self.export_weights()
+        return make_buckets(state, self.version, bucket_bytes or self.config.bucket_bytes)
+
+    # -- checkpoints ---------------------------------------------------------------------
+    def save_checkpoint(self) -> Path | None:
+        """Save now (collective); returns the checkpoint directory on rank 0."""
+        self._lead({"cmd": "checkpoint"})
+        return self._save_checkpoint()
+
+    def _save_checkpoint(self) -> Path | None:
+        cfg = self.config
+        if not cfg.checkpoint.dir:
+            raise ValueError("checkpoint.dir is not set")
+        weights = hf_state_dict(self.model)
+        adapter = lora_state_dict(self.model) if cfg.lora.enabled else None
+        optimizer = get_optimizer_state_dict(self.policy, self.optimizer, options=_FULL)
+        if not self.dist.is_main:
+            ddist.barrier(self.dist)
+            return None
+
+        def write(tmp: Path) -> None:
+            save_hf(self.model, weights, self.tokenizer, tmp / "model")
+            if adapter is not None:
+                save_file(adapter, str(tmp / "adapter.safetensors"))
+            ckpt.save_optimizer(tmp, optimizer)
+            rng = ckpt.save_rng(tmp)
+            ckpt.save_json(tmp / "state.json", {
+                "step": self.state.step, "samples_trained": self.state.samples_trained,
+                "tokens_trained": self.state.tokens_trained, "counters": dict(self.state.counters),
+                "ema": self.ema.state_dict(), "seen_episodes": list(self._seen), "rng": rng,
+                "config": asdict(cfg),
+            })  # fmt: skip
+
+        path = ckpt.write_atomically(cfg.checkpoint.dir, self.state.step, write, cfg.checkpoint.keep)
+        log.info("checkpoint %s", path)
+        ddist.barrier(self.dist)
+        return path
+
+    def _resume_path(self) -> Path | None:
+        cfg = self.config.checkpoint
+        return ckpt.latest_checkpoint(cfg.dir) if cfg.dir and cfg.resume else None
+
+    def _load_training_state(self, path: Path) -> None:
+        set_optimizer_state_dict(self.policy, self.optimizer, ckpt.load_optimizer(path), options=_FULL)
+        saved = ckpt.load_json(path / "state.json")
+        self.state = LearnerState(step=saved["step"], samples_trained=saved["samples_trained"],
+                                  tokens_trained=saved["tokens_trained"],
+                                  counters=Counter(saved["counters"]))  # fmt: skip
+        self.ema.load_state_dict(saved["ema"])
+        self._seen = OrderedDict((ident, None) for ident in saved["seen_episodes"])
+        ckpt.load_rng(path, saved["rng"])
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+if __name__ == "__main__":
+    from trainers.actor import main
+
+    main()

@@ -1,0 +1,51 @@
+"""AdamW with decay on matrices only, and the learning-rate schedule as a pure function of the
+step (so a resume needs no scheduler state: the step is enough)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from trainers.config import OptimConfig
+
+
+def build_optimizer(model: nn.Module, config: OptimConfig, device: torch.device) -> torch.optim.AdamW:
+    """AdamW over the trainable parameters; norms, biases and other vectors get no decay."""
+    decay, no_decay = [], []
+    for param in model.parameters():
+        if param.requires_grad:
+            (decay if param.ndim >= 2 else no_decay).append(param)
+    groups = [{"params": decay, "weight_decay": config.weight_decay},
+              {"params": no_decay, "weight_decay": 0.0}]  # fmt: skip
+    return torch.optim.AdamW(
+        [g for g in groups if g["params"]], lr=learning_rate(0, config),
+        betas=(config.betas[0], config.betas[1]), eps=config.eps,
+        fused=device.type == "cuda" or None,
+    )  # fmt: skip
+
+
+def learning_rate(step: int, config: OptimConfig) -> float:
+    """LR of the update that follows ``step`` completed updates.
+
+    Linear warmup over ``warmup_steps`` (lr * (step + 1) / warmup_steps), then ``constant``,
+    or a ``linear`` / ``cosine`` decay from lr to min_lr_ratio * lr at ``total_steps``.
+    """
+    if step < config.warmup_steps:
+        return config.lr * (step + 1) / config.warmup_steps
+    if config.schedule == "constant":
+        return config.lr
+    span = max(config.total_steps - config.warmup_steps, 1)
+    progress = min(max(step - config.warmup_steps, 0) / span, 1.0)
+    floor = config.min_lr_ratio
+    if config.schedule == "linear":
+        factor = 1.0 - progress
+    else:
+        factor = 0.5 * (1.0 + math.cos(math.pi * progress))
+    return config.lr * (floor + (1.0 - floor) * factor)
+
+
+def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    for group in optimizer.param_groups:
+        group["lr"] = lr
