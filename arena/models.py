@@ -172,9 +172,10 @@ def tiny_model(
     seed: int = 0,
     dtype: str | torch.dtype = torch.float32,
     cache: str | os.PathLike[str] | None = None,
+    tokenizer: PreTrainedTokenizerBase | None = None,
 ) -> tuple[LlamaForCausalLM, PreTrainedTokenizerBase]:
     """A tiny randomly initialised Llama with SmolLM2's tokenizer; same seed, same weights."""
-    tokenizer = load_tokenizer(TINY_NAME, cache)
+    tokenizer = tokenizer or load_tokenizer(TINY_NAME, cache)
     config = tiny_config(len(tokenizer))
     config.bos_token_id, config.eos_token_id = tokenizer.bos_token_id, tokenizer.eos_token_id
     config.pad_token_id = tokenizer.pad_token_id

@@ -1,0 +1,363 @@
+"""The inference actor: serves one policy on the bus, batching requests from every rollout actor.
+
+Services and topics for a policy named ``NAME``:
+
+- service ``policy:NAME``, one prompt per request. Request body::
+
+      {"prompt": {"messages": [{"role": "user", "content": "..."}, ...]}   # and/or
+                 {"ids": int32 array},                                       # see Prompt
+       "params": {"temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_new_tokens": 128,
+                  "stop": [], "stop_token_ids": [], "seed": null}}           # all optional
+
+  Reply body (arrays travel as raw frames)::
+
+      {"prompt_ids": int32[P], "token_ids": int32[T], "logprobs": float32[T], "text": str,
+       "finish_reason": "stop" | "length", "version": int, "extra": {}}
+
+  Error codes: ``bad_request`` (malformed body, invalid params; the message names the field),
+  ``context_overflow``, ``busy`` (the queue holds ``max_queue`` requests: retry later),
+  ``policy_error`` (the backend failed on this batch).
+- service ``policy:NAME:status``: ``{"version", "paused", "queued", "batch_sizes" (recent),
+  "counters"}``.
+- topic ``weights.NAME``: ``weights`` messages, one per bucket (:mod:`arena.weights`). A
+  complete, valid update is applied between batches; a partial or corrupt one is refused and the
+  old weights keep serving. Every outcome is announced as a ``control`` message on topic
+  ``weights_ack.NAME``: ``{"actor", "version", "applied": bool, "reason"}``.
+- ``control`` messages, on topic ``control.policy.NAME`` or addressed to the actor:
+  ``{"command": "pause" | "resume"}``. While paused no batch starts; requests wait in the queue.
+
+Generation runs on one worker thread, so the event loop keeps answering heartbeats, queueing
+and refusing requests while a batch is being generated. Run it as a process::
+
+    python -m arena.inference --address ipc:///tmp/arena.sock --model tiny --name main
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import concurrent.futures
+import logging
+import os
+import signal
+import time
+from collections import Counter, deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from arena.bus import Actor, BusError, Message
+from arena.policies.base import (
+    Generation,
+    InvalidRequest,
+    Policy,
+    PolicyError,
+    Prompt,
+    SamplingParams,
+    check_keys,
+)
+from arena.policies.remote import service_name
+from arena.weights import WeightAssembler, WeightUpdateError
+
+log = logging.getLogger("arena.inference")
+
+
+@dataclass(frozen=True)
+class BatchingConfig:
+    """How requests are gathered into batches."""
+
+    max_batch: int = 32
+    """Most requests generated together."""
+    max_wait_ms: float = 20.0
+    """How long the first request of a batch waits for others to join it."""
+    max_queue: int = 256
+    """Most requests waiting; past it new requests get a ``busy`` error."""
+    weight_timeout: float = 120.0
+    """Seconds an incomplete weight update may take before it is dropped."""
+
+
+@dataclass
+class _Pending:
+    prompt: Prompt
+    params: SamplingParams
+    future: asyncio.Future[Generation]
+
+
+class InferenceActor:
+    """Serves ``policy`` as ``policy:<name>`` on the broker at ``address``."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        address: str,
+        *,
+        name: str = "main",
+        batching: BatchingConfig | None = None,
+        actor_name: str | None = None,
+    ) -> None:
+        self.policy = policy
+        self.name = name
+        self.batching = batching or BatchingConfig()
+        self.service = service_name(name)
+        self.counters: Counter[str] = Counter()
+        self.batch_sizes: deque[int] = deque(maxlen=1024)
+        self.paused = False
+        self.actor = Actor(
+            actor_name or f"inference-{name}-{os.getpid()}", address, kind="inference"
+        )
+        self.actor.serve(self.service, self._on_request)
+        self.actor.serve(f"{self.service}:status", self._on_status)
+        self.actor.subscribe(f"weights.{name}", self._on_weights)
+        self.actor.subscribe(f"control.policy.{name}", self._on_control)
+        self.actor.on("control", self._on_control)
+        self.actor.on("weights", self._on_weights)
+        self._assembler: WeightAssembler | None = None
+        self._queue: deque[_Pending] = deque()
+        self._wakeup: asyncio.Event | None = None
+        self._resumed: asyncio.Event | None = None
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix=f"generate-{name}"
+        )
+        self._batcher: asyncio.Task[None] | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    async def start(self) -> None:
+        self._wakeup, self._resumed = asyncio.Event(), asyncio.Event()
+        self._resumed.set()
+        await self.actor.start()
+        self._batcher = asyncio.get_running_loop().create_task(self._batch_loop())
+
+    async def run_forever(self, stop: asyncio.Event | None = None) -> None:
+        await self.start()
+        try:
+            await (stop or asyncio.Event()).wait()
+        finally:
+            await self.close()
+
+    async def close(self) -> None:
+        if self._batcher is not None:
+            self._batcher.cancel()
+        for pending in self._queue:
+            if not pending.future.done():
+                pending.future.set_exception(
+                    BusError("shutting_down", f"{self.actor.name} is stopping")
+                )
+        self._queue.clear()
+        await self.actor.close()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        self.policy.close()
+
+    # -- requests ----------------------------------------------------------------------------
+    def _on_request(self, msg: Message) -> asyncio.Future[Any]:
+        body = msg.body
+        if not isinstance(body, Mapping):
+            raise BusError("bad_request", f"request body must be a map, got {type(body).__name__}")
+        try:
+            check_keys(body, ["prompt", "params"], "request")
+            if "prompt" not in body:
+                raise InvalidRequest("request lacks 'prompt'")
+            params = SamplingParams.from_dict(body.get("params"))
+            prompt = self.policy.prepare(Prompt.from_dict(body["prompt"]), params)
+        except PolicyError as err:
+            self.counters[err.code] += 1
+            raise BusError(err.code, str(err)) from None
+        if len(self._queue) >= self.batching.max_queue:
+            self.counters["busy"] += 1
+            raise BusError("busy", f"{self.actor.name} has {len(self._queue)} requests queued "
+                                   f"(max_queue={self.batching.max_queue}); retry later")  # fmt: skip
+        future: asyncio.Future[Generation] = asyncio.get_running_loop().create_future()
+        self._queue.append(_Pending(prompt, params, future))
+        assert self._wakeup is not None
+        self._wakeup.set()
+        return asyncio.ensure_future(self._reply(future))
+
+    @staticmethod
+    async def _reply(future: asyncio.Future[Generation]) -> dict[str, Any]:
+        return (await future).to_dict()
+
+    def _on_status(self, msg: Message) -> dict[str, Any]:
+        return {"version": self.policy.version, "paused": self.paused, "queued": len(self._queue),
+                "batch_sizes": list(self.batch_sizes), "counters": dict(self.counters)}  # fmt: skip
+
+    def _on_control(self, msg: Message) -> None:
+        body = msg.body
+        command = body.get("command") if isinstance(body, Mapping) else None
+        assert self._resumed is not None
+        if command == "pause":
+            self.paused = True
+            self._resumed.clear()
+        elif command == "resume":
+            self.paused = False
+            self._resumed.set()
+        else:
+            self.counters["bad_control"] += 1
+            log.warning("%s ignored control message %r", self.actor.name, body)
+
+    # -- batching ----------------------------------------------------------------------------
+    async def _batch_loop(self) -> None:
+        assert self._wakeup is not None and self._resumed is not None
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._resumed.wait()
+            if not self._queue:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            # Give concurrent requesters max_wait_ms to join the first request's batch.
+            deadline = loop.time() + self.batching.max_wait_ms / 1000
+            while len(self._queue) < self.batching.max_batch and loop.time() < deadline:
+                self._wakeup.clear()
+                try:
+                    await asyncio.wait_for(self._wakeup.wait(), deadline - loop.time())
+                except TimeoutError:
+                    break
+            if not self._resumed.is_set():
+                continue
+            batch = [
+                self._queue.popleft() for _ in range(min(self.batching.max_batch, len(self._queue)))
+            ]
+            batch = [p for p in batch if not p.future.done()]
+            if batch:
+                await self._generate(batch)
+
+    async def _generate(self, batch: list[_Pending]) -> None:
+        loop = asyncio.get_running_loop()
+        prompts, params = [p.prompt for p in batch], [p.params for p in batch]
+        start = time.monotonic()
+        try:
+            results = await loop.run_in_executor(
+                self._executor, self.policy.generate, prompts, params
+            )
+        except Exception as err:
+            self.counters["batch_failed"] += 1
+            log.exception("%s: a batch of %d failed", self.actor.name, len(batch))
+            code = err.code if isinstance(err, PolicyError) else "policy_error"
+            for pending in batch:
+                if not pending.future.done():
+                    pending.future.set_exception(BusError(code, f"generation failed: {err!r}"))
+            return
+        self.batch_sizes.append(len(batch))
+        self.counters["batches"] += 1
+        self.counters["requests"] += len(batch)
+        self.counters["tokens"] += sum(len(r.token_ids) for r in results)
+        log.debug("batch of %d in %.2fs", len(batch), time.monotonic() - start)
+        for pending, result in zip(batch, results, strict=True):
+            if not pending.future.done():
+                pending.future.set_result(result)
+
+    # -- weights -----------------------------------------------------------------------------
+    def _on_weights(self, msg: Message) -> None:
+        if self._assembler is None:
+            self._assembler = WeightAssembler(
+                self.policy.state_dict(), self.batching.weight_timeout
+            )
+            self._assembler.last_version = self.policy.version
+        try:
+            update = self._assembler.add(msg.body)
+        except WeightUpdateError as err:
+            self.counters["weights_rejected"] += 1
+            self._ack(_version_of(msg), False, str(err))
+            return
+        if update is not None:
+            version, state = update
+            # The single generation thread runs this between two batches, never during one.
+            future = asyncio.get_running_loop().run_in_executor(
+                self._executor, self._apply, version, state
+            )
+            future.add_done_callback(lambda f: self._applied(version, f))
+
+    def _apply(self, version: int, state: dict[str, torch.Tensor]) -> float:
+        start = time.monotonic()
+        self.policy.update_weights(state, version)
+        return time.monotonic() - start
+
+    def _applied(self, version: int, future: asyncio.Future[float]) -> None:
+        if future.cancelled():
+            return
+        err = future.exception()
+        if err is not None:
+            self.counters["weights_rejected"] += 1
+            log.error("%s could not apply weights %d: %r", self.actor.name, version, err)
+            self._ack(version, False, repr(err))
+            return
+        self.counters["weights_applied"] += 1
+        log.info(
+            "%s serves version %d (applied in %.2fs)", self.actor.name, version, future.result()
+        )
+        self._ack(version, True, "")
+
+    def _ack(self, version: int, applied: bool, reason: str) -> None:
+        if not applied:
+            log.warning("%s refused weights %s, version %d keeps serving: %s",
+                        self.actor.name, version, self.policy.version, reason)  # fmt: skip
+        try:
+            self.actor.publish(f"weights_ack.{self.name}", {"actor": self.actor.name, "version": version,
+                               "applied": applied, "reason": reason, "serving": self.policy.version})  # fmt: skip
+        except BusError as err:
+            log.warning("%s could not announce weights %s: %s", self.actor.name, version, err)
+
+
+def _version_of(msg: Message) -> int:
+    try:
+        return int(msg.body["version"])
+    except Exception:
+        return -1
+
+
+# -- process entry point ---------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m arena.inference", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--address", required=True, help="broker address (ipc:// or tcp://)")
+    parser.add_argument("--name", default="main", help="policy name: serves policy:NAME")
+    parser.add_argument(
+        "--backend", default="hf", help="policy backend: hf, vllm, scripted, openai, remote"
+    )
+    parser.add_argument("--model", default="smollm2-135m", help="model spec (see arena.models)")
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-batch", type=int, default=BatchingConfig.max_batch)
+    parser.add_argument("--max-wait-ms", type=float, default=BatchingConfig.max_wait_ms)
+    parser.add_argument("--max-queue", type=int, default=BatchingConfig.max_queue)
+    parser.add_argument("--actor-name", default=None, help="bus name (default inference-NAME-PID)")
+    parser.add_argument("-v", "--verbose", action="count", default=0)
+    return parser
+
+
+async def serve(args: argparse.Namespace) -> None:
+    from arena.policies.factory import PolicyConfig, make_policy
+
+    policy = make_policy(PolicyConfig(backend=args.backend, model=args.model, name=args.name, dtype=args.dtype,
+                                      device=args.device, seed=args.seed, max_batch=args.max_batch))  # fmt: skip
+    batching = BatchingConfig(args.max_batch, args.max_wait_ms, args.max_queue)
+    actor = InferenceActor(
+        policy, args.address, name=args.name, batching=batching, actor_name=args.actor_name
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await actor.start()
+    print(
+        f"arena.inference: {actor.actor.name} serves {actor.service} at {args.address}", flush=True
+    )
+    try:
+        await stop.wait()
+    finally:
+        await actor.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    level = logging.WARNING - 10 * min(args.verbose, 2)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    asyncio.run(serve(args))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Policies: prompts in, sampled tokens with logprobs out (see :mod:`arena.policies.base`)."""

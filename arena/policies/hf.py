@@ -1,0 +1,195 @@
+"""The Hugging Face transformers backend: batched sampling with left padding and a KV cache.
+
+One decoding loop serves a whole batch whose requests may differ in prompt length and sampling
+params. Prompts are left-padded so every row's next token sits in the last column; position ids
+follow each row's own mask. A row that finishes (end-of-turn token, stop string, token budget)
+is dropped from the batch and its cache, so long requests do not make short ones pay.
+
+Works on CPU and GPU, in any dtype; logprobs are computed in float32.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
+
+from arena.models import load_model
+from arena.policies.base import (
+    Generation,
+    Policy,
+    PromptLike,
+    SamplingParams,
+    per_request,
+)
+from arena.policies.chat import ChatFormat
+from arena.policies.sampling import BatchSampler
+
+if TYPE_CHECKING:
+    from arena.policies.factory import PolicyConfig
+
+
+@dataclass
+class _Row:
+    """One request's progress through the decoding loop."""
+
+    prompt_ids: np.ndarray
+    params: SamplingParams
+    budget: int
+    stop_ids: frozenset[int]
+    tokens: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    finish_reason: str = ""
+    stop_at: int = -1
+    """Where a matched stop string starts in the decoded text, or -1."""
+
+
+class HFPolicy(Policy):
+    """A transformers causal LM as a :class:`Policy`."""
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        *,
+        name: str = "main",
+        version: int = 0,
+        max_batch: int = 64,
+        seed: int = 0,
+    ) -> None:
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.chat = ChatFormat(tokenizer)
+        self.name = name
+        self.version = version
+        self.max_batch = max_batch
+        self.device = next(model.parameters()).device
+        self.generator = torch.Generator(device=self.device).manual_seed(seed)
+        self.max_context: int = int(getattr(model.config, "max_position_embeddings", 2048))
+        self.pad_id = next(
+            i for i in (tokenizer.pad_token_id, tokenizer.eos_token_id, 0) if i is not None
+        )
+        self.eos_ids = frozenset(_eos_ids(model, tokenizer))
+        # Generation and weight loading must never interleave: a batch sees one version.
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_config(cls, config: PolicyConfig) -> HFPolicy:
+        model, tokenizer = load_model(config.model, dtype=config.dtype, device=config.device)
+        return cls(model, tokenizer, name=config.name, max_batch=config.max_batch, seed=config.seed)
+
+    # -- Policy ------------------------------------------------------------------------------
+    def generate(
+        self,
+        prompts: Sequence[PromptLike],
+        params: SamplingParams | Sequence[SamplingParams] | None = None,
+    ) -> list[Generation]:
+        all_params = per_request(params, len(prompts))
+        rows = [self._row(p, sp) for p, sp in zip(prompts, all_params, strict=True)]
+        with self._lock:
+            version = self.version
+            for start in range(0, len(rows), self.max_batch):
+                self._decode(rows[start : start + self.max_batch])
+        return [self._result(row, version) for row in rows]
+
+    def state_dict(self) -> Mapping[str, torch.Tensor]:
+        return self.model.state_dict()
+
+    @torch.no_grad()
+    def update_weights(self, state: Mapping[str, torch.Tensor], version: int) -> None:
+        current = self.model.state_dict()
+        unknown = set(state) - set(current)
+        if unknown:
+            raise KeyError(f"update names tensors the model lacks, e.g. {sorted(unknown)[0]}")
+        with self._lock:
+            for name, tensor in state.items():
+                current[name].copy_(tensor, non_blocking=True)
+            self.version = version
+
+    # -- decoding ----------------------------------------------------------------------------
+    def _row(self, prompt: PromptLike, params: SamplingParams) -> _Row:
+        ids = self.prepare(prompt, params).ids
+        assert ids is not None
+        budget = min(params.max_new_tokens, self.max_context - len(ids))
+        return _Row(ids, params, budget, self.eos_ids | set(params.stop_token_ids))
+
+    @torch.inference_mode()
+    def _decode(self, rows: list[_Row]) -> None:
+        width = max(len(r.prompt_ids) for r in rows)
+        input_ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, row in enumerate(rows):
+            input_ids[i, width - len(row.prompt_ids) :] = torch.from_numpy(
+                row.prompt_ids.astype(np.int64)
+            )
+            mask[i, width - len(row.prompt_ids) :] = 1
+        input_ids, mask = input_ids.to(self.device), mask.to(self.device)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        cache = DynamicCache(config=self.model.config)
+        sampler = BatchSampler([r.params for r in rows], self.device, self.generator)
+        active = list(range(len(rows)))
+        while True:
+            logits = self.model(
+                input_ids=input_ids, attention_mask=mask, position_ids=positions,
+                past_key_values=cache, use_cache=True, logits_to_keep=1,
+            ).logits[:, -1]  # fmt: skip
+            tokens, logprobs = sampler(logits)
+            keep = [
+                j
+                for j, i in enumerate(active)
+                if not self._step(rows[i], int(tokens[j]), float(logprobs[j]))
+            ]
+            if not keep:
+                return
+            if len(keep) < len(active):
+                index = torch.tensor(keep, device=self.device)
+                cache.batch_select_indices(index)
+                sampler.select(index)
+                tokens, mask, positions = tokens[index], mask[index], positions[index]
+                active = [active[j] for j in keep]
+            input_ids = tokens[:, None]
+            mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=1)
+            positions = positions[:, -1:] + 1
+
+    def _step(self, row: _Row, token: int, logprob: float) -> bool:
+        """Record one sampled token; return whether the row is finished."""
+        row.tokens.append(token)
+        row.logprobs.append(logprob)
+        if token in row.stop_ids or (row.params.stop and self._find_stop(row)):
+            row.finish_reason = "stop"
+        elif len(row.tokens) >= row.budget:
+            row.finish_reason = "length"
+        return bool(row.finish_reason)
+
+    def _find_stop(self, row: _Row) -> bool:
+        text = self.tokenizer.decode(row.tokens, skip_special_tokens=True)
+        hits = [i for i in (text.find(s) for s in row.params.stop) if i >= 0]
+        row.stop_at = min(hits, default=-1)
+        return row.stop_at >= 0
+
+    def _result(self, row: _Row, version: int) -> Generation:
+        text = self.tokenizer.decode(row.tokens, skip_special_tokens=True)
+        if row.stop_at >= 0:
+            text = text[: row.stop_at]
+        return Generation(
+            prompt_ids=row.prompt_ids, token_ids=np.asarray(row.tokens, dtype=np.int32),
+            logprobs=np.asarray(row.logprobs, dtype=np.float32), text=text,
+            finish_reason=row.finish_reason, version=version,
+        )  # fmt: skip
+
+
+def _eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> set[int]:
+    """End-of-turn ids: the tokenizer's eos plus the generation config's (one id or a list)."""
+    ids: set[int] = set()
+    config_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    for value in (tokenizer.eos_token_id, config_eos):
+        if isinstance(value, int):
+            ids.add(value)
+        elif isinstance(value, list | tuple):
+            ids.update(int(v) for v in value)
+    return ids

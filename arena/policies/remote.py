@@ -1,0 +1,118 @@
+"""A policy served by an inference actor (:mod:`arena.inference`) over the bus.
+
+Each prompt becomes one request to service ``policy:<name>``; the inference actor batches
+requests from every caller. Request and reply bodies are described in :mod:`arena.inference`.
+Chat rendering and token-in/token-out continuation happen on the serving side, so callers
+need no tokenizer.
+
+From asyncio code (rollout actors), share the process's :class:`~arena.bus.Actor` and await
+:meth:`RemotePolicy.agenerate`; from plain code, :meth:`RemotePolicy.connect` opens its own
+:class:`~arena.bus.BlockingActor`. A dead or missing inference actor surfaces as a
+:class:`~arena.bus.BusError` (``actor_dead``, ``unknown_service``, ``timeout``), never a hang.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import uuid
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from arena.bus import Actor, BlockingActor, Message
+from arena.policies.base import (
+    Generation,
+    InvalidRequest,
+    Policy,
+    PromptLike,
+    SamplingParams,
+    as_prompt,
+    per_request,
+)
+
+if TYPE_CHECKING:
+    from arena.policies.factory import PolicyConfig
+
+
+def service_name(policy_name: str) -> str:
+    """The bus service an inference actor for ``policy_name`` offers."""
+    return f"policy:{policy_name}"
+
+
+def request_body(prompt: PromptLike, params: SamplingParams) -> dict[str, Any]:
+    return {"prompt": as_prompt(prompt).to_dict(), "params": params.to_dict()}
+
+
+class RemotePolicy(Policy):
+    """The :class:`Policy` interface over an inference actor's ``policy:<name>`` service."""
+
+    def __init__(
+        self, actor: Actor | BlockingActor, name: str = "main", timeout: float = 120.0
+    ) -> None:
+        self.actor = actor
+        self.name = name
+        self.service = service_name(name)
+        self.timeout = timeout
+        self.version = -1
+        """The version of the latest reply (-1 before the first)."""
+        self._owned = False
+
+    @classmethod
+    def connect(cls, address: str, name: str = "main", timeout: float = 120.0) -> RemotePolicy:
+        """A policy with its own blocking bus client (closed by :meth:`close`)."""
+        client = BlockingActor(f"policy-client-{os.getpid()}-{uuid.uuid4().hex[:6]}", address)
+        client.start()
+        policy = cls(client, name, timeout)
+        policy._owned = True
+        return policy
+
+    @classmethod
+    def from_config(cls, config: PolicyConfig) -> RemotePolicy:
+        if not config.address:
+            raise InvalidRequest("a remote policy needs 'address', the broker to reach it through")
+        return cls.connect(config.address, config.name, config.timeout)
+
+    def generate(
+        self,
+        prompts: Sequence[PromptLike],
+        params: SamplingParams | Sequence[SamplingParams] | None = None,
+    ) -> list[Generation]:
+        if not isinstance(self.actor, BlockingActor):
+            raise TypeError(
+                "generate() needs a BlockingActor; with an asyncio Actor await agenerate()"
+            )
+        bodies = self._bodies(prompts, params)
+        futures = [
+            self.actor.request(b, service=self.service, timeout=self.timeout) for b in bodies
+        ]
+        concurrent.futures.wait(futures)
+        return [self._result(f.result()) for f in futures]
+
+    async def agenerate(
+        self,
+        prompts: Sequence[PromptLike],
+        params: SamplingParams | Sequence[SamplingParams] | None = None,
+    ) -> list[Generation]:
+        if isinstance(self.actor, BlockingActor):
+            return await asyncio.to_thread(self.generate, prompts, params)
+        bodies = self._bodies(prompts, params)
+        futures = [
+            self.actor.request(b, service=self.service, timeout=self.timeout) for b in bodies
+        ]
+        replies = await asyncio.gather(*futures)
+        return [self._result(reply) for reply in replies]
+
+    def close(self) -> None:
+        if self._owned and isinstance(self.actor, BlockingActor):
+            self.actor.close()
+            self._owned = False
+
+    def _bodies(self, prompts: Sequence[PromptLike], params: Any) -> list[dict[str, Any]]:
+        all_params = per_request(params, len(prompts))
+        return [request_body(p, sp) for p, sp in zip(prompts, all_params, strict=True)]
+
+    def _result(self, reply: Message) -> Generation:
+        generation = Generation.from_dict(reply.body)
+        self.version = max(self.version, generation.version)
+        return generation

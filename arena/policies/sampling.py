@@ -1,0 +1,76 @@
+"""Next-token sampling for a batch whose rows may each have their own :class:`SamplingParams`.
+
+The returned logprob of a sampled token is always under the raw distribution
+(``log_softmax(logits)``, temperature 1, no truncation), as vLLM's default ``raw_logprobs``
+mode does: that is the quantity a learner recomputes by teacher forcing and compares in its
+importance ratio. Temperature, top-k and top-p only shape which token is drawn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from arena.policies.base import SamplingParams
+
+
+class BatchSampler:
+    """Samples one token per row; rows with a seed draw from their own generator."""
+
+    def __init__(
+        self, params: Sequence[SamplingParams], device: torch.device, generator: torch.Generator
+    ) -> None:
+        self.params = list(params)
+        self.device = device
+        self.shared = generator
+        self.generators = [
+            torch.Generator(device=device).manual_seed(p.seed) if p.seed is not None else None
+            for p in self.params
+        ]
+
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep only these rows (as the batch drops finished requests)."""
+        keep = rows.tolist()
+        self.params = [self.params[i] for i in keep]
+        self.generators = [self.generators[i] for i in keep]
+
+    @torch.no_grad()
+    def __call__(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``logits`` is ``[rows, vocab]``; returns sampled ids and their raw logprobs."""
+        logits = logits.float()
+        raw = torch.log_softmax(logits, dim=-1)
+        tokens = logits.argmax(dim=-1)
+        sampled = [i for i, p in enumerate(self.params) if not p.greedy]
+        if sampled:
+            index = torch.tensor(sampled, device=logits.device)
+            probs = self._probs(logits[index], [self.params[i] for i in sampled])
+            tokens[index] = self._draw(probs, [self.generators[i] for i in sampled])
+        return tokens, raw.gather(1, tokens[:, None]).squeeze(1)
+
+    def _probs(self, logits: torch.Tensor, params: list[SamplingParams]) -> torch.Tensor:
+        temperature = torch.tensor([p.temperature for p in params], device=logits.device)
+        logits = logits / temperature[:, None]
+        top_k = torch.tensor([p.top_k for p in params], device=logits.device)
+        top_p = torch.tensor([p.top_p for p in params], device=logits.device)
+        if bool((top_k > 0).any()) or bool((top_p < 1).any()):
+            ordered, order = logits.sort(dim=-1, descending=True)
+            rank = torch.arange(logits.shape[-1], device=logits.device)[None, :]
+            drop = (top_k[:, None] > 0) & (rank >= top_k[:, None])
+            ordered = ordered.masked_fill(drop, float("-inf"))
+            probs = ordered.softmax(dim=-1)
+            # Drop a token once the mass before it already reaches top_p (the first always stays).
+            drop |= (probs.cumsum(dim=-1) - probs) >= top_p[:, None]
+            logits = logits.scatter(1, order, ordered.masked_fill(drop, float("-inf")))
+        return logits.softmax(dim=-1)
+
+    def _draw(self, probs: torch.Tensor, generators: list[torch.Generator | None]) -> torch.Tensor:
+        out = torch.empty(probs.shape[0], dtype=torch.long, device=probs.device)
+        shared = [i for i, g in enumerate(generators) if g is None]
+        if shared:
+            index = torch.tensor(shared, device=probs.device)
+            out[index] = torch.multinomial(probs[index], 1, generator=self.shared).squeeze(1)
+        for i, generator in enumerate(generators):
+            if generator is not None:
+                out[i] = torch.multinomial(probs[i], 1, generator=generator)[0]
+        return out

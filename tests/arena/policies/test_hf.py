@@ -1,0 +1,123 @@
+"""The transformers backend on the tiny model: logprobs, sampling params, stops, weight updates."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from arena.policies.base import ContextOverflow, Generation, InvalidRequest, Prompt, SamplingParams
+from arena.policies.hf import HFPolicy
+
+LOGPROB_ATOL = 1e-4
+"""fp32 batched, left-padded, KV-cached decoding vs one unpadded teacher-forced pass: the
+kernels sum in different orders, so logprobs agree to about 1e-6; 1e-4 leaves headroom."""
+
+CHATS = [
+    [{"role": "user", "content": "hi"}],
+    [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Name three prime numbers, please."},
+    ],
+    np.array([1, 504, 2988, 288], dtype=np.int32),
+]
+
+
+@pytest.fixture
+def policy(tiny_model) -> HFPolicy:
+    model, tokenizer = tiny_model
+    return HFPolicy(model, tokenizer, max_batch=2)  # max_batch 2: three prompts span two batches
+
+
+def teacher_forced(model: torch.nn.Module, gen: Generation) -> np.ndarray:
+    ids = torch.from_numpy(gen.conversation_ids.astype(np.int64))[None]
+    with torch.no_grad():
+        logprobs = model(ids).logits.float().log_softmax(-1)[0]
+    start = len(gen.prompt_ids)
+    return logprobs[start - 1 : -1].gather(1, ids[0, start:, None]).squeeze(1).numpy()
+
+
+@pytest.mark.parametrize(
+    "params",
+    [SamplingParams(temperature=1.0, max_new_tokens=12, seed=1),
+     SamplingParams(temperature=0.7, top_k=20, top_p=0.9, max_new_tokens=12),
+     SamplingParams(temperature=0.0, max_new_tokens=12)],
+    ids=["plain", "truncated", "greedy"],
+)  # fmt: skip
+def test_logprobs_match_teacher_forcing(policy: HFPolicy, params: SamplingParams) -> None:
+    generations = policy.generate(CHATS, params)
+    for gen in generations:
+        assert len(gen.token_ids) == len(gen.logprobs) > 0
+        np.testing.assert_allclose(
+            gen.logprobs, teacher_forced(policy.model, gen), atol=LOGPROB_ATOL
+        )
+
+
+def test_greedy_is_argmax_and_seeds_reproduce(policy: HFPolicy) -> None:
+    greedy = policy.generate(CHATS[:1], SamplingParams(temperature=0, max_new_tokens=8))[0]
+    reference = policy.model.generate(
+        torch.from_numpy(greedy.prompt_ids.astype(np.int64))[None], max_new_tokens=8, do_sample=False,
+        attention_mask=torch.ones(1, len(greedy.prompt_ids), dtype=torch.long), eos_token_id=None,
+    )[0, len(greedy.prompt_ids) :]  # fmt: skip
+    assert greedy.token_ids.tolist() == reference.tolist()[: len(greedy.token_ids)]
+    seeded = [SamplingParams(max_new_tokens=10, seed=s) for s in (5, 5, 6)]
+    a, b, c = policy.generate([CHATS[1]] * 3, seeded)
+    assert a.token_ids.tolist() == b.token_ids.tolist() != c.token_ids.tolist()
+
+
+def test_per_request_params_in_one_batch(policy: HFPolicy) -> None:
+    short, long = policy.generate(
+        CHATS[:2], [SamplingParams(max_new_tokens=3), SamplingParams(max_new_tokens=9)]
+    )
+    assert (len(short.token_ids), short.finish_reason) == (3, "length")
+    assert (len(long.token_ids), long.finish_reason) == (9, "length")
+    assert short.version == long.version == 0
+
+
+def test_stop_strings_and_stop_tokens(policy: HFPolicy) -> None:
+    free = policy.generate(CHATS[:1], SamplingParams(temperature=0, max_new_tokens=10))[0]
+    third = int(free.token_ids[2])
+    by_token = policy.generate(
+        CHATS[:1], SamplingParams(temperature=0, max_new_tokens=10, stop_token_ids=[third])
+    )[0]
+    first = free.token_ids.tolist().index(third)
+    assert (
+        by_token.finish_reason == "stop"
+        and by_token.token_ids.tolist() == free.token_ids[: first + 1].tolist()
+    )
+    stop = free.text[len(free.text) // 2 :][:3]
+    by_text = policy.generate(
+        CHATS[:1], SamplingParams(temperature=0, max_new_tokens=10, stop=[stop])
+    )[0]
+    assert by_text.finish_reason == "stop"
+    assert by_text.text == free.text[: free.text.index(stop)]
+    assert free.token_ids.tolist()[: len(by_text.token_ids)] == by_text.token_ids.tolist()
+
+
+def test_prompt_errors(policy: HFPolicy) -> None:
+    with pytest.raises(ContextOverflow, match="leaves no room"):
+        policy.generate([np.ones(policy.max_context, dtype=np.int32)])
+    with pytest.raises(InvalidRequest, match="empty prompt"):
+        policy.generate([Prompt(ids=np.zeros(0, np.int32))])
+
+
+def test_weight_update_changes_outputs_and_version(policy: HFPolicy) -> None:
+    params = SamplingParams(temperature=0, max_new_tokens=8)
+    before = policy.generate(CHATS[:2], params)
+    state = {name: t.clone() for name, t in policy.state_dict().items()}
+    generator = torch.Generator().manual_seed(1)
+    for tensor in state.values():
+        tensor.add_(torch.randn(tensor.shape, generator=generator) * 0.5)
+    policy.update_weights(state, version=4)
+    after = policy.generate(CHATS[:2], params)
+    assert [g.version for g in after] == [4, 4]
+    assert any(
+        a.token_ids.tolist() != b.token_ids.tolist() for a, b in zip(before, after, strict=True)
+    )
+    for gen in after:
+        np.testing.assert_allclose(
+            gen.logprobs, teacher_forced(policy.model, gen), atol=LOGPROB_ATOL
+        )
+    with pytest.raises(KeyError, match="lacks"):
+        policy.update_weights({"nope": torch.zeros(1)}, version=5)
+    assert policy.version == 4

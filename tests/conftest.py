@@ -1,0 +1,34 @@
+"""Fixtures shared across the test tree. Keep them small; package-specific ones live nearer."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+
+import pytest
+from transformers import PreTrainedTokenizerBase
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer() -> PreTrainedTokenizerBase:
+    """SmolLM2's tokenizer (from the embedded GGUF, cached after the first run)."""
+    from arena.models import load_tokenizer
+
+    return load_tokenizer("tiny")
+
+
+@pytest.fixture
+def tiny_model(tiny_tokenizer: PreTrainedTokenizerBase):
+    """A fresh tiny Llama (seed 0, about 3 M params) and its tokenizer; safe to modify."""
+    from arena.models import tiny_model
+
+    return tiny_model(seed=0, tokenizer=tiny_tokenizer)
+
+
+@pytest.fixture
+def ipc_dir() -> Iterator[str]:
+    """A short directory for ipc:// sockets (their paths must stay under about 100 bytes)."""
+    path = tempfile.mkdtemp(prefix="arena-", dir="/tmp")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
