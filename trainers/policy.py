@@ -14,6 +14,7 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers.utils import logging as hf_logging
 
 from trainers.config import LearnerConfig, LoRAConfig
 from trainers.logprobs import unwrap_peft
@@ -90,7 +91,13 @@ def save_hf(
 ) -> None:
     """An HF directory (config, safetensors weights, tokenizer) that ``from_pretrained`` loads."""
     base = unwrap_peft(model)
-    base.save_pretrained(path, state_dict=state, safe_serialization=True)
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # a bar per checkpoint is noise in a training log
+    try:
+        base.save_pretrained(path, state_dict=state, safe_serialization=True)
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
     if tokenizer is not None:
         tokenizer.save_pretrained(path)
 

@@ -1,0 +1,174 @@
+"""The in-process learner: input hygiene, one update, accumulation, NaN guard, LoRA, weights."""
+
+from __future__ import annotations
+
+import copy
+import logging
+
+import numpy as np
+import pytest
+import torch
+from synthetic import two_seat_episodes
+
+import trainers.learner as learner_module
+from arena.weights import WeightAssembler
+from trainers.config import LearnerConfig
+from trainers.learner import Learner
+
+
+def make_config(**sections: dict) -> LearnerConfig:
+    """Small test defaults, with per-section overrides."""
+    data: dict = {"optim": {"lr": 1e-3}, "batch": {"micro_batch_tokens": 256, "max_seq_len": 64}}
+    for name, values in sections.items():
+        data.setdefault(name, {}).update(values)
+    return LearnerConfig.from_dict(data)
+
+
+def params(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {n: p.detach().clone() for n, p in model.named_parameters()}
+
+
+def test_bad_episodes_are_rejected_and_the_batch_goes_on(fresh_tiny, caplog) -> None:
+    learner = Learner(make_config(), *fresh_tiny)
+    good = [e.to_dict() for e in two_seat_episodes(3)]
+    missing = copy.deepcopy(good[0]) | {"id": "missing"}
+    del missing["turns"][1]["reward"]
+    wrong_dtype = copy.deepcopy(good[1]) | {"id": "dtype"}
+    wrong_dtype["turns"][0]["prompt_ids"] = np.array([1.5, 2.5])
+    mismatched = copy.deepcopy(good[2]) | {"id": "lengths"}
+    mismatched["turns"][2]["response_logprobs"] = np.zeros(9, dtype=np.float32)
+    for bad in (missing, wrong_dtype, mismatched):  # renamed copies: their turns follow
+        for t in bad["turns"]:
+            t["episode_id"] = bad["id"]
+    not_a_map = "garbage"
+    accepted = learner.add_episodes([good[0], missing, wrong_dtype, not_a_map, mismatched, good[1], good[2]])
+    assert accepted == 3
+    assert learner.state.counters["rejected_bad_record"] == 4
+    reasons = " ".join(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+    assert "missing field 'reward'" in reasons and "dtype" in reasons and "response_logprobs" in reasons
+    # Duplicates are dropped by id.
+    assert learner.add_episodes([good[0]]) == 0
+    assert learner.state.counters["rejected_duplicate"] == 1
+    metrics = learner.step()
+    assert metrics is not None and metrics["samples"] > 0 and metrics["version"] == 1.0
+    assert learner.step() is None  # nothing pending
+
+
+def test_one_step_moves_weights_and_reports_metrics(fresh_tiny) -> None:
+    learner = Learner(make_config(), *fresh_tiny)
+    before = params(learner.model)
+    learner.add_episodes(two_seat_episodes(6))
+    metrics = learner.step()
+    after = params(learner.model)
+    assert any(not torch.equal(before[n], after[n]) for n in before)
+    for name in ("loss", "pg_loss", "entropy", "clip_frac", "grad_norm", "tokens_per_s", "lr",
+                 "adv/g/player/mean", "adv/g/player/std", "return/g/player/mean", "sampler_kl"):
+        assert name in metrics and np.isfinite(metrics[name]), name
+    assert metrics["adv/g/player/mean"] == pytest.approx(0.0, abs=1e-9)
+    assert learner.state.step == 1 and learner.version == 1
+
+
+def test_gradient_accumulation_equals_one_big_batch() -> None:
+    from arena.models import tiny_model
+
+    results = []
+    for budget in (512, 24):  # one micro-batch vs many
+        model, tokenizer = tiny_model(seed=0)
+        config = make_config(batch={"micro_batch_tokens": budget, "max_seq_len": 24},
+                             loss={"aggregation": "seq-mean-token-mean"})  # fmt: skip
+        learner = Learner(config, model, tokenizer)
+        learner.add_episodes(two_seat_episodes(4))
+        metrics = learner.step()
+        results.append((params(learner.model), metrics))
+    (big, m_big), (small, m_small) = results
+    for name in big:
+        assert torch.allclose(big[name], small[name], atol=1e-6), name
+    assert m_small["loss"] == pytest.approx(m_big["loss"], abs=1e-6)
+    assert m_small["grad_norm"] == pytest.approx(m_big["grad_norm"], rel=1e-4)
+
+
+def test_nan_loss_skips_the_step_without_touching_weights(fresh_tiny, monkeypatch, caplog) -> None:
+    learner = Learner(make_config(), *fresh_tiny)
+    real_loss = learner_module.policy_loss
+    calls = {"n": 0}
+
+    def poisoned(*args, **kwargs):
+        out = real_loss(*args, **kwargs)
+        calls["n"] += 1
+        if calls["n"] == 1:
+            out.loss = out.loss * float("nan")
+        return out
+
+    monkeypatch.setattr(learner_module, "policy_loss", poisoned)
+    before = params(learner.model)
+    learner.add_episodes(two_seat_episodes(4))
+    metrics = learner.step()
+    assert metrics["skipped"] == 1.0 and "version" not in metrics
+    assert learner.state.counters["skipped_nonfinite"] == 1 and learner.state.step == 0
+    after = params(learner.model)
+    assert all(torch.equal(before[n], after[n]) for n in before)
+    assert all(not p.isnan().any() for p in after.values())
+    assert any("non-finite" in r.getMessage() for r in caplog.records)
+    # Nothing lingers: the next step trains normally.
+    learner.add_episodes(two_seat_episodes(4, start=100))
+    metrics = learner.step()
+    assert metrics["version"] == 1.0 and np.isfinite(metrics["loss"])
+    assert any(not torch.equal(before[n], p) for n, p in params(learner.model).items())
+
+
+def test_stale_turns_are_rejected(fresh_tiny) -> None:
+    learner = Learner(make_config(batch={"max_staleness": 0}), *fresh_tiny)
+    learner.add_episodes(two_seat_episodes(2))
+    learner.step()  # now at version 1
+    learner.add_episodes(two_seat_episodes(2, start=10, version=0) + two_seat_episodes(2, start=20, version=1))
+    metrics = learner.step()
+    assert metrics["filtered/stale_rejected"] == 8 and metrics["samples"] == 8
+
+
+def test_ppo_epochs_kl_and_entropy_terms(fresh_tiny) -> None:
+    config = make_config(loss={"ppo_epochs": 2, "kl_coef": 0.1, "entropy_coef": 0.01})
+    learner = Learner(config, *fresh_tiny)
+    learner.add_episodes(two_seat_episodes(4))
+    metrics = learner.step()
+    # The second epoch sees the first update: ratios move off 1 and the policy off the reference.
+    assert metrics["ratio"] != pytest.approx(1.0, abs=1e-7)
+    assert metrics["kl_token"] > 0.0
+    assert learner.reference is not None
+    assert not any(p.requires_grad for p in learner.reference.parameters())
+
+
+def test_lora_trains_adapters_only_and_exports_merged_hf_weights(fresh_tiny) -> None:
+    model, tokenizer = fresh_tiny
+    base_before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    config = make_config(lora={"enabled": True, "r": 4, "alpha": 8}, loss={"kl_coef": 0.05},
+                         optim={"lr": 1e-2})  # fmt: skip
+    learner = Learner(config, model, tokenizer)
+    learner.add_episodes(two_seat_episodes(4))
+    metrics = learner.step()
+    assert metrics["kl_token"] == pytest.approx(0.0, abs=1e-9)  # adapters start at B = 0
+    learner.add_episodes(two_seat_episodes(4, start=50))
+    learner.step()
+    exported = learner.export_weights()
+    assert set(exported) == set(base_before) | {"lm_head.weight"}
+    assert not any("lora" in n for n in exported)
+    frozen = {n.replace("base_model.model.", "").replace(".base_layer", ""): p
+              for n, p in learner.model.named_parameters() if "lora_" not in n}  # fmt: skip
+    assert all(torch.equal(frozen[n], base_before[n]) for n in base_before)
+    changed = [n for n in base_before if not torch.equal(exported[n], base_before[n])]
+    assert changed and all("proj" in n for n in changed)  # only adapted layers moved
+
+
+def test_weight_buckets_assemble_to_the_exported_state(fresh_tiny) -> None:
+    model, tokenizer = fresh_tiny
+    learner = Learner(make_config(), model, tokenizer)
+    learner.add_episodes(two_seat_episodes(2))
+    learner.step()
+    assembler = WeightAssembler(model.state_dict())
+    result = None
+    for body in learner.weight_buckets(bucket_bytes=1 << 20):
+        result = assembler.add(body) or result
+    assert result is not None
+    version, state = result
+    assert version == 1
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(state[name], tensor), name

@@ -1,0 +1,149 @@
+"""Checkpoints: HF-loadable, pickle-free, atomic under kill -9, and an exact resume."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import torch
+from synthetic import two_seat_episodes
+from transformers import AutoModelForCausalLM
+
+from trainers.checkpoint import latest_checkpoint, list_checkpoints, load_optimizer, save_optimizer
+from trainers.config import LearnerConfig
+from trainers.learner import Learner
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def config(directory: Path, every: int = 2, keep: int = 3) -> LearnerConfig:
+    return LearnerConfig.from_dict({
+        "model": "tiny",
+        "optim": {"lr": 1e-3, "warmup_steps": 2, "schedule": "cosine", "total_steps": 10},
+        "batch": {"micro_batch_tokens": 128, "max_seq_len": 64},
+        "advantage": {"mode": "ema", "ema_alpha": 0.8},
+        "checkpoint": {"dir": str(directory), "every": every, "keep": keep},
+    })  # fmt: skip
+
+
+def batch(i: int):
+    return two_seat_episodes(3, start=10 * i)
+
+
+def test_resume_continues_exactly_where_the_last_checkpoint_left_off(tmp_path: Path) -> None:
+    # Run A: four steps straight through.
+    a = Learner(config(tmp_path / "a"))
+    for i in range(4):
+        a.add_episodes(batch(i))
+        a.step()
+    # Run B: three steps, but only step 2 was checkpointed before the "crash".
+    b = Learner(config(tmp_path / "b"))
+    for i in range(3):
+        b.add_episodes(batch(i))
+        b.step()
+    assert [s for s, _ in list_checkpoints(tmp_path / "b")] == [2]
+    resumed = Learner(config(tmp_path / "b"))
+    assert resumed.state.step == 2  # step 3 was lost with the process; nothing is repeated
+    assert resumed.add_episodes(batch(1)) == 0  # episodes seen before the checkpoint stay seen
+    for i in (2, 3):  # batch 2 again: the crashed step 3 is redone once, from the same state
+        assert resumed.add_episodes(batch(i)) == 3
+        resumed.step()
+    assert resumed.state.step == 4
+    for (name, pa), pb in zip(a.model.named_parameters(), resumed.model.parameters(), strict=True):
+        assert torch.equal(pa, pb), name
+    assert resumed.ema.baselines == a.ema.baselines
+
+
+def test_checkpoint_is_hf_loadable_and_pickle_free(tmp_path: Path) -> None:
+    learner = Learner(config(tmp_path, every=1, keep=2))
+    for i in range(3):
+        learner.add_episodes(batch(i))
+        learner.step()
+    assert [s for s, _ in list_checkpoints(tmp_path)] == [2, 3]  # keep = 2 pruned step 1
+    path = latest_checkpoint(tmp_path)
+    files = {p.name for p in path.rglob("*") if p.is_file()}
+    assert {"optimizer.safetensors", "optimizer.json", "rng.safetensors", "state.json",
+            "model.safetensors", "config.json"} <= files  # fmt: skip
+    assert not any(f.endswith((".bin", ".pt", ".pth", ".pkl", ".pickle")) for f in files)
+    hf = AutoModelForCausalLM.from_pretrained(path / "model")
+    exported = learner.export_weights()
+    for name, tensor in hf.state_dict().items():
+        assert torch.equal(tensor, exported[name]), name
+
+
+def test_optimizer_state_round_trip(tmp_path: Path) -> None:
+    model = torch.nn.Linear(3, 2)
+    opt = torch.optim.AdamW(model.parameters(), lr=0.1, betas=(0.8, 0.9))
+    model(torch.randn(4, 3)).sum().backward()
+    opt.step()
+    state = {"state": {"w": opt.state_dict()["state"][0], "b": opt.state_dict()["state"][1]},
+             "param_groups": [dict(opt.state_dict()["param_groups"][0], params=["w", "b"])]}  # fmt: skip
+    save_optimizer(tmp_path, state)
+    loaded = load_optimizer(tmp_path)
+    assert loaded["param_groups"][0]["betas"] == (0.8, 0.9)  # tuples survive JSON
+    for param in ("w", "b"):
+        for key, value in state["state"][param].items():
+            assert torch.equal(loaded["state"][param][key], value)
+
+
+KILLER = """
+import sys, time
+sys.path[:0] = [{root!r}, {tests!r}]
+from synthetic import two_seat_episodes
+from trainers import checkpoint
+from trainers.config import LearnerConfig
+from trainers.learner import Learner
+
+real = checkpoint.save_optimizer
+
+def slow_save(path, state):
+    real(path, state)
+    if "step-00000004" in str(path):  # the second save: stall in the middle of the write
+        print("MIDWRITE", flush=True)
+        time.sleep(120)
+
+checkpoint.save_optimizer = slow_save
+learner = Learner(LearnerConfig.from_dict({{
+    "model": "tiny", "optim": {{"lr": 1e-3}}, "batch": {{"micro_batch_tokens": 128, "max_seq_len": 64}},
+    "checkpoint": {{"dir": {directory!r}, "every": 2}}}}))
+for i in range(4):
+    learner.add_episodes(two_seat_episodes(3, start=10 * i))
+    learner.step()
+    print("STEP", learner.state.step, flush=True)
+"""
+
+
+def test_kill_9_mid_checkpoint_leaves_the_previous_one_loadable(tmp_path: Path) -> None:
+    directory = tmp_path / "ckpt"
+    script = KILLER.format(root=str(ROOT), tests=str(Path(__file__).parent), directory=str(directory))
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+    try:
+        lines = []
+        for line in proc.stdout:
+            lines.append(line.strip())
+            if line.startswith("MIDWRITE"):
+                os.kill(proc.pid, signal.SIGKILL)
+                break
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == -signal.SIGKILL, lines
+    assert "STEP 2" in lines and "STEP 4" not in lines
+    partial = [p for p in directory.iterdir() if p.name.startswith(".tmp-")]
+    assert partial, "the kill should have left a partial temporary directory"
+    assert (partial[0] / "optimizer.safetensors").exists() and not (partial[0] / "state.json").exists()
+    assert latest_checkpoint(directory).name == "step-00000002"
+    resumed = Learner(LearnerConfig.from_dict({
+        "model": "tiny", "optim": {"lr": 1e-3}, "batch": {"micro_batch_tokens": 128, "max_seq_len": 64},
+        "checkpoint": {"dir": str(directory), "every": 1}}))  # fmt: skip
+    assert resumed.state.step == 2
+    resumed.add_episodes(two_seat_episodes(3, start=99))
+    resumed.step()
+    assert latest_checkpoint(directory).name == "step-00000003"
+    assert not [p for p in directory.iterdir() if p.name.startswith(".tmp-")]  # cleaned up
