@@ -18,7 +18,7 @@ Services and topics for a policy named ``NAME``:
   ``context_overflow``, ``busy`` (the queue holds ``max_queue`` requests: retry later),
   ``policy_error`` (the backend failed on this batch).
 - service ``policy:NAME:status``: ``{"version", "paused", "queued", "batch_sizes" (recent),
-  "counters"}``.
+  "counters", "weights" (the assembler's applied/rejected counts)}``.
 - topic ``weights.NAME``: ``weights`` messages, one per bucket (:mod:`arena.weights`). A
   complete, valid update is applied between batches; a partial or corrupt one is refused and the
   old weights keep serving. Every outcome is announced as a ``control`` message on topic
@@ -96,6 +96,7 @@ class InferenceActor:
         name: str = "main",
         batching: BatchingConfig | None = None,
         actor_name: str | None = None,
+        heartbeat_interval: float = 1.0,
     ) -> None:
         self.policy = policy
         self.name = name
@@ -178,8 +179,10 @@ class InferenceActor:
         return (await future).to_dict()
 
     def _on_status(self, msg: Message) -> dict[str, Any]:
+        weights = dict(self._assembler.counters) if self._assembler else {}
         return {"version": self.policy.version, "paused": self.paused, "queued": len(self._queue),
-                "batch_sizes": list(self.batch_sizes), "counters": dict(self.counters)}  # fmt: skip
+                "batch_sizes": list(self.batch_sizes), "counters": dict(self.counters),
+                "weights": weights}  # fmt: skip
 
     def _on_control(self, msg: Message) -> None:
         body = msg.body
@@ -324,6 +327,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-wait-ms", type=float, default=BatchingConfig.max_wait_ms)
     parser.add_argument("--max-queue", type=int, default=BatchingConfig.max_queue)
     parser.add_argument("--actor-name", default=None, help="bus name (default inference-NAME-PID)")
+    parser.add_argument("--heartbeat-interval", type=float, default=1.0, help="seconds between heartbeats")
     parser.add_argument("-v", "--verbose", action="count", default=0)
     return parser
 
