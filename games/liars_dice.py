@@ -38,7 +38,8 @@ class LiarsDice(TextGame):
     action is "liar"."""
 
     metadata = {**TextGame.metadata, "name": "liars_dice_v0", "seats": (2, 6),
-                "information": "hidden", "max_turns": 25, "strongest_bot": "random-v0"}
+                "information": "hidden", "max_turns": 25,
+                "strongest_bot": "liars-dice-heuristic-v0"}
 
     def __init__(self, num_players: int = 2, dice_per_player: int = 2, **kwargs: Any) -> None:
         if not 1 <= dice_per_player <= 5:

@@ -62,13 +62,15 @@ class Negotiation(TextGame):
 
     def _new_game(self, rng: np.random.Generator) -> None:
         choices: list[tuple[int, ...]] = []
-        while not choices:  # some pools (e.g. 4-4-4) cannot be worth exactly POOL_VALUE
+        # some pools (e.g. 4-4-4) cannot be worth exactly POOL_VALUE; and the players' values
+        # must differ, or there would be nothing to negotiate about
+        while len(choices) < self.num_players:
             self.pool = tuple(int(n) for n in rng.integers(1, MAX_COUNT + 1, size=len(ITEMS)))
             choices = [
                 v for v in itertools.product(range(POOL_VALUE + 1), repeat=len(ITEMS))
                 if sum(n * x for n, x in zip(self.pool, v, strict=True)) == POOL_VALUE
             ]
-        picks = rng.integers(len(choices), size=self.num_players)
+        picks = rng.choice(len(choices), size=self.num_players, replace=False)
         self.values = [choices[i] for i in picks]
         self.offer: tuple[int, tuple[int, ...]] | None = None  # (proposer index, items kept)
         self.log: list[str] = []

@@ -168,27 +168,33 @@ class PettingZooClassic(TextGame):
         else:  # a Discrete observation (rps: the opponent's last move) becomes a one-hot
             box = spaces.Box(0, 1, (self._obs_space.n,), np.int8)
         super().__init__(len(self._inner_agents), self.inner.action_space(first), box, **kwargs)
-        self._legal_cache: tuple[int, list[int]] = (-1, [])
+        self._obs_cache: tuple[tuple[int, str] | None, Any] = (None, None)
+        self._names_cache: tuple[tuple[int, str] | None, dict[str, int]] = (None, {})
 
     def _inner(self, agent: str) -> str:
         return self._inner_agents[self.agent_index(agent)]
 
     def _new_game(self, rng: np.random.Generator) -> None:
         self.inner.reset(seed=int(rng.integers(2**31)))
-        self._legal_cache = (-1, [])
+        self._obs_cache = (None, None)
+        self._names_cache = (None, {})
 
     def _current_agent(self) -> str:
         return self.possible_agents[self._inner_agents.index(self.inner.agent_selection)]
 
+    def _observe_inner(self, agent: str) -> Any:
+        # PettingZoo computes a whole observation (chess: planes and legal moves) per call, and
+        # one Arena observation needs it up to three times; the state only changes with a move
+        key = (self.turn, agent)
+        if self._obs_cache[0] != key:
+            self._obs_cache = (key, self.inner.observe(self._inner(agent)))
+        return self._obs_cache[1]
+
     def _legal_actions(self, agent: str) -> list[int]:
-        if self._legal_cache[0] != self.turn:
-            obs = self.inner.observe(self._inner(agent))
-            if isinstance(obs, dict) and "action_mask" in obs:
-                legal = [int(a) for a in np.flatnonzero(obs["action_mask"])]
-            else:
-                legal = list(range(self.action_space(agent).n))
-            self._legal_cache = (self.turn, legal)
-        return self._legal_cache[1]
+        obs = self._observe_inner(agent)
+        if isinstance(obs, dict) and "action_mask" in obs:
+            return [int(a) for a in np.flatnonzero(obs["action_mask"])]
+        return list(range(self.action_space(agent).n))
 
     def _apply(self, agent: str, action: int) -> Mapping[str, float]:
         self.inner.step(action)
@@ -207,17 +213,17 @@ class PettingZooClassic(TextGame):
     def parse_action(self, agent: str, text: str) -> int | None:
         if not isinstance(text, str):
             return None
-        wanted = normalize(text)
-        n = self.action_space(agent).n
-        # small action sets are named whole (so an illegal move still parses); chess only legally
-        candidates = range(n) if n <= 64 else self.legal_actions(agent)
-        for action in candidates:
-            if normalize(self.action_to_text(agent, action)) == wanted:
-                return action
-        return None
+        key = (self.turn, agent)
+        if self._names_cache[0] != key:
+            n = self.action_space(agent).n
+            # small action sets are named whole (an illegal move still parses); chess legally only
+            candidates = range(n) if n <= 64 else self.legal_actions(agent)
+            names = {normalize(self.action_to_text(agent, a)): a for a in reversed(candidates)}
+            self._names_cache = (key, names)
+        return self._names_cache[1].get(normalize(text))
 
     def _observation_array(self, agent: str) -> np.ndarray:
-        obs = self.inner.observe(self._inner(agent))
+        obs = self._observe_inner(agent)
         if isinstance(obs, dict):
             return np.asarray(obs["observation"])
         return np.eye(self._obs_space.n, dtype=np.int8)[int(obs)]

@@ -29,29 +29,33 @@ from games.text_env import CHARSET, TextGame, normalize
 _MOVE = re.compile(r"\[([^\[\]]+)\]")
 
 
-def _ttt_legal(state: Any, player: int) -> list[str]:
-    board = state.game_state["board"]
+def _ttt_legal(env: Any, player: int) -> list[str]:
+    board = env.state.game_state["board"]
     return [f"[{r * 3 + c}]" for r in range(3) for c in range(3) if board[r][c] == ""]
 
 
-def _nim_legal(state: Any, player: int) -> list[str]:
-    piles = state.game_state["piles"]
+def _nim_legal(env: Any, player: int) -> list[str]:
+    piles = env.state.game_state["piles"]
     return [f"[{i} {q}]" for i, size in enumerate(piles) for q in range(1, size + 1)]
 
 
-def _kuhn_legal(state: Any, player: int) -> list[str]:
-    tree = state.game_state["current_legal_action_tree"]
+def _kuhn_legal(env: Any, player: int) -> list[str]:
+    tree = env.state.game_state["current_legal_action_tree"]
     return [f"[{move}]" for move in tree] if isinstance(tree, dict) else []
 
 
-def _kuhn_private(state: Any, player: int) -> list[str]:
-    card = "JQK"[state.game_state["player_cards"][player]]
-    return [f"Your card is: '{card}'"]
+def _kuhn_private(env: Any, player: int) -> list[str]:
+    # the round number keeps an earlier round's own card from matching the opponent's card now
+    game = env.state.game_state
+    card = "JQK"[game["player_cards"][player]]
+    return [f"Starting round {game['current_round']} out of {env.max_rounds} rounds. "
+            f"Your card is: '{card}'"]
 
 
 @dataclass(frozen=True)
 class TextArenaSpec:
-    """What the adapter must know about one TextArena game beyond TextArena's own API."""
+    """What the adapter must know about one TextArena game beyond TextArena's own API: its legal
+    moves and private strings, read off the TextArena env for a player id."""
 
     legal: Callable[[Any, int], list[str]]
     metadata: Mapping[str, Any]
@@ -76,9 +80,8 @@ class TextArenaGame(TextGame):
         textarena = require("textarena", "textarena")
         self.spec = SPECS[env_id]
         self.env_id = env_id
+        self._textarena = textarena
         self._random_state = random.Random(0).getstate()
-        with self._own_random():
-            self.inner = textarena.make(env_id)
         self.metadata = {**TextGame.metadata, "name": f"textarena_{env_id}", **self.spec.metadata}
         self.rules_text = (
             f"TextArena game {env_id}, 2 players; seat player_i is TextArena's Player i. The game "
@@ -103,6 +106,8 @@ class TextArenaGame(TextGame):
         self._random_state = random.Random(seed).getstate()
         self.transcripts: list[list[str]] = [[] for _ in range(self.num_players)]
         with self._own_random():
+            # a fresh env each game: TextArena envs carry state across resets (Kuhn's deck order)
+            self.inner = self._textarena.make(self.env_id)
             self.inner.reset(num_players=self.num_players, seed=seed)
         self._collect()
 
@@ -119,7 +124,7 @@ class TextArenaGame(TextGame):
         return self.possible_agents[self.inner.state.current_player_id]
 
     def _legal_actions(self, agent: str) -> list[str]:
-        return self.spec.legal(self.inner.state, self.agent_index(agent))
+        return self.spec.legal(self.inner, self.agent_index(agent))
 
     def parse_action(self, agent: str, text: str) -> str | None:
         if not isinstance(text, str):
@@ -144,7 +149,7 @@ class TextArenaGame(TextGame):
     def private_info(self, agent: str) -> list[str]:
         if self.spec.private is None:
             return []
-        return self.spec.private(self.inner.state, self.agent_index(agent))
+        return self.spec.private(self.inner, self.agent_index(agent))
 
     def _observation_array(self, agent: str) -> np.ndarray:
         obs = np.zeros(2, dtype=np.int8)

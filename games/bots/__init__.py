@@ -1,0 +1,50 @@
+"""Reference bots: the evaluation opponents and seat-fillers, with their own registry.
+
+    from games import bots
+    bot = bots.make("minimax-v0", seed=0)
+    action = bot.act(env, env.agent_selection)
+    bots.strongest("connect-four-v0")        # the strongest reference bot for a game
+
+Bot ids (``arena.bots`` is the entry-point group for more):
+
+- ``random-v0``: any game, uniformly over the legal actions.
+- ``minimax-v0``: exact alpha-beta (Tic-Tac-Toe, Nim); ``minimax-depth4-v0``: depth 4 with a
+  heuristic (Connect Four).
+- ``nim-optimal-v0``: exact Nim by nim-sum.
+- ``mcts-v0``: OpenSpiel's MCTS, for perfect-information games with an OpenSpiel state.
+- ``kuhn-nash-v0``: the exact Kuhn poker equilibrium (``alpha`` in [0, 1/3]).
+- ``leduc-cfr-v0``: a CFR+ policy for Leduc hold'em (``iterations``), cached on disk.
+- ``tit-for-tat-v0``, ``hanabi-rules-v0``, ``liars-dice-heuristic-v0``: rule-based baselines.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from games import strongest_bot
+from games.bots.base import Bot
+from games.registry import Registry
+
+__all__ = ["Bot", "make", "registry", "strongest"]
+
+registry: Registry[Bot] = Registry("bot", entry_point_group="arena.bots")
+registry.register("random-v0", "games.bots.random_bot:RandomBot")
+registry.register("minimax-v0", "games.bots.minimax:AlphaBetaBot")
+registry.register("minimax-depth4-v0", "games.bots.minimax:AlphaBetaBot", kwargs={"depth": 4})
+registry.register("nim-optimal-v0", "games.bots.nim:NimSumBot")
+registry.register("mcts-v0", "games.bots.mcts:MCTSBot")
+registry.register("kuhn-nash-v0", "games.bots.kuhn:KuhnNashBot")
+registry.register("leduc-cfr-v0", "games.bots.leduc:LeducCFRBot")
+registry.register("tit-for-tat-v0", "games.bots.tit_for_tat:TitForTatBot")
+registry.register("hanabi-rules-v0", "games.bots.hanabi:HanabiRulesBot")
+registry.register("liars-dice-heuristic-v0", "games.bots.liars_dice:LiarsDiceBot")
+
+
+def make(bot_id: str, **kwargs: Any) -> Bot:
+    """Build the bot registered as ``bot_id`` (kwargs such as ``seed`` or ``depth`` pass through)."""
+    return registry.make(bot_id, **kwargs)
+
+
+def strongest(game_id: str, **kwargs: Any) -> Bot:
+    """The strongest reference bot for the game registered as ``game_id``."""
+    return make(strongest_bot(game_id), **kwargs)

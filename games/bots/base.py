@@ -1,0 +1,51 @@
+"""The reference-bot interface.
+
+A bot fills a seat without being trained: given the environment and the seat it plays, it picks
+an action, exactly what a policy-driven seat does after its role has parsed the model's text.
+``act`` returns an action ``env.step`` accepts; ``act_text`` the same action as text, for code
+that drives seats through ``env.step_text``. A bot reads only what its seat may know: the seat's
+observation, the public position of a perfect-information game, or the seat's OpenSpiel
+information state.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from games.text_env import TextGame
+
+
+class Bot(ABC):
+    """A seat-filler: ``reset(seed)`` once per game or match, then ``act(env, agent)`` per turn."""
+
+    def __init__(self, seed: int | None = None) -> None:
+        self.reset(seed)
+
+    def reset(self, seed: int | None = None) -> None:
+        """Re-seed the bot's randomness (ties and mixed strategies)."""
+        self.rng = np.random.default_rng(seed)
+
+    @abstractmethod
+    def act(self, env: TextGame, agent: str) -> Any:
+        """A legal action for ``agent``, the agent to move in ``env``."""
+
+    def act_text(self, env: TextGame, agent: str) -> str:
+        return env.action_to_text(agent, self.act(env, agent))
+
+    def choose(self, options: Sequence[Any], probs: Sequence[float] | None = None) -> Any:
+        """One of ``options`` (uniformly, or with ``probs``), as the option itself."""
+        if not options:
+            raise ValueError(f"{type(self).__name__} has no legal action to choose from")
+        if probs is not None:
+            p = np.asarray(probs, dtype=np.float64)
+            probs = p / p.sum()
+        return options[int(self.rng.choice(len(options), p=probs))]
+
+
+def unsupported(bot: Bot, env: TextGame, needs: str) -> TypeError:
+    """The error for a bot asked to play a game it cannot play."""
+    return TypeError(f"{type(bot).__name__} cannot play {env.metadata['name']}: it needs {needs}")
