@@ -36,7 +36,8 @@ for _id, _factory in {
 }.items():
     registry.register(_id, _factory)
 
-# Adapter samples carry their metadata, so listing them needs neither their library nor a build.
+# Adapter samples carry their metadata, so listing them needs neither their library nor a build;
+# ``requires`` names the module they import.
 _PERFECT_2P = {"seats": (2, 2), "kind": "competitive", "information": "perfect"}
 _HIDDEN_2P = {**_PERFECT_2P, "information": "hidden"}
 for _game, _meta in {
@@ -46,7 +47,7 @@ for _game, _meta in {
     "leduc_poker": {**_HIDDEN_2P, "strongest_bot": "leduc-cfr-v0"},
 }.items():
     registry.register(f"openspiel-{_game}-v0", "games.adapters.openspiel:OpenSpielGame",
-                      kwargs={"game": _game}, requires="openspiel", **_meta)
+                      kwargs={"game": _game}, requires="pyspiel", **_meta)
 for _env, _meta in {
     "tictactoe": _PERFECT_2P,
     "connect_four": _PERFECT_2P,
@@ -54,7 +55,7 @@ for _env, _meta in {
     "chess": _PERFECT_2P,
 }.items():
     registry.register(f"pettingzoo-{_env}-v0", "games.adapters.pettingzoo_classic:PettingZooClassic",
-                      kwargs={"env": _env}, requires="chess" if _env == "chess" else None,
+                      kwargs={"env": _env}, requires="chess" if _env == "chess" else "pettingzoo",
                       strongest_bot="random-v0", **_meta)
 for _env, _meta in {
     "TicTacToe-v0-raw": _PERFECT_2P,

@@ -112,7 +112,7 @@ class ClassicSpec:
 
 SPECS: dict[str, ClassicSpec] = {
     "tictactoe": ClassicSpec(
-        "pettingzoo.classic.tictactoe_v3",
+        "pettingzoo.classic.tictactoe.tictactoe",
         "Tic-Tac-Toe (PettingZoo tictactoe_v3), 2 players; player_0 plays X and moves first. "
         "Take turns marking an empty cell of a 3x3 grid; three in a row wins, a full grid is a "
         "draw. Name a cell 1-9, counted left to right and top to bottom.",
@@ -120,7 +120,7 @@ SPECS: dict[str, ClassicSpec] = {
         {"max_turns": 9, "strongest_bot": "random-v0"},
     ),
     "connect_four": ClassicSpec(
-        "pettingzoo.classic.connect_four_v3",
+        "pettingzoo.classic.connect_four.connect_four",
         "Connect Four (PettingZoo connect_four_v3), 2 players; player_0 plays X and moves first. "
         "Drop a disc into a column 1-7 that is not full; four in a row (across, down or "
         "diagonally) wins, a full board is a draw.",
@@ -128,7 +128,7 @@ SPECS: dict[str, ClassicSpec] = {
         {"max_turns": 42, "strongest_bot": "random-v0"},
     ),
     "rps": ClassicSpec(
-        "pettingzoo.classic.rps_v2",
+        "pettingzoo.classic.rps.rps",
         "Rock-Paper-Scissors (PettingZoo rps_v2), 2 players, several rounds. Each round both "
         "choose ROCK, PAPER or SCISSORS; player_1 does not see player_0's choice until the round "
         "ends. Rock beats scissors, scissors beat paper, paper beats rock: +1 to the winner and "
@@ -138,7 +138,7 @@ SPECS: dict[str, ClassicSpec] = {
         {"max_cycles": 15},
     ),
     "chess": ClassicSpec(
-        "pettingzoo.classic.chess_v6",
+        "pettingzoo.classic.chess.chess",
         "Chess (PettingZoo chess_v6), 2 players; player_0 plays white. Standard rules; a draw "
         "is claimed whenever possible. Write moves in UCI notation: from-square then to-square, "
         "plus the piece letter for a promotion (e2e4, e7e8q).",

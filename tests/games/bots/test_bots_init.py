@@ -1,0 +1,48 @@
+"""The bot registry and the strongest bot of every game."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+import games
+from games import bots
+from games.bots.base import Bot
+from games.bots.random_bot import RandomBot
+from games.play import play_game
+
+
+def test_registered_bot_ids() -> None:
+    assert set(bots.registry.ids()) >= {
+        "random-v0", "minimax-v0", "minimax-depth4-v0", "nim-optimal-v0", "mcts-v0",
+        "kuhn-nash-v0", "leduc-cfr-v0", "tit-for-tat-v0", "hanabi-rules-v0",
+        "liars-dice-heuristic-v0",
+    }
+    bot = bots.make("minimax-depth4-v0", seed=3)
+    assert isinstance(bot, Bot) and bot.depth == 4
+
+
+@pytest.mark.parametrize("game_id", games.ids())
+def test_the_strongest_bot_plays_its_game(game_id: str) -> None:
+    module = games.info(game_id).get("requires")
+    if module and importlib.util.find_spec(module) is None:
+        pytest.skip(f"{game_id} needs {module}")
+    if games.strongest_bot(game_id) in ("mcts-v0", "leduc-cfr-v0") and not importlib.util.find_spec(
+            "pyspiel"):
+        pytest.skip("needs pyspiel")
+    env = games.make(game_id)
+    kwargs = {"iterations": 100} if games.strongest_bot(game_id) == "leduc-cfr-v0" else {}
+    best = bots.strongest(game_id, seed=0, **kwargs)
+    seats = {a: RandomBot(seed=i) for i, a in enumerate(env.possible_agents)}
+    seats[env.possible_agents[0]] = best
+    outcome = play_game(env, seats, seed=0)
+    assert outcome.invalid_counts[env.possible_agents[0]] == 0
+    assert outcome.termination_reason != "illegal"
+
+
+def test_act_text_is_the_action_as_text() -> None:
+    env = games.make("tictactoe-v0")
+    env.reset(seed=0)
+    text = bots.make("minimax-v0", seed=0).act_text(env, "player_0")
+    assert env.parse_action("player_0", text) in env.legal_actions()

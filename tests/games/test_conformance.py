@@ -1,0 +1,95 @@
+"""The conformance kit over every registered game, and proof that it catches broken games."""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+import pytest
+
+import games
+from games.conformance import check_game
+from games.tictactoe import TicTacToe
+
+
+@pytest.mark.parametrize("game_id", games.ids())
+def test_every_registered_game_passes_the_kit(game_id: str) -> None:
+    module = games.info(game_id).get("requires")
+    if module and importlib.util.find_spec(module) is None:
+        pytest.skip(f"{game_id} needs {module}, which is not installed")
+    report = check_game(game_id)
+    assert report.passed, report.table()
+    assert [r.name for r in report.results] == [
+        "construct", "api_test", "seed_test", "text_roundtrip", "determinism", "hidden_info",
+        "finishes", "bad_input",
+    ]
+
+
+@pytest.mark.parametrize("num_players", [3, 4, 5, 6])
+def test_liars_dice_passes_the_kit_with_more_players(num_players: int) -> None:
+    report = check_game("liars-dice-v0", num_players=num_players, playthroughs=6)
+    assert report.passed, report.table()
+
+
+class LeakyTicTacToe(TicTacToe):
+    """Claims a secret that it prints to everyone."""
+
+    metadata = {**TicTacToe.metadata, "information": "hidden"}
+
+    def private_info(self, agent: str) -> list[str]:
+        return [f"secret of {agent}"]
+
+    def _describe(self, agent: str) -> str:
+        return super()._describe(agent) + "\nsecret of player_0"
+
+
+class SloppyParser(TicTacToe):
+    """Reads cell numbers off by one."""
+
+    def parse_action(self, agent: str, text: str) -> Any:
+        action = super().parse_action(agent, text)
+        return None if action is None else (action + 1) % 9
+
+
+class NotZeroSum(TicTacToe):
+    """Pays the loser too, though it claims to be competitive (zero-sum)."""
+
+    def _apply(self, agent: str, action: int) -> dict[str, float]:
+        rewards = super()._apply(agent, action)
+        return {a: abs(r) for a, r in rewards.items()}
+
+
+class Crashy(TicTacToe):
+    """Breaks in the middle of a game."""
+
+    def _describe(self, agent: str) -> str:
+        if self.turn >= 3:
+            raise RuntimeError("board renderer exploded")
+        return super()._describe(agent)
+
+
+class NotAGame:
+    metadata: dict[str, Any] = {}
+
+
+@pytest.mark.parametrize(
+    ("factory", "failing"),
+    [
+        (LeakyTicTacToe, "hidden_info"),
+        (SloppyParser, "text_roundtrip"),
+        (NotZeroSum, "finishes"),
+        (NotAGame, "construct"),
+    ],
+)
+def test_the_kit_fails_broken_games(factory: Any, failing: str) -> None:
+    report = check_game(factory, playthroughs=2)
+    assert not report.passed
+    assert failing in {r.name for r in report.results if not r.passed}, report.table()
+
+
+def test_the_kit_reports_a_crash_as_a_failure_not_an_exception() -> None:
+    report = check_game(Crashy, playthroughs=1)
+    assert not report.passed and report.results[0].passed
+    failed = [r for r in report.results if not r.passed]
+    assert all("board renderer exploded" in r.detail for r in failed)
+    assert "Crashy: FAILED" in report.table()

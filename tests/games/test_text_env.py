@@ -1,0 +1,150 @@
+"""The shared machinery of games.text_env.TextGame: invalid actions, step_text, bad input, limits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from gymnasium import spaces
+
+from games.liars_dice import LiarsDice
+from games.prisoners_dilemma import PrisonersDilemma
+from games.text_env import CHARSET, GameOverError, normalize, to_charset
+from games.tictactoe import TicTacToe
+
+
+def test_invalid_action_is_retried_with_feedback_then_forfeits() -> None:
+    env = TicTacToe(max_retries=2, forfeit_penalty=1.0)
+    env.reset(seed=0)
+    env.step(4)
+    for attempt in (1, 2):
+        env.step(4)  # player_1 plays the taken centre
+        info = env.infos["player_1"]
+        assert info["invalid"] and info["retries"] == attempt and info["invalid_count"] == attempt
+        assert info["invalid_reason"] == "cell 5 is already taken"
+        assert env.agent_selection == "player_1" and not env.is_over
+        assert env.rewards == {"player_0": 0.0, "player_1": 0.0}
+        assert info["feedback"] in env.observe("player_1")["text"]
+        assert f"{3 - attempt} attempt(s) left" in info["feedback"]
+    env.step(4)
+    assert env.is_over and env.termination_reason == "illegal"
+    assert env.infos["player_1"]["forfeit"] and not env.infos["player_0"]["forfeit"]
+    assert env.rewards == {"player_0": 1.0, "player_1": -1.0}
+    assert all(env.terminations.values()) and not any(env.truncations.values())
+    assert {i["termination_reason"] for i in env.infos.values()} == {"illegal"}
+
+
+def test_a_valid_action_clears_the_retry_count_but_not_the_episode_count() -> None:
+    env = TicTacToe(max_retries=1)
+    env.reset(seed=0)
+    env.step(9)  # out of range
+    assert env.infos["player_0"]["retries"] == 1
+    env.step(0)
+    info = env.infos["player_0"]
+    assert not info["invalid"] and info["retries"] == 0 and info["invalid_count"] == 1
+    assert info["feedback"] == "" and "Invalid action" not in env.observe("player_0")["text"]
+
+
+def test_zero_retries_forfeit_at_once_with_the_penalty_shared_by_the_others() -> None:
+    env = LiarsDice(num_players=4, max_retries=0, forfeit_penalty=3.0)
+    env.reset(seed=1)
+    env.step(env.liar)  # nothing to challenge on the first turn
+    assert env.termination_reason == "illegal"
+    assert env.returns == {"player_0": -3.0, "player_1": 1.0, "player_2": 1.0, "player_3": 1.0}
+
+
+@pytest.mark.parametrize("bad", [None, -1, 9, 2.0, "4", True, np.float32(1.0)])
+def test_malformed_actions_are_recorded_invalid(bad: object) -> None:
+    env = TicTacToe()
+    env.reset(seed=0)
+    env.step(bad)
+    assert env.infos["player_0"]["invalid"]
+    assert env.board.cells == (0,) * 9 and env.agent_selection == "player_0"
+
+
+def test_numpy_integers_are_accepted() -> None:
+    env = TicTacToe()
+    env.reset(seed=0)
+    env.step(np.int64(4))
+    assert env.board.cells[4] == 1 and not env.infos["player_0"]["invalid"]
+
+
+def test_step_text_parses_and_reports_unreadable_text() -> None:
+    env = TicTacToe()
+    env.reset(seed=0)
+    env.step_text("  5\n")
+    assert env.board.cells[4] == 1
+    env.step_text("the middle one")
+    info = env.infos["player_1"]
+    assert info["invalid"] and "could not read" in info["invalid_reason"]
+    env.step_text("10")  # out of range: not a cell
+    assert env.infos["player_1"]["invalid_count"] == 2
+    with pytest.raises(TypeError):
+        env.step_text(5)  # type: ignore[arg-type]
+
+
+def test_stepping_a_finished_game() -> None:
+    env = TicTacToe()
+    env.reset(seed=0)
+    for cell in (0, 3, 1, 4, 2):
+        env.step(cell)
+    assert env.is_over and env.returns == {"player_0": 1.0, "player_1": -1.0}
+    with pytest.raises(ValueError, match="only valid action is None"):
+        env.step(5)  # PettingZoo: a done agent may only step None
+    with pytest.raises(ValueError, match="is done"):
+        env.step_text("6")
+    env.step(None)
+    env.step(None)
+    assert env.agents == []
+    with pytest.raises(GameOverError):
+        env.step(None)
+    with pytest.raises(GameOverError):
+        env.step_text("1")
+
+
+def test_turn_limit_truncates() -> None:
+    env = PrisonersDilemma(rounds=10, max_turns=3)
+    env.reset(seed=0)
+    for _ in range(3):
+        env.step(0)
+    assert env.termination_reason == "max_turns"
+    assert all(env.truncations.values()) and not any(env.terminations.values())
+    assert env.returns == {"player_0": 3.0, "player_1": 3.0}  # one full round was played
+
+
+def test_rules_come_from_the_module_docstring() -> None:
+    env = TicTacToe()
+    assert env.rules("player_0").startswith("Tic-Tac-Toe.")
+    assert "Seats: 2" in env.rules("player_1")
+
+
+def test_observation_text_lives_in_the_text_space() -> None:
+    env = TicTacToe()
+    env.reset(seed=0)
+    space = env.observation_space("player_0")
+    obs = env.observe("player_0")
+    assert space.contains(obs)
+    assert isinstance(space["text"], spaces.Text) and " " in space["text"].character_set
+    assert obs["action_mask"].dtype == np.int8 and obs["action_mask"].sum() == 9
+    assert env.observe("player_1")["action_mask"].sum() == 0  # not its turn
+
+
+def test_text_helpers() -> None:
+    assert normalize("  Take 2\tfrom  HEAP 1\n") == "take 2 from heap 1"
+    assert to_charset("caf\u00e9 \u2713") == "caf? ?"
+    assert to_charset("abcdef", max_length=3) == "def"
+    assert set(to_charset("".join(map(chr, range(300))))) <= CHARSET
+
+
+def test_constructor_validation() -> None:
+    with pytest.raises(ValueError, match="seats"):
+        LiarsDice(num_players=7)
+    with pytest.raises(ValueError, match="max_retries"):
+        TicTacToe(max_retries=-1)
+    with pytest.raises(ValueError, match="render_mode"):
+        TicTacToe(render_mode="rgb_array")
+
+
+def test_render_ansi_returns_the_text_of_the_agent_to_move() -> None:
+    env = TicTacToe(render_mode="ansi")
+    env.reset(seed=0)
+    assert env.render() == env.observe("player_0")["text"]
