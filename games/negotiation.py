@@ -53,7 +53,8 @@ class Negotiation(TextGame):
     """Split a pool of items by free-text offers; values are private (a hidden goal)."""
 
     metadata = {**TextGame.metadata, "name": "negotiation_v0", "kind": "general-sum",
-                "information": "hidden", "max_turns": 10}
+                "information": "hidden", "max_turns": 10,
+                "strongest_bot": "negotiation-conceder-v0"}
 
     def __init__(self, **kwargs: Any) -> None:
         box = spaces.Box(0, POOL_VALUE, (11,), np.float32)
@@ -124,10 +125,11 @@ class Negotiation(TextGame):
         proposer, keep = self.offer
         shares = {proposer: keep, me: tuple(n - k for n, k in zip(self.pool, keep, strict=True))}
         return {
-            self.possible_agents[i]: self._worth(i, items) / POOL_VALUE for i, items in shares.items()
+            self.possible_agents[i]: self.worth(i, items) / POOL_VALUE for i, items in shares.items()
         }
 
-    def _worth(self, player: int, items: tuple[int, ...]) -> float:
+    def worth(self, player: int, items: tuple[int, ...]) -> float:
+        """Value of ``items`` to ``player``."""
         return float(sum(n * v for n, v in zip(items, self.values[player], strict=True)))
 
     def _outcome(self) -> str | None:
@@ -164,7 +166,7 @@ class Negotiation(TextGame):
                 lines.append(f"Your offer is on the table (you keep {offer_text(keep)[6:]}).")
             else:
                 lines.append(f"Offer on the table from player_{proposer}: you would get "
-                             f"{offer_text(rest)[6:]}, worth {self._worth(me, rest):g} to you.")
+                             f"{offer_text(rest)[6:]}, worth {self.worth(me, rest):g} to you.")
         if not self.is_over:
             lines.append('Write one of: "offer books=B hats=H balls=L", "accept", "reject".')
         return "\n".join(lines)

@@ -204,6 +204,7 @@ class TextGame(AECEnv):
         return [s for other in self.possible_agents if other != agent for s in self.private_info(other)]
 
     def observation_text(self, agent: str) -> str:
+        """What ``agent`` reads: the game's description, then the turn, feedback and legal moves."""
         parts = [self._describe(agent)]
         if self.termination_reason is not None:
             parts.append(
@@ -211,21 +212,22 @@ class TextGame(AECEnv):
                 f"Your total reward: {self.returns[agent]:+g}."
             )
         elif agent == self.agent_selection:
-            if self._feedback[agent]:
-                parts.append(self._feedback[agent])
-            legal = self.legal_actions(agent)
-            if self.free_text:
-                pass
-            elif len(legal) <= LISTED_ACTIONS_MAX:
-                listed = ", ".join(self.action_to_text(agent, a) for a in legal)
-                parts.append(f"Legal actions: {listed}")
-            else:
-                first, last = (self.action_to_text(agent, a) for a in (legal[0], legal[-1]))
-                parts.append(f"Legal actions: {len(legal)} in all, from {first} to {last}")
-            parts.append(f"You are {agent}; it is your turn.")
+            parts += [self._feedback[agent], self._legal_line(agent),
+                      f"You are {agent}; it is your turn."]
         else:
             parts.append(f"You are {agent}; waiting for {self.agent_selection}.")
         return to_charset("\n".join(p for p in parts if p))
+
+    def _legal_line(self, agent: str) -> str:
+        """The legal actions spelled out, or their range when there are many; free text says
+        its format in its description instead."""
+        legal = [] if self.free_text else self.legal_actions(agent)
+        if not legal:
+            return ""
+        names = [self.action_to_text(agent, a) for a in legal]
+        if len(names) <= LISTED_ACTIONS_MAX:
+            return f"Legal actions: {', '.join(names)}"
+        return f"Legal actions: {len(names)} in all, from {names[0]} to {names[-1]}"
 
     # -- PettingZoo API ------------------------------------------------------------------------
     @property

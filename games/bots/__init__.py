@@ -14,7 +14,8 @@ Bot ids (``arena.bots`` is the entry-point group for more):
 - ``mcts-v0``: OpenSpiel's MCTS, for perfect-information games with an OpenSpiel state.
 - ``kuhn-nash-v0``: the exact Kuhn poker equilibrium (``alpha`` in [0, 1/3]).
 - ``leduc-cfr-v0``: a CFR+ policy for Leduc hold'em (``iterations``), cached on disk.
-- ``tit-for-tat-v0``, ``hanabi-rules-v0``, ``liars-dice-heuristic-v0``: rule-based baselines.
+- ``tit-for-tat-v0``, ``hanabi-rules-v0``, ``liars-dice-heuristic-v0``,
+  ``negotiation-conceder-v0``: rule-based baselines.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ registry.register("leduc-cfr-v0", "games.bots.leduc:LeducCFRBot")
 registry.register("tit-for-tat-v0", "games.bots.tit_for_tat:TitForTatBot")
 registry.register("hanabi-rules-v0", "games.bots.hanabi:HanabiRulesBot")
 registry.register("liars-dice-heuristic-v0", "games.bots.liars_dice:LiarsDiceBot")
+registry.register("negotiation-conceder-v0", "games.bots.negotiation:ConcedingNegotiator")
 
 
 def make(bot_id: str, **kwargs: Any) -> Bot:

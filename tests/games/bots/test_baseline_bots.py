@@ -7,6 +7,7 @@ import numpy as np
 import games
 from games.bots.hanabi import HanabiRulesBot
 from games.bots.liars_dice import LiarsDiceBot
+from games.bots.negotiation import ConcedingNegotiator
 from games.bots.random_bot import RandomBot
 from games.bots.tit_for_tat import TitForTatBot
 from games.play import play_game
@@ -46,3 +47,17 @@ def test_liars_dice_bot_beats_random_players() -> None:
         seats[mine] = LiarsDiceBot(seed=seed)
         total += play_game(env, seats, seed=seed).returns[mine]
     assert total / 200 > 0.2
+
+
+def test_conceding_negotiators_reach_deals_and_beat_random_offers() -> None:
+    env = games.make("negotiation-v0")
+    deals, edge = 0, 0.0
+    for seed in range(40):
+        pair = {a: ConcedingNegotiator(seed=seed + i) for i, a in enumerate(env.possible_agents)}
+        outcome = play_game(env, pair, seed=seed)
+        deals += outcome.termination_reason == "agreement"
+        mixed = {"player_0": ConcedingNegotiator(seed=seed), "player_1": RandomBot(seed=seed + 99)}
+        result = play_game(env, mixed, seed=seed).returns
+        edge += result["player_0"] - result["player_1"]
+    assert deals >= 30
+    assert edge / 40 > 0.1
