@@ -101,7 +101,7 @@ def check_game(game: str | Factory, *, playthroughs: int = 4, seed: int = 0,
 def decisions(env: TextGame, seed: int) -> Iterator[str]:
     """Play ``env`` from ``reset(seed)`` with random-legal bots, yielding the agent before each move."""
     env.reset(seed=seed)
-    bot = RandomBot(seed)
+    bot = RandomBot(seed + 1_000_003)  # not the game's seed: its draws would mirror the deal's
     steps_left = env.max_turns + 1
     while not env.is_over:
         assert steps_left > 0, f"random play did not end within max_turns={env.max_turns}"

@@ -18,7 +18,8 @@ forfeit with a zero-sum penalty), the turn limit, ``step_text``, and the ``infos
 ``invalid`` (bool, the agent's last action was rejected), ``invalid_reason``, ``retries`` (rejected
 attempts on the current turn), ``invalid_count`` (rejected attempts this episode), ``forfeit``,
 ``feedback`` (the retry message also shown in the agent's text) and ``termination_reason``
-(``None`` until the game ends; then e.g. ``win``, ``draw``, ``illegal`` or ``max_turns``).
+(``None`` until the game ends; then ``win``, ``draw``, ``illegal`` (a forfeit), ``max_turns`` (a
+truncation), or a game's own word such as ``agreement`` or ``out_of_lives``).
 
 Free-text games (an action space of type ``Text``) carry no ``action_mask`` in their observation:
 PettingZoo's test harness samples a masked ``Text`` space differently, and no finite mask can list

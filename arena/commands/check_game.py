@@ -1,7 +1,8 @@
 """``arena check-game ID [ID ...]``: run the games conformance kit and print a pass/fail table.
 
-Exits 0 when every check of every game passes, 1 otherwise. ``-p key=value`` passes a
-constructor argument to the game (the value is read as a Python literal when it is one), e.g.
+Exits 0 when every check of every game passes, 1 otherwise. An ID is a registered id or, for a
+game not registered yet, its ``module:Factory``. ``-p key=value`` passes a constructor argument to
+every game checked (the value is read as a Python literal when it is one), e.g.
 ``arena check-game liars-dice-v0 -p num_players=4``.
 """
 
@@ -9,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import sys
+from collections.abc import Callable
 from typing import Any
 
 HELP = "check that a game follows Arena's game contract"
@@ -38,6 +41,24 @@ def parse_params(pairs: list[str]) -> dict[str, Any]:
     return params
 
 
+def target(game_id: str, params: dict[str, Any]) -> Callable[[], Any]:
+    """A factory for ``game_id``: a registered id, or a ``module:Factory`` not registered yet."""
+    import games
+    from games.registry import load_object
+
+    if ":" in game_id:
+        factory = load_object(game_id)
+    else:
+        games.registry.spec(game_id)  # an unknown id fails here, naming the nearest ones
+        factory = functools.partial(games.make, game_id)
+
+    def build() -> Any:
+        return factory(**params)
+
+    build.__name__ = game_id
+    return build
+
+
 def run(args: argparse.Namespace) -> int:
     import games
     from games.conformance import check_game
@@ -48,14 +69,13 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         params = parse_params(args.param)
-        for game_id in ids:
-            games.registry.spec(game_id)  # an unknown id fails here, naming the nearest ones
-    except (ValueError, games.RegistryError) as err:
+        targets = [target(game_id, params) for game_id in ids]
+    except (ValueError, ImportError, AttributeError, games.RegistryError) as err:
         print(f"arena check-game: {err}", file=sys.stderr)
         return 2
     failed = []
-    for game_id in ids:
-        report = check_game(game_id, playthroughs=args.playthroughs, seed=args.seed, **params)
+    for game_id, game in zip(ids, targets, strict=True):
+        report = check_game(game, playthroughs=args.playthroughs, seed=args.seed)
         print(report.table(), end="\n\n", flush=True)
         if not report.passed:
             failed.append(game_id)

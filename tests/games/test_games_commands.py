@@ -33,3 +33,9 @@ def test_check_game_rejects_unknown_ids(capsys: pytest.CaptureFixture[str]) -> N
     assert main(["check-game", "nim-v9"]) == 2
     assert "did you mean nim-v0" in capsys.readouterr().err
     assert main(["check-game"]) == 2
+
+
+def test_check_game_takes_an_unregistered_module_factory(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check-game", "games.nim:Nim", "-p", "heaps=[2, 2]"]) == 0
+    assert "games.nim:Nim: PASSED" in capsys.readouterr().out
+    assert main(["check-game", "games.nim:Nope"]) == 2
