@@ -28,6 +28,7 @@ every well-formed sentence. Their ``legal_actions`` still lists the legal action
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import string
@@ -116,8 +117,9 @@ class TextGame(AECEnv):
         obs: dict[str, spaces.Space] = {"observation": observation_box, "text": text_space()}
         if not self.free_text:
             obs["action_mask"] = spaces.Box(0, 1, (action_space.n,), dtype=np.int8)
-        self.observation_spaces = {a: spaces.Dict(obs) for a in self.possible_agents}
-        self.action_spaces = {a: action_space for a in self.possible_agents}
+        # one space object per agent, so that seeding one agent's space leaves the others alone
+        self.observation_spaces = {a: spaces.Dict(copy.deepcopy(obs)) for a in self.possible_agents}
+        self.action_spaces = {a: copy.deepcopy(action_space) for a in self.possible_agents}
         self._rng: np.random.Generator | None = None
         self.agents: list[str] = []
 
