@@ -13,13 +13,14 @@ name is the id and its value the ``"module:Factory"`` string. ``arena check-game
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 from games.registry import Registry, RegistryError
 from games.text_env import GameOverError, TextGame
 
-__all__ = ["GameOverError", "Registry", "RegistryError", "TextGame", "ids", "info", "make",
-           "registry", "strongest_bot"]
+__all__ = ["GameOverError", "Registry", "RegistryError", "TextGame", "available", "ids", "info",
+           "make", "registry", "strongest_bot"]
 
 registry: Registry[TextGame] = Registry("game", entry_point_group="arena.games")
 
@@ -97,3 +98,9 @@ def info(game_id: str) -> dict[str, Any]:
 def strongest_bot(game_id: str) -> str:
     """Id (in :data:`games.bots.registry`) of the strongest reference bot for ``game_id``."""
     return info(game_id)["strongest_bot"]
+
+
+def available(game_id: str) -> bool:
+    """Whether the library ``game_id`` needs (its ``requires`` metadata) is installed."""
+    module = registry.spec(game_id).metadata.get("requires")
+    return module is None or importlib.util.find_spec(module) is not None

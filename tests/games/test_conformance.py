@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
 
 import pytest
@@ -14,9 +13,8 @@ from games.tictactoe import TicTacToe
 
 @pytest.mark.parametrize("game_id", games.ids())
 def test_every_registered_game_passes_the_kit(game_id: str) -> None:
-    module = games.info(game_id).get("requires")
-    if module and importlib.util.find_spec(module) is None:
-        pytest.skip(f"{game_id} needs {module}, which is not installed")
+    if not games.available(game_id):
+        pytest.skip(f"{game_id} needs {games.info(game_id)['requires']}, which is not installed")
     report = check_game(game_id)
     assert report.passed, report.table()
     assert [r.name for r in report.results] == [

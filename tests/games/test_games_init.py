@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
 import games
@@ -56,3 +58,12 @@ def test_every_strongest_bot_is_a_registered_bot() -> None:
 def test_info_of_an_adapter_sample_needs_no_import() -> None:
     meta = games.info("textarena-kuhnpoker-v0")
     assert meta["information"] == "hidden" and meta["requires"] == "textarena"
+
+
+def test_available_follows_the_required_module(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert games.available("tictactoe-v0")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "pyspiel" else real(name, *a))
+    assert not games.available("openspiel-kuhn_poker-v0")
+    assert games.available("kuhn-poker-v0")  # native: its OpenSpiel mirror is optional

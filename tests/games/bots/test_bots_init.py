@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
 import games
@@ -25,12 +23,10 @@ def test_registered_bot_ids() -> None:
 
 @pytest.mark.parametrize("game_id", games.ids())
 def test_the_strongest_bot_plays_its_game(game_id: str) -> None:
-    module = games.info(game_id).get("requires")
-    if module and importlib.util.find_spec(module) is None:
-        pytest.skip(f"{game_id} needs {module}")
-    if games.strongest_bot(game_id) in ("mcts-v0", "leduc-cfr-v0") and not importlib.util.find_spec(
-            "pyspiel"):
-        pytest.skip("needs pyspiel")
+    if not games.available(game_id):
+        pytest.skip(f"{game_id} needs {games.info(game_id)['requires']}")
+    if games.strongest_bot(game_id) in ("mcts-v0", "kuhn-nash-v0", "leduc-cfr-v0"):
+        pytest.importorskip("pyspiel")
     env = games.make(game_id)
     kwargs = {"iterations": 100} if games.strongest_bot(game_id) == "leduc-cfr-v0" else {}
     best = bots.strongest(game_id, seed=0, **kwargs)
