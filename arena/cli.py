@@ -15,6 +15,8 @@ import sys
 COMMANDS: dict[str, str] = {
     "broker": "run a message broker (ROUTER) that actors connect to",
     "ping": "send a request through a broker to its built-in echo service and print the RTT",
+    "train": "self-play training from a YAML config (arena train configs/selfplay.yaml)",
+    "plot": "write PNG curves (reward, win rate, invalid rate, KL, entropy) of a run directory",
     "games": "list the registered games: id, seats, kind, information, strongest bot",
     "check-game": "run the games conformance kit on a game id and print a pass/fail table",
 }

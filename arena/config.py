@@ -112,6 +112,11 @@ class RolloutConfig:
     """Episodes that make one learner step (sync mode) or the batch size (async mode)."""
     transcripts_every: int = 1
     """Save a sampled episode transcript every this many steps (0 disables)."""
+    invalid_penalty: float = 0.0
+    """Reward subtracted from a turn whose action the game rejected (shaping; the forfeit
+    penalty of the game itself comes on top)."""
+    max_restarts: int = 3
+    """Times the launcher restarts a crashed rollout actor before the run fails."""
 
 
 @dataclass

@@ -1,0 +1,439 @@
+"""``arena train``: self-play training from a config, as a graph of local processes.
+
+The trainer starts a broker on ``ipc://`` in the run directory, the inference actor(s), the
+learner and N rollout actors (:mod:`arena.launch`), then coordinates them over the bus:
+
+- **sync:** each step, the rollout actors collect ``episodes_per_step`` episodes with the current
+  weights; the learner trains on them and publishes new weights; the next step starts once every
+  inference actor has applied them.
+- **async:** rollout actors keep collecting while the learner trains; a rollout actor waits
+  while it is more than ``learner.batch.max_staleness`` steps ahead of the learner, and the
+  learner drops (or down-weights) turns older than that.
+
+It evaluates before and after training (and every ``eval.every`` steps) against reference bots,
+writes ``metrics.jsonl``, TensorBoard events, transcripts and checkpoints under
+``<output_dir>/<name>/<time>/``, and ends with a before/after table (``eval_summary.md`` and
+``eval_summary.json``). A crashed rollout actor is restarted; any other dead child stops the run
+with an error that names it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import shutil
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from arena.bus import Actor, BusError, Message
+from arena.config import RunConfig, load_run_config, to_yaml
+from arena.evaluate import MatchResult, evaluate
+from arena.launch import ChildDied, Launcher
+from arena.models import load_tokenizer
+from arena.policies.chat import ChatFormat
+from arena.policies.remote import RemotePolicy
+from arena.rollout import SeatFactory
+from arena.run_log import RunLog
+from arena.summary import write_eval_summary
+
+log = logging.getLogger("arena.train")
+
+
+def make_run_dir(config: RunConfig) -> Path:
+    if config.resume:
+        run_dir = Path(config.resume)
+        if not (run_dir / "config.yaml").exists():
+            raise FileNotFoundError(f"resume={run_dir}: no config.yaml there; is it a run directory?")
+        return run_dir
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    run_dir = Path(config.output_dir) / config.name / stamp
+    run_dir.mkdir(parents=True, exist_ok=False)
+    return run_dir
+
+
+def resolve_for_run(config: RunConfig, run_dir: Path) -> RunConfig:
+    """Fill in what depends on the run directory and the run-level settings."""
+    learner = config.learner
+    learner = replace(
+        learner,
+        model=config.model,
+        checkpoint=replace(learner.checkpoint, dir=str(run_dir / "checkpoints"),
+                           every=max(1, config.checkpoint_every), resume=True),
+        batch=replace(learner.batch, max_response_tokens=config.sampling.max_new_tokens,
+                      # sync mode steps on the trainer's request only
+                      batch_samples=10**9 if config.mode == "sync" else learner.batch.batch_samples),
+        loss=replace(learner.loss, temperature=max(config.sampling.temperature, 1e-3)),
+    )  # fmt: skip
+    address = config.bus.address or f"ipc://{run_dir.resolve()}/bus.sock"
+    return replace(config, learner=learner, bus=replace(config.bus, address=address))
+
+
+def plan(config: RunConfig) -> str:
+    """What ``--dry-run`` prints: actors, addresses, games, roles and policies."""
+    lines = [f"run {config.name!r}: {config.mode} mode, {config.steps} steps, model {config.model}",
+             f"  broker       {config.bus.address or 'ipc://<run_dir>/bus.sock'}",
+             f"  inference x{config.inference.actors}  backend={config.inference.backend} "
+             f"service=policy:{config.learner.name} max_batch={config.inference.max_batch}",
+             f"  learner      advantage={config.learner.advantage.mode} key={config.learner.advantage.key} "
+             f"lr={config.learner.optim.lr} lora={config.learner.lora.enabled}",
+             f"  rollout x{config.rollout.actors}    {config.rollout.episodes_per_step} episodes/step, "
+             f"concurrency {config.rollout.concurrency}, opponents={config.opponents.mode}"]  # fmt: skip
+    for game in config.games:
+        lines.append(f"  game         {game.id} (weight {game.weight}) role={game.role} {game.role_kwargs or ''}")
+    lines.append(f"  eval         {config.eval.games} games x {config.eval.opponents}, every {config.eval.every or 'start/end'}")
+    return "\n".join(lines)
+
+
+class Trainer:
+    """Runs one training job: processes, coordination, evaluation and logs."""
+
+    def __init__(self, config: RunConfig, run_dir: Path) -> None:
+        self.config = config
+        self.run_dir = run_dir
+        self.launcher = Launcher(run_dir / "logs")
+        self.log = RunLog(run_dir, config)
+        self.version = 0
+        self.applied: dict[str, int] = {}
+        self._applied_event = asyncio.Event()
+        self.step = 0
+
+    # -- processes -------------------------------------------------------------------------
+    def start_processes(self) -> None:
+        c = self.config
+        address = c.bus.address
+        assert address is not None
+        (self.run_dir / "learner.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(c.learner)))
+        hb = str(c.bus.heartbeat_interval)
+        self.launcher.start("broker", ["-m", "arena.cli", "broker", "--bind", address,
+                                       "--heartbeat-interval", hb,
+                                       "--heartbeat-timeout", str(c.bus.heartbeat_timeout)])  # fmt: skip
+        for i in range(c.inference.actors):
+            self.launcher.start(f"inference-{i}", [
+                "-m", "arena.inference", "--address", address, "--name", c.learner.name,
+                "--actor-name", f"inference-{i}", "--model", c.model, "--dtype", c.inference.dtype,
+                "--device", _device(c.inference.device), "--seed", str(c.seed + i),
+                "--max-batch", str(c.inference.max_batch), "--max-wait-ms", str(c.inference.max_wait_ms),
+                "--max-queue", str(c.inference.max_queue), "--heartbeat-interval", hb])  # fmt: skip
+        self.launcher.start("learner", ["-m", "trainers.learner", "--address", address,
+                                        "--config", str(self.run_dir / "learner.yaml")])  # fmt: skip
+        for i in range(c.rollout.actors):
+            self.launcher.start(f"rollout-{i}", ["-m", "arena.rollout", "--address", address,
+                                                 "--config", str(self.run_dir / "config.yaml"),
+                                                 "--index", str(i)],
+                                restartable=True, max_restarts=c.rollout.max_restarts)  # fmt: skip
+
+    async def watch_children(self) -> None:
+        while True:
+            for event in self.launcher.check():
+                self.log.event(event)
+            await asyncio.sleep(0.5)
+
+    # -- bus -------------------------------------------------------------------------------
+    async def connect(self) -> None:
+        actor = Actor("trainer", self.config.bus.address or "", kind="trainer",
+                      heartbeat_interval=self.config.bus.heartbeat_interval)  # fmt: skip
+        actor.subscribe(f"weights_ack.{self.config.learner.name}", self._on_ack)
+        actor.subscribe("metrics.learner", lambda m: None)
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                await actor.start(timeout=5)
+                break
+            except BusError:
+                await actor.close()
+                if time.monotonic() > deadline:
+                    raise
+        self.actor = actor
+        needed = {"learner", f"policy:{self.config.learner.name}", "rollout"}
+        while True:
+            offered = {s for a in (await actor.request(service="broker.actors")).body for s in a["services"]}
+            ready = sum(1 for a in (await actor.request(service="broker.actors")).body if a["kind"] == "rollout")
+            if needed <= offered and ready >= self.config.rollout.actors:
+                break
+            if time.monotonic() > deadline + 600:
+                raise TimeoutError(f"actors never came up; still missing {sorted(needed - offered)}")
+            await asyncio.sleep(0.5)
+
+    def _on_ack(self, msg: Message) -> None:
+        body = msg.body
+        if body.get("applied"):
+            self.applied[body["actor"]] = max(self.applied.get(body["actor"], -1), int(body["version"]))
+            self._applied_event.set()
+        elif "not newer" not in str(body.get("reason")):  # a re-publish of served weights is no news
+            self.log.event(f"{body.get('actor')} refused weights v{body.get('version')}: {body.get('reason')}")
+
+    async def learner(self, op: str, timeout: float = 3600.0) -> Any:
+        return (await self.actor.request({"op": op}, service="learner", timeout=timeout)).body
+
+    async def wait_weights(self, version: int, timeout: float = 600.0) -> None:
+        """Until every inference actor serves ``version`` (or newer), asking each its status."""
+        deadline = time.monotonic() + timeout
+        service = f"policy:{self.config.learner.name}:status"
+        for i in range(self.config.inference.actors):
+            while True:
+                status = await self.actor.request(service=service, dst=f"inference-{i}", timeout=30)
+                if status.body["version"] >= version:
+                    break
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"inference-{i} did not apply weights v{version} in {timeout:.0f}s")
+                self._applied_event.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._applied_event.wait(), 0.5)
+
+    # -- rollouts --------------------------------------------------------------------------
+    async def collect(self, total: int, seed: int) -> dict[str, Any]:
+        """``total`` episodes split over the rollout actors; a dead actor's share is retried."""
+        n = self.config.rollout.actors
+        shares = [total // n + (i < total % n) for i in range(n)]
+        replies = []
+        for attempt in range(self.config.rollout.max_restarts + 1):
+            orders = [(i, s) for i, s in enumerate(shares) if s > 0]
+            results = await asyncio.gather(*(self._order(i, s, seed * 100 + attempt * 10 + i) for i, s in orders),
+                                           return_exceptions=True)  # fmt: skip
+            shares = [0] * n
+            for (i, s), result in zip(orders, results, strict=True):
+                if isinstance(result, BaseException):
+                    self.log.event(f"rollout-{i} failed its collect ({result}); re-queueing {s} episodes")
+                    shares[i] = s
+                else:
+                    replies.append(result)
+                    shares[i] = result["failed"]
+            if not any(shares):
+                break
+            await asyncio.sleep(2.0)  # give the launcher time to restart the actor
+        return merge_collects(replies)
+
+    async def _order(self, index: int, episodes: int, seed: int) -> dict[str, Any]:
+        reply = await self.actor.request({"op": "collect", "episodes": episodes, "seed": seed},
+                                         dst=f"rollout-{index}", service="rollout", timeout=3600)  # fmt: skip
+        return reply.body
+
+    # -- evaluation ------------------------------------------------------------------------
+    async def evaluate(self, label: str) -> list[MatchResult]:
+        c = self.config
+        factory = SeatFactory(c, RemotePolicy(self.actor, c.learner.name, timeout=600), self.chat)
+        params = replace(factory.params, temperature=c.eval.temperature)
+        total = c.eval.games * len(c.games) * len(c.eval.opponents)
+        with self.log.progress(f"eval {label}", total) as advance:
+            results = await evaluate(
+                lambda game_id: factory.policy_seat(game_id, params=params),
+                [g.id for g in c.games], c.eval.opponents, games_per_match=c.eval.games,
+                seed=c.seed + 10_000, concurrency=c.eval.concurrency,
+                game_kwargs={g.id: g.kwargs for g in c.games}, on_episode=advance,
+            )  # fmt: skip
+        self.log.evaluation(label, self.step, results)
+        return results
+
+    # -- the run ---------------------------------------------------------------------------
+    async def run(self) -> int:
+        self.chat = ChatFormat(load_tokenizer(self.config.model))
+        self.start_processes()
+        watcher = asyncio.create_task(self.watch_children())
+        main = asyncio.create_task(self._train())
+        done, _ = await asyncio.wait({watcher, main}, return_when=asyncio.FIRST_COMPLETED)
+        for task in (watcher, main):
+            task.cancel()
+        try:
+            if main in done:
+                return main.result()
+            watcher.result()  # raises ChildDied
+            return 1
+        finally:
+            if hasattr(self, "actor"):
+                await self.actor.close()
+            self.launcher.stop_all()
+
+    async def _train(self) -> int:
+        await self.connect()
+        status = await self.learner("status")
+        self.step, self.version = status["step"], status["version"]
+        self.log.truncate_after(self.step)
+        await self.wait_weights(self.version)
+        before = self.log.load_eval("before")
+        if before is None:
+            before = [r.to_dict() for r in await self.evaluate("before")]
+        started = time.monotonic()
+        episodes = 0
+        if self.config.mode == "sync":
+            episodes = await self._train_sync()
+        else:
+            episodes = await self._train_async()
+        wall = time.monotonic() - started
+        await self.learner("checkpoint")
+        after = [r.to_dict() for r in await self.evaluate("after")]
+        summary = write_eval_summary(self.run_dir, before, after, self.config)
+        self.log.finish(summary, episodes_per_s=episodes / max(wall, 1e-9), mode=self.config.mode)
+        return 0
+
+    async def _train_sync(self) -> int:
+        c = self.config
+        episodes = 0
+        while self.step < c.steps:
+            t0 = time.monotonic()
+            collected = await self.collect(c.rollout.episodes_per_step, seed=c.seed + self.step)
+            t_collect = time.monotonic() - t0
+            sampled_with = self.version
+            metrics = await self.learner("step")
+            t_train = time.monotonic() - t0 - t_collect
+            if metrics and "version" in metrics:
+                self.version = int(metrics["version"])
+                await self.wait_weights(self.version)
+            self.step = self._next_step(metrics)
+            episodes += collected["episodes"]
+            self.log.step(self.step, metrics or {}, collected, collect_s=t_collect, train_s=t_train,
+                          learner_version=sampled_with)  # fmt: skip
+            await self._periodic()
+        return episodes
+
+    async def _train_async(self) -> int:
+        c = self.config
+        per_actor = max(1, c.rollout.episodes_per_step // c.rollout.actors)
+        produced: list[int] = [0] * c.rollout.actors
+        collected_total = 0
+        stop = asyncio.Event()
+
+        async def produce(index: int) -> None:
+            nonlocal collected_total
+            rounds = 0
+            while not stop.is_set():
+                while rounds - self.step > c.learner.batch.max_staleness and not stop.is_set():
+                    await asyncio.sleep(0.1)
+                try:
+                    reply = await self._order(index, per_actor, seed=c.seed * 7919 + index * 100_003 + rounds)
+                except BusError as err:
+                    self.log.event(f"rollout-{index} failed a collect ({err}); continuing")
+                    await asyncio.sleep(2.0)
+                    continue
+                rounds += 1
+                produced[index] += reply["episodes"]
+                collected_total += reply["episodes"]
+                self._last_collect = reply
+
+        producers = [asyncio.create_task(produce(i)) for i in range(c.rollout.actors)]
+        try:
+            while self.step < c.steps:
+                t0 = time.monotonic()
+                target = (self.step + 1) * c.rollout.episodes_per_step
+                while collected_total < target:
+                    await asyncio.sleep(0.1)
+                sampled_with = self.version
+                metrics = await self.learner("step")
+                self.step = self._next_step(metrics)
+                if metrics and "version" in metrics:
+                    self.version = int(metrics["version"])
+                self.log.step(self.step, metrics or {}, merge_collects([self._last_collect]),
+                              collect_s=0.0, train_s=time.monotonic() - t0, learner_version=sampled_with)  # fmt: skip
+                await self._periodic()
+        finally:
+            stop.set()
+            for task in producers:
+                task.cancel()
+        return collected_total
+
+    def _next_step(self, metrics: dict[str, Any] | None) -> int:
+        """The learner's step count is the run's: it counts every batch, even one whose turns
+        carried no signal (and so changed no weight)."""
+        if metrics is None or "step" not in metrics:
+            raise RuntimeError("the learner had no turns to train on; did every episode fail?")
+        return int(metrics["step"])
+
+    async def _periodic(self) -> None:
+        c = self.config
+        if c.eval.every and self.step % c.eval.every == 0 and self.step < c.steps:
+            await self.evaluate(f"step {self.step}")
+
+
+def merge_collects(replies: list[dict[str, Any]]) -> dict[str, Any]:
+    """Combine rollout actors' collect replies into one summary."""
+    def weighted(key: str) -> dict[str, float]:
+        sums: dict[str, float] = {}
+        weights: dict[str, int] = {}
+        for r in replies:
+            for k, v in r["stats"][key].items():
+                w = r["episodes"]
+                sums[k] = sums.get(k, 0.0) + v * w
+                weights[k] = weights.get(k, 0) + w
+        return {k: sums[k] / max(weights[k], 1) for k in sums}
+
+    return {
+        "episodes": sum(r["episodes"] for r in replies),
+        "failed": sum(r["failed"] for r in replies),
+        "seconds": max((r["seconds"] for r in replies), default=0.0),
+        "generated_tokens": sum(r["stats"]["generated_tokens"] for r in replies),
+        "policy_turns": sum(r["stats"]["policy_turns"] for r in replies),
+        "min_version": min((r["stats"]["min_version"] for r in replies), default=-1),
+        "reward": weighted("reward"),
+        "invalid_rate": weighted("invalid_rate"),
+        "transcript": next((r["transcript"] for r in replies if r.get("transcript")), None),
+    }
+
+
+def _device(device: str) -> str:
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def validate(config: RunConfig) -> None:
+    """Every game, role and bot the config names must exist: fail before anything starts."""
+    import games
+    import games.bots
+    import roles
+    from arena.config import ConfigError
+    from arena.evaluate import resolve_opponent
+    from games.registry import RegistryError
+
+    try:
+        for game in config.games:
+            games.registry.spec(game.id)
+            roles.registry.spec(game.role)
+            bots = [*config.eval.opponents] + ([config.opponents.fixed] if config.opponents.mode == "fixed" else [])
+            for bot in bots:
+                games.bots.registry.spec(resolve_opponent(bot, game.id))
+    except RegistryError as err:
+        raise ConfigError(str(err)) from None
+
+
+def train(config_path: str, overrides: list[str], dry_run: bool = False) -> int:
+    """Entry point of ``arena train``; returns the exit code."""
+    config = load_run_config(config_path, overrides)
+    validate(config)
+    if dry_run:
+        print(plan(config))
+        return 0
+    if config.resume:
+        resumed = load_run_config(Path(config.resume) / "config.yaml")
+        config = replace(resumed, resume=config.resume)
+    run_dir = make_run_dir(config)
+    config = resolve_for_run(config, run_dir)
+    (run_dir / "config.yaml").write_text(to_yaml(replace(config, resume=None)))
+    print(f"arena train: run directory {run_dir}", flush=True)
+    print(plan(config), flush=True)
+    trainer = Trainer(config, run_dir)
+    try:
+        return asyncio.run(trainer.run())
+    except ChildDied as err:
+        print(f"arena train: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("arena train: interrupted; children stopped", file=sys.stderr)
+        return 130
+    finally:
+        sock = run_dir / "bus.sock"
+        if sock.exists():
+            with contextlib.suppress(OSError):
+                sock.unlink()
+        shutil.rmtree(run_dir / "tmp", ignore_errors=True)
+
+
+def dump(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, default=str)
