@@ -257,12 +257,14 @@ class InferenceActor:
                 self.policy.state_dict(), self.batching.weight_timeout
             )
             self._assembler.last_version = self.policy.version
+        start = time.monotonic()
         try:
             update = self._assembler.add(msg.body)
         except WeightUpdateError as err:
             self.counters["weights_rejected"] += 1
             self._ack(_version_of(msg), False, str(err))
             return
+        log.debug("%s: weights bucket checked in %.3fs", self.actor.name, time.monotonic() - start)
         if update is not None:
             version, state = update
             # The single generation thread runs this between two batches, never during one.

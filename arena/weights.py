@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 import zlib
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -50,6 +51,20 @@ def tensor_bytes(tensor: torch.Tensor) -> np.ndarray:
     """A uint8 view of a CPU tensor's memory (bfloat16 included, which numpy cannot hold)."""
     flat = tensor.detach().to("cpu").contiguous().reshape(-1)
     return flat.view(torch.uint8).numpy()
+
+
+def frame_tensor(data: np.ndarray, dtype: torch.dtype, shape: tuple[int, ...]) -> torch.Tensor:
+    """A tensor viewing a received frame's bytes, without a copy.
+
+    Frames are read-only buffers and torch warns about that; the update is only ever read
+    (copied into the model), so the warning is silenced rather than paid for with a copy of
+    every tensor (for a 135M fp32 model, 540 MB of fresh memory per update).
+    """
+    if not data.nbytes:
+        return torch.empty(shape, dtype=dtype)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given buffer is not writable")
+        return torch.frombuffer(data, dtype=dtype).reshape(shape)
 
 
 def make_buckets(
@@ -158,7 +173,7 @@ class WeightAssembler:
             if data.nbytes != int(np.prod(shape)) * torch.empty((), dtype=torch_dtype).element_size():
                 raise WeightUpdateError(f"{name}: {data.nbytes} bytes do not fit {dtype}{list(shape)}")
             crc = zlib.crc32(data, crc)
-            tensors[name] = torch.frombuffer(bytearray(data), dtype=torch_dtype).reshape(shape) if data.nbytes else torch.empty(shape, dtype=torch_dtype)
+            tensors[name] = frame_tensor(data, torch_dtype, shape)
         if crc != checksum:
             raise WeightUpdateError(f"checksum mismatch in bucket {index} of version {version}")
         return version, index, total, tensors

@@ -65,12 +65,14 @@ class BatchSampler:
         return logits.softmax(dim=-1)
 
     def _draw(self, probs: torch.Tensor, generators: list[torch.Generator | None]) -> torch.Tensor:
-        out = torch.empty(probs.shape[0], dtype=torch.long, device=probs.device)
-        shared = [i for i, g in enumerate(generators) if g is None]
-        if shared:
-            index = torch.tensor(shared, device=probs.device)
-            out[index] = torch.multinomial(probs[index], 1, generator=self.shared).squeeze(1)
+        """Inverse-CDF sampling: one uniform draw per row from that row's generator, then one
+        vectorized search. (``torch.multinomial`` per row costs milliseconds over a 49k vocab.)"""
+        draws = torch.empty(probs.shape[0], dtype=probs.dtype)
         for i, generator in enumerate(generators):
-            if generator is not None:
-                out[i] = torch.multinomial(probs[i], 1, generator=generator)[0]
-        return out
+            draws[i] = torch.rand((), generator=generator or self.shared, dtype=torch.float64).item()
+        cdf = probs.double().cumsum(dim=-1)
+        target = (draws.to(probs.device).double() * cdf[:, -1])[:, None]
+        # right=True: the first token whose cumulative mass exceeds the target; a token of zero
+        # probability adds no mass, so it can never be that token.
+        index = torch.searchsorted(cdf, target, right=True).squeeze(1)
+        return index.clamp(max=probs.shape[-1] - 1)

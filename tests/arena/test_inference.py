@@ -7,6 +7,7 @@ limit, malformed requests, and a dead actor turning into an error instead of a h
 
 from __future__ import annotations
 
+import asyncio
 import json
 import queue
 import shutil
@@ -20,9 +21,9 @@ import numpy as np
 import pytest
 import torch
 
-from arena.bus import BlockingActor, BusError
+from arena.bus import Actor, BlockingActor, BusError
 from arena.models import tiny_model
-from arena.policies.base import Generation
+from arena.policies.base import Generation, SamplingParams
 from arena.policies.remote import RemotePolicy
 from arena.weights import make_buckets
 from tests.arena.bus.conftest import spawn, stop, wait_for_service
@@ -148,6 +149,21 @@ def test_remote_policy_has_the_policy_interface(broker: str, main_actor: Any) ->
         a, b = policy.generate([CHAT["messages"], [1, 2, 3]])
     assert len(a.token_ids) == len(a.logprobs) > 0 and b.prompt_ids.tolist() == [1, 2, 3]
     assert policy.version == 0
+
+
+def test_remote_policy_from_asyncio_code(broker: str, main_actor: Any) -> None:
+    async def rollout() -> list[Generation]:
+        actor = Actor(f"rollout-{time.monotonic_ns()}", broker)
+        await actor.start()
+        try:
+            return await RemotePolicy(actor, "main").agenerate(
+                [CHAT["messages"]] * 3, SamplingParams(max_new_tokens=3)
+            )
+        finally:
+            await actor.close()
+
+    generations = asyncio.run(rollout())
+    assert len(generations) == 3 and all(0 < len(g.token_ids) <= 3 for g in generations)
 
 
 def test_weight_updates_apply_and_corrupt_ones_are_refused(

@@ -121,3 +121,11 @@ def test_weight_update_changes_outputs_and_version(policy: HFPolicy) -> None:
     with pytest.raises(KeyError, match="lacks"):
         policy.update_weights({"nope": torch.zeros(1)}, version=5)
     assert policy.version == 4
+
+
+def test_make_policy_builds_the_hf_backend() -> None:
+    from arena.policies import PolicyConfig, make_policy
+
+    policy = make_policy(PolicyConfig(backend="hf", model="tiny", name="p", max_batch=4, seed=1))
+    assert isinstance(policy, HFPolicy) and (policy.name, policy.max_batch) == ("p", 4)
+    assert len(policy.generate([[1, 2, 3]], SamplingParams(max_new_tokens=2))[0].token_ids) <= 2

@@ -1,0 +1,42 @@
+"""The batch sampler: frequencies, truncation, seeds, and raw logprobs."""
+
+from __future__ import annotations
+
+import torch
+
+from arena.policies.base import SamplingParams
+from arena.policies.sampling import BatchSampler
+
+PROBS = torch.tensor([0.1, 0.0, 0.6, 0.3])
+
+
+def sample(params: list[SamplingParams], seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    logits = PROBS.log().repeat(len(params), 1)
+    return BatchSampler(params, torch.device("cpu"), torch.Generator().manual_seed(seed))(logits)
+
+
+def test_frequencies_follow_the_distribution_and_logprobs_are_raw() -> None:
+    for params in ([SamplingParams()] * 20_000, [SamplingParams(seed=i) for i in range(20_000)]):
+        tokens, logprobs = sample(params)
+        freq = torch.bincount(tokens, minlength=4).double() / len(params)
+        assert freq[1] == 0  # zero probability: never drawn
+        assert torch.allclose(freq, PROBS.double(), atol=0.015)  # ~4 standard errors
+        assert torch.allclose(logprobs, PROBS.log()[tokens])
+
+
+def test_temperature_top_k_and_top_p() -> None:
+    assert set(sample([SamplingParams(temperature=0)] * 50)[0].tolist()) == {2}
+    assert set(sample([SamplingParams(top_k=1)] * 50)[0].tolist()) == {2}
+    assert set(sample([SamplingParams(top_k=2)] * 500)[0].tolist()) == {2, 3}
+    assert set(sample([SamplingParams(top_p=0.55)] * 50)[0].tolist()) == {2}
+    assert set(sample([SamplingParams(top_p=0.85)] * 500)[0].tolist()) == {2, 3}
+    cold = torch.bincount(sample([SamplingParams(temperature=0.25)] * 2000)[0], minlength=4)
+    assert 0.91 * 2000 < cold[2] < 0.97 * 2000  # 0.6**4 / (0.1**4 + 0.6**4 + 0.3**4) = 0.94
+    tokens, logprobs = sample([SamplingParams(temperature=0.25, top_k=2)] * 10)
+    assert torch.allclose(logprobs, PROBS.log()[tokens])  # still the raw distribution
+
+
+def test_seeded_rows_do_not_depend_on_their_batch() -> None:
+    alone = sample([SamplingParams(seed=7)])[0]
+    mixed = sample([SamplingParams(), SamplingParams(seed=7), SamplingParams(temperature=0)], seed=3)[0]
+    assert alone[0] == mixed[1]
