@@ -253,9 +253,13 @@ class InferenceActor:
     # -- weights -----------------------------------------------------------------------------
     def _on_weights(self, msg: Message) -> None:
         if self._assembler is None:
-            self._assembler = WeightAssembler(
-                self.policy.state_dict(), self.batching.weight_timeout
-            )
+            try:
+                expected = self.policy.state_dict()
+            except NotImplementedError as err:
+                self.counters["weights_rejected"] += 1
+                self._ack(_version_of(msg), False, str(err))
+                return
+            self._assembler = WeightAssembler(expected, self.batching.weight_timeout)
             self._assembler.last_version = self.policy.version
         start = time.monotonic()
         try:
@@ -329,7 +333,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-wait-ms", type=float, default=BatchingConfig.max_wait_ms)
     parser.add_argument("--max-queue", type=int, default=BatchingConfig.max_queue)
     parser.add_argument("--actor-name", default=None, help="bus name (default inference-NAME-PID)")
-    parser.add_argument("--heartbeat-interval", type=float, default=1.0, help="seconds between heartbeats")
+    parser.add_argument(
+        "--heartbeat-interval", type=float, default=1.0, help="seconds between heartbeats"
+    )
     parser.add_argument("-v", "--verbose", action="count", default=0)
     return parser
 

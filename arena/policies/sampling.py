@@ -69,7 +69,9 @@ class BatchSampler:
         vectorized search. (``torch.multinomial`` per row costs milliseconds over a 49k vocab.)"""
         draws = torch.empty(probs.shape[0], dtype=probs.dtype)
         for i, generator in enumerate(generators):
-            draws[i] = torch.rand((), generator=generator or self.shared, dtype=torch.float64).item()
+            draws[i] = torch.rand(
+                (), generator=generator or self.shared, dtype=torch.float64
+            ).item()
         cdf = probs.double().cumsum(dim=-1)
         target = (draws.to(probs.device).double() * cdf[:, -1])[:, None]
         # right=True: the first token whose cumulative mass exceeds the target; a token of zero

@@ -38,5 +38,7 @@ def test_temperature_top_k_and_top_p() -> None:
 
 def test_seeded_rows_do_not_depend_on_their_batch() -> None:
     alone = sample([SamplingParams(seed=7)])[0]
-    mixed = sample([SamplingParams(), SamplingParams(seed=7), SamplingParams(temperature=0)], seed=3)[0]
+    mixed = sample(
+        [SamplingParams(), SamplingParams(seed=7), SamplingParams(temperature=0)], seed=3
+    )[0]
     assert alone[0] == mixed[1]
