@@ -36,11 +36,11 @@ from arena.bus.codec import (
     DEFAULT_MAX_MESSAGE_BYTES,
     Message,
     ProtocolError,
-    decode,
+    decode_header,
     encode,
     validate_body,
 )
-from arena.bus.sockets import configure_socket, receive
+from arena.bus.sockets import RCVMORE, configure_socket, send
 
 log = logging.getLogger("arena.broker")
 
@@ -108,24 +108,31 @@ class Broker:
     def serve_forever(self) -> None:
         """Route until :meth:`stop` is called; then close the socket."""
         log.info("broker listening on %s", ", ".join(self.bound))
-        poller = zmq.Poller()
-        poller.register(self._sock, zmq.POLLIN)
-        next_tick = time.monotonic() + self.heartbeat_interval
+        sock = self._sock
+        # A blocking recv makes no system call while messages are queued; zmq_poll and a NOBLOCK
+        # recv that ends in EAGAIN each poll libzmq's mailbox, and system calls are the broker's
+        # main cost. The timeout bounds how late a heartbeat tick or a stop() can be.
+        sock.setsockopt(zmq.RCVTIMEO, max(1, round(min(self.heartbeat_interval, 0.1) * 1000)))
+        recv, more, stopped, monotonic = sock.recv, sock.getsockopt, self._stop.is_set, time.monotonic
+        next_tick = monotonic() + self.heartbeat_interval
         try:
-            while not self._stop.is_set():
-                timeout_ms = max(0.0, min(next_tick - time.monotonic(), 0.1)) * 1000
-                if poller.poll(timeout_ms):
-                    # Drain everything queued before polling again: polling per message is costly.
-                    for _ in range(1000):
-                        frames = receive(self._sock, copied_parts=2)
-                        if frames is None:
-                            break
-                        self._handle(frames)
-                if time.monotonic() >= next_tick:
+            while not stopped():
+                try:
+                    frames = [recv(), recv()]  # routing id, header: small, so copied
+                except zmq.Again:
+                    frames = None
+                if frames is not None:
+                    while more(RCVMORE):
+                        frames.append(recv(copy=False))  # binary frames are forwarded uncopied
+                    now = monotonic()
+                    self._handle(frames, now)
+                else:
+                    now = monotonic()
+                if now >= next_tick:
                     self._tick()
-                    next_tick = time.monotonic() + self.heartbeat_interval
+                    next_tick = monotonic() + self.heartbeat_interval
         finally:
-            self._sock.close(linger=0)
+            sock.close(linger=0)
             log.info("broker stopped")
 
     def stop(self) -> None:
@@ -133,59 +140,68 @@ class Broker:
         self._stop.set()
 
     # -- handling ----------------------------------------------------------------------------
-    def _handle(self, frames: list[Any]) -> None:
+    def _handle(self, frames: list[Any], now: float) -> None:
+        """Validate one message and act on it. Requests and replies, the bulk of the traffic,
+        are routed from the validated header alone; a :class:`Message` is built only for the
+        rarer types the broker itself must read."""
         identity = frames[0]
         body_frames = frames[1:]
         try:
-            msg = decode(body_frames, self.max_message_bytes)
+            header = decode_header(body_frames, self.max_message_bytes)
         except ProtocolError as err:
             self._reject(identity, None, err)
             return
         actor = self._by_identity.get(identity)
         if actor is not None:
-            actor.last_seen = time.monotonic()
-        mtype = msg.type
-        if mtype == "register":
-            self._register(identity, msg)
+            actor.last_seen = now
+        mtype = header["type"]
+        if mtype == "reply" or mtype == "error":
+            if actor is not None:
+                self._route_reply(identity, header, body_frames)
+                return
+        elif mtype == "heartbeat" and actor is not None:
+            return
+        elif mtype == "register":
+            self._register(identity, _message(header, body_frames))
             return
         if actor is None:
-            self._reject(identity, msg, ProtocolError("not_registered", "register before sending"))
+            self._reject(identity, _message(header, body_frames),
+                         ProtocolError("not_registered", "register before sending"))  # fmt: skip
             return
-        if mtype == "heartbeat":
-            return
-        if mtype in ("reply", "error"):
-            self._route_reply(identity, msg, body_frames)
-            return
-        if msg.dst is not None:
-            if msg.dst == BROKER_NAME:
-                if msg.type == "control":
+        dst = header["dst"]
+        if dst is not None:
+            if dst == BROKER_NAME:
+                msg = _message(header, body_frames)
+                if mtype == "control":
                     self._control(actor, msg)
                 else:
                     self._serve_builtin(identity, msg)
                 return
-            target = self.actors.get(msg.dst)
+            target = self.actors.get(dst)
             if target is None:
-                self._reject(identity, msg, ProtocolError("unknown_actor", f"no actor {msg.dst!r}"))
+                self._reject(identity, _message(header, body_frames),
+                             ProtocolError("unknown_actor", f"no actor {dst!r}"))  # fmt: skip
                 return
-        elif msg.service is not None:
-            target = self._pick(msg.service)
+        elif (service := header["service"]) is not None:
+            target = self._pick(service)
             if target is None:
-                if msg.service in BUILTIN_SERVICES:
+                msg = _message(header, body_frames)
+                if service in BUILTIN_SERVICES:
                     self._serve_builtin(identity, msg)
                     return
                 self._reject(
-                    identity, msg, ProtocolError("unknown_service", f"no actor offers {msg.service!r}")
+                    identity, msg, ProtocolError("unknown_service", f"no actor offers {service!r}")
                 )
                 return
         else:
-            self._broadcast(actor, msg, body_frames)
+            self._broadcast(actor, header["topic"] or "", body_frames)
             return
         if mtype == "request":
-            key = (actor.name, msg.id)
-            self._pending[key] = (target.name, time.monotonic())
+            key = (actor.name, header["id"])
+            self._pending[key] = (target.name, now)
             target.outstanding.add(key)
-        elif mtype in ("episode", "weights"):
-            target.delivered.append(msg.id)
+        elif mtype == "episode" or mtype == "weights":
+            target.delivered.append(header["id"])
             del target.delivered[:-1024]
         self._forward(target.identity, body_frames)
 
@@ -234,24 +250,21 @@ class Broker:
             for service in actor.services:
                 self._offering.setdefault(service, []).append(actor)
 
-    def _route_reply(self, identity: bytes, msg: Message, body_frames: list[Any]) -> None:
-        key = (msg.dst or "", msg.reply_to or "")
+    def _route_reply(self, identity: bytes, header: dict[str, Any], body_frames: list[Any]) -> None:
+        key = (header["dst"], header["reply_to"])  # both checked non-empty by decode_header
         entry = self._pending.pop(key, None)
         if entry is None:
-            self._reject(
-                identity, msg, ProtocolError("unknown_request", f"no pending request {msg.reply_to!r}")
-            )
+            self._reject(identity, _message(header, body_frames),
+                         ProtocolError("unknown_request", f"no pending request {key[1]!r}"))  # fmt: skip
             return
-        target_name, _ = entry
-        target = self.actors.get(target_name)
+        target = self.actors.get(entry[0])
         if target is not None:
             target.outstanding.discard(key)
-        requester = self.actors.get(msg.dst or "")
+        requester = self.actors.get(key[0])
         if requester is not None:
             self._forward(requester.identity, body_frames)
 
-    def _broadcast(self, sender: ActorInfo, msg: Message, body_frames: list[Any]) -> None:
-        topic = msg.topic or ""
+    def _broadcast(self, sender: ActorInfo, topic: str, body_frames: list[Any]) -> None:
         for actor in list(self.actors.values()):
             if actor is not sender and any(topic.startswith(t) for t in actor.topics):
                 self._forward(actor.identity, body_frames)
@@ -346,8 +359,14 @@ class Broker:
 
     def _forward(self, identity: bytes, frames: list[Any]) -> None:
         try:
-            self._sock.send_multipart([identity, *frames], zmq.NOBLOCK, copy=False)
+            send(self._sock, [identity, *frames])
         except zmq.ZMQError as err:  # peer gone (ROUTER_MANDATORY) or its queue is full
             self.counters["undeliverable"] += 1
             log.warning("could not deliver to %r: %s", identity, err)
 
+
+def _message(header: dict[str, Any], frames: list[Any]) -> Message:
+    """The :class:`Message` for a header that :func:`decode_header` has validated."""
+    return Message(header["type"], header["id"], header["src"], header["dst"], header["service"],
+                   header["topic"], header["reply_to"], float(header["ts"]), header["body"],
+                   frames[1:], header["frames"])  # fmt: skip
