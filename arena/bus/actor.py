@@ -17,7 +17,9 @@ background loop and offers the same calls as blocking methods and ``concurrent.f
 
 The socket is a plain pyzmq socket whose file descriptor is watched with ``loop.add_reader``;
 that costs less per message than ``zmq.asyncio``. ZeroMQ's descriptor is edge-triggered, so the
-reader drains the socket completely and every send re-checks for pending input.
+reader drains the socket completely, and a send made outside the reader re-checks for pending
+input (a send may consume the edge). Sends made while draining need no check: the drain ends
+with a receive that finds nothing, after the send.
 """
 
 from __future__ import annotations
@@ -39,7 +41,16 @@ from arena.bus.codec import (
     decode,
     encode,
 )
-from arena.bus.sockets import check_address, configure_socket, host_info, receive
+from arena.bus.sockets import (
+    EVENTS,
+    NOBLOCK,
+    POLLIN,
+    RCVMORE,
+    check_address,
+    configure_socket,
+    host_info,
+    send,
+)
 
 log = logging.getLogger("arena.bus")
 
@@ -85,8 +96,9 @@ class Actor:
         self._services: dict[str, Handler] = dict(services or {})
         self._topic_handlers: dict[str, Handler] = {t: self._ignore for t in topics}
         self._type_handlers: dict[str, Handler] = {}
-        self._pending: dict[str, asyncio.Future[Message]] = {}
-        self._deadlines: dict[str, tuple[float, float]] = {}
+        self._pending: dict[str, tuple[asyncio.Future[Message], float, float]] = {}
+        """Request id -> (future, deadline, timeout): one dict, one insert and one pop per call."""
+        self._draining = False
         self.timeout_resolution = 0.05
         self._ctx = context or zmq.Context.instance()
         self._sock: zmq.Socket | None = None
@@ -145,11 +157,10 @@ class Actor:
                 self.send("control", {"op": "unregister"}, dst="broker")
             except BusError:
                 pass  # the broker will notice the silence instead
-        for future in self._pending.values():
+        for future, _, _ in self._pending.values():
             if not future.done():
                 future.set_exception(BusError("closed", f"actor {self.name} closed"))
         self._pending.clear()
-        self._deadlines.clear()
         if self._sock is not None:
             if self._loop is not None:
                 self._loop.remove_reader(self._sock.getsockopt(zmq.FD))
@@ -183,9 +194,8 @@ class Actor:
         loop = self._running_loop()
         future: asyncio.Future[Message] = loop.create_future()
         msg_id, frames = encode(mtype, body, src=self.name, max_bytes=self.max_message_bytes, **route)
-        self._pending[msg_id] = future
         delay = self.request_timeout if timeout is None else timeout
-        self._deadlines[msg_id] = (time.monotonic() + delay, delay)
+        self._pending[msg_id] = (future, time.monotonic() + delay, delay)
         self._send(frames)
         return future
 
@@ -204,11 +214,11 @@ class Actor:
         if sock is None:
             raise BusError("closed", f"actor {self.name} is not connected")
         try:
-            sock.send_multipart(frames, zmq.NOBLOCK, copy=False)
+            send(sock, frames)
         except zmq.Again:
             raise BusError("busy", f"send queue of {self.name} is full") from None
         # The descriptor is edge-triggered and a send can swallow the edge of pending input.
-        if sock.getsockopt(zmq.EVENTS) & zmq.POLLIN and self._loop is not None:
+        if not self._draining and sock.getsockopt(EVENTS) & POLLIN and self._loop is not None:
             self._loop.call_soon(self._on_readable)
 
     def _reply(self, request: Message, mtype: str, body: Any) -> None:
@@ -227,23 +237,33 @@ class Actor:
         while True:
             await asyncio.sleep(self.timeout_resolution)
             now = time.monotonic()
-            expired = [(i, d) for i, (t, d) in self._deadlines.items() if t <= now]
-            for msg_id, delay in expired:
-                del self._deadlines[msg_id]
-                future = self._pending.pop(msg_id, None)
-                if future is not None and not future.done():
+            expired = [i for i, (_, t, _) in self._pending.items() if t <= now]
+            for msg_id in expired:
+                future, _, delay = self._pending.pop(msg_id)
+                if not future.done():
                     self.counters["timeouts"] += 1
                     future.set_exception(BusTimeout("timeout", f"no reply within {delay:g}s"))
 
     # -- receiving ---------------------------------------------------------------------------
     def _on_readable(self) -> None:
         sock = self._sock
-        while sock is not None:
-            frames = receive(sock, copied_parts=1)
-            if frames is None:
-                break
-            self._dispatch(frames)
-            sock = self._sock
+        if sock is None or self._draining:
+            return
+        self._draining = True
+        try:
+            while True:
+                try:
+                    frames = [sock.recv(NOBLOCK)]  # the header: small, so copied
+                except zmq.Again:
+                    break
+                while sock.getsockopt(RCVMORE):
+                    frames.append(sock.recv(copy=False))  # binary frames, zero-copy
+                self._dispatch(frames)
+                sock = self._sock
+                if sock is None:
+                    break
+        finally:
+            self._draining = False
 
     def _dispatch(self, frames: list[Any]) -> None:
         try:
@@ -267,15 +287,15 @@ class Actor:
             self._call(self._type_handlers.get(mtype), msg)
 
     def _resolve(self, msg: Message) -> None:
-        self._deadlines.pop(msg.reply_to or "", None)
-        future = self._pending.pop(msg.reply_to or "", None)
-        if future is None:
+        entry = self._pending.pop(msg.reply_to, None)  # type: ignore[arg-type]
+        if entry is None:
             self.counters["unknown_reply"] += 1
             if msg.type == "error":
                 self._on_orphan_error(msg)
             else:
                 log.warning("%s got a reply to unknown request %r", self.name, msg.reply_to)
             return
+        future = entry[0]
         if future.done():
             return
         if msg.type == "error":

@@ -48,22 +48,6 @@ EVENTS = int(zmq.EVENTS)
 POLLIN = int(zmq.POLLIN)
 
 
-def receive(sock: zmq.Socket, copied_parts: int, flags: int = NOBLOCK) -> list[Any] | None:
-    """Receive one multipart message, or None when none is queued (``flags=NOBLOCK``).
-
-    The first ``copied_parts`` parts (routing id, header) come as ``bytes``, which is cheapest
-    for small parts; the rest, binary frames that may hold megabytes of tensors, come as
-    zero-copy ``zmq.Frame`` objects.
-    """
-    try:
-        parts: list[Any] = [sock.recv(flags)]
-    except zmq.Again:
-        return None
-    while sock.getsockopt(RCVMORE):
-        parts.append(sock.recv(copy=len(parts) < copied_parts))
-    return parts
-
-
 def send(sock: zmq.Socket, parts: list[Any], flags: int = NOBLOCK) -> None:
     """Send a multipart message. Small ``bytes`` parts are copied (cheaper than pyzmq's zero-copy
     bookkeeping); arrays and received ``zmq.Frame`` objects go without a copy."""
