@@ -173,7 +173,8 @@ class Learner:
 
     # -- collective commands (rank 0 leads, the others follow) ---------------------------
     def _lead(self, command: dict[str, Any]) -> None:
-        if self.dist.enabled:
+        """Rank 0: tell the followers which collective call comes next."""
+        if self.dist.enabled and self.dist.is_main:
             ddist.broadcast_body(command, self.dist, self.device)
 
     def follow(self) -> None:

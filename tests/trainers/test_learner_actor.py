@@ -1,0 +1,138 @@
+"""The learner actor on a real broker: episodes in, an update, weight buckets and metrics out."""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from synthetic import two_seat_episodes
+
+from arena.bus import BlockingActor, Broker, BusError
+from arena.weights import WeightAssembler
+from trainers.actor import LearnerActor, load_config
+from trainers.config import LearnerConfig
+from trainers.learner import Learner
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class ActorThread:
+    """A LearnerActor on its own event loop in a thread, stoppable from the test."""
+
+    def __init__(self, actor: LearnerActor) -> None:
+        self.actor = actor
+        self.loop = asyncio.new_event_loop()
+        self.stop = asyncio.Event()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        try:
+            self.loop.run_until_complete(self.actor.run(self.stop))
+        except BaseException as err:  # surfaced by the test
+            self.error = err
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.stop.set)
+        self.thread.join(timeout=30)
+
+
+def wait_for(q: queue.Queue, predicate, timeout: float = 60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            item = q.get(timeout=0.2)
+        except queue.Empty:
+            continue
+        if predicate(item):
+            return item
+    raise AssertionError("timed out waiting on the bus")
+
+
+def test_learner_actor_end_to_end(tmp_path: Path, fresh_tiny) -> None:
+    address = f"ipc://{tmp_path}/bus.sock"
+    broker = Broker(address)
+    broker_thread = threading.Thread(target=broker.serve_forever, daemon=True)
+    broker_thread.start()
+    model, tokenizer = fresh_tiny
+    config = LearnerConfig.from_dict({
+        "optim": {"lr": 1e-3}, "bucket_bytes": 1 << 20,
+        "batch": {"micro_batch_tokens": 256, "max_seq_len": 64, "batch_samples": 12},
+        "checkpoint": {"dir": str(tmp_path / "ckpt"), "every": 1000},
+    })  # fmt: skip
+    learner = Learner(config, model, tokenizer)
+    assembler = WeightAssembler({k: v.clone() for k, v in model.state_dict().items()})
+    updates: queue.Queue = queue.Queue()
+    metrics: queue.Queue = queue.Queue()
+
+    def on_weights(msg) -> None:
+        done = assembler.add(msg.body)
+        if done is not None:
+            updates.put(done)
+
+    client = BlockingActor("client", address)
+    client.actor.subscribe("weights.main", on_weights)
+    client.actor.subscribe("metrics.learner", lambda msg: metrics.put(msg.body))
+    client.start()
+    server = ActorThread(LearnerActor(learner, address))
+    server.thread.start()
+    try:
+        version, state = wait_for(updates, lambda u: True)  # published once at start
+        assert version == 0 and torch.equal(state["model.embed_tokens.weight"], model.model.embed_tokens.weight)
+        episodes = [e.to_dict() for e in two_seat_episodes(3)]
+        bad = dict(episodes[0], id="bad")
+        del bad["final_rewards"]
+        for body in [bad, episodes[0], episodes[0], *episodes[1:]]:
+            client.send("episode", body, service="learner")
+        version, state = wait_for(updates, lambda u: u[0] == 1)
+        step_metrics = wait_for(metrics, lambda m: m.get("version") == 1.0)
+        assert step_metrics["samples"] > 0 and "loss" in step_metrics
+        status = client.call({"op": "status"}, service="learner", timeout=10)
+        assert status["step"] == 1 and status["version"] == 1
+        assert status["counters"]["rejected_bad_record"] == 1
+        assert status["counters"]["rejected_duplicate"] == 1
+        exported = learner.export_weights()
+        for name, tensor in state.items():
+            assert torch.equal(tensor, exported[name]), name
+        # Acknowledged input, a forced step, a checkpoint, and a bad op.
+        more = [e.to_dict() for e in two_seat_episodes(1, start=40)]
+        assert client.call({"op": "add", "episodes": more}, service="learner", timeout=10) == {
+            "accepted": 1, "rejected": 0}  # fmt: skip
+        forced = client.call({"op": "step"}, service="learner", timeout=60)
+        assert forced["version"] == 2.0
+        saved = client.call({"op": "checkpoint"}, service="learner", timeout=60)
+        assert Path(saved["path"]).name == "step-00000002"
+        with pytest.raises(BusError):
+            client.call({"op": "dance"}, service="learner", timeout=10)
+    finally:
+        server.close()
+        client.close()
+        broker.stop()
+        broker_thread.join(timeout=5)
+    assert server.error is None
+
+
+def test_load_config_merges_yaml_and_overrides(tmp_path: Path) -> None:
+    path = tmp_path / "learner.yaml"
+    path.write_text("model: tiny\noptim:\n  lr: 0.001\nloss:\n  dual_clip: null\n")
+    config = load_config(str(path), ["optim.warmup_steps=5", "advantage.mode=ema"])
+    assert config.optim.lr == 0.001 and config.optim.warmup_steps == 5
+    assert config.loss.dual_clip is None and config.advantage.mode == "ema"
+    with pytest.raises(KeyError, match="did you mean 'lr'"):
+        LearnerConfig.from_dict({"optim": {"lrr": 1.0}})
+    with pytest.raises(ValueError):
+        LearnerConfig.from_dict({"advantage": {"mode": "nope"}})
+
+
+def test_module_entry_point_help() -> None:
+    out = subprocess.run([sys.executable, "-m", "trainers.learner", "--help"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert out.returncode == 0 and "--address" in out.stdout
