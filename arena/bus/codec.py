@@ -244,7 +244,7 @@ def decode_header(frames: list[Any], max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES)
     """Validate a multipart message and return its header map; the broker's hot path.
 
     One expression checks the common case (a correct header); only a message that fails it
-    goes through :func:`_header_fault`, which finds and names the fault.
+    goes through :func:`header_fault`, which finds and names the fault.
     """
     if len(frames) == 1:
         size = len(frames[0])
@@ -261,7 +261,8 @@ def decode_header(frames: list[Any], max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES)
     try:
         ok = (
             type(h) is dict and len(h) == _N_HEADER_FIELDS and h["v"] == PROTOCOL_VERSION
-            and type(h["v"]) is int and type(h["type"]) is str and type(h["id"]) is str and type(h["src"]) is str
+            and type(h["v"]) is int and type(h["type"]) is str
+            and type(h["id"]) is str and type(h["src"]) is str
             and type(h["dst"]) in _STR_OR_NONE and type(h["service"]) in _STR_OR_NONE
             and type(h["topic"]) in _STR_OR_NONE and type(h["reply_to"]) in _STR_OR_NONE
             and type(h["ts"]) in _NUMBER and type(h["body"]) is bytes
@@ -270,18 +271,18 @@ def decode_header(frames: list[Any], max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES)
     except KeyError:
         ok = False
     if not ok:
-        _header_fault(h, len(frames) - 1)
+        _reject_header(h, len(frames) - 1)
     mtype = h["type"]
     if mtype == "request" or mtype == "episode":
         ok = bool(h["dst"] or h["service"])
     elif mtype == "reply" or mtype == "error":
         ok = bool(h["dst"] and h["reply_to"])
     elif mtype not in MESSAGE_TYPES:
-        _header_fault(h, len(frames) - 1)
+        _reject_header(h, len(frames) - 1)
     elif mtype != "register" and mtype != "heartbeat":  # weights, control
         ok = bool(h["dst"] or h["service"] or h["topic"])
     if not ok:
-        _header_fault(h, len(frames) - 1)
+        _reject_header(h, len(frames) - 1)
     return h
 
 
@@ -294,34 +295,43 @@ def _unpack_header(data: Any) -> Any:
     return msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True)
 
 
-def _header_fault(header: Any, n_frames: int) -> None:
-    """Raise the :class:`ProtocolError` that names what is wrong with ``header``."""
+def _reject_header(header: Any, n_frames: int) -> None:
+    # If the fast check and header_fault ever disagreed, refusing is the safe side.
+    raise header_fault(header, n_frames) or ProtocolError("malformed", "invalid header")
+
+
+def header_fault(header: Any, n_frames: int) -> ProtocolError | None:
+    """What is wrong with a header followed by ``n_frames`` binary frames, or None.
+
+    The reference statement of the header rules; :func:`decode_header` checks the same rules
+    faster and asks this function only to name a fault.
+    """
     if not isinstance(header, dict):
-        raise ProtocolError("malformed", f"header must be a map, got {type(header).__name__}")
+        return ProtocolError("malformed", f"header must be a map, got {type(header).__name__}")
     version = header.get("v")
     if version != PROTOCOL_VERSION:
-        raise ProtocolError(
+        return ProtocolError(
             "bad_version", f"protocol version {version!r}, this peer speaks {PROTOCOL_VERSION}"
         )
     if header.keys() != _HEADER_KEYS:
         missing = sorted(_HEADER_KEYS - header.keys())
         extra = sorted(map(str, header.keys() - _HEADER_KEYS))
-        raise ProtocolError("malformed", f"header lacks fields {missing} or has unknown {extra}")
+        return ProtocolError("malformed", f"header lacks fields {missing} or has unknown {extra}")
     for name, types in _HEADER_FIELDS.items():
         if type(header[name]) not in types:
-            raise ProtocolError(
+            return ProtocolError(
                 "malformed", f"header field {name!r} has type {type(header[name]).__name__}"
             )
     mtype = header["type"]
     if mtype not in MESSAGE_TYPES:
-        raise ProtocolError("unknown_type", f"unknown message type {mtype!r}")
+        return ProtocolError("unknown_type", f"unknown message type {mtype!r}")
     for rule in _ROUTE_RULES.get(mtype, ()):
         if not any(header[name] for name in rule.split("|")):
-            raise ProtocolError("malformed", f"a {mtype} message needs {rule.replace('|', ' or ')}")
+            return ProtocolError("malformed", f"a {mtype} message needs {rule.replace('|', ' or ')}")
     specs = header["frames"]
     if len(specs) != n_frames:
-        raise ProtocolError("malformed", f"header lists {len(specs)} frames but {n_frames} arrived")
-    raise ProtocolError("malformed", "invalid header")  # unreachable unless the two checks disagree
+        return ProtocolError("malformed", f"header lists {len(specs)} frames but {n_frames} arrived")
+    return None
 
 
 def _frame_array(frame: Any, spec: Any, index: int) -> Any:

@@ -30,9 +30,16 @@ def main() -> None:
     parser.add_argument("--name", default="echo")
     parser.add_argument("--service", default="bench.echo")
     parser.add_argument("--heartbeat-interval", type=float, default=1.0)
+    parser.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio",
+                        help="event loop; uvloop must be installed (it is not a dependency)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    asyncio.run(serve_echo(args.address, args.name, args.service, args.heartbeat_interval))
+    run = asyncio.run
+    if args.loop == "uvloop":
+        import uvloop
+
+        run = uvloop.run
+    run(serve_echo(args.address, args.name, args.service, args.heartbeat_interval))
 
 
 if __name__ == "__main__":

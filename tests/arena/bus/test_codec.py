@@ -9,11 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arena.bus.codec import (
+    _HEADER_FIELDS,
     PROTOCOL_VERSION,
     Blob,
     ProtocolError,
     decode,
     encode,
+    header_fault,
     validate_body,
 )
 
@@ -43,6 +45,39 @@ def test_send_is_zero_copy_for_arrays() -> None:
     _, frames = encode("request", {"ids": ids}, src="a", service="s")
     assert isinstance(frames[1], memoryview)
     assert np.shares_memory(np.frombuffer(frames[1], dtype=np.int64), ids)
+
+
+@pytest.mark.parametrize(
+    "array",
+    [
+        np.arange(6, dtype=">i4"),  # big-endian: sent in native order, same values
+        np.arange(12, dtype=np.float32).reshape(3, 4).T,  # not C-contiguous
+        np.arange(10)[::2],  # strided
+        np.asfortranarray(np.ones((2, 3))),
+        np.array(5, np.int16),  # 0-d
+        np.zeros((3, 0), np.uint8),
+    ],
+)
+def test_any_layout_or_byte_order_arrives_equal(array) -> None:
+    msg, _ = roundtrip({"a": array})
+    out = msg.body["a"]
+    assert out.shape == array.shape and out.dtype == array.dtype.newbyteorder("=")
+    np.testing.assert_array_equal(out, array)
+
+
+def test_unsupported_dtype_fails_at_the_sender() -> None:
+    for array in (np.zeros(2, np.complex64), np.array(["a"], dtype=object)):
+        with pytest.raises(TypeError, match="dtype"):
+            encode("request", array, src="a", service="s")
+
+
+def test_received_zmq_frames_decode_without_copy() -> None:
+    zmq = pytest.importorskip("zmq")
+    _, frames = encode("request", {"ids": np.arange(4, dtype=np.int32)}, src="a", service="s")
+    received = [bytes(frames[0]), zmq.Frame(bytes(frames[1]))]
+    ids = decode(received).body["ids"]
+    assert ids.tolist() == [0, 1, 2, 3]
+    assert np.shares_memory(ids, np.frombuffer(received[1].buffer, np.uint8))
 
 
 def test_header_fields_and_blob() -> None:
@@ -163,6 +198,36 @@ def test_fuzz_mutated_valid_messages(value, data) -> None:
         _ = decode([bytes(raw)]).body
     except ProtocolError:
         pass
+
+
+_field_values = st.sampled_from(
+    [None, "", "x", "request", "reply", "episode", "weights", "control", "heartbeat", "gossip",
+     1, 2, True, 1.5, b"", b"\x90", [], [["int32", [1]]], {}]
+)  # fmt: skip
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.sampled_from(["request", "reply", "error", "episode", "weights", "control", "heartbeat", "register"]),
+    st.dictionaries(st.sampled_from(sorted(_HEADER_FIELDS) + ["extra"]), _field_values, max_size=4),
+    st.lists(st.sampled_from(sorted(_HEADER_FIELDS)), max_size=2),
+    st.integers(0, 2),
+)
+def test_fast_header_check_agrees_with_reference_rules(mtype, changes, removed, n_frames) -> None:
+    """decode's one-expression check accepts exactly the headers the reference rules accept."""
+    _, frames = encode(mtype, None, src="a", dst="b", reply_to="r", msg_id="i")
+    header = msgpack.unpackb(frames[0])
+    header.update(changes)
+    for name in removed:
+        header.pop(name, None)
+    message = [msgpack.packb(header), *([b"\0\0\0\0"] * n_frames)]
+    fault = header_fault(header, n_frames)
+    if fault is None:
+        assert decode(message).type == header["type"]
+    else:
+        with pytest.raises(ProtocolError) as err:
+            decode(message)
+        assert err.value.code == fault.code
 
 
 @settings(max_examples=100, deadline=None)
