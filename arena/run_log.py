@@ -82,12 +82,20 @@ class RunLog:
         if every and step % every == 0 and collected.get("transcript"):
             self._append("transcripts.jsonl", {"step": step, **collected["transcript"]})
 
-    def truncate_after(self, step: int) -> None:
-        """On resume, forget logged steps the checkpoint does not contain (they will rerun)."""
+    def resume_at(self, step: int) -> None:
+        """Align ``metrics.jsonl`` with a resumed learner at ``step``.
+
+        Rows past the checkpoint are dropped (those steps run again). Steps the checkpoint holds
+        but the log lacks (the launcher died between the update and its log line) get a row
+        marked ``recovered``: the update happened, its metrics died with the launcher.
+        """
         path = self.run_dir / "metrics.jsonl"
-        if path.exists():
-            rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-            path.write_text("".join(json.dumps(r) + "\n" for r in rows if r["step"] <= step))
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+        rows = [r for r in rows if r["step"] <= step]
+        logged = {r["step"] for r in rows}
+        rows += [{"step": s, "recovered": True} for s in range(1, step + 1) if s not in logged]
+        if rows or path.exists():
+            path.write_text("".join(json.dumps(r) + "\n" for r in sorted(rows, key=lambda r: r["step"])))
 
     # -- evaluation ------------------------------------------------------------------------
     def evaluation(self, label: str, step: int, results: list[MatchResult]) -> None:

@@ -195,7 +195,7 @@ class Trainer:
         replies = []
         for attempt in range(self.config.rollout.max_restarts + 1):
             orders = [(i, s) for i, s in enumerate(shares) if s > 0]
-            results = await asyncio.gather(*(self._order(i, s, seed * 100 + attempt * 10 + i) for i, s in orders),
+            results = await asyncio.gather(*(self._order(i, s, seed + attempt * 10 + i) for i, s in orders),
                                            return_exceptions=True)  # fmt: skip
             shares = [0] * n
             for (i, s), result in zip(orders, results, strict=True):
@@ -254,7 +254,7 @@ class Trainer:
         await self.connect()
         status = await self.learner("status")
         self.step, self.version = status["step"], status["version"]
-        self.log.truncate_after(self.step)
+        self.log.resume_at(self.step)
         await self.wait_weights(self.version)
         before = self.log.load_eval("before")
         if before is None:
@@ -277,7 +277,9 @@ class Trainer:
         episodes = 0
         while self.step < c.steps:
             t0 = time.monotonic()
-            collected = await self.collect(c.rollout.episodes_per_step, seed=c.seed + self.step)
+            # Seeds (and so episode ids) follow the step: unique within a run, and a resumed run
+            # replays exactly the steps its checkpoint lacks.
+            collected = await self.collect(c.rollout.episodes_per_step, seed=(c.seed + 1) * 10**6 + self.step * 100)
             t_collect = time.monotonic() - t0
             sampled_with = self.version
             metrics = await self.learner("step")
@@ -306,7 +308,7 @@ class Trainer:
                 while rounds - self.step > c.learner.batch.max_staleness and not stop.is_set():
                     await asyncio.sleep(0.1)
                 try:
-                    reply = await self._order(index, per_actor, seed=c.seed * 7919 + index * 100_003 + rounds)
+                    reply = await self._order(index, per_actor, seed=(c.seed + 1) * 10**7 + index * 10**5 + rounds)
                 except BusError as err:
                     self.log.event(f"rollout-{index} failed a collect ({err}); continuing")
                     await asyncio.sleep(2.0)

@@ -216,9 +216,11 @@ class Broker:
         if name.encode() != identity:
             self._reject(identity, msg, ProtocolError("schema", "actor name must equal its routing id"))
             return
-        previous = self.actors.pop(name, None)
+        previous = self.actors.get(name)
         if previous is not None:
-            self._by_identity.pop(previous.identity, None)
+            # A restarted actor under the same name: its earlier life's work is lost, so the
+            # requests pending on it fail now rather than at their timeouts.
+            self._declare_dead(previous, reason="registered again (restarted)")
         info = ActorInfo(
             name=name, kind=body["kind"], services=[str(s) for s in body["services"]],
             topics=[str(t) for t in body["topics"]], host=body["host"], pid=body["pid"],
@@ -320,10 +322,10 @@ class Broker:
             if target_name in self.actors:
                 self.actors[target_name].outstanding.discard(key)
 
-    def _declare_dead(self, actor: ActorInfo) -> None:
+    def _declare_dead(self, actor: ActorInfo, reason: str | None = None) -> None:
         self.counters["actor_dead"] += 1
-        log.warning("actor %s (pid %s) missed heartbeats for %.1fs: declared dead",
-                    actor.name, actor.pid, self.heartbeat_timeout)  # fmt: skip
+        reason = reason or f"missed heartbeats for {self.heartbeat_timeout:.1f}s"
+        log.warning("actor %s (pid %s) %s: declared dead", actor.name, actor.pid, reason)
         self._remove(actor)
         failed = sorted(actor.outstanding)
         for requester_name, request_id in failed:
