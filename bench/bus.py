@@ -1,6 +1,6 @@
 """Bus benchmark: Arena's bus against raw pyzmq and Ray, side by side, same 256-byte payload.
 
-Cases (each server in its own process, loopback ipc):
+Cases (each server in its own process, loopback ipc, or tcp with --transport tcp):
   (a)  raw pyzmq DEALER -> ROUTER echo with msgpack: the practical limit of one hop each way;
   (a2) raw pyzmq through a zero-logic Python ROUTER forwarder to a raw echo: what any design
        with a broker process in the path can reach here (four hops, no validation, no asyncio);
@@ -23,6 +23,7 @@ import asyncio
 import json
 import multiprocessing as mp
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -164,9 +165,18 @@ async def bus_client(address: str) -> Actor:
 Segment = Callable[[], Awaitable[float]]
 
 
-async def run_cases(tmp: str, seconds: float, rounds: int, loop: str) -> dict[str, Any]:
+def free_tcp_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+async def run_cases(tmp: str, seconds: float, rounds: int, loop: str, transport: str) -> dict[str, Any]:
     spawn = mp.get_context("spawn")
-    raw_addr, floor_addr, bus_addr = f"ipc://{tmp}/raw", f"ipc://{tmp}/floor", f"ipc://{tmp}/bus"
+    if transport == "ipc":
+        raw_addr, floor_addr, bus_addr = (f"ipc://{tmp}/{name}" for name in ("raw", "floor", "bus"))
+    else:
+        raw_addr, floor_addr, bus_addr = (f"tcp://127.0.0.1:{free_tcp_port()}" for _ in range(3))
     servers = [spawn.Process(target=raw_echo_server, args=(raw_addr,), daemon=True),
                spawn.Process(target=forwarder, args=(floor_addr,), daemon=True),
                spawn.Process(target=floor_echo_server, args=(floor_addr,), daemon=True)]  # fmt: skip
@@ -280,6 +290,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds the time is split into")
     parser.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio",
                         help="event loop of the bus client and echo actor (uvloop is not a dependency)")
+    parser.add_argument("--transport", choices=["ipc", "tcp"], default="ipc", help="loopback transport")
     args = parser.parse_args()
     tmp = tempfile.mkdtemp(prefix="arena-bench-")
     load_before = os.getloadavg()[0]
@@ -288,7 +299,7 @@ def main() -> None:
         import uvloop
 
         runner = uvloop.run
-    run = runner(run_cases(tmp, args.seconds, args.rounds, args.loop))
+    run = runner(run_cases(tmp, args.seconds, args.rounds, args.loop, args.transport))
     ray_sync, ray_pipe, ray_note = bench_ray(args.seconds)
     codec_us, lists_us = bench_codec()
     load_after = os.getloadavg()[0]
@@ -314,7 +325,7 @@ def main() -> None:
           f" bus / forwarder: {ratio('bus_sync', 'floor_sync'):.2f}, {ratio('bus_pipe', 'floor_pipe'):.2f};"
           f" forwarder / raw: {ratio('floor_sync', 'raw_sync'):.2f}, {ratio('floor_pipe', 'raw_pipe'):.2f}")
     print(f"    machine: {os.cpu_count()} cores, load average {load_before:.1f} -> {load_after:.1f};"
-          f" loopback ipc; {args.rounds} interleaved rounds, medians")
+          f" loopback {args.transport}; {args.rounds} interleaved rounds, medians")
     result = {
         "raw_sync_rps": round(med["raw_sync"]), "bus_sync_rps": round(med["bus_sync"]),
         "raw_pipelined_rps": round(med["raw_pipe"]), "bus_pipelined_rps": round(med["bus_pipe"]),
@@ -331,7 +342,7 @@ def main() -> None:
         "ratio_floor_sync_vs_raw": round(ratio("floor_sync", "raw_sync"), 3),
         "ratio_floor_pipelined_vs_raw": round(ratio("floor_pipe", "raw_pipe"), 3),
         "median_us": {k: round(v) for k, v in median_us.items()},
-        "rounds": args.rounds, "loop": args.loop,
+        "rounds": args.rounds, "loop": args.loop, "transport": args.transport,
         "load_avg": [round(load_before, 2), round(load_after, 2)],
     }  # fmt: skip
     print(json.dumps(result))
