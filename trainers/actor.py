@@ -72,7 +72,11 @@ class LearnerActor:
                     continue
                 self._wake.clear()
                 while not stop.is_set() and self.learner.pending_samples >= self.learner.config.batch.batch_samples:
-                    await self._train()
+                    try:
+                        await self._train()
+                    except Exception:  # e.g. out of memory on one batch: log it, keep serving
+                        self.learner.state.counters["step_errors"] += 1
+                        log.exception("learner step failed; its turns are dropped")
         finally:
             await actor.close()
             await self._in_worker(self.learner.close)
@@ -83,8 +87,7 @@ class LearnerActor:
         try:
             body = msg.body
         except Exception as err:  # an unreadable body: count it like any bad record
-            self.learner.state.counters["rejected_bad_record"] += 1
-            log.warning("rejected episode message %s: %s", msg.id, err)
+            self.learner.inbox.reject(f"in message {msg.id}", err)
             return
         if self.learner.add_episode(body):
             self._wake.set()

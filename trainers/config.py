@@ -215,6 +215,11 @@ class LearnerConfig:
     sparse_logits: bool = True
     """Apply the LM head only where the loss needs it (response tokens). Turn off for models
     whose forward post-processes logits (e.g. soft-capping)."""
+    autocast: str | None = None
+    """Mixed precision for forward and backward (``bfloat16`` or ``float16``); weights and
+    optimizer state stay in ``dtype``. None runs in ``dtype``."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass: less memory, about a third more compute."""
     bucket_bytes: int = 64 << 20
     """Size of one weights bucket on the bus."""
     advantage: AdvantageConfig = field(default_factory=AdvantageConfig)
@@ -224,6 +229,10 @@ class LearnerConfig:
     lora: LoRAConfig = field(default_factory=LoRAConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
+
+    def __post_init__(self) -> None:
+        if self.autocast not in (None, "bfloat16", "float16"):
+            raise ValueError(f"autocast = {self.autocast!r}; expected null, bfloat16 or float16")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LearnerConfig:

@@ -20,12 +20,12 @@ The bus actor around it lives in trainers/actor.py (``python -m trainers.learner
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import random
-import threading
 import time
-from collections import Counter, OrderedDict, deque
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -45,9 +45,10 @@ from arena.weights import make_buckets
 from trainers import checkpoint as ckpt
 from trainers import distributed as ddist
 from trainers.advantages import EMABaseline, compute_advantages, stats_by_key
-from trainers.batch import MicroBatch, Sample, episode_samples, pack, shard
+from trainers.batch import MicroBatch, Sample, pack, shard
 from trainers.config import LearnerConfig
 from trainers.filters import apply_staleness, filter_samples
+from trainers.inbox import Inbox
 from trainers.logprobs import TokenLogprobs, unwrap_peft
 from trainers.losses import aggregation_weights, policy_loss
 from trainers.optim import build_optimizer, learning_rate, set_learning_rate
@@ -95,6 +96,8 @@ class Learner:
             model, tokenizer = load_policy(config, self.device)
         self.tokenizer = tokenizer
         model = model.to(self.device).train()
+        if config.gradient_checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.vocab_size = int(unwrap_peft(model).get_input_embeddings().num_embeddings)
         pad = getattr(tokenizer, "pad_token_id", None)
         self.pad_id = int(pad) if pad is not None else 0
@@ -114,9 +117,8 @@ class Learner:
         self.optimizer = build_optimizer(model, config.optim, self.device)
         self.ema = EMABaseline(config.advantage.ema_alpha)
         self.state = LearnerState()
-        self._pending: deque[Sample] = deque()
-        self._seen: OrderedDict[str, None] = OrderedDict()
-        self._lock = threading.Lock()
+        self.inbox = Inbox(config.advantage.gamma, self.state.counters, config.batch.policy,
+                           self.vocab_size, config.batch.dedupe_window)  # fmt: skip
         if resume is not None:
             self._load_training_state(resume)
             log.info("resumed from %s at step %d", resume, self.state.step)
@@ -132,44 +134,16 @@ class Learner:
         return sum(self.add_episode(item) for item in episodes)
 
     def add_episode(self, item: Episode | dict[str, Any]) -> bool:
-        counters = self.state.counters
-        try:
-            episode = item if isinstance(item, Episode) else Episode.from_dict(item)
-            samples = episode_samples(episode, self.config.advantage.gamma,
-                                      self.config.batch.policy, self.vocab_size)  # fmt: skip
-        except Exception as err:  # any malformed input: drop it, keep training
-            ident = item.get("id", "?") if isinstance(item, dict) else getattr(item, "id", "?")
-            with self._lock:
-                counters["rejected_bad_record"] += 1
-            log.warning("rejected episode %s: %s", ident, err)
-            return False
-        with self._lock:
-            if episode.id in self._seen:
-                counters["rejected_duplicate"] += 1
-                log.info("dropped duplicate episode %s", episode.id)
-                return False
-            self._seen[episode.id] = None
-            while len(self._seen) > self.config.batch.dedupe_window:
-                self._seen.popitem(last=False)
-            self._pending.extend(samples)
-            counters["episodes_accepted"] += 1
-            if not samples:
-                counters["episodes_without_trained_turns"] += 1
-        return True
+        """Queue one episode (see :meth:`add_episodes`); False if it was dropped."""
+        return self.inbox.add(item)
 
     @property
     def pending_samples(self) -> int:
-        return len(self._pending)
+        return len(self.inbox)
 
     @property
     def version(self) -> int:
         return self.state.step
-
-    def _take_batch(self) -> list[Sample]:
-        limit = self.config.batch.max_batch_samples
-        with self._lock:
-            count = len(self._pending) if limit <= 0 else min(limit, len(self._pending))
-            return [self._pending.popleft() for _ in range(count)]
 
     # -- collective commands (rank 0 leads, the others follow) ---------------------------
     def _lead(self, command: dict[str, Any]) -> None:
@@ -199,7 +173,7 @@ class Learner:
     # -- training ------------------------------------------------------------------------
     def step(self) -> dict[str, float] | None:
         """One update over the pending turns; returns metrics, or None when nothing is pending."""
-        samples = self._take_batch()
+        samples = self.inbox.take(self.config.batch.max_batch_samples)
         if not samples:
             return None
         self._lead({"cmd": "step", "samples": [s.to_dict() for s in samples]})
@@ -222,8 +196,8 @@ class Learner:
             self._save_checkpoint()
         metrics["step"] = float(self.state.step)
         metrics["step_time"] = time.perf_counter() - start
-        with self._lock:
-            metrics.update({f"count/{k}": float(v) for k, v in self.state.counters.items()})
+        counters = dict(self.state.counters)  # a copy: the bus thread may be counting
+        metrics.update({f"count/{k}": float(v) for k, v in counters.items()})
         return metrics
 
     def _assign_advantages(self, samples: list[Sample], metrics: dict[str, float]) -> None:
@@ -265,8 +239,7 @@ class Learner:
             bad = not (finite and math.isfinite(grad_norm))
             if ddist.all_reduce_max(float(bad), self.dist, self.device) > 0:
                 self.optimizer.zero_grad(set_to_none=True)
-                with self._lock:
-                    self.state.counters["skipped_nonfinite"] += 1
+                self.state.counters["skipped_nonfinite"] += 1
                 log.warning("non-finite loss or gradient at step %d (epoch %d): update skipped, "
                             "weights kept", self.state.step, epoch)  # fmt: skip
                 if epoch == 0:
@@ -296,8 +269,9 @@ class Learner:
         finite = True
         for i, mb in enumerate(batches):
             ddist.sync_gradients(self.policy, i == len(batches) - 1)
-            logprobs, entropy = self.policy(mb.input_ids, mb.attention_mask, mb.target_ids,
-                                            mb.loss_mask, entropy_grad=cfg.entropy_coef > 0)  # fmt: skip
+            with self._autocast():
+                logprobs, entropy = self.policy(mb.input_ids, mb.attention_mask, mb.target_ids,
+                                                mb.loss_mask, entropy_grad=cfg.entropy_coef > 0)  # fmt: skip
             if first:
                 mb.prox_logprobs = logprobs.detach()
                 if cfg.kl_coef > 0:
@@ -320,8 +294,13 @@ class Learner:
         full = getattr(norm, "full_tensor", None)  # FSDP2 returns a DTensor
         return float(full() if callable(full) else norm)
 
+    def _autocast(self) -> contextlib.AbstractContextManager[Any]:
+        if self.config.autocast is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=getattr(torch, self.config.autocast))
+
     def _reference_logprobs(self, mb: MicroBatch) -> torch.Tensor:
-        with torch.no_grad():
+        with torch.no_grad(), self._autocast():
             if self.reference is not None:
                 module = TokenLogprobs(self.reference, self.config.loss.temperature, self.config.sparse_logits)
                 return module(mb.input_ids, mb.attention_mask, mb.target_ids, mb.loss_mask)[0]
@@ -381,7 +360,7 @@ class Learner:
             ckpt.save_json(tmp / "state.json", {
                 "step": self.state.step, "samples_trained": self.state.samples_trained,
                 "tokens_trained": self.state.tokens_trained, "counters": dict(self.state.counters),
-                "ema": self.ema.state_dict(), "seen_episodes": list(self._seen), "rng": rng,
+                "ema": self.ema.state_dict(), "seen_episodes": self.inbox.seen_ids(), "rng": rng,
                 "config": asdict(cfg),
             })  # fmt: skip
 
@@ -397,11 +376,12 @@ class Learner:
     def _load_training_state(self, path: Path) -> None:
         set_optimizer_state_dict(self.policy, self.optimizer, ckpt.load_optimizer(path), options=_FULL)
         saved = ckpt.load_json(path / "state.json")
-        self.state = LearnerState(step=saved["step"], samples_trained=saved["samples_trained"],
-                                  tokens_trained=saved["tokens_trained"],
-                                  counters=Counter(saved["counters"]))  # fmt: skip
+        self.state.step = saved["step"]
+        self.state.samples_trained = saved["samples_trained"]
+        self.state.tokens_trained = saved["tokens_trained"]
+        self.state.counters.update(saved["counters"])  # the inbox shares this Counter
         self.ema.load_state_dict(saved["ema"])
-        self._seen = OrderedDict((ident, None) for ident in saved["seen_episodes"])
+        self.inbox.load_seen_ids(saved["seen_episodes"])
         ckpt.load_rng(path, saved["rng"])
 
 

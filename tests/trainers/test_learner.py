@@ -172,3 +172,16 @@ def test_weight_buckets_assemble_to_the_exported_state(fresh_tiny) -> None:
     assert version == 1
     for name, tensor in model.state_dict().items():
         assert torch.equal(state[name], tensor), name
+
+
+def test_autocast_and_gradient_checkpointing(fresh_tiny) -> None:
+    config = LearnerConfig.from_dict({**make_config().to_dict(), "autocast": "bfloat16",
+                                      "gradient_checkpointing": True})  # fmt: skip
+    learner = Learner(config, *fresh_tiny)
+    before = params(learner.model)
+    learner.add_episodes(two_seat_episodes(3))
+    metrics = learner.step()
+    assert metrics["version"] == 1.0 and np.isfinite(metrics["loss"])
+    after = params(learner.model)
+    assert all(t.dtype == torch.float32 for t in after.values())  # weights stay in fp32
+    assert any(not torch.equal(before[n], after[n]) for n in before)

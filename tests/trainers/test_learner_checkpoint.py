@@ -147,3 +147,34 @@ def test_kill_9_mid_checkpoint_leaves_the_previous_one_loadable(tmp_path: Path) 
     resumed.step()
     assert latest_checkpoint(directory).name == "step-00000003"
     assert not [p for p in directory.iterdir() if p.name.startswith(".tmp-")]  # cleaned up
+
+
+def test_lora_checkpoint_resumes_adapters_and_exports_merged_weights(tmp_path: Path) -> None:
+    def lora_config() -> LearnerConfig:
+        return LearnerConfig.from_dict({
+            "model": "tiny", "optim": {"lr": 1e-2}, "lora": {"enabled": True, "r": 4},
+            "batch": {"micro_batch_tokens": 128, "max_seq_len": 64},
+            "checkpoint": {"dir": str(tmp_path), "every": 2},
+        })  # fmt: skip
+
+    first = Learner(lora_config())
+    for i in range(2):
+        first.add_episodes(batch(i))
+        first.step()
+    path = latest_checkpoint(tmp_path)
+    assert (path / "adapter.safetensors").is_file()
+    merged = first.export_weights()
+    hf = AutoModelForCausalLM.from_pretrained(path / "model")  # plain transformers, no peft
+    for name, tensor in hf.state_dict().items():
+        assert torch.allclose(tensor, merged[name], atol=1e-6), name
+    resumed = Learner(lora_config())
+    assert resumed.state.step == 2
+    for (name, a), b in zip(first.model.named_parameters(), resumed.model.parameters(), strict=True):
+        assert torch.equal(a, b), name
+    for i in (2, 3):
+        first.add_episodes(batch(i))
+        resumed.add_episodes(batch(i))
+        first.step()
+        resumed.step()
+    for (name, a), b in zip(first.model.named_parameters(), resumed.model.parameters(), strict=True):
+        assert torch.equal(a, b), name

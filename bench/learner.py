@@ -1,0 +1,151 @@
+"""Learner benchmark: tokens/s of one update step, our learner against a bare torch loop.
+
+Both sides train the embedded SmolLM2-135M (fp32) on the same tokens: B one-turn episodes of
+L tokens each, a prompt of ``prompt_frac * L`` tokens and a response of the rest.
+
+- **bare**: ``model(input_ids).logits`` -> cross-entropy on the response tokens -> backward ->
+  grad-norm clip -> AdamW step. The least work any trainer must do for this batch.
+- **learner**: ``Learner.add_episodes`` (record validation, returns, samples) + ``step``
+  (advantages, filters, packing, the PPO/TIS loss, backward, clip, AdamW), LM head on the
+  response tokens only (``sparse_logits``, the default).
+- **learner-dense**: the same with the LM head on every position, as the bare loop does.
+
+On a shared machine the load changes from second to second, so the cases run interleaved, one
+step each per round in rotating order; each rate is the median over rounds, and each ratio the
+median of per-round ratios. Prints a table, then one JSON line.
+
+Usage: python bench/learner.py [--quick] [--batch 4] [--seq-len 160] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import statistics
+import time
+from collections.abc import Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from arena.models import load_model
+from arena.records import Episode, SeatAssignment, Turn
+from trainers.config import LearnerConfig
+from trainers.learner import Learner
+
+
+def make_episodes(batch: int, seq_len: int, prompt_len: int, vocab: int, tag: str) -> list[Episode]:
+    """``batch`` one-turn episodes with fixed token content (seed 0) and fresh ids."""
+    rng = np.random.default_rng(0)
+    episodes = []
+    for i in range(batch):
+        ids = rng.integers(10, vocab, size=seq_len).astype(np.int32)
+        response = ids[prompt_len:]
+        eid = f"{tag}-{i}"
+        reward = 1.0 if i % 2 else -1.0  # half win, half lose: no advantage is zero
+        turn = Turn(episode_id=eid, index=0, game="bench", seat="p0", role="player",
+                    prompt_ids=ids[:prompt_len], response_ids=response,
+                    response_logprobs=np.full(len(response), -5.0, dtype=np.float32),
+                    text="", action=None, valid=True, reward=reward)  # fmt: skip
+        episodes.append(Episode(id=eid, game="bench", seed=i,
+                                seats={"p0": SeatAssignment("player", "main")}, turns=[turn],
+                                final_rewards={"p0": reward}))  # fmt: skip
+    return episodes
+
+
+def bare_step_fn(model: torch.nn.Module, episodes: list[Episode], lr: float) -> Callable[[], None]:
+    seqs = torch.tensor(np.stack([np.concatenate([e.turns[0].prompt_ids, e.turns[0].response_ids])
+                                  for e in episodes]), dtype=torch.long)  # fmt: skip
+    inputs, targets = seqs[:, :-1], seqs[:, 1:]
+    mask = torch.zeros_like(targets, dtype=torch.bool)
+    mask[:, len(episodes[0].turns[0].prompt_ids) - 1 :] = True
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    model.train()
+
+    def step() -> None:
+        logits = model(input_ids=inputs).logits
+        loss = F.cross_entropy(logits[mask].float(), targets[mask])
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
+def learner_step_fn(learner: Learner, batch: int, seq_len: int, prompt_len: int, vocab: int) -> Callable[[], None]:
+    counter = iter(range(1 << 30))
+
+    def step() -> None:
+        learner.add_episodes(make_episodes(batch, seq_len, prompt_len, vocab, f"s{next(counter)}"))
+        metrics = learner.step()
+        assert metrics is not None and metrics.get("samples") == batch, metrics
+
+    return step
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="2 x 64 tokens, 2 rounds")
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--seq-len", type=int, default=160)
+    parser.add_argument("--prompt-frac", type=float, default=0.5)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    args = parser.parse_args()
+    if args.quick:
+        args.batch, args.seq_len, args.rounds = 2, 64, 2
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    prompt_len = int(args.seq_len * args.prompt_frac)
+    tokens = args.batch * args.seq_len
+    lr = 1e-6
+
+    base, tokenizer = load_model(args.model, dtype="float32")
+    vocab = int(base.config.vocab_size)
+    config = LearnerConfig.from_dict({
+        "model": args.model, "device": "cpu", "optim": {"lr": lr, "grad_clip": 1.0},
+        "batch": {"micro_batch_tokens": tokens, "max_seq_len": args.seq_len},
+    })  # fmt: skip
+    dense = LearnerConfig.from_dict({**config.to_dict(), "sparse_logits": False})
+    cases: dict[str, Callable[[], None]] = {
+        "bare": bare_step_fn(copy.deepcopy(base), make_episodes(args.batch, args.seq_len, prompt_len, vocab, "b"), lr),
+        "learner": learner_step_fn(Learner(config, copy.deepcopy(base), tokenizer), args.batch,
+                                   args.seq_len, prompt_len, vocab),
+        "learner-dense": learner_step_fn(Learner(dense, base, tokenizer), args.batch, args.seq_len,
+                                         prompt_len, vocab),
+    }  # fmt: skip
+    for fn in cases.values():  # warm-up: allocator, optimizer state, first-call overheads
+        fn()
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    names = list(cases)
+    for r in range(args.rounds):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            start = time.perf_counter()
+            cases[name]()
+            times[name].append(time.perf_counter() - start)
+    rates = {name: tokens / statistics.median(t) for name, t in times.items()}
+    ratios = {name: statistics.median(times["bare"][i] / t[i] for i in range(args.rounds))
+              for name, t in times.items()}  # fmt: skip
+
+    print(f"model {args.model} fp32, batch {args.batch} x {args.seq_len} tokens "
+          f"(prompt {prompt_len}, response {args.seq_len - prompt_len}), {torch.get_num_threads()} "
+          f"threads, {args.rounds} rounds")  # fmt: skip
+    print(f"{'case':<16}{'s/step (median)':>18}{'tok/s':>10}{'vs bare':>10}")
+    for name in names:
+        print(f"{name:<16}{statistics.median(times[name]):>18.2f}{rates[name]:>10.1f}{ratios[name]:>10.2f}")
+    print(json.dumps({
+        "bench": "learner", "model": args.model, "batch": args.batch, "seq_len": args.seq_len,
+        "prompt_len": prompt_len, "rounds": args.rounds, "quick": args.quick,
+        "bare_tok_s": round(rates["bare"], 1), "learner_tok_s": round(rates["learner"], 1),
+        "learner_dense_tok_s": round(rates["learner-dense"], 1),
+        "ratio_learner_vs_bare": round(ratios["learner"], 3),
+        "ratio_learner_dense_vs_bare": round(ratios["learner-dense"], 3),
+    }))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
