@@ -258,7 +258,13 @@ class Actor:
                     break
                 while sock.getsockopt(RCVMORE):
                     frames.append(sock.recv(copy=False))  # binary frames, zero-copy
-                self._dispatch(frames)
+                try:
+                    self._dispatch(frames)
+                except Exception:  # e.g. a reply that found the send queue full
+                    # Keep draining: stopping here would strand the queued messages, since
+                    # the descriptor will not signal them again.
+                    self.counters["dispatch_error"] += 1
+                    log.exception("%s failed to handle a message", self.name)
                 sock = self._sock
                 if sock is None:
                     break

@@ -18,6 +18,7 @@ the broker or actor turns into an ``error`` reply and a counter.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import threading
@@ -291,8 +292,7 @@ _STR_OR_NONE = (str, type(None))
 _NUMBER = (float, int)
 
 
-def _unpack_header(data: Any) -> Any:
-    return msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True)
+_unpack_header = functools.partial(msgpack.unpackb, raw=False, strict_map_key=True, use_list=True)
 
 
 def _reject_header(header: Any, n_frames: int) -> None:
