@@ -1,0 +1,74 @@
+"""Actor internals that the process-level tests cannot isolate: in one process, over inproc://."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+import zmq
+
+from arena.bus import Actor, Broker, BusTimeout
+
+
+@pytest.fixture
+def inproc_broker() -> Iterator[tuple[zmq.Context, str]]:
+    ctx = zmq.Context()
+    # Slow heartbeats: no message but the test's own may wake an actor up.
+    broker = Broker("inproc://bus-test", context=ctx, heartbeat_interval=30.0, heartbeat_timeout=60.0)
+    thread = threading.Thread(target=broker.serve_forever, daemon=True)
+    thread.start()
+    yield ctx, "inproc://bus-test"
+    broker.stop()
+    thread.join(timeout=5)
+    ctx.term()
+
+
+def test_failure_mid_drain_does_not_strand_queued_messages(inproc_broker) -> None:
+    ctx, address = inproc_broker
+
+    async def scenario() -> tuple[list[object], dict[str, int]]:
+        echo = Actor("echo", address, context=ctx, heartbeat_interval=30.0,
+                     services={"echo": lambda m: m.body})  # fmt: skip
+        client = Actor("client", address, context=ctx, heartbeat_interval=30.0)
+        await echo.start()
+        await client.start()
+        dispatch, seen = echo._dispatch, []
+
+        def flaky(frames: list[object]) -> None:
+            seen.append(frames)
+            if len(seen) == 1:
+                raise RuntimeError("first message fails outside any handler")
+            dispatch(frames)
+
+        echo._dispatch = flaky  # type: ignore[method-assign]
+        futures = [client.request(i, service="echo", timeout=1.0) for i in range(20)]
+        results = await asyncio.gather(*futures, return_exceptions=True)
+        await client.close()
+        await echo.close()
+        return [r if isinstance(r, Exception) else r.body for r in results], echo.counters
+
+    results, counters = asyncio.run(scenario())
+    assert isinstance(results[0], BusTimeout)  # the one that failed; every other is answered
+    assert results[1:] == list(range(1, 20))
+    assert counters["dispatch_error"] == 1
+
+
+def test_many_in_flight_with_arrays_are_all_answered(inproc_broker) -> None:
+    ctx, address = inproc_broker
+
+    async def scenario() -> None:
+        echo = Actor("echo", address, context=ctx, services={"echo": lambda m: m.body})
+        client = Actor("client", address, context=ctx)
+        await echo.start()
+        await client.start()
+        ids = [np.arange(i, dtype=np.int32) for i in range(300)]
+        replies = await asyncio.gather(*(client.request({"ids": a}, service="echo") for a in ids))
+        for sent, reply in zip(ids, replies, strict=True):
+            np.testing.assert_array_equal(reply.body["ids"], sent)
+        await client.close()
+        await echo.close()
+
+    asyncio.run(scenario())
