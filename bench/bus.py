@@ -184,8 +184,9 @@ async def run_cases(tmp: str, seconds: float, rounds: int, loop: str, transport:
         proc.start()
     python = sys.executable
     broker = subprocess.Popen([python, "-m", "arena.cli", "broker", "--bind", bus_addr])
+    loop_args = ["--loop", loop] if loop != "asyncio" else []
     echo = subprocess.Popen([python, "-m", "arena.bus.echo", bus_addr, "--service", "bench.echo",
-                             "--loop", loop], stdout=subprocess.DEVNULL)  # fmt: skip
+                             *loop_args], stdout=subprocess.DEVNULL)  # fmt: skip
     try:
         raw, floor = RawClient(raw_addr, []), RawClient(floor_addr, [FLOOR_ECHO])
         actor = await bus_client(bus_addr)
