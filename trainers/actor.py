@@ -3,7 +3,8 @@
 - **Input.** ``episode`` messages addressed to service ``learner`` (body = ``Episode.to_dict()``);
   malformed or duplicate ones are dropped with a logged reason and a counter.
 - **Updates.** Once ``batch.batch_samples`` trained turns are pending, the learner steps on a
-  worker thread (the event loop keeps answering and heartbeating meanwhile).
+  worker thread (the event loop keeps answering and heartbeating meanwhile). With
+  ``batch_samples = 0`` it steps only when asked (``{"op": "step"}``, for a synchronous loop).
 - **Output.** After each update the weights go out as ``weights`` messages on topic
   ``weights.<name>``, one per bucket (arena/weights.py), and the step's metrics as a ``control``
   message on topic ``metrics.learner``. The current weights are published once at start, so
@@ -71,7 +72,7 @@ class LearnerActor:
                 except TimeoutError:
                     continue
                 self._wake.clear()
-                while not stop.is_set() and self.learner.pending_samples >= self.learner.config.batch.batch_samples:
+                while not stop.is_set() and self._batch_ready():
                     try:
                         await self._train()
                     except Exception:  # e.g. out of memory on one batch: log it, keep serving
@@ -81,6 +82,10 @@ class LearnerActor:
             await actor.close()
             await self._in_worker(self.learner.close)
             self._worker.shutdown(wait=True)
+
+    def _batch_ready(self) -> bool:
+        threshold = self.learner.config.batch.batch_samples
+        return threshold > 0 and self.learner.pending_samples >= threshold
 
     # -- handlers --------------------------------------------------------------------------
     def _on_episode(self, msg: Message) -> None:

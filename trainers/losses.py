@@ -90,8 +90,8 @@ class LossOutput:
     loss: torch.Tensor
     """This micro-batch's share of the global loss (sum over micro-batches = the loss)."""
     sums: dict[str, torch.Tensor]
-    """Detached per-token sums for metrics (divide by the token count); ``pg_loss``, ``kl`` and
-    ``entropy_bonus`` are already aggregation-weighted shares."""
+    """Detached sums for metrics: ``pg_loss`` and ``kl`` are aggregation-weighted shares (they
+    add up over micro-batches); the others are plain token sums (divide by the token count)."""
 
 
 def policy_loss(
