@@ -123,7 +123,10 @@ async def play_episode(
         except Exception as err:
             raise EpisodeError(f"{game_id} episode {episode_id}: {seat.policy_name} failed: {err}") from err
         seat.remember(generation)
-        reply = seat.role.read(generation.text)
+        # Decode the sampled ids whole: the generation's text stops before a matched stop
+        # string, and the role needs to see whether the closing tag was written.
+        written = seat.chat.tokenizer.decode(generation.token_ids.tolist(), skip_special_tokens=True)
+        reply = seat.role.read(written, ended=generation.finish_reason == "stop")
         env.step_text(reply.action_text if reply.action_text is not None else generation.text)
         valid = not env.infos[agent]["invalid"]
         shaping = seat.role.format_reward(reply) - (0.0 if valid else seat.invalid_penalty)
@@ -131,7 +134,7 @@ async def play_episode(
             episode_id=episode_id, index=len(turns), game=game_id, seat=agent,
             role=seat.role.name, prompt_ids=generation.prompt_ids,
             response_ids=generation.token_ids, response_logprobs=generation.logprobs,
-            text=seat.role.assistant_prefix() + generation.text,
+            text=seat.role.assistant_prefix() + written,
             action=_plain(env.parse_action(agent, reply.action_text) if reply.action_text else None),
             valid=valid, reward=shaping, policy_version=generation.version, trained=seat.trained,
             group=f"{episode_id}:{agent}",

@@ -69,7 +69,9 @@ def resolve_for_run(config: RunConfig, run_dir: Path) -> RunConfig:
         batch=replace(learner.batch, max_response_tokens=config.sampling.max_new_tokens,
                       # sync mode steps on the trainer's request only
                       batch_samples=10**9 if config.mode == "sync" else learner.batch.batch_samples),
-        loss=replace(learner.loss, temperature=max(config.sampling.temperature, 1e-3)),
+        # Samplers report logprobs of the raw distribution (temperature 1), so the learner's
+        # must be raw too for the importance ratios to compare like with like.
+        loss=replace(learner.loss, temperature=1.0),
     )  # fmt: skip
     address = config.bus.address or f"ipc://{run_dir.resolve()}/bus.sock"
     return replace(config, learner=learner, bus=replace(config.bus, address=address))
@@ -117,6 +119,7 @@ class Trainer:
         for i in range(c.inference.actors):
             self.launcher.start(f"inference-{i}", [
                 "-m", "arena.inference", "--address", address, "--name", c.learner.name,
+                "--backend", c.inference.backend,
                 "--actor-name", f"inference-{i}", "--model", c.model, "--dtype", c.inference.dtype,
                 "--device", _device(c.inference.device), "--seed", str(c.seed + i),
                 "--max-batch", str(c.inference.max_batch), "--max-wait-ms", str(c.inference.max_wait_ms),

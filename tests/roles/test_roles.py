@@ -51,3 +51,20 @@ def test_conversation_memory_sends_only_new_turns() -> None:
 def test_unknown_role_names_nearest() -> None:
     with pytest.raises(RegistryError, match="player-v0"):
         roles.make("playr-v0")
+
+
+def test_example_rules_and_suffix_shape_the_prompt() -> None:
+    player = roles.make("player-v0", example="5", show_rules=False, turn_suffix="Your move?")
+    system, user = player.messages("Long rules.", "player_1", "Board", first_turn=True)
+    assert "Long rules." not in system["content"]
+    assert system["content"].endswith("Example: <answer>5</answer>")
+    assert user["content"] == "Board\nYour move?"
+
+
+def test_unclosed_prefilled_reply_counts_only_when_the_turn_ended() -> None:
+    player = roles.make("player-v0", prefill=True)
+    ended = player.read(" 5 ", ended=True)
+    assert (ended.action_text, ended.format_ok) == ("5", False)
+    assert player.read("5", ended=False).action_text is None  # cut off by the token limit
+    assert player.read("5\n\nIn the example", ended=True).action_text is None
+    assert roles.make("player-v0").read("5", ended=True).action_text is None  # no prefill
