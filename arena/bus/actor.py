@@ -99,6 +99,7 @@ class Actor:
         self._pending: dict[str, tuple[asyncio.Future[Message], float, float]] = {}
         """Request id -> (future, deadline, timeout): one dict, one insert and one pop per call."""
         self._draining = False
+        self._drain_scheduled = False
         self.timeout_resolution = 0.05
         self._ctx = context or zmq.Context.instance()
         self._sock: zmq.Socket | None = None
@@ -218,7 +219,12 @@ class Actor:
         except zmq.Again:
             raise BusError("busy", f"send queue of {self.name} is full") from None
         # The descriptor is edge-triggered and a send can swallow the edge of pending input.
-        if not self._draining and sock.getsockopt(EVENTS) & POLLIN and self._loop is not None:
+        # No check is needed while draining or with a drain already scheduled: either ends
+        # with a receive that finds nothing, after this send.
+        if self._draining or self._drain_scheduled or self._loop is None:
+            return
+        if sock.getsockopt(EVENTS) & POLLIN:
+            self._drain_scheduled = True
             self._loop.call_soon(self._on_readable)
 
     def _reply(self, request: Message, mtype: str, body: Any) -> None:
@@ -246,6 +252,7 @@ class Actor:
 
     # -- receiving ---------------------------------------------------------------------------
     def _on_readable(self) -> None:
+        self._drain_scheduled = False
         sock = self._sock
         if sock is None or self._draining:
             return
