@@ -216,8 +216,8 @@ class LearnerConfig:
     """Apply the LM head only where the loss needs it (response tokens). Turn off for models
     whose forward post-processes logits (e.g. soft-capping)."""
     autocast: str | None = None
-    """Mixed precision for forward and backward (``bfloat16`` or ``float16``); weights and
-    optimizer state stay in ``dtype``. None runs in ``dtype``."""
+    """``bfloat16``: mixed precision for forward and backward, weights and optimizer state stay
+    in ``dtype``. None runs in ``dtype``. (float16 would need loss scaling; not offered.)"""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass: less memory, about a third more compute."""
     bucket_bytes: int = 64 << 20
@@ -231,8 +231,8 @@ class LearnerConfig:
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
 
     def __post_init__(self) -> None:
-        if self.autocast not in (None, "bfloat16", "float16"):
-            raise ValueError(f"autocast = {self.autocast!r}; expected null, bfloat16 or float16")
+        if self.autocast not in (None, "bfloat16"):
+            raise ValueError(f"autocast = {self.autocast!r}; expected null or bfloat16")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LearnerConfig:
