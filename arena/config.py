@@ -191,7 +191,11 @@ def load_config(schema: type, path: str | Path | None, overrides: Sequence[str] 
     merged: DictConfig = OmegaConf.structured(schema)
     layers: list[tuple[str, Any]] = []
     if path is not None:
-        layers += [(str(p), OmegaConf.load(p)) for p in _extends_chain(Path(path))]
+        for file in _extends_chain(Path(path)):
+            layer = OmegaConf.load(file)
+            if isinstance(layer, DictConfig):
+                layer.pop("extends", None)
+            layers.append((str(file), layer))
     bad = [o for o in overrides if "=" not in o]
     if bad:
         raise ConfigError(f"override {bad[0]!r} must look like key=value (e.g. steps=4)")

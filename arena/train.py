@@ -105,6 +105,7 @@ class Trainer:
         self.applied: dict[str, int] = {}
         self._applied_event = asyncio.Event()
         self.step = 0
+        self._stalled = 0
 
     # -- processes -------------------------------------------------------------------------
     def start_processes(self) -> None:
@@ -344,10 +345,19 @@ class Trainer:
 
     def _next_step(self, metrics: dict[str, Any] | None) -> int:
         """The learner's step count is the run's: it counts every batch, even one whose turns
-        carried no signal (and so changed no weight)."""
+        carried no signal. A step skipped for a non-finite loss does not count and is retried
+        with fresh episodes, a few times at most."""
         if metrics is None or "step" not in metrics:
             raise RuntimeError("the learner had no turns to train on; did every episode fail?")
-        return int(metrics["step"])
+        step = int(metrics["step"])
+        if step == self.step:
+            self._stalled += 1
+            self.log.event(f"learner skipped step {step + 1} ({self._stalled} in a row): non-finite loss")
+            if self._stalled >= 5:
+                raise RuntimeError("the learner skipped 5 steps in a row (non-finite losses)")
+        else:
+            self._stalled = 0
+        return step
 
     async def _periodic(self) -> None:
         c = self.config

@@ -191,8 +191,14 @@ class Learner:
         metrics["samples"] = float(len(kept))
         if kept:
             metrics.update(self._update(kept))
+        else:
+            # No turn carried signal past the filters (e.g. every return was equal). The batch
+            # still counts as a step, so a run's step count and resume point follow the batches
+            # it consumed; the weights are unchanged under the new version number.
+            self.state.step += 1
+            metrics.update(version=float(self.state.step), no_signal=1.0)
         checkpoint_due = cfg.checkpoint.dir and self.state.step > 0 and self.state.step % cfg.checkpoint.every == 0
-        if kept and checkpoint_due and not metrics.get("skipped"):
+        if checkpoint_due and not metrics.get("skipped"):
             self._save_checkpoint()
         metrics["step"] = float(self.state.step)
         metrics["step_time"] = time.perf_counter() - start

@@ -185,3 +185,13 @@ def test_autocast_and_gradient_checkpointing(fresh_tiny) -> None:
     after = params(learner.model)
     assert all(t.dtype == torch.float32 for t in after.values())  # weights stay in fp32
     assert any(not torch.equal(before[n], after[n]) for n in before)
+
+
+def test_a_batch_without_signal_still_counts_as_a_step(fresh_tiny) -> None:
+    learner = Learner(make_config(batch={"max_response_tokens": 1}), *fresh_tiny)
+    before = params(learner.model)
+    learner.add_episodes(two_seat_episodes(2))  # every response reached the limit: all overlong
+    metrics = learner.step()
+    assert metrics["no_signal"] == 1.0 and metrics["samples"] == 0
+    assert metrics["step"] == metrics["version"] == 1 and learner.version == 1
+    assert all(torch.equal(before[n], p) for n, p in params(learner.model).items())
