@@ -39,6 +39,9 @@ _TORCH_DTYPES: dict[str, torch.dtype] = {
 }  # fmt: skip
 
 
+_FLOAT_DTYPES = frozenset({"float32", "float16", "bfloat16", "float64"})
+
+
 class WeightUpdateError(ValueError):
     """A weights bucket or update that must not be applied; the message says why."""
 
@@ -163,17 +166,22 @@ class WeightAssembler:
             if name not in self.expected:
                 raise WeightUpdateError(f"unknown tensor {name!r}")
             shape, dtype = self.expected[name]
-            if tuple(entry.get("shape", ())) != shape or entry.get("dtype") != dtype:
+            sent = entry.get("dtype")
+            # A float32 learner may feed a bfloat16 server: floats are cast on receipt. Any
+            # other dtype change, or any shape change, is a corrupt update.
+            castable = sent in _FLOAT_DTYPES and dtype in _FLOAT_DTYPES
+            if tuple(entry.get("shape", ())) != shape or (sent != dtype and not castable):
                 raise WeightUpdateError(
-                    f"{name}: got {entry.get('dtype')}{entry.get('shape')}, model has {dtype}{list(shape)}"
+                    f"{name}: got {sent}{entry.get('shape')}, model has {dtype}{list(shape)}"
                 )
             if not isinstance(data, np.ndarray) or data.dtype != np.uint8:
                 raise WeightUpdateError(f"{name}: data must be a uint8 frame")
-            torch_dtype = _TORCH_DTYPES[dtype]
+            torch_dtype = _TORCH_DTYPES[sent]
             if data.nbytes != int(np.prod(shape)) * torch.empty((), dtype=torch_dtype).element_size():
-                raise WeightUpdateError(f"{name}: {data.nbytes} bytes do not fit {dtype}{list(shape)}")
+                raise WeightUpdateError(f"{name}: {data.nbytes} bytes do not fit {sent}{list(shape)}")
             crc = zlib.crc32(data, crc)
-            tensors[name] = frame_tensor(data, torch_dtype, shape)
+            tensor = frame_tensor(data, torch_dtype, shape)
+            tensors[name] = tensor if sent == dtype else tensor.to(_TORCH_DTYPES[dtype])
         if crc != checksum:
             raise WeightUpdateError(f"checksum mismatch in bucket {index} of version {version}")
         return version, index, total, tensors
