@@ -3,8 +3,9 @@
 A rollout actor is a bus actor named ``rollout-<i>`` that serves ``rollout`` requests from the
 trainer (the coordinator started by ``arena train``)::
 
-    {"op": "collect", "episodes": 16, "seed": 1234}
-      -> {"episodes": 16, "stats": {...}, "transcript": {...} | None}
+    {"op": "collect", "episodes": 16, "seed": 1234,
+     "opponent": {"policy": "pool", "label": "pool@step-4"}}     # population mode only
+      -> {"episodes": 16, "failed": 0, "seconds": 3.2, "stats": {...}, "transcript": {...} | None}
 
 It samples each episode's game from the mixture, assigns seats by the opponent mode, plays up to
 ``rollout.concurrency`` episodes at once on asyncio (their generation requests batch together
@@ -12,8 +13,9 @@ in the inference service), and sends every finished episode to service ``learner
 ``episode`` message, with every turn's tokens, logprobs and policy version. An episode that
 fails (its policy errored) is dropped whole and counted, never half-sent.
 
-Seats are randomized: in ``fixed`` mode the trained seat is drawn uniformly, so the policy plays
-first and second alike. Run it as a process::
+Seats are randomized: in ``fixed`` and ``population`` modes the trained seat is drawn uniformly,
+so the policy plays first and second alike. Population opponents are served by a second
+inference actor (``policy:pool``) that the trainer loads with a past checkpoint per collect. Run it as a process::
 
     python -m arena.rollout --address ipc:///tmp/arena.sock --config run.yaml --index 0
 """
@@ -27,6 +29,8 @@ import random
 import signal
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import games
@@ -48,39 +52,62 @@ log = logging.getLogger("arena.rollout")
 class SeatFactory:
     """Builds the seat fillers of one episode from the run config (shared by rollout and eval)."""
 
-    def __init__(self, config: RunConfig, policy: Any, chat: ChatFormat) -> None:
+    def __init__(self, config: RunConfig, policy: Any, chat: ChatFormat,
+                 remote: Callable[[str], Any] | None = None) -> None:  # fmt: skip
         self.config = config
         self.policy = policy
         self.chat = chat
+        self.remote = remote or (lambda name: policy)
+        """Builds the policy served under another name (population opponents)."""
         self.params = SamplingParams(
             temperature=config.sampling.temperature, top_p=config.sampling.top_p,
             top_k=config.sampling.top_k, max_new_tokens=config.sampling.max_new_tokens,
         )  # fmt: skip
         self._games = {g.id: g for g in config.games}
 
-    def policy_seat(self, game_id: str, *, trained: bool = True, params: SamplingParams | None = None) -> PolicySeat:
+    def policy_seat(self, game_id: str, *, trained: bool = True, params: SamplingParams | None = None,
+                    policy: Any = None) -> PolicySeat:  # fmt: skip
         game = self._games[game_id]
         role = roles.make(game.role, **game.role_kwargs)
         params = params or self.params
         stop = tuple(dict.fromkeys((*params.stop, *role.stop_strings())))
         return PolicySeat(
-            policy=self.policy, role=role, chat=self.chat,
+            policy=policy or self.policy, role=role, chat=self.chat,
             params=SamplingParams(**{**params.to_dict(), "stop": stop}),
             policy_name=self.config.learner.name, trained=trained,
             invalid_penalty=self.config.rollout.invalid_penalty,
         )  # fmt: skip
 
-    def seats(self, game_id: str, agents: list[str], rng: random.Random, seed: int) -> dict[str, Seat]:
+    def seats(self, game_id: str, agents: list[str], rng: random.Random, seed: int,
+              opponent: Opponent | None = None) -> dict[str, Seat]:  # fmt: skip
+        """Seat fillers for one episode. The trained seat is drawn uniformly, so the policy
+        plays first and second alike; the others follow the opponent mode."""
         mode = self.config.opponents.mode
         if mode == "self-play":
             return {agent: self.policy_seat(game_id) for agent in agents}
         trained = rng.choice(agents)
-        bot_id = resolve_opponent(self.config.opponents.fixed, game_id)
-        return {
-            agent: self.policy_seat(game_id) if agent == trained
-            else BotSeat(games.bots.make(bot_id, seed=seed), bot_id)
-            for agent in agents
-        }  # fmt: skip
+        seats: dict[str, Seat] = {trained: self.policy_seat(game_id)}
+        for agent in agents:
+            if agent == trained:
+                continue
+            if mode == "population" and opponent is not None:
+                seat = self.policy_seat(game_id, trained=False, policy=self.remote(opponent.policy))
+                seat.policy_name = opponent.label
+                seats[agent] = seat
+            else:
+                bot_id = resolve_opponent(self.config.opponents.fixed, game_id)
+                seats[agent] = BotSeat(games.bots.make(bot_id, seed=seed), bot_id)
+        return seats
+
+
+@dataclass(frozen=True)
+class Opponent:
+    """Who fills the untrained seats of a collect in population mode."""
+
+    policy: str
+    """The served policy name (``main``: the current policy; ``pool``: a past checkpoint)."""
+    label: str
+    """Recorded as the seats' policy, e.g. ``main@7`` or ``pool@step-4``."""
 
 
 class RolloutWorker:
@@ -101,7 +128,12 @@ class RolloutWorker:
         actor = Actor(self.name, self.address, kind="rollout", heartbeat_interval=self.config.bus.heartbeat_interval)
         actor.serve("rollout", self._on_request)
         self.actor = actor
-        self.factory = SeatFactory(self.config, RemotePolicy(actor, self.config.learner.name, timeout=600.0), chat)
+        remotes: dict[str, RemotePolicy] = {}
+
+        def remote(name: str) -> RemotePolicy:
+            return remotes.setdefault(name, RemotePolicy(actor, name, timeout=600.0))
+
+        self.factory = SeatFactory(self.config, remote(self.config.learner.name), chat, remote)
         await actor.start()
         log.info("%s ready", self.name)
         try:
@@ -114,9 +146,10 @@ class RolloutWorker:
         if not isinstance(body, dict) or body.get("op") != "collect":
             raise ValueError("rollout takes {'op': 'collect', 'episodes': N, 'seed': S}")
         count, seed = int(body["episodes"]), int(body["seed"])
-        return await self.collect(count, seed)
+        opponent = body.get("opponent")
+        return await self.collect(count, seed, Opponent(**opponent) if opponent else None)
 
-    async def collect(self, count: int, seed: int) -> dict[str, Any]:
+    async def collect(self, count: int, seed: int, opponent: Opponent | None = None) -> dict[str, Any]:
         """Play ``count`` episodes, send each to the learner, and summarize them."""
         rng = random.Random(seed)
         limit = asyncio.Semaphore(self.config.rollout.concurrency)
@@ -126,7 +159,8 @@ class RolloutWorker:
         async def one(game_id: str, episode_seed: int) -> Episode | None:
             async with limit:
                 env = games.make(game_id, **self._game_configs[game_id].kwargs)
-                seats = self.factory.seats(game_id, list(env.possible_agents), random.Random(episode_seed), episode_seed)
+                seats = self.factory.seats(game_id, list(env.possible_agents), random.Random(episode_seed),
+                                           episode_seed, opponent)  # fmt: skip
                 try:
                     episode = await play_episode(env, game_id, seats, seed=episode_seed,
                                                  episode_id=f"{self.name}-{episode_seed}")  # fmt: skip
@@ -177,6 +211,7 @@ def transcript(episode: Episode) -> dict[str, Any]:
     return {
         "id": episode.id, "game": episode.game, "termination": episode.termination,
         "final_rewards": episode.final_rewards,
+        "seats": {seat: a.policy + ("" if a.trained else " (not trained)") for seat, a in episode.seats.items()},
         "turns": [{"seat": t.seat, "role": t.role, "text": t.text, "action": t.action,
                    "valid": t.valid, "reward": round(t.reward, 4), "version": t.policy_version}
                   for t in episode.turns],

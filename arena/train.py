@@ -10,6 +10,12 @@ learner and N rollout actors (:mod:`arena.launch`), then coordinates them over t
   while it is more than ``learner.batch.max_staleness`` steps ahead of the learner, and the
   learner drops (or down-weights) turns older than that.
 
+Opponents: ``self-play`` (every seat trained), ``fixed`` (a reference bot on the other seats), or
+``population``: before each step the trainer draws the opponent, the current policy (frozen for
+that step) with ``opponents.latest_prob`` or else a checkpoint from the pool of the last
+``opponents.pool_size`` (or the initial model), loads it into a second inference actor serving
+``policy:pool``, and the rollout actors seat it on the untrained seats.
+
 It evaluates before and after training (and every ``eval.every`` steps) against reference bots,
 writes ``metrics.jsonl``, TensorBoard events, transcripts and checkpoints under
 ``<output_dir>/<name>/<time>/``, and ends with a before/after table (``eval_summary.md`` and
@@ -23,6 +29,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import random
 import shutil
 import sys
 import time
@@ -36,7 +43,7 @@ from arena.bus import Actor, BusError, Message
 from arena.config import RunConfig, load_run_config, to_yaml
 from arena.evaluate import MatchResult, evaluate
 from arena.launch import ChildDied, Launcher
-from arena.models import load_tokenizer
+from arena.models import load_tokenizer, model_dir
 from arena.policies.chat import ChatFormat
 from arena.policies.remote import RemotePolicy
 from arena.rollout import SeatFactory
@@ -44,6 +51,9 @@ from arena.run_log import RunLog
 from arena.summary import write_eval_summary
 
 log = logging.getLogger("arena.train")
+
+POOL = "pool"
+"""Policy name of the population opponents' inference actor."""
 
 
 def make_run_dir(config: RunConfig) -> Path:
@@ -102,7 +112,10 @@ class Trainer:
         self.launcher = Launcher(run_dir / "logs")
         self.log = RunLog(run_dir, config)
         self.version = 0
-        self.applied: dict[str, int] = {}
+        self._acks: dict[str, int] = {}
+        """The version each inference actor last acknowledged applying."""
+        self.opponent: dict[str, str] | None = None
+        self._pool_loaded = "initial"
         self._applied_event = asyncio.Event()
         self.step = 0
         self._stalled = 0
@@ -125,6 +138,13 @@ class Trainer:
                 "--device", _device(c.inference.device), "--seed", str(c.seed + i),
                 "--max-batch", str(c.inference.max_batch), "--max-wait-ms", str(c.inference.max_wait_ms),
                 "--max-queue", str(c.inference.max_queue), "--heartbeat-interval", hb])  # fmt: skip
+        if c.opponents.mode == "population":
+            self.launcher.start("inference-pool", [
+                "-m", "arena.inference", "--address", address, "--name", POOL, "--backend",
+                c.inference.backend, "--actor-name", "inference-pool", "--model", c.model,
+                "--dtype", c.inference.dtype, "--device", _device(c.inference.device),
+                "--seed", str(c.seed + 99), "--max-batch", str(c.inference.max_batch),
+                "--max-wait-ms", str(c.inference.max_wait_ms), "--heartbeat-interval", hb])  # fmt: skip
         self.launcher.start("learner", ["-m", "trainers.learner", "--address", address,
                                         "--config", str(self.run_dir / "learner.yaml")])  # fmt: skip
         for i in range(c.rollout.actors):
@@ -143,7 +163,7 @@ class Trainer:
     async def connect(self) -> None:
         actor = Actor("trainer", self.config.bus.address or "", kind="trainer",
                       heartbeat_interval=self.config.bus.heartbeat_interval)  # fmt: skip
-        actor.subscribe(f"weights_ack.{self.config.learner.name}", self._on_ack)
+        actor.subscribe("weights_ack.", self._on_ack)
         actor.subscribe("metrics.learner", lambda m: None)
         deadline = time.monotonic() + 120
         while True:
@@ -156,6 +176,8 @@ class Trainer:
                     raise
         self.actor = actor
         needed = {"learner", f"policy:{self.config.learner.name}", "rollout"}
+        if self.config.opponents.mode == "population":
+            needed.add(f"policy:{POOL}")
         while True:
             offered = {s for a in (await actor.request(service="broker.actors")).body for s in a["services"]}
             ready = sum(1 for a in (await actor.request(service="broker.actors")).body if a["kind"] == "rollout")
@@ -168,7 +190,7 @@ class Trainer:
     def _on_ack(self, msg: Message) -> None:
         body = msg.body
         if body.get("applied"):
-            self.applied[body["actor"]] = max(self.applied.get(body["actor"], -1), int(body["version"]))
+            self._acks[body["actor"]] = int(body["version"])
             self._applied_event.set()
         elif "not newer" not in str(body.get("reason")):  # a re-publish of served weights is no news
             self.log.event(f"{body.get('actor')} refused weights v{body.get('version')}: {body.get('reason')}")
@@ -215,9 +237,44 @@ class Trainer:
         return merge_collects(replies)
 
     async def _order(self, index: int, episodes: int, seed: int) -> dict[str, Any]:
-        reply = await self.actor.request({"op": "collect", "episodes": episodes, "seed": seed},
-                                         dst=f"rollout-{index}", service="rollout", timeout=3600)  # fmt: skip
+        order: dict[str, Any] = {"op": "collect", "episodes": episodes, "seed": seed}
+        if self.opponent is not None:
+            order["opponent"] = self.opponent
+        reply = await self.actor.request(order, dst=f"rollout-{index}", service="rollout", timeout=3600)
         return reply.body
+
+    # -- population opponents -----------------------------------------------------------------
+    async def choose_opponent(self, seed: int) -> None:
+        """Population mode: the current policy with ``latest_prob``, else a past checkpoint (or
+        the initial model) from the pool, loaded into the pool inference actor."""
+        c = self.config.opponents
+        if c.mode != "population":
+            return
+        rng = random.Random(seed)
+        if rng.random() < c.latest_prob:
+            self.opponent = {"policy": self.config.learner.name, "label": f"main@{self.version}"}
+            return
+        checkpoints = sorted((self.run_dir / "checkpoints").glob("step-*/model"))[-c.pool_size:]
+        pool = [("initial", None), *((p.parent.name, p) for p in checkpoints)]
+        label, path = rng.choice(pool)
+        if label != self._pool_loaded:
+            version = int(label.split("-")[1]) if path is not None else 0
+            target = str(path) if path is not None else str(model_dir(self.config.model))
+            self.actor.send("control", {"command": "load", "path": target, "version": version},
+                            dst="inference-pool")  # fmt: skip
+            await self._wait_applied("inference-pool", version, exact=True)
+            self._pool_loaded = label
+        self.opponent = {"policy": POOL, "label": f"{POOL}@{label}"}
+
+    async def _wait_applied(self, actor: str, version: int, exact: bool, timeout: float = 300.0) -> None:
+        deadline = time.monotonic() + timeout
+        self._acks.pop(actor, None)
+        while self._acks.get(actor) != version if exact else self._acks.get(actor, -1) < version:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{actor} did not load weights v{version} in {timeout:.0f}s")
+            self._applied_event.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._applied_event.wait(), 1.0)
 
     # -- evaluation ------------------------------------------------------------------------
     async def evaluate(self, label: str) -> list[MatchResult]:
@@ -283,6 +340,7 @@ class Trainer:
             t0 = time.monotonic()
             # Seeds (and so episode ids) follow the step: unique within a run, and a resumed run
             # replays exactly the steps its checkpoint lacks.
+            await self.choose_opponent(seed=c.seed * 7 + self.step)
             collected = await self.collect(c.rollout.episodes_per_step, seed=(c.seed + 1) * 10**6 + self.step * 100)
             t_collect = time.monotonic() - t0
             sampled_with = self.version
@@ -326,6 +384,7 @@ class Trainer:
         try:
             while self.step < c.steps:
                 t0 = time.monotonic()
+                await self.choose_opponent(seed=c.seed * 7 + self.step)
                 target = (self.step + 1) * c.rollout.episodes_per_step
                 while collected_total < target:
                     await asyncio.sleep(0.1)

@@ -138,3 +138,19 @@ def test_resume_after_kill_continues_without_lost_or_repeated_steps(tmp_path: Pa
     assert all(logged[-1] < s <= saved[-1] for s in recovered), (logged, saved, recovered)
     assert "learner/loss" in rows[-1]
     assert (run_dir / "eval_summary.json").exists()
+
+
+def test_population_mode_draws_opponents_from_past_checkpoints(tmp_path: Path) -> None:
+    result = arena("train", SMOKE, f"output_dir={tmp_path}", "steps=3", "opponents.mode=population",
+                   "opponents.latest_prob=0.0", "rollout.transcripts_every=1")  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    run_dir = run_dir_of(tmp_path)
+    transcripts = [json.loads(line) for line in (run_dir / "transcripts.jsonl").read_text().splitlines()]
+    assert len(transcripts) == 3
+    for transcript in transcripts:
+        seats = transcript["seats"].values()
+        assert sum(policy == "main" for policy in seats) == 1  # one trained seat
+        opponents = [p for p in seats if p != "main"]
+        assert opponents and all(p.startswith("pool@") and p.endswith("(not trained)") for p in opponents)
+    labels = {p.split()[0] for t in transcripts for p in t["seats"].values() if p != "main"}
+    assert labels <= {"pool@initial", "pool@step-00000001", "pool@step-00000002"}, labels
