@@ -19,12 +19,21 @@ Services and topics for a policy named ``NAME``:
   ``policy_error`` (the backend failed on this batch).
 - service ``policy:NAME:status``: ``{"version", "paused", "queued", "batch_sizes" (recent),
   "counters", "weights" (the assembler's applied/rejected counts)}``.
-- topic ``weights.NAME``: ``weights`` messages, one per bucket (:mod:`arena.weights`). A
-  complete, valid update is applied between batches; a partial or corrupt one is refused and the
-  old weights keep serving. Every outcome is announced as a ``control`` message on topic
-  ``weights_ack.NAME``: ``{"actor", "version", "applied": bool, "reason"}``.
+- topic ``weights.NAME``: ``weights`` messages, one per bucket (:mod:`arena.weights`), carrying
+  the bytes or, from a publisher on this host, a reference to a shared-memory file that the actor
+  maps (a reference it cannot map is fetched in bytes form from the publisher; see
+  :mod:`arena.weight_receiver`). A complete, valid update is applied between batches; a partial
+  or corrupt one is refused and the old weights keep serving.
 - ``control`` messages, on topic ``control.policy.NAME`` or addressed to the actor:
-  ``{"command": "pause" | "resume"}``. While paused no batch starts; requests wait in the queue.
+  ``{"command": "pause" | "resume"}``: while paused no batch starts; requests wait in the queue.
+  ``{"command": "load", "path": "<Hugging Face model directory>", "version": int}``: serve that
+  directory's safetensors weights as ``version`` (checked like any update: names, shapes,
+  dtypes; applied between batches). A load need not be newer than what is served (population
+  play goes back to old checkpoints) and leaves the bus updates' version order alone.
+- Every update's outcome is announced as a ``control`` message on topic ``weights_ack.NAME``:
+  ``{"actor", "version", "applied": bool, "reason", "serving": the version now served,
+  "transport": "shm" | "bus" | "fetch" | "load"}``. A stale update (not newer than the served
+  version) is refused once, not once per bucket.
 
 Generation runs on one worker thread, so the event loop keeps answering heartbeats, queueing
 and refusing requests while a batch is being generated. Run it as a process::
@@ -59,7 +68,7 @@ from arena.policies.base import (
     check_keys,
 )
 from arena.policies.remote import service_name
-from arena.weights import WeightAssembler, WeightUpdateError
+from arena.weight_receiver import WeightReceiver
 
 log = logging.getLogger("arena.inference")
 
@@ -76,6 +85,8 @@ class BatchingConfig:
     """Most requests waiting; past it new requests get a ``busy`` error."""
     weight_timeout: float = 120.0
     """Seconds an incomplete weight update may take before it is dropped."""
+    shm_weights: bool = True
+    """Map same-host weight files; off, references are fetched in bytes form instead."""
 
 
 @dataclass
@@ -110,11 +121,12 @@ class InferenceActor:
         )
         self.actor.serve(self.service, self._on_request)
         self.actor.serve(f"{self.service}:status", self._on_status)
-        self.actor.subscribe(f"weights.{name}", self._on_weights)
+        self.weights = WeightReceiver(self.actor, name, policy, deliver=self._deliver, refuse=self._refuse,
+                                      timeout=self.batching.weight_timeout, shm=self.batching.shm_weights)  # fmt: skip
+        self.actor.subscribe(f"weights.{name}", self.weights.on_weights)
         self.actor.subscribe(f"control.policy.{name}", self._on_control)
         self.actor.on("control", self._on_control)
-        self.actor.on("weights", self._on_weights)
-        self._assembler: WeightAssembler | None = None
+        self.actor.on("weights", self.weights.on_weights)
         self._queue: deque[_Pending] = deque()
         self._wakeup: asyncio.Event | None = None
         self._resumed: asyncio.Event | None = None
@@ -179,10 +191,9 @@ class InferenceActor:
         return (await future).to_dict()
 
     def _on_status(self, msg: Message) -> dict[str, Any]:
-        weights = dict(self._assembler.counters) if self._assembler else {}
         return {"version": self.policy.version, "paused": self.paused, "queued": len(self._queue),
                 "batch_sizes": list(self.batch_sizes), "counters": dict(self.counters),
-                "weights": weights}  # fmt: skip
+                "weights": self.weights.status()}  # fmt: skip
 
     def _on_control(self, msg: Message) -> None:
         body = msg.body
@@ -194,6 +205,8 @@ class InferenceActor:
         elif command == "resume":
             self.paused = False
             self._resumed.set()
+        elif command == "load":
+            self.weights.on_load(body)
         else:
             self.counters["bad_control"] += 1
             log.warning("%s ignored control message %r", self.actor.name, body)
@@ -251,68 +264,44 @@ class InferenceActor:
                 pending.future.set_result(result)
 
     # -- weights -----------------------------------------------------------------------------
-    def _on_weights(self, msg: Message) -> None:
-        if self._assembler is None:
-            try:
-                expected = self.policy.state_dict()
-            except NotImplementedError as err:
-                self.counters["weights_rejected"] += 1
-                self._ack(_version_of(msg), False, str(err))
-                return
-            self._assembler = WeightAssembler(expected, self.batching.weight_timeout)
-            self._assembler.last_version = self.policy.version
-        start = time.monotonic()
-        try:
-            update = self._assembler.add(msg.body)
-        except WeightUpdateError as err:
-            self.counters["weights_rejected"] += 1
-            self._ack(_version_of(msg), False, str(err))
-            return
-        log.debug("%s: weights bucket checked in %.3fs", self.actor.name, time.monotonic() - start)
-        if update is not None:
-            version, state = update
-            # The single generation thread runs this between two batches, never during one.
-            future = asyncio.get_running_loop().run_in_executor(
-                self._executor, self._apply, version, state
-            )
-            future.add_done_callback(lambda f: self._applied(version, f))
+    def _deliver(self, version: int, state: dict[str, torch.Tensor], transport: str) -> None:
+        # The single generation thread runs this between two batches, never during one.
+        future = asyncio.get_running_loop().run_in_executor(
+            self._executor, self._apply, version, state
+        )
+        future.add_done_callback(lambda f: self._applied(version, transport, f))
 
     def _apply(self, version: int, state: dict[str, torch.Tensor]) -> float:
         start = time.monotonic()
         self.policy.update_weights(state, version)
         return time.monotonic() - start
 
-    def _applied(self, version: int, future: asyncio.Future[float]) -> None:
+    def _applied(self, version: int, transport: str, future: asyncio.Future[float]) -> None:
         if future.cancelled():
             return
         err = future.exception()
         if err is not None:
-            self.counters["weights_rejected"] += 1
             log.error("%s could not apply weights %d: %r", self.actor.name, version, err)
-            self._ack(version, False, repr(err))
+            self._refuse(version, repr(err), transport)
             return
         self.counters["weights_applied"] += 1
-        log.info(
-            "%s serves version %d (applied in %.2fs)", self.actor.name, version, future.result()
-        )
-        self._ack(version, True, "")
+        log.info("%s serves version %d (%s, applied in %.2fs)",
+                 self.actor.name, version, transport, future.result())  # fmt: skip
+        self._ack(version, True, "", transport)
 
-    def _ack(self, version: int, applied: bool, reason: str) -> None:
-        if not applied:
-            log.warning("%s refused weights %s, version %d keeps serving: %s",
-                        self.actor.name, version, self.policy.version, reason)  # fmt: skip
+    def _refuse(self, version: int, reason: str, transport: str) -> None:
+        self.counters["weights_rejected"] += 1
+        log.warning("%s refused weights %s, version %d keeps serving: %s",
+                    self.actor.name, version, self.policy.version, reason)  # fmt: skip
+        self._ack(version, False, reason, transport)
+
+    def _ack(self, version: int, applied: bool, reason: str, transport: str) -> None:
+        body = {"actor": self.actor.name, "version": version, "applied": applied, "reason": reason,
+                "serving": self.policy.version, "transport": transport}  # fmt: skip
         try:
-            self.actor.publish(f"weights_ack.{self.name}", {"actor": self.actor.name, "version": version,
-                               "applied": applied, "reason": reason, "serving": self.policy.version})  # fmt: skip
+            self.actor.publish(f"weights_ack.{self.name}", body)
         except BusError as err:
             log.warning("%s could not announce weights %s: %s", self.actor.name, version, err)
-
-
-def _version_of(msg: Message) -> int:
-    try:
-        return int(msg.body["version"])
-    except Exception:
-        return -1
 
 
 # -- process entry point ---------------------------------------------------------------------
@@ -332,6 +321,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-batch", type=int, default=BatchingConfig.max_batch)
     parser.add_argument("--max-wait-ms", type=float, default=BatchingConfig.max_wait_ms)
     parser.add_argument("--max-queue", type=int, default=BatchingConfig.max_queue)
+    parser.add_argument("--no-shm-weights", dest="shm_weights", action="store_false",
+                        help="never map same-host weight files; fetch their bytes over the bus")  # fmt: skip
     parser.add_argument("--actor-name", default=None, help="bus name (default inference-NAME-PID)")
     parser.add_argument(
         "--heartbeat-interval", type=float, default=1.0, help="seconds between heartbeats"
@@ -345,7 +336,8 @@ async def serve(args: argparse.Namespace) -> None:
 
     policy = make_policy(PolicyConfig(backend=args.backend, model=args.model, name=args.name, dtype=args.dtype,
                                       device=args.device, seed=args.seed, max_batch=args.max_batch))  # fmt: skip
-    batching = BatchingConfig(args.max_batch, args.max_wait_ms, args.max_queue)
+    batching = BatchingConfig(args.max_batch, args.max_wait_ms, args.max_queue,
+                              shm_weights=args.shm_weights)  # fmt: skip
     actor = InferenceActor(
         policy, args.address, name=args.name, batching=batching, actor_name=args.actor_name
     )

@@ -1,17 +1,28 @@
 """Weights on the bus: a state dict cut into buckets, each with a version and a checksum.
 
-The learner publishes a new policy version as ``weights`` messages, one per bucket; each
-tensor's bytes travel as their own zero-copy frame (never one message per parameter, never a
-msgpack list). A bucket body is::
+The learner publishes a new policy version as ``weights`` messages, one per bucket (never one
+message per parameter, never a msgpack list). A bucket carries its tensors in one of two forms.
+
+**Bytes** (:func:`make_buckets`): each tensor's bytes travel as their own zero-copy frame::
 
     {"version": 7, "bucket": 0, "num_buckets": 9, "checksum": crc32 of the tensor bytes,
      "tensors": [{"name": "model.embed_tokens.weight", "dtype": "float32",
                   "shape": [49152, 576], "data": <uint8 ndarray>}, ...]}
 
-The receiver's :class:`WeightAssembler` checks every bucket (names, shapes, dtypes, checksum)
-against the model it serves and yields the full update only when every bucket of one version has
-arrived. A partial update (a missing bucket: a newer version starts, or it times out) or a
-corrupt one is rejected with a reason and the old weights keep serving.
+**Same-host reference** (:mod:`arena.shm_weights`): the publisher wrote the whole version once
+into a shared-memory file; the bucket names the file and where each tensor lies in it::
+
+    {..., "shm": {"path": "/dev/shm/arena-weights-....safetensors", "host": "<host id>",
+                  "size": file bytes},
+     "tensors": [{"name": ..., "dtype": ..., "shape": ..., "offset": byte offset in the file}]}
+
+The checksum is the same in both forms: crc32 over the bucket's tensor bytes, in entry order.
+
+The receiver's :class:`WeightAssembler` checks every bucket (names, shapes, dtypes, bounds,
+checksum) against the model it serves and yields the full update only when every bucket of one
+version has arrived. A partial update (a missing bucket: a newer version starts, or it times out)
+or a corrupt one is rejected with a reason and the old weights keep serving. A bucket of a version
+older than the one being assembled is refused without disturbing the newer one.
 """
 
 from __future__ import annotations
@@ -23,7 +34,7 @@ import zlib
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -38,16 +49,42 @@ _TORCH_DTYPES: dict[str, torch.dtype] = {
     "int8": torch.int8, "bool": torch.bool,
 }  # fmt: skip
 
+Spec = tuple[tuple[int, ...], str]
+"""A tensor's shape and dtype name: what an update must match."""
+Bucket = list[tuple[str, torch.Tensor]]
 
-_FLOAT_DTYPES = frozenset({"float32", "float16", "bfloat16", "float64"})
+
+class FileSource(Protocol):
+    """Where reference buckets' bytes come from (:class:`arena.shm_weights.ShmReader`)."""
+
+    def open(self, ref: Mapping[str, Any]) -> np.ndarray:
+        """The bytes of the file a bucket's ``shm`` field names (read-only uint8)."""
+
+    def forget(self) -> None:
+        """Drop any file kept open between buckets."""
 
 
 class WeightUpdateError(ValueError):
     """A weights bucket or update that must not be applied; the message says why."""
 
 
+class StaleBucket(WeightUpdateError):
+    """A bucket of a version that is already served or older than the one being assembled."""
+
+
 def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    try:
+        return _TORCH_DTYPES[name]
+    except KeyError:
+        raise WeightUpdateError(f"unknown dtype {name!r}") from None
+
+
+def nbytes(tensor: torch.Tensor) -> int:
+    return tensor.numel() * tensor.element_size()
 
 
 def tensor_bytes(tensor: torch.Tensor) -> np.ndarray:
@@ -57,11 +94,11 @@ def tensor_bytes(tensor: torch.Tensor) -> np.ndarray:
 
 
 def frame_tensor(data: np.ndarray, dtype: torch.dtype, shape: tuple[int, ...]) -> torch.Tensor:
-    """A tensor viewing a received frame's bytes, without a copy.
+    """A tensor viewing a received frame's (or a mapped file's) bytes, without a copy.
 
-    Frames are read-only buffers and torch warns about that; the update is only ever read
-    (copied into the model), so the warning is silenced rather than paid for with a copy of
-    every tensor (for a 135M fp32 model, 540 MB of fresh memory per update).
+    Frames and mappings are read-only buffers and torch warns about that; the update is only
+    ever read (copied into the model), so the warning is silenced rather than paid for with a
+    copy of every tensor (for a 135M fp32 model, 540 MB of fresh memory per update).
     """
     if not data.nbytes:
         return torch.empty(shape, dtype=dtype)
@@ -70,29 +107,86 @@ def frame_tensor(data: np.ndarray, dtype: torch.dtype, shape: tuple[int, ...]) -
         return torch.frombuffer(data, dtype=dtype).reshape(shape)
 
 
-def make_buckets(
-    state: Mapping[str, torch.Tensor], version: int, bucket_bytes: int = DEFAULT_BUCKET_BYTES
-) -> Iterator[dict[str, Any]]:
-    """Yield bucket bodies for ``state``; a tensor larger than ``bucket_bytes`` gets its own."""
-    groups: list[list[tuple[str, torch.Tensor]]] = [[]]
+def view_key(tensor: torch.Tensor) -> tuple[Any, ...] | None:
+    """Equal for two tensors that view the same memory the same way (tied weights); None where
+    that cannot be told (meta tensors all look alike) or does not matter (empty tensors)."""
+    if tensor.device.type == "meta" or not tensor.is_contiguous() or not tensor.numel():
+        return None
+    return (tensor.device, tensor.data_ptr(), tensor.dtype, tuple(tensor.shape))
+
+
+def tied(state: Mapping[str, torch.Tensor]) -> dict[str, str]:
+    """Names whose tensor is a view of an earlier name's, mapped to that name."""
+    first: dict[tuple[Any, ...], str] = {}
+    aliases = {}
+    for name, tensor in state.items():
+        key = view_key(tensor)
+        if key is not None:
+            if key in first:
+                aliases[name] = first[key]
+            else:
+                first[key] = name
+    return aliases
+
+
+def specs(state: Mapping[str, torch.Tensor]) -> dict[str, Spec]:
+    return {name: (tuple(t.shape), dtype_name(t.dtype)) for name, t in state.items()}
+
+
+def spec_nbytes(spec: Spec) -> int:
+    return int(np.prod(spec[0])) * torch_dtype(spec[1]).itemsize
+
+
+def check_spec(expected: Mapping[str, Spec], name: Any, dtype: Any, shape: Any) -> Spec:
+    """The expected spec of tensor ``name``; raises unless ``dtype`` and ``shape`` match it."""
+    if name not in expected:
+        raise WeightUpdateError(f"unknown tensor {name!r}")
+    spec = expected[name]
+    if tuple(shape or ()) != spec[0] or dtype != spec[1]:
+        raise WeightUpdateError(f"{name}: got {dtype}{list(shape or ())}, model has {spec[1]}{list(spec[0])}")
+    return spec
+
+
+def plan_buckets(state: Mapping[str, torch.Tensor], bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> list[Bucket]:
+    """``state`` in order, cut into groups of at most ``bucket_bytes`` (a larger tensor gets its own)."""
+    groups: list[Bucket] = [[]]
     size = 0
     for name, tensor in state.items():
-        nbytes = tensor.numel() * tensor.element_size()
-        if groups[-1] and size + nbytes > bucket_bytes:
+        if groups[-1] and size + nbytes(tensor) > bucket_bytes:
             groups.append([])
             size = 0
         groups[-1].append((name, tensor))
-        size += nbytes
+        size += nbytes(tensor)
+    return groups
+
+
+def bucket_body(version: int, index: int, total: int, checksum: int, tensors: list[dict[str, Any]],
+                **extra: Any) -> dict[str, Any]:  # fmt: skip
+    return {"version": version, "bucket": index, "num_buckets": total, "checksum": checksum,
+            "tensors": tensors, **extra}  # fmt: skip
+
+
+def entry(name: str, tensor: torch.Tensor, **where: Any) -> dict[str, Any]:
+    return {"name": name, "dtype": dtype_name(tensor.dtype), "shape": list(tensor.shape), **where}
+
+
+def make_buckets(
+    state: Mapping[str, torch.Tensor], version: int, bucket_bytes: int = DEFAULT_BUCKET_BYTES
+) -> Iterator[dict[str, Any]]:
+    """Yield bucket bodies for ``state`` with the bytes as frames (the form any host can read)."""
+    return byte_buckets(plan_buckets(state, bucket_bytes), version)
+
+
+def byte_buckets(groups: list[Bucket], version: int) -> Iterator[dict[str, Any]]:
+    """Bodies in bytes form for buckets planned by :func:`plan_buckets`."""
     for index, group in enumerate(groups):
         tensors = []
         checksum = 0
         for name, tensor in group:
             data = tensor_bytes(tensor)
             checksum = zlib.crc32(data, checksum)
-            tensors.append({"name": name, "dtype": dtype_name(tensor.dtype),
-                            "shape": list(tensor.shape), "data": data})  # fmt: skip
-        yield {"version": version, "bucket": index, "num_buckets": len(groups),
-               "checksum": checksum, "tensors": tensors}  # fmt: skip
+            tensors.append(entry(name, tensor, data=data))
+        yield bucket_body(version, index, len(groups), checksum, tensors)
 
 
 @dataclass
@@ -104,11 +198,22 @@ class _Partial:
 
 
 class WeightAssembler:
-    """Collects buckets into a complete, validated update for a model of known parameters."""
+    """Collects buckets into a complete, validated update for a model of known parameters.
 
-    def __init__(self, expected: Mapping[str, torch.Tensor], timeout: float = 120.0) -> None:
-        self.expected = {name: (tuple(t.shape), dtype_name(t.dtype)) for name, t in expected.items()}
+    ``files`` reads same-host references (default: a fresh :class:`~arena.shm_weights.ShmReader`).
+    """
+
+    def __init__(
+        self, expected: Mapping[str, torch.Tensor], timeout: float = 120.0, files: FileSource | None = None
+    ) -> None:
+        if files is None:
+            # Imported here, not at the top: arena.shm_weights builds on this module.
+            from arena.shm_weights import ShmReader
+
+            files = ShmReader()
+        self.expected = specs(expected)
         self.timeout = timeout
+        self.files = files
         self.counters: Counter[str] = Counter()
         self.last_version = -1
         self._partial: _Partial | None = None
@@ -116,11 +221,14 @@ class WeightAssembler:
     def add(self, body: Any) -> tuple[int, dict[str, torch.Tensor]] | None:
         """Take one bucket; return ``(version, state)`` once the update is complete.
 
-        Raises :class:`WeightUpdateError` for a corrupt bucket, which also drops the update
-        it belonged to.
+        Raises :class:`WeightUpdateError` for a corrupt bucket, which also drops the update it
+        belonged to, and :class:`StaleBucket` for one of an old version, which drops nothing.
         """
         try:
             version, index, total, tensors = self._check_bucket(body)
+        except StaleBucket:
+            self.counters["stale"] += 1
+            raise
         except WeightUpdateError as err:
             self._drop(f"corrupt bucket: {err}")
             raise
@@ -138,6 +246,7 @@ class WeightAssembler:
         if len(partial.buckets) < partial.num_buckets:
             return None
         self._partial = None
+        self.files.forget()  # the state's tensors keep a mapping alive as long as they need it
         state = {name: t for bucket in partial.buckets.values() for name, t in bucket.items()}
         missing = set(self.expected) - set(state)
         if missing:
@@ -146,6 +255,14 @@ class WeightAssembler:
         self.last_version = version
         self.counters["applied"] += 1
         return version, state
+
+    def check_fresh(self, version: int) -> None:
+        """Raise :class:`StaleBucket` unless ``version`` is newer than the served one and not
+        older than the one being assembled."""
+        if version <= self.last_version:
+            raise StaleBucket(f"version {version} is not newer than {self.last_version}")
+        if self._partial is not None and version < self._partial.version:
+            raise StaleBucket(f"version {version} is older than update {self._partial.version} in progress")
 
     def _check_bucket(self, body: Any) -> tuple[int, int, int, dict[str, torch.Tensor]]:
         if not isinstance(body, dict):
@@ -156,35 +273,50 @@ class WeightAssembler:
         except (KeyError, TypeError, ValueError) as err:
             raise WeightUpdateError(f"bucket lacks or garbles field {err}") from None
         if version <= self.last_version:
-            raise WeightUpdateError(f"version {version} is not newer than {self.last_version}")
+            raise StaleBucket(f"version {version} is not newer than {self.last_version}")
+        if self._partial is not None and version < self._partial.version:
+            raise StaleBucket(f"version {version} is older than update {self._partial.version} in progress")
         if not 0 <= index < total:
             raise WeightUpdateError(f"bucket index {index} outside 0..{total - 1}")
+        mapped = self._mapped(body)
         crc = 0
         tensors: dict[str, torch.Tensor] = {}
-        for entry in entries:
-            name, data = entry.get("name"), entry.get("data")
-            if name not in self.expected:
-                raise WeightUpdateError(f"unknown tensor {name!r}")
-            shape, dtype = self.expected[name]
-            sent = entry.get("dtype")
-            # A float32 learner may feed a bfloat16 server: floats are cast on receipt. Any
-            # other dtype change, or any shape change, is a corrupt update.
-            castable = sent in _FLOAT_DTYPES and dtype in _FLOAT_DTYPES
-            if tuple(entry.get("shape", ())) != shape or (sent != dtype and not castable):
-                raise WeightUpdateError(
-                    f"{name}: got {sent}{entry.get('shape')}, model has {dtype}{list(shape)}"
-                )
-            if not isinstance(data, np.ndarray) or data.dtype != np.uint8:
-                raise WeightUpdateError(f"{name}: data must be a uint8 frame")
-            torch_dtype = _TORCH_DTYPES[sent]
-            if data.nbytes != int(np.prod(shape)) * torch.empty((), dtype=torch_dtype).element_size():
-                raise WeightUpdateError(f"{name}: {data.nbytes} bytes do not fit {sent}{list(shape)}")
+        for item in entries:
+            if not isinstance(item, dict):
+                raise WeightUpdateError("a tensor entry must be a map")
+            name = item.get("name")
+            shape, dtype = check_spec(self.expected, name, item.get("dtype"), item.get("shape"))
+            size = spec_nbytes((shape, dtype))
+            data = self._data(item, mapped, size)
+            if data.nbytes != size:
+                raise WeightUpdateError(f"{name}: {data.nbytes} bytes do not fit {dtype}{list(shape)}")
             crc = zlib.crc32(data, crc)
-            tensor = frame_tensor(data, torch_dtype, shape)
-            tensors[name] = tensor if sent == dtype else tensor.to(_TORCH_DTYPES[dtype])
+            tensors[name] = frame_tensor(data, torch_dtype(dtype), shape)
         if crc != checksum:
             raise WeightUpdateError(f"checksum mismatch in bucket {index} of version {version}")
         return version, index, total, tensors
+
+    def _mapped(self, body: dict[str, Any]) -> np.ndarray | None:
+        ref = body.get("shm")
+        if ref is None:
+            return None
+        try:
+            return self.files.open(ref)
+        except (OSError, ValueError, TypeError, KeyError) as err:
+            raise WeightUpdateError(f"cannot map shared-memory weights: {err}") from None
+
+    @staticmethod
+    def _data(item: Mapping[str, Any], mapped: np.ndarray | None, size: int) -> np.ndarray:
+        name = item.get("name")
+        if mapped is None:
+            data = item.get("data")
+            if not isinstance(data, np.ndarray) or data.dtype != np.uint8:
+                raise WeightUpdateError(f"{name}: data must be a uint8 frame")
+            return data
+        offset = item.get("offset")
+        if not isinstance(offset, int) or not 0 <= offset <= len(mapped) - size:
+            raise WeightUpdateError(f"{name}: offset {offset!r} outside the {len(mapped)}-byte file")
+        return mapped[offset : offset + size]
 
     def _expired(self, partial: _Partial) -> bool:
         return time.monotonic() - partial.started > self.timeout
@@ -194,3 +326,4 @@ class WeightAssembler:
             self.counters["rejected"] += 1
             log.warning("weight update rejected, old weights keep serving: %s", reason)
         self._partial = None
+        self.files.forget()

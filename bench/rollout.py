@@ -1,16 +1,23 @@
 """Rollout inference on the embedded SmolLM2-135M: naive loop vs the batching service vs vLLM.
 
-Measured side by side in one run, on whatever machine this is:
+Measured side by side in one run, on whatever machine this is, in each dtype (float32, the
+default of ``arena.inference``, and bfloat16, what ``configs/selfplay.yaml`` serves on CPU):
 
 (a) sequential: one request at a time through :class:`~arena.policies.hf.HFPolicy` (a loop);
 (b) service: the inference actor (HF backend, its own process) behind a broker, with 32
     requests in flight from concurrent requesters;
-(c) vllm service: the same actor with the vLLM backend, when vLLM is installed.
+(c) vllm service: the same actor with the vLLM backend (float32), when vLLM is installed.
 
-Beside generated tokens/s it puts the CPU's plain torch matmul rate (fp32 and bf16, this run)
-and the model FLOP rate the tokens imply (tokens/s x 2 x parameters). Then it times a weight
-update of the whole model (fp32, ~540 MB) published from this process to the running actor over
-the bus, until the actor acknowledges it, against saving and loading a safetensors file.
+``speedup_service_vs_sequential`` is the bfloat16 pair (the CPU serving configuration);
+``speedup_service_vs_sequential_fp32`` the float32 pair. Beside generated tokens/s it puts the
+CPU's plain torch matmul rate (fp32 and bf16, this run) and the model FLOP rate the tokens imply
+(tokens/s x 2 x parameters).
+
+Then it times weight updates of the whole model (fp32, ~540 MB) published from this process to
+the running float32 actor, from the first bucket until the actor acknowledges them: by the
+default same-host path (a shared-memory file the actor maps, ``weight_update_s``) and by bytes
+over the bus (``weight_update_bus_s``), in alternating rounds, against saving and loading a
+safetensors file (``disk_roundtrip_s``). The publisher's time to write the file is included.
 
 Prints a table, then one JSON line. ``--quick`` makes a short run (and skips vLLM unless
 ``--vllm`` is given).
@@ -39,10 +46,15 @@ from arena.bus import BlockingActor
 from arena.models import load_model
 from arena.policies.base import Generation, SamplingParams
 from arena.policies.hf import HFPolicy
-from arena.weights import make_buckets
+from arena.weight_publisher import WeightPublisher
 
 TOPICS = ["the sea", "chess openings", "a small robot", "prime numbers", "autumn", "a lost key",
           "bread baking", "the moon", "a city at night", "learning to swim", "tea", "old maps"]  # fmt: skip
+
+
+DTYPES = {"float32": "fp32", "bfloat16": "bf16"}
+"""Served dtypes, each measured sequentially and as a service: fp32 is arena.inference's
+default, bf16 what configs/selfplay.yaml serves on CPU."""
 
 
 def prompts(n: int) -> list[list[dict[str, str]]]:
@@ -111,22 +123,32 @@ def run_service(
 
 def time_weight_updates(
     address: str, name: str, model: torch.nn.Module, repeats: int = 3
-) -> list[float]:
-    """Seconds from publishing the first bucket to the actor's ``applied`` ack, per update."""
+) -> dict[str, list[float]]:
+    """Seconds from publishing the first bucket to the actor's ``applied`` ack, per update, for
+    each transport (``shm``: the default same-host path; ``bus``: bytes in the buckets), in
+    alternating rounds so both see the same machine load."""
     acks: queue.Queue[dict[str, Any]] = queue.Queue()
-    publisher = BlockingActor(f"bench-learner-{time.monotonic_ns()}", address)
-    publisher.actor.subscribe(f"weights_ack.{name}", lambda m: acks.put(m.body))
-    times = []
-    with publisher:
-        for version in range(1, repeats + 1):
-            state = {k: v + 0.001 * version for k, v in model.state_dict().items()}
-            start = time.perf_counter()
-            for bucket in make_buckets(state, version=version):
-                publisher.publish(f"weights.{name}", bucket, mtype="weights")
-            ack = acks.get(timeout=600)
-            times.append(time.perf_counter() - start)
-            if not ack["applied"]:
-                raise RuntimeError(f"the weight update was refused: {ack['reason']}")
+    publishers = {"shm": WeightPublisher(name), "bus": WeightPublisher(name, shm=False)}
+    client = BlockingActor(f"bench-learner-{time.monotonic_ns()}", address)
+    client.actor.subscribe(f"weights_ack.{name}", lambda m: acks.put(m.body))
+    publishers["shm"].attach(client.actor)
+    times: dict[str, list[float]] = {kind: [] for kind in publishers}
+    version = 0
+    with client:
+        for _ in range(repeats):
+            for kind, publisher in publishers.items():
+                version += 1
+                state = {k: v + 0.001 * version for k, v in model.state_dict().items()}
+                start = time.perf_counter()
+                for bucket in publisher.buckets(state, version):
+                    client.publish(publisher.topic, bucket, mtype="weights")
+                ack = acks.get(timeout=600)
+                times[kind].append(time.perf_counter() - start)
+                if not ack["applied"] or ack["version"] != version:
+                    raise RuntimeError(f"the weight update was refused: {ack}")
+                if ack["transport"] != kind:
+                    raise RuntimeError(f"a {kind} update travelled by {ack['transport']}")
+    publishers["shm"].close()
     return times
 
 
@@ -150,7 +172,9 @@ def fmt(values: list[float]) -> str:
 class Service:
     """A broker and one inference actor, each in its own process."""
 
-    def __init__(self, folder: Path, name: str, backend: str, max_batch: int) -> None:
+    def __init__(
+        self, folder: Path, name: str, backend: str, max_batch: int, dtype: str = "float32"
+    ) -> None:
         self.address = f"ipc://{folder}/{name}.sock"
         self.service = f"policy:{name}"
         python = sys.executable
@@ -158,7 +182,7 @@ class Service:
                                         "--heartbeat-timeout", "60"], stdout=subprocess.PIPE, text=True)  # fmt: skip
         self.broker.stdout.readline()  # type: ignore[union-attr]
         self.actor = subprocess.Popen([python, "-m", "arena.inference", "--address", self.address, "--name", name,
-                                       "--backend", backend, "--model", "smollm2-135m", "--max-batch", str(max_batch),
+                                       "--backend", backend, "--model", "smollm2-135m", "--dtype", dtype, "--max-batch", str(max_batch),
                                        "--max-wait-ms", "50"], stdout=subprocess.DEVNULL)  # fmt: skip
         self.startup = self._wait_ready()
 
@@ -201,32 +225,34 @@ def main() -> None:
     model, tokenizer = load_model("smollm2-135m")
     params = sum(p.numel() for p in model.parameters())
     fp32, bf16 = matmul_gflops(torch.float32), matmul_gflops(torch.bfloat16)
-    policy = HFPolicy(model, tokenizer)
-    policy.generate(prompts(1), SamplingParams(max_new_tokens=2))  # warm up
-    rows: dict[str, dict[str, float]] = {
-        "sequential (HF, loop)": run_sequential(policy, n_seq, max_new)
-    }
-
+    rows: dict[str, dict[str, float]] = {}
     folder = Path(tempfile.mkdtemp(prefix="arena-bench-", dir="/tmp"))
-    updates: list[float] = []
+    updates: dict[str, list[float]] = {}
     disks: list[float] = []
     try:
-        hf = Service(folder, "hf", "hf", 32)
-        try:
-            rows["service (HF, 32 in flight)"] = run_service(
-                hf.address, hf.service, n_service, 32, max_new
-            )
-            updates = time_weight_updates(hf.address, "hf", model)
-        finally:
-            hf.close()
+        for dtype, label in DTYPES.items():
+            served = model if dtype == "float32" else load_model("smollm2-135m", dtype=dtype)[0]
+            policy = HFPolicy(served, tokenizer)
+            policy.generate(prompts(1), SamplingParams(max_new_tokens=2))  # warm up
+            rows[f"sequential (HF {label}, loop)"] = run_sequential(policy, n_seq, max_new)
+            del policy, served
+            hf = Service(folder, f"hf-{label}", "hf", 32, dtype)
+            try:
+                rows[f"service (HF {label}, 32 in flight)"] = run_service(
+                    hf.address, hf.service, n_service, 32, max_new
+                )
+                if dtype == "float32":
+                    updates = time_weight_updates(hf.address, f"hf-{label}", model)
+            finally:
+                hf.close()
         disks = time_disk_roundtrips(model, folder)
         if use_vllm:
             vllm = Service(folder, "vllm", "vllm", 32)
             try:
-                rows["vllm service (32 in flight)"] = run_service(
+                rows["vllm service (fp32, 32 in flight)"] = run_service(
                     vllm.address, vllm.service, n_service, 32, max_new
                 )
-                rows["vllm service (32 in flight)"]["startup"] = vllm.startup
+                rows["vllm service (fp32, 32 in flight)"]["startup"] = vllm.startup
             finally:
                 vllm.close()
     finally:
@@ -236,39 +262,47 @@ def main() -> None:
         row = rows.get(key)
         return row["tokens"] / row["seconds"] if row else None
 
-    seq, svc, vll = (
-        tok_s("sequential (HF, loop)"),
-        tok_s("service (HF, 32 in flight)"),
-        tok_s("vllm service (32 in flight)"),
-    )
-    print(f"SmolLM2-135M-Instruct, {params / 1e6:.1f} M params, fp32, {torch.get_num_threads()} torch threads; "
+    def ratio(a: float | None, b: float | None) -> float | None:
+        return a / b if a and b else None
+
+    seq, svc = tok_s("sequential (HF fp32, loop)"), tok_s("service (HF fp32, 32 in flight)")
+    seq16, svc16 = tok_s("sequential (HF bf16, loop)"), tok_s("service (HF bf16, 32 in flight)")
+    vll = tok_s("vllm service (fp32, 32 in flight)")
+    print(f"SmolLM2-135M-Instruct, {params / 1e6:.1f} M params, {torch.get_num_threads()} torch threads; "
           f"max_new_tokens={max_new}, sampling at temperature 1")  # fmt: skip
     print(
-        f"{'setup':<30}{'requests':>9}{'tokens':>8}{'seconds':>9}{'tok/s':>9}{'req/s':>8}{'model GFLOP/s':>15}"
+        f"{'setup':<34}{'requests':>9}{'tokens':>8}{'seconds':>9}{'tok/s':>9}{'req/s':>8}{'model GFLOP/s':>15}"
     )
     for key, row in rows.items():
         rate = row["tokens"] / row["seconds"]
-        print(f"{key:<30}{row['requests']:>9}{row['tokens']:>8}{row['seconds']:>9.1f}{rate:>9.1f}"
+        print(f"{key:<34}{row['requests']:>9}{row['tokens']:>8}{row['seconds']:>9.1f}{rate:>9.1f}"
               f"{row['requests'] / row['seconds']:>8.2f}{rate * 2 * params / 1e9:>15.1f}")  # fmt: skip
-    print(f"{'torch matmul 1024^3':<30} fp32 {fp32:.1f} GFLOP/s, bf16 {bf16:.1f} GFLOP/s")
-    update_s, disk_s = statistics.median(updates), statistics.median(disks)
-    print(
-        f"{'weight update over the bus':<30} median {update_s:.2f} s of {fmt(updates)} (540 MB fp32, publish to ack)"
-    )
-    print(
-        f"{'safetensors save + load':<30} median {disk_s:.2f} s of {fmt(disks)} (save, load, load_state_dict)"
-    )
+    print(f"{'torch matmul 1024^3':<34} fp32 {fp32:.1f} GFLOP/s, bf16 {bf16:.1f} GFLOP/s")
+    shm_s, bus_s = statistics.median(updates["shm"]), statistics.median(updates["bus"])
+    disk_s = statistics.median(disks)
+    print(f"{'weight update, shared memory':<34} median {shm_s:.2f} s of {fmt(updates['shm'])} "
+          "(540 MB fp32, publish to ack, file write included)")  # fmt: skip
+    print(f"{'weight update, bytes over the bus':<34} median {bus_s:.2f} s of {fmt(updates['bus'])}")
+    print(f"{'safetensors save + load':<34} median {disk_s:.2f} s of {fmt(disks)} "
+          "(save, load, load_state_dict)")  # fmt: skip
+    fp32_service = rows["service (HF fp32, 32 in flight)"]
     result = {
-        "sequential_tok_s": seq, "service_tok_s": svc, "vllm_service_tok_s": vll,
-        "sequential_req_s": rows["sequential (HF, loop)"]["requests"] / rows["sequential (HF, loop)"]["seconds"],
-        "service_req_s": rows["service (HF, 32 in flight)"]["requests"] / rows["service (HF, 32 in flight)"]["seconds"],
-        "service_mean_batch": rows["service (HF, 32 in flight)"]["mean_batch"],
-        "speedup_service_vs_sequential": svc / seq if seq and svc else None,
-        "speedup_vllm_vs_sequential": vll / seq if seq and vll else None,
+        "sequential_tok_s": seq, "service_tok_s": svc,
+        "sequential_bf16_tok_s": seq16, "service_bf16_tok_s": svc16, "vllm_service_tok_s": vll,
+        "sequential_req_s": rows["sequential (HF fp32, loop)"]["requests"] / rows["sequential (HF fp32, loop)"]["seconds"],
+        "service_req_s": fp32_service["requests"] / fp32_service["seconds"],
+        "service_mean_batch": fp32_service["mean_batch"],
+        "service_bf16_mean_batch": rows["service (HF bf16, 32 in flight)"]["mean_batch"],
+        "speedup_service_vs_sequential": ratio(svc16, seq16),
+        "speedup_service_vs_sequential_fp32": ratio(svc, seq),
+        "speedup_bf16_service_vs_fp32_sequential": ratio(svc16, seq),
+        "speedup_vllm_vs_sequential": ratio(vll, seq),
         "matmul_gflops": fp32, "matmul_gflops_bf16": bf16,
         "model_gflops_achieved": svc * 2 * params / 1e9 if svc else None,
-        "weight_update_s": update_s, "weight_update_first_s": updates[0], "disk_roundtrip_s": disk_s,
-        "speedup_update_vs_disk": disk_s / update_s if update_s and disk_s else None,
+        "model_gflops_achieved_bf16": svc16 * 2 * params / 1e9 if svc16 else None,
+        "weight_update_s": shm_s, "weight_update_first_s": updates["shm"][0],
+        "weight_update_bus_s": bus_s, "disk_roundtrip_s": disk_s,
+        "speedup_update_vs_disk": ratio(disk_s, shm_s), "speedup_update_bus_vs_disk": ratio(disk_s, bus_s),
         "quick": args.quick,
     }  # fmt: skip
     print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()}))

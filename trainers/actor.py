@@ -8,7 +8,10 @@
 - **Output.** After each update the weights go out as ``weights`` messages on topic
   ``weights.<name>``, one per bucket (arena/weights.py), and the step's metrics as a ``control``
   message on topic ``metrics.learner``. The current weights are published once at start, so
-  inference actors serve a resumed policy.
+  inference actors serve a resumed policy. By default a version is written once into shared
+  memory and the buckets reference it (same-host receivers map it; others fetch the bytes from
+  this actor's ``weights:<name>`` service); ``--weight-transport bus`` sends the bytes in the
+  buckets instead (arena/weight_publisher.py).
 - **Requests** to service ``learner``, body ``{"op": ...}``:
   ``status`` -> {step, version, pending, counters, metrics};
   ``add`` with ``episodes: [...]`` -> {accepted, rejected};
@@ -33,7 +36,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from arena.bus import Actor, Message
-from arena.weights import make_buckets
+from arena.weight_publisher import WeightPublisher
 from trainers.config import LearnerConfig
 from trainers.learner import Learner
 
@@ -44,11 +47,14 @@ METRICS_TOPIC = "metrics.learner"
 class LearnerActor:
     """Serves ``learner`` on the bus for one in-process :class:`Learner` (rank 0)."""
 
-    def __init__(self, learner: Learner, address: str, name: str = "learner", publish_on_start: bool = True) -> None:
+    def __init__(self, learner: Learner, address: str, name: str = "learner", publish_on_start: bool = True,
+                 shm_weights: bool = True) -> None:  # fmt: skip
         self.learner = learner
         self.address = address
         self.name = name
         self.publish_on_start = publish_on_start
+        self.publisher = WeightPublisher(learner.config.name, shm=shm_weights,
+                                         bucket_bytes=learner.config.bucket_bytes)  # fmt: skip
         self.last_metrics: dict[str, float] = {}
         # One worker thread: updates, exports and saves never overlap.
         self._worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="learner")
@@ -61,6 +67,7 @@ class LearnerActor:
         actor = Actor(self.name, self.address, kind="learner")
         actor.serve("learner", self._on_request)
         actor.on("episode", self._on_episode)
+        self.publisher.attach(actor)
         await actor.start()
         self._actor = actor
         try:
@@ -80,6 +87,7 @@ class LearnerActor:
                         log.exception("learner step failed; its turns are dropped")
         finally:
             await actor.close()
+            self.publisher.close()
             await self._in_worker(self.learner.close)
             self._worker.shutdown(wait=True)
 
@@ -139,13 +147,15 @@ class LearnerActor:
         return metrics
 
     async def _publish(self) -> None:
-        state = await self._in_worker(self.learner.export_weights)
-        version = self.learner.version
+        bodies = await self._in_worker(self._weight_buckets)
         assert self._actor is not None
-        topic = f"weights.{self.learner.config.name}"
-        for body in make_buckets(state, version, self.learner.config.bucket_bytes):
-            self._actor.publish(topic, body, mtype="weights")
+        for body in bodies:
+            self._actor.publish(self.publisher.topic, body, mtype="weights")
             await asyncio.sleep(0)  # let heartbeats and requests through between buckets
+
+    def _weight_buckets(self) -> list[dict[str, Any]]:
+        """Export and bucket (write to shared memory) on the worker: never during an update."""
+        return self.publisher.buckets(self.learner.export_weights(), self.learner.version)
 
 
 def load_config(path: str | None, overrides: list[str]) -> LearnerConfig:
@@ -163,6 +173,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--address", required=True, help="broker address (ipc://, tcp://)")
     parser.add_argument("--name", default="learner", help="actor name on the bus")
     parser.add_argument("--config", help="YAML file with LearnerConfig fields")
+    parser.add_argument("--weight-transport", choices=["shm", "bus"], default="shm",
+                        help="shm: same-host receivers map a shared-memory file (default); bus: bytes in the buckets")  # fmt: skip
     parser.add_argument("overrides", nargs="*", help="key=value overrides, e.g. optim.lr=1e-5")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -176,7 +188,7 @@ def main(argv: list[str] | None = None) -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        await LearnerActor(learner, args.address, args.name).run(stop)
+        await LearnerActor(learner, args.address, args.name, shm_weights=args.weight_transport == "shm").run(stop)
 
     asyncio.run(serve())
 

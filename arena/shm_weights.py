@@ -1,0 +1,263 @@
+"""Same-host weight transport: each version written once into a shared-memory file.
+
+A publisher writes a whole state dict into ``<dir>/arena-weights-<name>-<pid>-<token>-v<version>
+.safetensors`` (``dir`` is ``/dev/shm``: memory, not disk) and sends only small reference buckets
+over the bus (:mod:`arena.weights`). A receiver on the same host maps the file read-only and
+copies from it into its parameters: the bytes cross no socket.
+
+- **Layout.** Safetensors (8-byte little-endian header length, JSON header, tensor bytes), so the
+  file describes itself and ``safetensors.torch.load_file`` reads it. Tensors that are views of
+  the same memory (tied embeddings) are written once; the header's metadata lists the aliases.
+- **Atomic, one file per version.** Written under a temporary name, then renamed: a reader never
+  sees a partial file, and a file is never modified after the rename.
+- **Cleanup.** A writer keeps only its latest file (a newer version supersedes the older one; a
+  receiver that already mapped the old file keeps reading it, since an unlinked file lives as
+  long as its mappings) and removes it when closed. While alive it holds a shared ``flock`` on
+  its file, so a later writer can remove the files of a writer that died (no lock held) instead
+  of leaking their memory.
+- **Host id.** ``<boot id>:<device number of the directory's filesystem>``: two processes see the
+  same files exactly when they run on one kernel and the directory is one filesystem for both
+  (containers with private /dev/shm mounts differ). A receiver whose id differs, or that cannot
+  open the file, gets the bytes another way (:mod:`arena.weight_publisher`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import json
+import logging
+import mmap
+import os
+import re
+import secrets
+import socket
+import stat
+import time
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from arena.weights import Bucket, nbytes, tensor_bytes, tied
+
+log = logging.getLogger("arena.weights")
+
+SHM_DIR = "/dev/shm"
+PREFIX = "arena-weights-"
+SUFFIX = ".safetensors"
+STALE_AFTER_S = 60.0
+"""A writer's unlocked file older than this is an orphan (its writer died): removed."""
+_FILE_NAME = re.compile(r"^arena-weights-[\w.-]+\.safetensors$")
+ST_DTYPES: dict[torch.dtype, str] = {
+    torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
+    torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8", torch.uint8: "U8",
+    torch.bool: "BOOL",
+}  # fmt: skip
+"""Safetensors' dtype codes."""
+_CHUNK = 4 << 20
+"""Bytes written and checksummed together, so the checksum reads them while they are cached."""
+
+
+@functools.cache
+def _boot_id() -> str:
+    for path in ("/proc/sys/kernel/random/boot_id", "/etc/machine-id"):
+        with contextlib.suppress(OSError):
+            return Path(path).read_text().strip()
+    return socket.gethostname()
+
+
+def host_id(directory: str | os.PathLike[str]) -> str:
+    """Names the filesystem holding ``directory`` as seen from this kernel (raises OSError)."""
+    return f"{_boot_id()}:{os.stat(directory).st_dev}"
+
+
+def usable(directory: str | os.PathLike[str]) -> bool:
+    """Whether ``directory`` exists and this process may create files in it."""
+    return os.path.isdir(directory) and os.access(directory, os.W_OK | os.X_OK)
+
+
+@dataclass(frozen=True)
+class ShmVersion:
+    """One written version: where it is and what a reference bucket needs to name."""
+
+    version: int
+    path: str
+    size: int
+    host: str
+    offsets: dict[str, int]
+    """Tensor name -> byte offset in the file (aliases share their target's)."""
+    checksums: list[int]
+    """crc32 of each bucket's tensor bytes, in bucket order."""
+
+    def ref(self) -> dict[str, Any]:
+        return {"path": self.path, "host": self.host, "size": self.size}
+
+
+class ShmWriter:
+    """Writes versions of one policy's weights into ``directory``; keeps only the latest."""
+
+    def __init__(self, name: str, directory: str | os.PathLike[str] = SHM_DIR) -> None:
+        self.directory = Path(directory)
+        safe = re.sub(r"[^\w.-]", "_", name)
+        self.stem = f"{PREFIX}{safe}-{os.getpid()}-{secrets.token_hex(4)}"
+        self._current: tuple[Path, int] | None = None
+        """The latest file and the descriptor holding its lock."""
+
+    def write(self, buckets: list[Bucket], version: int) -> ShmVersion:
+        """Write every tensor of ``buckets`` into a new file; raises OSError (e.g. no space)."""
+        offsets, aliases = _layout(buckets)
+        header = _header(buckets, offsets, aliases, version)
+        size = len(header) + sum(nbytes(t) for b in buckets for n, t in b if n not in aliases)
+        final = self.directory / f"{self.stem}-v{version}{SUFFIX}"
+        tmp = final.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            _write_all(fd, memoryview(header))
+            checksums = []
+            for bucket in buckets:
+                crc = 0
+                for name, tensor in bucket:
+                    data = memoryview(tensor_bytes(tensor))
+                    crc = zlib.crc32(data, crc) if name in aliases else _write_all(fd, data, crc)
+                checksums.append(crc)
+            os.rename(tmp, final)
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        self._retire()
+        self._current = (final, fd)
+        self._sweep()
+        base = len(header)
+        return ShmVersion(version, str(final), size, host_id(self.directory),
+                          {n: base + off for n, off in offsets.items()}, checksums)  # fmt: skip
+
+    def close(self) -> None:
+        """Remove the latest file (receivers that mapped it keep their mapping)."""
+        self._retire()
+
+    def _retire(self) -> None:
+        if self._current is not None:
+            path, fd = self._current
+            self._current = None
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            os.close(fd)
+
+    def _sweep(self) -> None:
+        """Remove other writers' orphans: files nobody holds a lock on, not touched lately."""
+        now = time.time()
+        for item in os.scandir(self.directory):
+            if not item.name.startswith(PREFIX) or item.name.startswith(self.stem):
+                continue
+            with contextlib.suppress(OSError):
+                if now - item.stat(follow_symlinks=False).st_mtime < STALE_AFTER_S:
+                    continue
+                fd = os.open(item.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError: alive
+                    os.unlink(item.path)
+                    log.info("removed orphaned weights file %s", item.path)
+                finally:
+                    os.close(fd)
+
+
+class ShmReader:
+    """Maps reference files read-only for a receiver; remembers the last one it mapped."""
+
+    def __init__(self) -> None:
+        self._last: tuple[str, np.ndarray] | None = None
+
+    def readable(self, ref: Mapping[str, Any]) -> bool:
+        """Whether this process can map the file ``ref`` names (mapping it if so)."""
+        try:
+            self.open(ref)
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            log.info("cannot map %s here (%s); the bytes will be fetched", ref, err)
+            return False
+        return True
+
+    def open(self, ref: Mapping[str, Any]) -> np.ndarray:
+        """The bytes of the file ``ref`` names; raises unless it is an arena weights file on
+        this host's filesystem, of the announced size."""
+        path = str(ref["path"])
+        if self._last is not None and self._last[0] == path:
+            return self._last[1]
+        if not _FILE_NAME.match(os.path.basename(path)):
+            raise ValueError(f"{path!r} is not an arena weights file")
+        if ref["host"] != host_id(os.path.dirname(path)):
+            raise ValueError(f"{path} lies on another host ({ref['host']})")
+        data = map_file(path, int(ref["size"]))
+        self._last = (path, data)
+        return data
+
+    def forget(self) -> None:
+        """Drop the remembered mapping (it is unmapped once no tensor views it)."""
+        self._last = None
+
+
+def map_file(path: str | os.PathLike[str], size: int | None = None) -> np.ndarray:
+    """A regular file's bytes, mapped read-only and prefaulted."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError(f"{path} is not a regular file")
+        if size is not None and info.st_size != size:
+            raise ValueError(f"{path} has {info.st_size} bytes, expected {size}")
+        if info.st_size == 0:
+            return np.empty(0, np.uint8)
+        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+        mapped = mmap.mmap(fd, info.st_size, flags=flags, prot=mmap.PROT_READ)
+    finally:
+        os.close(fd)
+    return np.frombuffer(mapped, dtype=np.uint8)
+
+
+def _layout(buckets: list[Bucket]) -> tuple[dict[str, int], dict[str, str]]:
+    """Offsets in the data section, in bucket order, and aliases (name -> the name it views)."""
+    aliases = tied({name: tensor for bucket in buckets for name, tensor in bucket})
+    offsets: dict[str, int] = {}
+    end = 0
+    for bucket in buckets:
+        for name, tensor in bucket:
+            if name not in aliases:
+                offsets[name] = end
+                end += nbytes(tensor)
+    return offsets | {name: offsets[target] for name, target in aliases.items()}, aliases
+
+
+def _header(buckets: list[Bucket], offsets: dict[str, int], aliases: dict[str, str], version: int) -> bytes:
+    entries: dict[str, Any] = {"__metadata__": {"format": "pt", "arena_version": str(version),
+                                                "arena_aliases": json.dumps(aliases)}}  # fmt: skip
+    for bucket in buckets:
+        for name, tensor in bucket:
+            if name in aliases:
+                continue
+            if tensor.dtype not in ST_DTYPES:
+                raise ValueError(f"{name}: safetensors has no dtype {tensor.dtype}")
+            entries[name] = {"dtype": ST_DTYPES[tensor.dtype], "shape": list(tensor.shape),
+                             "data_offsets": [offsets[name], offsets[name] + nbytes(tensor)]}  # fmt: skip
+    text = json.dumps(entries, separators=(",", ":")).encode()
+    text += b" " * (-(len(text) + 8) % 8)  # tensor data starts 8-byte aligned
+    return len(text).to_bytes(8, "little") + text
+
+
+def _write_all(fd: int, data: memoryview, crc: int = 0) -> int:
+    """Write ``data`` in chunks, each checksummed right after it is written; returns the crc."""
+    data = data.cast("B")
+    for start in range(0, len(data), _CHUNK):
+        chunk = data[start : start + _CHUNK]
+        while chunk:
+            written = os.write(fd, chunk)
+            crc = zlib.crc32(chunk[:written], crc)
+            chunk = chunk[written:]
+    return crc
