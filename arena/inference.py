@@ -28,7 +28,7 @@ Services and topics for a policy named ``NAME``:
   ``{"command": "pause" | "resume"}``: while paused no batch starts; requests wait in the queue.
   ``{"command": "load", "path": "<Hugging Face model directory>", "version": int}``: serve that
   directory's safetensors weights as ``version`` (checked like any update: names, shapes,
-  dtypes; applied between batches). A load need not be newer than what is served (population
+  dtypes, floats cast to the served dtype; applied between batches). A load need not be newer than what is served (population
   play goes back to old checkpoints) and leaves the bus updates' version order alone.
 - Every update's outcome is announced as a ``control`` message on topic ``weights_ack.NAME``:
   ``{"actor", "version", "applied": bool, "reason", "serving": the version now served,

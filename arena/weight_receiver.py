@@ -6,8 +6,10 @@
   be opened, or shared memory is turned off here) is fetched in bytes form from the publisher
   (:mod:`arena.weight_publisher`), then assembled the same way.
 - **A checkpoint load** reads a Hugging Face model directory's safetensors files (one file or an
-  index of shards) after checking their headers: names, shapes and dtypes must match the served
-  parameters; a name may be missing only where the model ties it to one that is present.
+  index of shards) after checking their headers like any update: names and shapes must match the
+  served parameters, dtypes too except that floats are cast to the served float dtype (a float32
+  checkpoint for a bfloat16 server); a name may be missing only where the served model ties it to
+  one that is present (``save_pretrained`` leaves out tied embeddings).
 
 A complete update goes to ``deliver(version, state, transport)``; a refusal to
 ``refuse(version, reason, transport)``. ``transport`` is ``shm``, ``bus``, ``fetch`` or
@@ -35,6 +37,7 @@ from arena.weights import (
     StaleBucket,
     WeightAssembler,
     WeightUpdateError,
+    as_served,
     check_spec,
     dtype_name,
     specs,
@@ -194,7 +197,7 @@ def read_checkpoint(path: str, expected: Mapping[str, torch.Tensor]) -> dict[str
     missing = set(want) - set(where) - {a for a, target in tied(expected).items() if target in where}
     if missing:
         raise WeightUpdateError(f"{len(missing)} tensors missing, e.g. {sorted(missing)[0]}")
-    return {name: handle.get_tensor(name) for name, handle in where.items()}
+    return {name: as_served(handle.get_tensor(name), want[name]) for name, handle in where.items()}
 
 
 def _version(body: Any) -> int:

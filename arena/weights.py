@@ -20,7 +20,8 @@ The checksum is the same in both forms: crc32 over the bucket's tensor bytes, in
 
 The receiver's :class:`WeightAssembler` checks every bucket (names, shapes, dtypes, bounds,
 checksum) against the model it serves and yields the full update only when every bucket of one
-version has arrived. A partial update (a missing bucket: a newer version starts, or it times out)
+version has arrived. Float tensors may arrive in another float dtype (a float32 learner, a
+bfloat16 server) and are cast to the served one; any other dtype change is refused. A partial update (a missing bucket: a newer version starts, or it times out)
 or a corrupt one is rejected with a reason and the old weights keep serving. A bucket of a version
 older than the one being assembled is refused without disturbing the newer one.
 """
@@ -48,6 +49,7 @@ _TORCH_DTYPES: dict[str, torch.dtype] = {
     "float64": torch.float64, "int64": torch.int64, "int32": torch.int32, "uint8": torch.uint8,
     "int8": torch.int8, "bool": torch.bool,
 }  # fmt: skip
+_FLOAT_DTYPES = frozenset({"float32", "float16", "bfloat16", "float64"})
 
 Spec = tuple[tuple[int, ...], str]
 """A tensor's shape and dtype name: what an update must match."""
@@ -138,13 +140,23 @@ def spec_nbytes(spec: Spec) -> int:
 
 
 def check_spec(expected: Mapping[str, Spec], name: Any, dtype: Any, shape: Any) -> Spec:
-    """The expected spec of tensor ``name``; raises unless ``dtype`` and ``shape`` match it."""
+    """The served spec of tensor ``name``; raises unless ``shape`` matches it and ``dtype`` is
+    its dtype or, both being floats, one it can be cast from."""
     if name not in expected:
         raise WeightUpdateError(f"unknown tensor {name!r}")
     spec = expected[name]
-    if tuple(shape or ()) != spec[0] or dtype != spec[1]:
+    # A float32 learner may feed a bfloat16 server: floats are cast on receipt. Any other dtype
+    # change, or any shape change, is a corrupt update.
+    castable = dtype in _FLOAT_DTYPES and spec[1] in _FLOAT_DTYPES
+    if tuple(shape or ()) != spec[0] or (dtype != spec[1] and not castable):
         raise WeightUpdateError(f"{name}: got {dtype}{list(shape or ())}, model has {spec[1]}{list(spec[0])}")
     return spec
+
+
+def as_served(tensor: torch.Tensor, spec: Spec) -> torch.Tensor:
+    """``tensor`` in the served dtype (a copy where it differs)."""
+    served = torch_dtype(spec[1])
+    return tensor if tensor.dtype == served else tensor.to(served)
 
 
 def plan_buckets(state: Mapping[str, torch.Tensor], bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> list[Bucket]:
@@ -284,14 +296,14 @@ class WeightAssembler:
         for item in entries:
             if not isinstance(item, dict):
                 raise WeightUpdateError("a tensor entry must be a map")
-            name = item.get("name")
-            shape, dtype = check_spec(self.expected, name, item.get("dtype"), item.get("shape"))
-            size = spec_nbytes((shape, dtype))
+            name, sent = item.get("name"), item.get("dtype")
+            spec = check_spec(self.expected, name, sent, item.get("shape"))
+            size = spec_nbytes((spec[0], sent))
             data = self._data(item, mapped, size)
             if data.nbytes != size:
-                raise WeightUpdateError(f"{name}: {data.nbytes} bytes do not fit {dtype}{list(shape)}")
+                raise WeightUpdateError(f"{name}: {data.nbytes} bytes do not fit {sent}{list(spec[0])}")
             crc = zlib.crc32(data, crc)
-            tensors[name] = frame_tensor(data, torch_dtype(dtype), shape)
+            tensors[name] = as_served(frame_tensor(data, torch_dtype(sent), spec[0]), spec)
         if crc != checksum:
             raise WeightUpdateError(f"checksum mismatch in bucket {index} of version {version}")
         return version, index, total, tensors

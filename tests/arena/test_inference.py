@@ -196,12 +196,13 @@ def test_weight_updates_apply_and_corrupt_ones_are_refused(
 
         wrong_shape = buckets(2)
         wrong_shape[-1]["tensors"][0]["shape"] = [1, *wrong_shape[-1]["tensors"][0]["shape"]]
-        wrong_dtype = buckets(3, {**state, "model.norm.weight": state["model.norm.weight"].half()})
+        # Floats are cast to the served dtype; an integer tensor for a float one is refused.
+        wrong_dtype = buckets(3, {**state, "model.norm.weight": state["model.norm.weight"].int()})
         flipped = buckets(4)
         data = flipped[1]["tensors"][0]["data"].copy()
         data[0] ^= 0xFF
         flipped[1]["tensors"][0]["data"] = data
-        for version, corrupt, reason in [(2, wrong_shape, "got float32"), (3, wrong_dtype, "got float16"),
+        for version, corrupt, reason in [(2, wrong_shape, "got float32"), (3, wrong_dtype, "got int32"),
                                          (4, flipped, "checksum mismatch")]:  # fmt: skip
             publish(corrupt)
             ack = acks.get(timeout=60)
