@@ -206,6 +206,31 @@ def summarize(episodes: list[Episode]) -> dict[str, Any]:
     }
 
 
+def merge_collects(replies: list[dict[str, Any]]) -> dict[str, Any]:
+    """Combine rollout actors' collect replies into one summary."""
+    def weighted(key: str) -> dict[str, float]:
+        sums: dict[str, float] = {}
+        weights: dict[str, int] = {}
+        for r in replies:
+            for k, v in r["stats"][key].items():
+                w = r["episodes"]
+                sums[k] = sums.get(k, 0.0) + v * w
+                weights[k] = weights.get(k, 0) + w
+        return {k: sums[k] / max(weights[k], 1) for k in sums}
+
+    return {
+        "episodes": sum(r["episodes"] for r in replies),
+        "failed": sum(r["failed"] for r in replies),
+        "seconds": max((r["seconds"] for r in replies), default=0.0),
+        "generated_tokens": sum(r["stats"]["generated_tokens"] for r in replies),
+        "policy_turns": sum(r["stats"]["policy_turns"] for r in replies),
+        "min_version": min((r["stats"]["min_version"] for r in replies), default=-1),
+        "reward": weighted("reward"),
+        "invalid_rate": weighted("invalid_rate"),
+        "transcript": next((r["transcript"] for r in replies if r.get("transcript")), None),
+    }
+
+
 def transcript(episode: Episode) -> dict[str, Any]:
     """An episode as a readable conversation (for transcripts.jsonl)."""
     return {

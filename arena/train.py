@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import random
 import shutil
@@ -46,61 +45,15 @@ from arena.launch import ChildDied, Launcher
 from arena.models import load_tokenizer, model_dir
 from arena.policies.chat import ChatFormat
 from arena.policies.remote import RemotePolicy
-from arena.rollout import SeatFactory
+from arena.rollout import SeatFactory, merge_collects
 from arena.run_log import RunLog
+from arena.run_plan import device_for, make_run_dir, plan, resolve_for_run, validate
 from arena.summary import write_eval_summary
 
 log = logging.getLogger("arena.train")
 
 POOL = "pool"
 """Policy name of the population opponents' inference actor."""
-
-
-def make_run_dir(config: RunConfig) -> Path:
-    if config.resume:
-        run_dir = Path(config.resume)
-        if not (run_dir / "config.yaml").exists():
-            raise FileNotFoundError(f"resume={run_dir}: no config.yaml there; is it a run directory?")
-        return run_dir
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    run_dir = Path(config.output_dir) / config.name / stamp
-    run_dir.mkdir(parents=True, exist_ok=False)
-    return run_dir
-
-
-def resolve_for_run(config: RunConfig, run_dir: Path) -> RunConfig:
-    """Fill in what depends on the run directory and the run-level settings."""
-    learner = config.learner
-    learner = replace(
-        learner,
-        model=config.model,
-        checkpoint=replace(learner.checkpoint, dir=str(run_dir / "checkpoints"),
-                           every=max(1, config.checkpoint_every), resume=True),
-        batch=replace(learner.batch, max_response_tokens=config.sampling.max_new_tokens,
-                      # sync mode steps on the trainer's request only
-                      batch_samples=10**9 if config.mode == "sync" else learner.batch.batch_samples),
-        # Samplers report logprobs of the raw distribution (temperature 1), so the learner's
-        # must be raw too for the importance ratios to compare like with like.
-        loss=replace(learner.loss, temperature=1.0),
-    )  # fmt: skip
-    address = config.bus.address or f"ipc://{run_dir.resolve()}/bus.sock"
-    return replace(config, learner=learner, bus=replace(config.bus, address=address))
-
-
-def plan(config: RunConfig) -> str:
-    """What ``--dry-run`` prints: actors, addresses, games, roles and policies."""
-    lines = [f"run {config.name!r}: {config.mode} mode, {config.steps} steps, model {config.model}",
-             f"  broker       {config.bus.address or 'ipc://<run_dir>/bus.sock'}",
-             f"  inference x{config.inference.actors}  backend={config.inference.backend} "
-             f"service=policy:{config.learner.name} max_batch={config.inference.max_batch}",
-             f"  learner      advantage={config.learner.advantage.mode} key={config.learner.advantage.key} "
-             f"lr={config.learner.optim.lr} lora={config.learner.lora.enabled}",
-             f"  rollout x{config.rollout.actors}    {config.rollout.episodes_per_step} episodes/step, "
-             f"concurrency {config.rollout.concurrency}, opponents={config.opponents.mode}"]  # fmt: skip
-    for game in config.games:
-        lines.append(f"  game         {game.id} (weight {game.weight}) role={game.role} {game.role_kwargs or ''}")
-    lines.append(f"  eval         {config.eval.games} games x {config.eval.opponents}, every {config.eval.every or 'start/end'}")
-    return "\n".join(lines)
 
 
 class Trainer:
@@ -135,14 +88,14 @@ class Trainer:
                 "-m", "arena.inference", "--address", address, "--name", c.learner.name,
                 "--backend", c.inference.backend,
                 "--actor-name", f"inference-{i}", "--model", c.model, "--dtype", c.inference.dtype,
-                "--device", _device(c.inference.device), "--seed", str(c.seed + i),
+                "--device", device_for(c.inference.device), "--seed", str(c.seed + i),
                 "--max-batch", str(c.inference.max_batch), "--max-wait-ms", str(c.inference.max_wait_ms),
                 "--max-queue", str(c.inference.max_queue), "--heartbeat-interval", hb])  # fmt: skip
         if c.opponents.mode == "population":
             self.launcher.start("inference-pool", [
                 "-m", "arena.inference", "--address", address, "--name", POOL, "--backend",
                 c.inference.backend, "--actor-name", "inference-pool", "--model", c.model,
-                "--dtype", c.inference.dtype, "--device", _device(c.inference.device),
+                "--dtype", c.inference.dtype, "--device", device_for(c.inference.device),
                 "--seed", str(c.seed + 99), "--max-batch", str(c.inference.max_batch),
                 "--max-wait-ms", str(c.inference.max_wait_ms), "--heartbeat-interval", hb])  # fmt: skip
         self.launcher.start("learner", ["-m", "trainers.learner", "--address", address,
@@ -424,59 +377,6 @@ class Trainer:
             await self.evaluate(f"step {self.step}")
 
 
-def merge_collects(replies: list[dict[str, Any]]) -> dict[str, Any]:
-    """Combine rollout actors' collect replies into one summary."""
-    def weighted(key: str) -> dict[str, float]:
-        sums: dict[str, float] = {}
-        weights: dict[str, int] = {}
-        for r in replies:
-            for k, v in r["stats"][key].items():
-                w = r["episodes"]
-                sums[k] = sums.get(k, 0.0) + v * w
-                weights[k] = weights.get(k, 0) + w
-        return {k: sums[k] / max(weights[k], 1) for k in sums}
-
-    return {
-        "episodes": sum(r["episodes"] for r in replies),
-        "failed": sum(r["failed"] for r in replies),
-        "seconds": max((r["seconds"] for r in replies), default=0.0),
-        "generated_tokens": sum(r["stats"]["generated_tokens"] for r in replies),
-        "policy_turns": sum(r["stats"]["policy_turns"] for r in replies),
-        "min_version": min((r["stats"]["min_version"] for r in replies), default=-1),
-        "reward": weighted("reward"),
-        "invalid_rate": weighted("invalid_rate"),
-        "transcript": next((r["transcript"] for r in replies if r.get("transcript")), None),
-    }
-
-
-def _device(device: str) -> str:
-    if device != "auto":
-        return device
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def validate(config: RunConfig) -> None:
-    """Every game, role and bot the config names must exist: fail before anything starts."""
-    import games
-    import games.bots
-    import roles
-    from arena.config import ConfigError
-    from arena.evaluate import resolve_opponent
-    from games.registry import RegistryError
-
-    try:
-        for game in config.games:
-            games.registry.spec(game.id)
-            roles.registry.spec(game.role)
-            bots = [*config.eval.opponents] + ([config.opponents.fixed] if config.opponents.mode == "fixed" else [])
-            for bot in bots:
-                games.bots.registry.spec(resolve_opponent(bot, game.id))
-    except RegistryError as err:
-        raise ConfigError(str(err)) from None
-
-
 def train(config_path: str, overrides: list[str], dry_run: bool = False) -> int:
     """Entry point of ``arena train``; returns the exit code."""
     config = load_run_config(config_path, overrides)
@@ -507,7 +407,3 @@ def train(config_path: str, overrides: list[str], dry_run: bool = False) -> int:
             with contextlib.suppress(OSError):
                 sock.unlink()
         shutil.rmtree(run_dir / "tmp", ignore_errors=True)
-
-
-def dump(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, default=str)

@@ -81,10 +81,10 @@ def make_policy(config: PolicyConfig | Mapping[str, Any]) -> Policy:
 
 def load_object(path: str) -> Any:
     """``"package.module:attr"`` to the object (how configs name bots and actors)."""
-    module, sep, attr = path.partition(":")
-    if not sep or not module or not attr:
-        raise InvalidRequest(f"expected 'module:attribute', got {path!r}")
-    target: Any = importlib.import_module(module)
-    for part in attr.split("."):
-        target = getattr(target, part)
-    return target
+    from games.registry import RegistryError
+    from games.registry import load_object as resolve
+
+    try:
+        return resolve(path)
+    except RegistryError as err:
+        raise InvalidRequest(str(err)) from None

@@ -1,0 +1,85 @@
+"""Setting up a run: its directory, the settings that depend on it, the plan ``--dry-run``
+prints, and the checks that every game, role and bot a config names exists."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from arena.config import RunConfig
+
+
+def make_run_dir(config: RunConfig) -> Path:
+    if config.resume:
+        run_dir = Path(config.resume)
+        if not (run_dir / "config.yaml").exists():
+            raise FileNotFoundError(f"resume={run_dir}: no config.yaml there; is it a run directory?")
+        return run_dir
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    run_dir = Path(config.output_dir) / config.name / stamp
+    run_dir.mkdir(parents=True, exist_ok=False)
+    return run_dir
+
+
+def resolve_for_run(config: RunConfig, run_dir: Path) -> RunConfig:
+    """Fill in what depends on the run directory and the run-level settings."""
+    learner = config.learner
+    learner = replace(
+        learner,
+        model=config.model,
+        checkpoint=replace(learner.checkpoint, dir=str(run_dir / "checkpoints"),
+                           every=max(1, config.checkpoint_every), resume=True),
+        batch=replace(learner.batch, max_response_tokens=config.sampling.max_new_tokens,
+                      # sync mode steps on the trainer's request only
+                      batch_samples=10**9 if config.mode == "sync" else learner.batch.batch_samples),
+        # Samplers report logprobs of the raw distribution (temperature 1), so the learner's
+        # must be raw too for the importance ratios to compare like with like.
+        loss=replace(learner.loss, temperature=1.0),
+    )  # fmt: skip
+    address = config.bus.address or f"ipc://{run_dir.resolve()}/bus.sock"
+    return replace(config, learner=learner, bus=replace(config.bus, address=address))
+
+
+def plan(config: RunConfig) -> str:
+    """What ``--dry-run`` prints: actors, addresses, games, roles and policies."""
+    lines = [f"run {config.name!r}: {config.mode} mode, {config.steps} steps, model {config.model}",
+             f"  broker       {config.bus.address or 'ipc://<run_dir>/bus.sock'}",
+             f"  inference x{config.inference.actors}  backend={config.inference.backend} "
+             f"service=policy:{config.learner.name} max_batch={config.inference.max_batch}",
+             f"  learner      advantage={config.learner.advantage.mode} key={config.learner.advantage.key} "
+             f"lr={config.learner.optim.lr} lora={config.learner.lora.enabled}",
+             f"  rollout x{config.rollout.actors}    {config.rollout.episodes_per_step} episodes/step, "
+             f"concurrency {config.rollout.concurrency}, opponents={config.opponents.mode}"]  # fmt: skip
+    for game in config.games:
+        lines.append(f"  game         {game.id} (weight {game.weight}) role={game.role} {game.role_kwargs or ''}")
+    lines.append(f"  eval         {config.eval.games} games x {config.eval.opponents}, every {config.eval.every or 'start/end'}")
+    return "\n".join(lines)
+
+
+def device_for(device: str) -> str:
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def validate(config: RunConfig) -> None:
+    """Every game, role and bot the config names must exist: fail before anything starts."""
+    import games
+    import games.bots
+    import roles
+    from arena.config import ConfigError
+    from arena.evaluate import resolve_opponent
+    from games.registry import RegistryError
+
+    try:
+        for game in config.games:
+            games.registry.spec(game.id)
+            roles.registry.spec(game.role)
+            bots = [*config.eval.opponents] + ([config.opponents.fixed] if config.opponents.mode == "fixed" else [])
+            for bot in bots:
+                games.bots.registry.spec(resolve_opponent(bot, game.id))
+    except RegistryError as err:
+        raise ConfigError(str(err)) from None
