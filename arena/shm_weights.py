@@ -8,8 +8,12 @@ copies from it into its parameters: the bytes cross no socket.
 - **Layout.** Safetensors (8-byte little-endian header length, JSON header, tensor bytes), so the
   file describes itself and ``safetensors.torch.load_file`` reads it. Tensors that are views of
   the same memory (tied embeddings) are written once; the header's metadata lists the aliases.
-- **Atomic, one file per version.** Written under a temporary name, then renamed: a reader never
-  sees a partial file, and a file is never modified after the rename.
+- **One file per version, written once.** The file is created at its full size, then the header
+  and each bucket's bytes are written in order; a bucket's reference goes out only once its
+  bytes are in place, and they never change afterwards. So receivers check and map bucket 0
+  while bucket 1 is being written, and nothing reads a part that is not yet written (a reader
+  trusts only what a reference names, and checks its checksum). A writer that dies midway
+  leaves buckets that were never announced: its update stays partial and is refused.
 - **Cleanup.** A writer keeps only its latest file (a newer version supersedes the older one; a
   receiver that already mapped the old file keeps reading it, since an unlinked file lives as
   long as its mappings) and removes it when closed. While alive it holds a shared ``flock`` on
@@ -36,7 +40,7 @@ import socket
 import stat
 import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,8 +87,8 @@ def usable(directory: str | os.PathLike[str]) -> bool:
 
 
 @dataclass(frozen=True)
-class ShmVersion:
-    """One written version: where it is and what a reference bucket needs to name."""
+class ShmFile:
+    """Where one version's tensors lie: what a reference bucket names."""
 
     version: int
     path: str
@@ -92,8 +96,6 @@ class ShmVersion:
     host: str
     offsets: dict[str, int]
     """Tensor name -> byte offset in the file (aliases share their target's)."""
-    checksums: list[int]
-    """crc32 of each bucket's tensor bytes, in bucket order."""
 
     def ref(self) -> dict[str, Any]:
         return {"path": self.path, "host": self.host, "size": self.size}
@@ -109,36 +111,34 @@ class ShmWriter:
         self._current: tuple[Path, int] | None = None
         """The latest file and the descriptor holding its lock."""
 
-    def write(self, buckets: list[Bucket], version: int) -> ShmVersion:
-        """Write every tensor of ``buckets`` into a new file; raises OSError (e.g. no space)."""
+    def write(
+        self, buckets: list[Bucket], version: int, on_bucket: Callable[[ShmFile, int, int], None]
+    ) -> ShmFile:
+        """Write ``buckets`` into a new file, calling ``on_bucket(file, index, checksum)`` as soon
+        as each bucket's bytes are in place (so receivers read bucket 0 while bucket 1 is being
+        written). Raises OSError (e.g. no space left); buckets announced before it stay valid."""
         offsets, aliases = _layout(buckets)
         header = _header(buckets, offsets, aliases, version)
         size = len(header) + sum(nbytes(t) for b in buckets for n, t in b if n not in aliases)
-        final = self.directory / f"{self.stem}-v{version}{SUFFIX}"
-        tmp = final.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH)
-            _write_all(fd, memoryview(header))
-            checksums = []
-            for bucket in buckets:
-                crc = 0
-                for name, tensor in bucket:
-                    data = memoryview(tensor_bytes(tensor))
-                    crc = zlib.crc32(data, crc) if name in aliases else _write_all(fd, data, crc)
-                checksums.append(crc)
-            os.rename(tmp, final)
-        except BaseException:
-            os.close(fd)
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        path = self.directory / f"{self.stem}-v{version}{SUFFIX}"
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_SH)
         self._retire()
-        self._current = (final, fd)
+        self._current = (path, fd)
+        # Full size first: a receiver maps the whole file at the first bucket. Unwritten parts
+        # are holes, and nothing reads them before they are written and announced.
+        os.ftruncate(fd, size)
+        file = ShmFile(version, str(path), size, host_id(self.directory),
+                       {n: len(header) + off for n, off in offsets.items()})  # fmt: skip
+        _write_all(fd, memoryview(header))
+        for index, bucket in enumerate(buckets):
+            crc = 0
+            for name, tensor in bucket:
+                data = memoryview(tensor_bytes(tensor))
+                crc = zlib.crc32(data, crc) if name in aliases else _write_all(fd, data, crc)
+            on_bucket(file, index, crc)
         self._sweep()
-        base = len(header)
-        return ShmVersion(version, str(final), size, host_id(self.directory),
-                          {n: base + off for n, off in offsets.items()}, checksums)  # fmt: skip
+        return file
 
     def close(self) -> None:
         """Remove the latest file (receivers that mapped it keep their mapping)."""
@@ -205,7 +205,8 @@ class ShmReader:
 
 
 def map_file(path: str | os.PathLike[str], size: int | None = None) -> np.ndarray:
-    """A regular file's bytes, mapped read-only and prefaulted."""
+    """A regular file's bytes, mapped read-only. Pages are faulted in as they are read, never
+    ahead: a file being written has holes where its later buckets go."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         info = os.fstat(fd)
@@ -215,8 +216,7 @@ def map_file(path: str | os.PathLike[str], size: int | None = None) -> np.ndarra
             raise ValueError(f"{path} has {info.st_size} bytes, expected {size}")
         if info.st_size == 0:
             return np.empty(0, np.uint8)
-        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
-        mapped = mmap.mmap(fd, info.st_size, flags=flags, prot=mmap.PROT_READ)
+        mapped = mmap.mmap(fd, info.st_size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
     finally:
         os.close(fd)
     return np.frombuffer(mapped, dtype=np.uint8)

@@ -15,16 +15,16 @@ anything (:class:`arena.weights.WeightAssembler`).
 Use::
 
     publisher = WeightPublisher("main")
-    publisher.attach(actor)                          # before actor.start(): serves the fetches
-    for body in publisher.buckets(state, version):   # blocking: run it off the event loop
-        actor.publish(publisher.topic, body, mtype="weights")
+    publisher.attach(actor)      # before actor.start(): serves the fetches
+    publisher.publish(state, version, lambda body: ...)   # blocking: run it off the event loop;
+                                 # the callback puts each body on publisher.topic as "weights"
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from arena.bus import Actor, BusError, Message
-from arena.shm_weights import SHM_DIR, ShmVersion, ShmWriter, map_file, usable
+from arena.shm_weights import SHM_DIR, ShmFile, ShmWriter, map_file, usable
 from arena.weights import (
     DEFAULT_BUCKET_BYTES,
     bucket_body,
@@ -52,7 +52,7 @@ def fetch_service(name: str) -> str:
 
 @dataclass
 class _Held:
-    written: ShmVersion
+    file: ShmFile
     bodies: list[dict[str, Any]]
     mapped: np.ndarray | None = None
 
@@ -85,28 +85,35 @@ class WeightPublisher:
         """Serve byte fetches for receivers on other hosts (call before ``actor.start()``)."""
         actor.serve(fetch_service(self.name), self._on_fetch)
 
-    def buckets(self, state: Mapping[str, torch.Tensor], version: int) -> list[dict[str, Any]]:
-        """The bucket bodies of ``version``; with shared memory this writes the file, so it
-        takes a while (about half a second for 540 MB): call it off the event loop."""
+    def publish(
+        self, state: Mapping[str, torch.Tensor], version: int, send: Callable[[dict[str, Any]], None]
+    ) -> None:
+        """Hand each bucket body of ``version`` to ``send`` (which puts it on :attr:`topic`) as
+        soon as it is ready. With shared memory this writes the file (about half a second for
+        540 MB): call it off the event loop; ``send`` must be safe to call from that thread."""
         groups = plan_buckets(state, self.bucket_bytes)
         if self._writer is not None:
+            bodies: list[dict[str, Any]] = []
+
+            def announce(file: ShmFile, index: int, checksum: int) -> None:
+                tensors = [entry(n, t, offset=file.offsets[n]) for n, t in groups[index]]
+                bodies.append(bucket_body(version, index, len(groups), checksum, tensors, shm=file.ref()))
+                if index == 0:
+                    self._held = _Held(file, bodies)  # fetchable from the first bucket on
+                send(bodies[-1])
+
             try:
-                written = self._writer.write(groups, version)
+                self._writer.write(groups, version, announce)
+                return
             except OSError as err:  # e.g. a small /dev/shm (a container's default is 64 MB)
+                # Receivers complete this version from the byte buckets below (same version,
+                # same checksums), whatever references they already took.
                 log.warning("writing weights to shared memory failed (%s); using the bus from now on", err)
                 self._writer.close()
                 self._writer = None
-            else:
-                bodies = [
-                    bucket_body(version, i, len(groups), written.checksums[i],
-                                [entry(n, t, offset=written.offsets[n]) for n, t in group],
-                                shm=written.ref())  # fmt: skip
-                    for i, group in enumerate(groups)
-                ]
-                self._held = _Held(written, bodies)
-                return bodies
         self._held = None
-        return list(byte_buckets(groups, version))
+        for body in byte_buckets(groups, version):
+            send(body)
 
     def close(self) -> None:
         """Remove the shared-memory file (receivers that mapped it keep their mapping)."""
@@ -121,14 +128,14 @@ class WeightPublisher:
             version, index = int(body["version"]), int(body["bucket"])
         except (KeyError, TypeError, ValueError):
             raise BusError("bad_request", "a fetch needs integer 'version' and 'bucket'") from None
-        if held is None or held.written.version != version:
-            latest = held.written.version if held else None
+        if held is None or held.file.version != version or index >= len(held.bodies):
+            latest = held.file.version if held else None
             raise BusError("gone", f"version {version} of {self.name} is not held here (latest: {latest})")
-        if not 0 <= index < len(held.bodies):
-            raise BusError("bad_request", f"bucket {index} outside 0..{len(held.bodies) - 1}")
+        if index < 0:
+            raise BusError("bad_request", f"bucket {index} is negative")
         if held.mapped is None:
             try:
-                held.mapped = map_file(held.written.path, held.written.size)
+                held.mapped = map_file(held.file.path, held.file.size)
             except (OSError, ValueError) as err:  # superseded meanwhile, and removed
                 raise BusError("gone", f"version {version} of {self.name}: {err}") from None
         ref = held.bodies[index]

@@ -42,6 +42,7 @@ from arena.weights import (
     dtype_name,
     specs,
     tied,
+    view_key,
 )
 
 log = logging.getLogger("arena.weights")
@@ -124,7 +125,16 @@ class WeightReceiver:
             self.refuse(_version(body), str(err), transport)
             return
         if update is not None:
-            self.deliver(*update, transport)
+            version, state = update
+            self.deliver(version, self._without_tied_copies(state), transport)
+
+    def _without_tied_copies(self, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Drop a tied name whose update is the very view its target's is (a shared-memory file
+        stores tied tensors once): copying the target sets both, and copying twice costs time."""
+        for alias, target in tied(self.policy.state_dict()).items():
+            if alias in state and target in state and view_key(state[alias]) == view_key(state[target]):
+                del state[alias]
+        return state
 
     def _stale(self, body: Any, err: StaleBucket, transport: str) -> None:
         # One refusal per stale update, not one per bucket: its first bucket speaks for it.

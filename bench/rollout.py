@@ -26,6 +26,7 @@ Prints a table, then one JSON line. ``--quick`` makes a short run (and skips vLL
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import json
 import queue
@@ -140,8 +141,9 @@ def time_weight_updates(
                 version += 1
                 state = {k: v + 0.001 * version for k, v in model.state_dict().items()}
                 start = time.perf_counter()
-                for bucket in publisher.buckets(state, version):
-                    client.publish(publisher.topic, bucket, mtype="weights")
+                publisher.publish(
+                    state, version, functools.partial(client.publish, publisher.topic, mtype="weights")
+                )
                 ack = acks.get(timeout=600)
                 times[kind].append(time.perf_counter() - start)
                 if not ack["applied"] or ack["version"] != version:

@@ -147,15 +147,17 @@ class LearnerActor:
         return metrics
 
     async def _publish(self) -> None:
-        bodies = await self._in_worker(self._weight_buckets)
-        assert self._actor is not None
-        for body in bodies:
-            self._actor.publish(self.publisher.topic, body, mtype="weights")
-            await asyncio.sleep(0)  # let heartbeats and requests through between buckets
+        actor, loop = self._actor, asyncio.get_running_loop()
+        assert actor is not None
 
-    def _weight_buckets(self) -> list[dict[str, Any]]:
-        """Export and bucket (write to shared memory) on the worker: never during an update."""
-        return self.publisher.buckets(self.learner.export_weights(), self.learner.version)
+        def send(body: dict[str, Any]) -> None:  # from the worker; each bucket is its own callback
+            loop.call_soon_threadsafe(actor.publish, self.publisher.topic, body, "weights")
+
+        await self._in_worker(self._export_and_publish, send)
+
+    def _export_and_publish(self, send: Any) -> None:
+        """On the worker (never during an update): export, then bucket (write to shared memory)."""
+        self.publisher.publish(self.learner.export_weights(), self.learner.version, send)
 
 
 def load_config(path: str | None, overrides: list[str]) -> LearnerConfig:

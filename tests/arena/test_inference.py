@@ -1,7 +1,8 @@
 """The inference actor in a real process behind a real broker, over ipc:// sockets.
 
 Serves the tiny model. Covers batching across requester processes, logprobs against teacher
-forcing, weight updates (applied, and refused when partial or corrupt), pause/resume, the busy
+forcing, weight updates (applied, and refused when partial or corrupt) by bytes on the bus, by a
+same-host shared-memory file and by fetching the bytes, checkpoint loads, pause/resume, the busy
 limit, malformed requests, and a dead actor turning into an error instead of a hang.
 """
 
@@ -22,9 +23,10 @@ import pytest
 import torch
 
 from arena.bus import Actor, BlockingActor, BusError
-from arena.models import tiny_model
+from arena.models import load_model, tiny_config, tiny_model
 from arena.policies.base import Generation, SamplingParams
 from arena.policies.remote import RemotePolicy
+from arena.weight_publisher import WeightPublisher
 from arena.weights import make_buckets
 from tests.arena.bus.conftest import spawn, stop, wait_for_service
 
@@ -113,14 +115,56 @@ def test_requests_from_several_processes_share_batches(
     print("observed batch sizes", sizes)
 
 
-def test_served_logprobs_match_teacher_forcing(main_actor: Any, client: BlockingActor) -> None:
-    model, _ = tiny_model(seed=0)  # the served weights: same seed, same model
-    gen = ask(client, "main", params={"max_new_tokens": 8, "seed": 3})
+def teacher_forced(model: torch.nn.Module, gen: Generation) -> np.ndarray:
     ids = torch.from_numpy(gen.conversation_ids.astype(np.int64))[None]
     with torch.no_grad():
         logprobs = model(ids).logits.log_softmax(-1)[0, len(gen.prompt_ids) - 1 : -1]
-    expected = logprobs.gather(1, ids[0, len(gen.prompt_ids) :, None]).squeeze(1).numpy()
-    np.testing.assert_allclose(gen.logprobs, expected, atol=LOGPROB_ATOL)
+    return logprobs.gather(1, ids[0, len(gen.prompt_ids) :, None]).squeeze(1).numpy()
+
+
+class Learner:
+    """A test-side publisher: a bus actor that sees ``weights_ack.<name>`` and, when given
+    publishers, serves their byte fetches."""
+
+    def __init__(self, broker: str, name: str, *publishers: WeightPublisher) -> None:
+        self.name = name
+        self.acks: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.actor = BlockingActor(f"learner-{name}-{time.monotonic_ns()}", broker)
+        self.actor.actor.subscribe(f"weights_ack.{name}", lambda m: self.acks.put(m.body))
+        for publisher in publishers:
+            publisher.attach(self.actor.actor)
+
+    def publish(self, publisher: WeightPublisher, state: dict[str, torch.Tensor], version: int,
+                before_send: Callable[[dict[str, Any]], None] = lambda body: None) -> None:  # fmt: skip
+        def send(body: dict[str, Any]) -> None:
+            before_send(body)
+            self.actor.publish(publisher.topic, body, mtype="weights")
+
+        publisher.publish(state, version, send)
+
+    def ack(self, version: int) -> dict[str, Any]:
+        """The next ack for ``version`` (acks of other versions are skipped)."""
+        while (ack := self.acks.get(timeout=60))["version"] != version:
+            pass
+        return ack
+
+    def __enter__(self) -> Learner:
+        self.actor.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.actor.close()
+
+
+def noisy(state: dict[str, torch.Tensor], seed: int) -> dict[str, torch.Tensor]:
+    noise = torch.Generator().manual_seed(seed)
+    return {k: v + 0.5 * torch.randn(v.shape, generator=noise) for k, v in state.items()}
+
+
+def test_served_logprobs_match_teacher_forcing(main_actor: Any, client: BlockingActor) -> None:
+    model, _ = tiny_model(seed=0)  # the served weights: same seed, same model
+    gen = ask(client, "main", params={"max_new_tokens": 8, "seed": 3})
+    np.testing.assert_allclose(gen.logprobs, teacher_forced(model, gen), atol=LOGPROB_ATOL)
     assert gen.version == 0 and gen.prompt_ids.dtype == np.int32
 
 
@@ -222,6 +266,123 @@ def test_weight_updates_apply_and_corrupt_ones_are_refused(
         info = status(client, "w")
         assert info["version"] == 6 and info["weights"]["applied"] == 2
         assert info["weights"]["rejected"] >= 4
+
+
+def test_same_host_updates_map_shared_memory_and_match_the_bus(
+    start_inference: Callable[..., Any], broker: str, client: BlockingActor
+) -> None:
+    start_inference("s")
+    original_state = tiny_model(seed=0)[0].state_dict()
+    state = noisy(original_state, seed=1)
+    shm, bus = WeightPublisher("s", bucket_bytes=1 << 20), WeightPublisher("s", shm=False, bucket_bytes=1 << 20)
+    assert shm.transport == "shm"
+    with Learner(broker, "s", shm) as learner:
+        original = ask(client, "s")
+        learner.publish(shm, state, 1)
+        ack = learner.ack(1)
+        assert (ack["applied"], ack["transport"], ack["serving"]) == (True, "shm", 1)
+        via_shm = ask(client, "s")
+        assert via_shm.version == 1 and via_shm.token_ids.tolist() != original.token_ids.tolist()
+        learner.publish(bus, original_state, 2)
+        assert learner.ack(2)["transport"] == "bus"
+        assert ask(client, "s").token_ids.tolist() == original.token_ids.tolist()
+        learner.publish(bus, state, 3)  # the same weights by the bus: the same replies
+        assert learner.ack(3)["applied"]
+        assert ask(client, "s").token_ids.tolist() == via_shm.token_ids.tolist()
+
+        def tamper(body: dict[str, Any]) -> None:  # flip a byte of bucket 1 in the file
+            if body["bucket"] == 1:
+                with open(body["shm"]["path"], "r+b") as f:
+                    f.seek(body["tensors"][0]["offset"])
+                    byte = f.read(1)[0]
+                    f.seek(body["tensors"][0]["offset"])
+                    f.write(bytes([byte ^ 0xFF]))
+
+        learner.publish(shm, original_state, 4, before_send=tamper)
+        ack = learner.ack(4)
+        assert (ack["applied"], ack["serving"]) == (False, 3) and "checksum mismatch" in ack["reason"]
+        assert ask(client, "s").token_ids.tolist() == via_shm.token_ids.tolist()
+        learner.publish(shm, original_state, 5)
+        assert learner.ack(5)["applied"]
+        assert ask(client, "s").token_ids.tolist() == original.token_ids.tolist()
+    shm.close()
+
+
+def test_a_receiver_that_cannot_map_fetches_the_bytes(
+    start_inference: Callable[..., Any], broker: str, client: BlockingActor
+) -> None:
+    start_inference("f", "--no-shm-weights")  # as if on another host
+    state = noisy(tiny_model(seed=0)[0].state_dict(), seed=2)
+    publisher = WeightPublisher("f", bucket_bytes=1 << 20)
+    with Learner(broker, "f", publisher) as learner:
+        before = ask(client, "f")
+        learner.publish(publisher, state, 1)
+        ack = learner.ack(1)
+        assert (ack["applied"], ack["transport"], ack["serving"]) == (True, "fetch", 1)
+        assert ask(client, "f").token_ids.tolist() != before.token_ids.tolist()
+        assert status(client, "f")["weights"]["fetched"] >= 3
+    unserved = WeightPublisher("f", bucket_bytes=1 << 20)
+    with Learner(broker, "f") as learner:  # a publisher that answers no fetches
+        learner.publish(unserved, state, 2)
+        ack = learner.ack(2)
+        assert (ack["applied"], ack["serving"]) == (False, 1) and "could not fetch" in ack["reason"]
+    publisher.close()
+    unserved.close()
+
+
+def test_load_serves_a_checkpoint_and_refuses_bad_ones(
+    start_inference: Callable[..., Any], broker: str, client: BlockingActor, tmp_path: Any
+) -> None:
+    start_inference("l", "--actor-name", "inference-l")
+    checkpoint, model = tmp_path / "seed1", tiny_model(seed=1)[0]
+    model.save_pretrained(checkpoint)
+    original_dir = tmp_path / "seed0"
+    tiny_model(seed=0)[0].save_pretrained(original_dir)
+    config = tiny_config()
+    config.hidden_size = 32
+    type(model)(config).save_pretrained(tmp_path / "narrow")
+    with Learner(broker, "l") as learner:
+        original = ask(client, "l")
+        learner.actor.send("control", {"command": "load", "path": str(checkpoint), "version": 7},
+                           dst="inference-l")  # fmt: skip
+        ack = learner.ack(7)
+        assert (ack["applied"], ack["transport"], ack["serving"]) == (True, "load", 7)
+        loaded = ask(client, "l", params={"max_new_tokens": 8, "seed": 3})
+        assert loaded.version == 7
+        np.testing.assert_allclose(loaded.logprobs, teacher_forced(model, loaded), atol=LOGPROB_ATOL)
+        for version, path, reason in [(8, tmp_path / "missing", "no directory"),
+                                      (9, tmp_path / "narrow", "model has float32"),
+                                      (10, None, "needs a 'path'")]:  # fmt: skip
+            body = {"command": "load", "version": version, **({"path": str(path)} if path else {})}
+            learner.actor.publish("control.policy.l", body)  # the topic works as well
+            ack = learner.ack(version)
+            assert (ack["applied"], ack["serving"]) == (False, 7) and reason in ack["reason"], ack
+        learner.actor.publish("control.policy.l", {"command": "load", "path": str(original_dir)})
+        assert "integer 'version'" in learner.ack(-1)["reason"]
+        # Population play goes back in time: an older version is served as asked.
+        learner.actor.publish("control.policy.l", {"command": "load", "path": str(original_dir), "version": 2})
+        assert learner.ack(2)["applied"]
+        back = ask(client, "l")
+        assert back.version == 2 and back.token_ids.tolist() == original.token_ids.tolist()
+
+
+@pytest.mark.slow
+def test_the_135m_model_takes_shared_memory_and_bus_updates_alike(
+    start_inference: Callable[..., Any], broker: str, client: BlockingActor
+) -> None:
+    start_inference("big", "--model", "smollm2-135m")  # the last --model wins
+    state = noisy(load_model("smollm2-135m")[0].state_dict(), seed=3)
+    shm, bus = WeightPublisher("big"), WeightPublisher("big", shm=False)
+    with Learner(broker, "big", shm) as learner:
+        learner.publish(shm, state, 1)
+        assert learner.ack(1)["transport"] == "shm"
+        via_shm = ask(client, "big", params={"temperature": 0.0, "max_new_tokens": 12})
+        learner.publish(bus, state, 2)
+        assert learner.ack(2)["transport"] == "bus"
+        via_bus = ask(client, "big", params={"temperature": 0.0, "max_new_tokens": 12})
+    assert via_shm.token_ids.tolist() == via_bus.token_ids.tolist()
+    np.testing.assert_array_equal(via_shm.logprobs, via_bus.logprobs)
+    shm.close()
 
 
 def test_pause_resume_and_busy(start_inference: Callable[..., Any], client: BlockingActor) -> None:

@@ -73,7 +73,10 @@ def test_learner_actor_end_to_end(tmp_path: Path, fresh_tiny) -> None:
     updates: queue.Queue = queue.Queue()
     metrics: queue.Queue = queue.Queue()
 
+    forms: set[bool] = set()
+
     def on_weights(msg) -> None:
+        forms.add("shm" in msg.body)  # same host: references to a shared-memory file
         done = assembler.add(msg.body)
         if done is not None:
             updates.put(done)
@@ -86,6 +89,7 @@ def test_learner_actor_end_to_end(tmp_path: Path, fresh_tiny) -> None:
     server.thread.start()
     try:
         version, state = wait_for(updates, lambda u: True)  # published once at start
+        assert forms == {True}
         assert version == 0 and torch.equal(state["model.embed_tokens.weight"], model.model.embed_tokens.weight)
         episodes = [e.to_dict() for e in two_seat_episodes(3)]
         bad = dict(episodes[0], id="bad")
@@ -118,6 +122,12 @@ def test_learner_actor_end_to_end(tmp_path: Path, fresh_tiny) -> None:
         broker.stop()
         broker_thread.join(timeout=5)
     assert server.error is None
+
+
+def test_weight_transport_can_be_the_bus(fresh_tiny) -> None:
+    learner = Learner(LearnerConfig.from_dict({"bucket_bytes": 1 << 20}), *fresh_tiny)
+    assert LearnerActor(learner, "ipc:///tmp/unused.sock").publisher.transport == "shm"
+    assert LearnerActor(learner, "ipc:///tmp/unused.sock", shm_weights=False).publisher.transport == "bus"
 
 
 def test_load_config_merges_yaml_and_overrides(tmp_path: Path) -> None:

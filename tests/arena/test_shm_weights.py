@@ -1,0 +1,231 @@
+"""Same-host weight transport: the shared-memory file, reference buckets and their checks.
+
+In one process, with the tiny model: the file is valid safetensors, references assemble into the
+exact state, a tampered or foreign file is refused, buckets are announced only once written,
+orphans are swept, and a failed write falls back to byte buckets for the same version.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_file
+
+from arena.models import tiny_model
+from arena.shm_weights import ShmReader, ShmWriter, host_id, map_file
+from arena.weight_publisher import WeightPublisher
+from arena.weights import (
+    StaleBucket,
+    WeightAssembler,
+    WeightUpdateError,
+    make_buckets,
+    plan_buckets,
+)
+
+
+@pytest.fixture(scope="module")
+def state() -> dict[str, torch.Tensor]:
+    model, _ = tiny_model(seed=0)
+    return model.state_dict()  # lm_head.weight is tied to model.embed_tokens.weight
+
+
+@pytest.fixture
+def shm_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A private directory on /dev/shm (tests never touch other processes' files)."""
+    folder = Path("/dev/shm") / f"arena-test-{os.getpid()}-{time.monotonic_ns()}"
+    folder.mkdir()
+    yield folder
+    for item in folder.iterdir():
+        item.unlink()
+    folder.rmdir()
+
+
+def published(publisher: WeightPublisher, state: dict[str, torch.Tensor], version: int) -> list[dict[str, Any]]:
+    bodies: list[dict[str, Any]] = []
+    publisher.publish(state, version, bodies.append)
+    return bodies
+
+
+def assemble(assembler: WeightAssembler, bodies: list[dict[str, Any]]) -> tuple[int, dict[str, torch.Tensor]]:
+    result = None
+    for body in bodies:
+        result = assembler.add(body) or result
+    assert result is not None
+    return result
+
+
+def test_references_assemble_to_the_exact_state(state: dict[str, torch.Tensor], shm_dir: Path) -> None:
+    publisher = WeightPublisher("main", directory=shm_dir, bucket_bytes=1 << 20)
+    bodies = published(publisher, state, version=3)
+    assert publisher.transport == "shm" and len(bodies) > 1
+    assert all("shm" in b and all("offset" in t and "data" not in t for t in b["tensors"]) for b in bodies)
+    version, got = assemble(WeightAssembler(state), bodies)
+    assert version == 3 and set(got) == set(state)
+    for name, tensor in state.items():
+        assert torch.equal(got[name], tensor), name
+    # The tied tensor is stored once and both names point at it.
+    offsets = {t["name"]: t["offset"] for b in bodies for t in b["tensors"]}
+    assert offsets["lm_head.weight"] == offsets["model.embed_tokens.weight"]
+    publisher.close()
+
+
+def test_the_file_is_safetensors_and_only_the_latest_is_kept(state: dict[str, torch.Tensor], shm_dir: Path) -> None:
+    publisher = WeightPublisher("main", directory=shm_dir)
+    path = published(publisher, state, version=1)[0]["shm"]["path"]
+    loaded = load_file(path)
+    assert set(loaded) == set(state) - {"lm_head.weight"}
+    assert all(torch.equal(loaded[k], state[k]) for k in loaded)
+    with safe_open(path, framework="pt") as f:
+        meta = f.metadata()
+    assert meta["arena_version"] == "1" and "lm_head.weight" in meta["arena_aliases"]
+    newer = published(publisher, state, version=2)[0]["shm"]["path"]
+    assert not os.path.exists(path) and os.path.exists(newer)
+    assert [p.name for p in shm_dir.iterdir()] == [Path(newer).name]
+    publisher.close()
+    assert not list(shm_dir.iterdir())
+
+
+def test_each_bucket_is_announced_only_once_its_bytes_are_written(
+    state: dict[str, torch.Tensor], shm_dir: Path
+) -> None:
+    writer = ShmWriter("main", shm_dir)
+    groups = plan_buckets(state, 1 << 20)
+    seen = []
+
+    def on_bucket(file: Any, index: int, checksum: int) -> None:
+        data = map_file(file.path, file.size)
+        crc = 0
+        for name, tensor in groups[index]:
+            start = file.offsets[name]
+            crc = zlib.crc32(data[start : start + tensor.numel() * tensor.element_size()], crc)
+        assert crc == checksum  # the bytes are there when the reference goes out
+        seen.append(index)
+
+    writer.write(groups, 5, on_bucket)
+    assert seen == list(range(len(groups)))
+    writer.close()
+
+
+def test_a_tampered_file_is_refused_and_the_update_dropped(state: dict[str, torch.Tensor], shm_dir: Path) -> None:
+    publisher = WeightPublisher("main", directory=shm_dir, bucket_bytes=1 << 20)
+    bodies = published(publisher, state, version=1)
+    entry = bodies[1]["tensors"][0]
+    with open(bodies[1]["shm"]["path"], "r+b") as f:
+        f.seek(entry["offset"])
+        byte = f.read(1)
+        f.seek(entry["offset"])
+        f.write(bytes([byte[0] ^ 0xFF]))
+    assembler = WeightAssembler(state)
+    assembler.add(bodies[0])
+    with pytest.raises(WeightUpdateError, match="checksum mismatch in bucket 1"):
+        assembler.add(bodies[1])
+    assert assembler.counters["rejected"] == 1
+    publisher.close()
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [(lambda b: b["tensors"][0].update(offset=1 << 40), "outside the"),
+     (lambda b: b["shm"].update(host="another-host:1"), "another host"),
+     (lambda b: b["shm"].update(size=b["shm"]["size"] + 1), "expected"),
+     (lambda b: b["shm"].update(path="/etc/passwd"), "not an arena weights file"),
+     (lambda b: b["shm"].update(path=b["shm"]["path"] + ".gone.safetensors"), "No such file")],
+)  # fmt: skip
+def test_bad_references_are_refused(
+    state: dict[str, torch.Tensor], shm_dir: Path, change: Any, match: str
+) -> None:
+    publisher = WeightPublisher("main", directory=shm_dir, bucket_bytes=1 << 20)
+    body = published(publisher, state, version=1)[0]
+    change(body)
+    with pytest.raises(WeightUpdateError, match=match):
+        WeightAssembler(state).add(body)
+    publisher.close()
+
+
+def test_the_host_id_names_this_kernel_and_filesystem(
+    state: dict[str, torch.Tensor], shm_dir: Path, tmp_path: Path
+) -> None:
+    assert host_id(shm_dir) == host_id("/dev/shm")
+    if os.stat(tmp_path).st_dev != os.stat("/dev/shm").st_dev:
+        assert host_id(tmp_path) != host_id(shm_dir)
+    publisher = WeightPublisher("main", directory=shm_dir)
+    ref = published(publisher, state, version=1)[0]["shm"]
+    assert ShmReader().readable(ref)
+    assert not ShmReader().readable({**ref, "host": "another-host:1"})  # so it fetches instead
+    publisher.close()
+
+
+def test_an_older_bucket_does_not_disturb_a_newer_update(state: dict[str, torch.Tensor]) -> None:
+    old = list(make_buckets(state, 1, bucket_bytes=1 << 20))
+    new = list(make_buckets(state, 2, bucket_bytes=1 << 20))
+    assembler = WeightAssembler(state)
+    assembler.add(new[0])
+    with pytest.raises(StaleBucket, match="older than update 2"):
+        assembler.add(old[1])
+    version, _ = assemble(assembler, new[1:])
+    assert version == 2
+    with pytest.raises(StaleBucket, match="not newer than 2"):
+        assembler.add(old[0])
+    assert assembler.counters["rejected"] == 0 and assembler.counters["stale"] == 2
+
+
+def test_a_failed_write_falls_back_to_bytes_for_the_same_version(
+    state: dict[str, torch.Tensor], shm_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    publisher = WeightPublisher("main", directory=shm_dir, bucket_bytes=1 << 20)
+    write = ShmWriter.write
+
+    def fail_after_the_first_bucket(self: ShmWriter, groups: Any, version: int, on_bucket: Any) -> Any:
+        def once(file: Any, index: int, checksum: int) -> None:
+            on_bucket(file, index, checksum)
+            raise OSError(28, "No space left on device")
+
+        return write(self, groups, version, once)
+
+    monkeypatch.setattr(ShmWriter, "write", fail_after_the_first_bucket)
+    assembler, bodies, results = WeightAssembler(state), [], []
+
+    def receive(body: dict[str, Any]) -> None:  # as a receiver would, while the file exists
+        bodies.append(body)
+        results.append(assembler.add(body))
+
+    publisher.publish(state, 1, receive)
+    assert "shm" in bodies[0] and all("shm" not in b for b in bodies[1:])
+    assert len(bodies) == 1 + len(plan_buckets(state, 1 << 20))
+    assert publisher.transport == "bus" and not list(shm_dir.iterdir())
+    version, got = results[-1]
+    assert version == 1 and all(torch.equal(got[k], v) for k, v in state.items())
+
+
+def test_no_shared_memory_means_byte_buckets(state: dict[str, torch.Tensor], tmp_path: Path) -> None:
+    for publisher in (WeightPublisher("main", shm=False), WeightPublisher("main", directory=tmp_path / "none")):
+        bodies = published(publisher, state, version=1)
+        assert publisher.transport == "bus"
+        assert all("shm" not in b and isinstance(b["tensors"][0]["data"], np.ndarray) for b in bodies)
+
+
+def test_orphans_of_dead_writers_are_swept(state: dict[str, torch.Tensor], shm_dir: Path) -> None:
+    orphan, alive, fresh = (shm_dir / f"arena-weights-x-{tag}-v1.safetensors" for tag in ("dead", "alive", "new"))
+    for path in (orphan, alive, fresh):
+        path.write_bytes(b"x")
+    for path in (orphan, alive):
+        os.utime(path, (time.time() - 3600, time.time() - 3600))
+    holder = os.open(alive, os.O_RDONLY)
+    fcntl.flock(holder, fcntl.LOCK_SH)  # a live writer's lock
+    try:
+        publisher = WeightPublisher("main", directory=shm_dir)
+        published(publisher, state, version=1)
+        assert not orphan.exists() and alive.exists() and fresh.exists()
+        publisher.close()
+    finally:
+        os.close(holder)
