@@ -50,7 +50,7 @@ def load_object(spec: str) -> Any:
     """Import ``"package.module:Attr.sub"`` and return the attribute."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
-        raise RegistryError(f"expected 'module:Attribute', got {spec!r}")
+        raise RegistryError(f"expected 'module:attribute', got {spec!r}")
     obj: Any = importlib.import_module(module_name)
     for part in attr.split("."):
         obj = getattr(obj, part)
