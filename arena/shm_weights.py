@@ -96,6 +96,8 @@ class ShmFile:
     host: str
     offsets: dict[str, int]
     """Tensor name -> byte offset in the file (aliases share their target's)."""
+    aliases: dict[str, str]
+    """Tied names stored once: name -> the name whose bytes it shares."""
 
     def ref(self) -> dict[str, Any]:
         return {"path": self.path, "host": self.host, "size": self.size}
@@ -129,13 +131,13 @@ class ShmWriter:
         # are holes, and nothing reads them before they are written and announced.
         os.ftruncate(fd, size)
         file = ShmFile(version, str(path), size, host_id(self.directory),
-                       {n: len(header) + off for n, off in offsets.items()})  # fmt: skip
+                       {n: len(header) + off for n, off in offsets.items()}, aliases)  # fmt: skip
         _write_all(fd, memoryview(header))
         for index, bucket in enumerate(buckets):
             crc = 0
             for name, tensor in bucket:
-                data = memoryview(tensor_bytes(tensor))
-                crc = zlib.crc32(data, crc) if name in aliases else _write_all(fd, data, crc)
+                if name not in aliases:  # an alias's bytes are its target's, checked there
+                    crc = _write_all(fd, memoryview(tensor_bytes(tensor)), crc)
             on_bucket(file, index, crc)
         self._sweep()
         return file

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -96,7 +97,7 @@ class WeightPublisher:
             bodies: list[dict[str, Any]] = []
 
             def announce(file: ShmFile, index: int, checksum: int) -> None:
-                tensors = [entry(n, t, offset=file.offsets[n]) for n, t in groups[index]]
+                tensors = [entry(n, t, offset=file.offsets[n], **_alias(file, n)) for n, t in groups[index]]
                 bodies.append(bucket_body(version, index, len(groups), checksum, tensors, shm=file.ref()))
                 if index == 0:
                     self._held = _Held(file, bodies)  # fetchable from the first bucket on
@@ -140,8 +141,21 @@ class WeightPublisher:
                 raise BusError("gone", f"version {version} of {self.name}: {err}") from None
         ref = held.bodies[index]
         tensors = []
+        # The bytes form checksums every entry; the reference's checksum skips aliases. Both are
+        # computed here, so bytes that changed in the file since they were written are caught.
+        checksum = written = 0
         for item in ref["tensors"]:
             start = item["offset"]
-            end = start + spec_nbytes((tuple(item["shape"]), item["dtype"]))
-            tensors.append({k: v for k, v in item.items() if k != "offset"} | {"data": held.mapped[start:end]})
-        return {k: v for k, v in ref.items() if k != "shm"} | {"tensors": tensors}
+            data = held.mapped[start : start + spec_nbytes((tuple(item["shape"]), item["dtype"]))]
+            checksum = zlib.crc32(data, checksum)
+            if "alias" not in item:
+                written = zlib.crc32(data, written)
+            fields = {k: v for k, v in item.items() if k not in ("offset", "alias")}
+            tensors.append(fields | {"data": data})
+        if written != ref["checksum"]:
+            raise BusError("corrupt", f"bucket {index} of version {version} changed in {held.file.path}")
+        return {k: v for k, v in ref.items() if k != "shm"} | {"tensors": tensors, "checksum": checksum}
+
+
+def _alias(file: ShmFile, name: str) -> dict[str, str]:
+    return {"alias": file.aliases[name]} if name in file.aliases else {}

@@ -14,9 +14,12 @@ into a shared-memory file; the bucket names the file and where each tensor lies 
 
     {..., "shm": {"path": "/dev/shm/arena-weights-....safetensors", "host": "<host id>",
                   "size": file bytes},
-     "tensors": [{"name": ..., "dtype": ..., "shape": ..., "offset": byte offset in the file}]}
+     "tensors": [{"name": ..., "dtype": ..., "shape": ..., "offset": byte offset in the file},
+                 {"name": "lm_head.weight", ..., "offset": ..., "alias": "model.embed_tokens.weight"}]}
 
-The checksum is the same in both forms: crc32 over the bucket's tensor bytes, in entry order.
+The checksum is crc32 over the bucket's tensor bytes, in entry order, in both forms; a reference
+entry with ``alias`` (a tied tensor, stored once) is left out of it, and the update is accepted
+only if the tensor it names lies at the very same place, so its bytes are checked there.
 
 The receiver's :class:`WeightAssembler` checks every bucket (names, shapes, dtypes, bounds,
 checksum) against the model it serves and yields the full update only when every bucket of one
@@ -202,11 +205,20 @@ def byte_buckets(groups: list[Bucket], version: int) -> Iterator[dict[str, Any]]
 
 
 @dataclass
+class _Checked:
+    """One bucket's tensors, and for references where each lies and which it claims to alias."""
+
+    tensors: dict[str, torch.Tensor]
+    places: dict[str, tuple[Any, ...]]
+    aliases: dict[str, str]
+
+
+@dataclass
 class _Partial:
     version: int
     num_buckets: int
     started: float
-    buckets: dict[int, dict[str, torch.Tensor]] = field(default_factory=dict)
+    buckets: dict[int, _Checked] = field(default_factory=dict)
 
 
 class WeightAssembler:
@@ -237,7 +249,7 @@ class WeightAssembler:
         belonged to, and :class:`StaleBucket` for one of an old version, which drops nothing.
         """
         try:
-            version, index, total, tensors = self._check_bucket(body)
+            version, index, total, checked = self._check_bucket(body)
         except StaleBucket:
             self.counters["stale"] += 1
             raise
@@ -254,13 +266,18 @@ class WeightAssembler:
         if total != partial.num_buckets:
             self._drop("buckets disagree on num_buckets")
             raise WeightUpdateError(f"bucket {index} says {total} buckets, update has {partial.num_buckets}")
-        partial.buckets[index] = tensors
+        partial.buckets[index] = checked
         if len(partial.buckets) < partial.num_buckets:
             return None
         self._partial = None
         self.files.forget()  # the state's tensors keep a mapping alive as long as they need it
-        state = {name: t for bucket in partial.buckets.values() for name, t in bucket.items()}
+        buckets = partial.buckets.values()
+        state = {name: t for bucket in buckets for name, t in bucket.tensors.items()}
+        places = {name: place for bucket in buckets for name, place in bucket.places.items()}
         missing = set(self.expected) - set(state)
+        for alias, target in (pair for bucket in buckets for pair in bucket.aliases.items()):
+            if target not in places or places[target] != places[alias]:  # else unchecked bytes
+                missing.add(alias)
         if missing:
             self.counters["rejected"] += 1
             raise WeightUpdateError(f"update {version} lacks {len(missing)} tensors, e.g. {sorted(missing)[0]}")
@@ -276,7 +293,7 @@ class WeightAssembler:
         if self._partial is not None and version < self._partial.version:
             raise StaleBucket(f"version {version} is older than update {self._partial.version} in progress")
 
-    def _check_bucket(self, body: Any) -> tuple[int, int, int, dict[str, torch.Tensor]]:
+    def _check_bucket(self, body: Any) -> tuple[int, int, int, _Checked]:
         if not isinstance(body, dict):
             raise WeightUpdateError("bucket must be a map")
         try:
@@ -284,15 +301,12 @@ class WeightAssembler:
             checksum, entries = int(body["checksum"]), body["tensors"]
         except (KeyError, TypeError, ValueError) as err:
             raise WeightUpdateError(f"bucket lacks or garbles field {err}") from None
-        if version <= self.last_version:
-            raise StaleBucket(f"version {version} is not newer than {self.last_version}")
-        if self._partial is not None and version < self._partial.version:
-            raise StaleBucket(f"version {version} is older than update {self._partial.version} in progress")
+        self.check_fresh(version)
         if not 0 <= index < total:
             raise WeightUpdateError(f"bucket index {index} outside 0..{total - 1}")
         mapped = self._mapped(body)
         crc = 0
-        tensors: dict[str, torch.Tensor] = {}
+        checked = _Checked({}, {}, {})
         for item in entries:
             if not isinstance(item, dict):
                 raise WeightUpdateError("a tensor entry must be a map")
@@ -302,11 +316,16 @@ class WeightAssembler:
             data = self._data(item, mapped, size)
             if data.nbytes != size:
                 raise WeightUpdateError(f"{name}: {data.nbytes} bytes do not fit {sent}{list(spec[0])}")
-            crc = zlib.crc32(data, crc)
-            tensors[name] = as_served(frame_tensor(data, torch_dtype(sent), spec[0]), spec)
+            if mapped is not None:
+                checked.places[name] = (body["shm"].get("path"), item["offset"], sent, spec[0])
+            if mapped is not None and "alias" in item:  # checked with the tensor it aliases
+                checked.aliases[name] = item["alias"]
+            else:
+                crc = zlib.crc32(data, crc)
+            checked.tensors[name] = as_served(frame_tensor(data, torch_dtype(sent), spec[0]), spec)
         if crc != checksum:
             raise WeightUpdateError(f"checksum mismatch in bucket {index} of version {version}")
-        return version, index, total, tensors
+        return version, index, total, checked
 
     def _mapped(self, body: dict[str, Any]) -> np.ndarray | None:
         ref = body.get("shm")

@@ -74,8 +74,19 @@ def test_references_assemble_to_the_exact_state(state: dict[str, torch.Tensor], 
     for name, tensor in state.items():
         assert torch.equal(got[name], tensor), name
     # The tied tensor is stored once and both names point at it.
-    offsets = {t["name"]: t["offset"] for b in bodies for t in b["tensors"]}
-    assert offsets["lm_head.weight"] == offsets["model.embed_tokens.weight"]
+    entries = {t["name"]: t for b in bodies for t in b["tensors"]}
+    assert entries["lm_head.weight"]["offset"] == entries["model.embed_tokens.weight"]["offset"]
+    assert entries["lm_head.weight"]["alias"] == "model.embed_tokens.weight"
+    publisher.close()
+
+
+def test_an_alias_must_lie_where_its_target_lies(state: dict[str, torch.Tensor], shm_dir: Path) -> None:
+    publisher = WeightPublisher("main", directory=shm_dir, bucket_bytes=1 << 20)
+    bodies = published(publisher, state, version=1)
+    head = next(t for b in bodies for t in b["tensors"] if t["name"] == "lm_head.weight")
+    head["offset"] += 4  # unchecked bytes, claimed to be the embedding's
+    with pytest.raises(WeightUpdateError, match="lacks 1 tensors, e.g. lm_head.weight"):
+        assemble(WeightAssembler(state), bodies)
     publisher.close()
 
 
@@ -106,8 +117,9 @@ def test_each_bucket_is_announced_only_once_its_bytes_are_written(
         data = map_file(file.path, file.size)
         crc = 0
         for name, tensor in groups[index]:
-            start = file.offsets[name]
-            crc = zlib.crc32(data[start : start + tensor.numel() * tensor.element_size()], crc)
+            if name not in file.aliases:  # a tied tensor is checked where its bytes are
+                start = file.offsets[name]
+                crc = zlib.crc32(data[start : start + tensor.numel() * tensor.element_size()], crc)
         assert crc == checksum  # the bytes are there when the reference goes out
         seen.append(index)
 
