@@ -107,8 +107,8 @@ class WeightPublisher:
                 self._writer.write(groups, version, announce)
                 return
             except OSError as err:  # e.g. a small /dev/shm (a container's default is 64 MB)
-                # Receivers complete this version from the byte buckets below (same version,
-                # same checksums), whatever references they already took.
+                # Receivers complete this version from the byte buckets below: every bucket
+                # again, whatever references they already took.
                 log.warning("writing weights to shared memory failed (%s); using the bus from now on", err)
                 self._writer.close()
                 self._writer = None

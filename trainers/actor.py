@@ -31,6 +31,7 @@ import asyncio
 import concurrent.futures
 import logging
 import signal
+from collections.abc import Callable
 from typing import Any
 
 from omegaconf import OmegaConf
@@ -155,7 +156,7 @@ class LearnerActor:
 
         await self._in_worker(self._export_and_publish, send)
 
-    def _export_and_publish(self, send: Any) -> None:
+    def _export_and_publish(self, send: Callable[[dict[str, Any]], None]) -> None:
         """On the worker (never during an update): export, then bucket (write to shared memory)."""
         self.publisher.publish(self.learner.export_weights(), self.learner.version, send)
 
