@@ -16,8 +16,9 @@ CPU's plain torch matmul rate (fp32 and bf16, this run) and the model FLOP rate 
 Then it times weight updates of the whole model (fp32, ~540 MB) published from this process to
 the running float32 actor, from the first bucket until the actor acknowledges them: by the
 default same-host path (a shared-memory file the actor maps, ``weight_update_s``) and by bytes
-over the bus (``weight_update_bus_s``), in alternating rounds, against saving and loading a
-safetensors file (``disk_roundtrip_s``). The publisher's time to write the file is included.
+over the bus (``weight_update_bus_s``), against saving and loading a safetensors file in this
+process (``disk_roundtrip_s``), in rounds of all three. The publisher's time to write the file is
+included; medians of five rounds are reported, the first shared-memory update separately.
 
 Prints a table, then one JSON line. ``--quick`` makes a short run (and skips vLLM unless
 ``--vllm`` is given).
@@ -123,11 +124,11 @@ def run_service(
 
 
 def time_weight_updates(
-    address: str, name: str, model: torch.nn.Module, repeats: int = 3
+    address: str, name: str, model: torch.nn.Module, folder: Path, repeats: int = 5
 ) -> dict[str, list[float]]:
     """Seconds from publishing the first bucket to the actor's ``applied`` ack, per update, for
-    each transport (``shm``: the default same-host path; ``bus``: bytes in the buckets), in
-    alternating rounds so both see the same machine load."""
+    each transport (``shm``: the default same-host path; ``bus``: bytes in the buckets), and a
+    disk round trip (``disk``), in rounds of all three so they see the same machine load."""
     acks: queue.Queue[dict[str, Any]] = queue.Queue()
     publishers = {"shm": WeightPublisher(name), "bus": WeightPublisher(name, shm=False)}
     client = BlockingActor(f"bench-learner-{time.monotonic_ns()}", address)
@@ -150,6 +151,7 @@ def time_weight_updates(
                     raise RuntimeError(f"the weight update was refused: {ack}")
                 if ack["transport"] != kind:
                     raise RuntimeError(f"a {kind} update travelled by {ack['transport']}")
+            times.setdefault("disk", []).extend(time_disk_roundtrips(model, folder, repeats=1))
     publishers["shm"].close()
     return times
 
@@ -230,7 +232,6 @@ def main() -> None:
     rows: dict[str, dict[str, float]] = {}
     folder = Path(tempfile.mkdtemp(prefix="arena-bench-", dir="/tmp"))
     updates: dict[str, list[float]] = {}
-    disks: list[float] = []
     try:
         for dtype, label in DTYPES.items():
             served = model if dtype == "float32" else load_model("smollm2-135m", dtype=dtype)[0]
@@ -244,10 +245,9 @@ def main() -> None:
                     hf.address, hf.service, n_service, 32, max_new
                 )
                 if dtype == "float32":
-                    updates = time_weight_updates(hf.address, f"hf-{label}", model)
+                    updates = time_weight_updates(hf.address, f"hf-{label}", model, folder)
             finally:
                 hf.close()
-        disks = time_disk_roundtrips(model, folder)
         if use_vllm:
             vllm = Service(folder, "vllm", "vllm", 32)
             try:
@@ -281,6 +281,7 @@ def main() -> None:
               f"{row['requests'] / row['seconds']:>8.2f}{rate * 2 * params / 1e9:>15.1f}")  # fmt: skip
     print(f"{'torch matmul 1024^3':<34} fp32 {fp32:.1f} GFLOP/s, bf16 {bf16:.1f} GFLOP/s")
     shm_s, bus_s = statistics.median(updates["shm"]), statistics.median(updates["bus"])
+    disks = updates["disk"]
     disk_s = statistics.median(disks)
     print(f"{'weight update, shared memory':<34} median {shm_s:.2f} s of {fmt(updates['shm'])} "
           "(540 MB fp32, publish to ack, file write included)")  # fmt: skip
