@@ -2,11 +2,13 @@
 
 One engine start (about 35 s on an idle 2-core machine, 1.5 min on a busy one, plus a one-time
 torch.compile) covers generation, engine logprobs against a transformers teacher-forced
-recomputation, and two weight updates over the bus applied without a restart.
+recomputation, and two weight updates applied without a restart: bytes over the bus, then a
+same-host shared-memory file.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import queue
 import shutil
@@ -25,6 +27,7 @@ import torch
 from arena.bus import BlockingActor
 from arena.models import load_model
 from arena.policies.base import Generation
+from arena.weight_publisher import WeightPublisher
 from arena.weights import make_buckets
 from tests.arena.bus.conftest import spawn, stop, wait_for_service
 
@@ -82,12 +85,17 @@ def test_vllm_generates_with_engine_logprobs_and_takes_weight_updates(vllm_servi
         body = client.call({"prompt": QUESTION, "params": params}, service="policy:v", timeout=300)
         return Generation.from_dict(body)
 
-    def update(state: dict[str, torch.Tensor], version: int) -> float:
+    shm = WeightPublisher("v")
+
+    def update(state: dict[str, torch.Tensor], version: int, transport: str = "bus") -> float:
         start = time.monotonic()
-        for bucket in make_buckets(state, version):
-            client.publish("weights.v", bucket, mtype="weights")
+        if transport == "shm":
+            shm.publish(state, version, functools.partial(client.publish, shm.topic, mtype="weights"))
+        else:
+            for bucket in make_buckets(state, version):
+                client.publish("weights.v", bucket, mtype="weights")
         ack = acks.get(timeout=300)
-        assert (ack["version"], ack["applied"]) == (version, True), ack
+        assert (ack["version"], ack["applied"], ack["transport"]) == (version, True, transport), ack
         return time.monotonic() - start
 
     with client:
@@ -113,6 +121,7 @@ def test_vllm_generates_with_engine_logprobs_and_takes_weight_updates(vllm_servi
             changed.logprobs, teacher_forced(model, changed), atol=LOGPROB_ATOL
         )
 
-        update(original_state, version=2)
+        update(original_state, version=2, transport="shm")
         restored = ask()
         assert restored.version == 2 and restored.token_ids.tolist() == first.token_ids.tolist()
+    shm.close()
