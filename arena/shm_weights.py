@@ -7,7 +7,8 @@ copies from it into its parameters: the bytes cross no socket.
 
 - **Layout.** Safetensors (8-byte little-endian header length, JSON header, tensor bytes), so the
   file describes itself and ``safetensors.torch.load_file`` reads it. Tensors that are views of
-  the same memory (tied embeddings) are written once; the header's metadata lists the aliases.
+  the same memory (tied embeddings) are written and checksummed once; the header's metadata
+  and the reference buckets name the aliases.
 - **One file per version, written once.** The file is created at its full size, then the header
   and each bucket's bytes are written in order; a bucket's reference goes out only once its
   bytes are in place, and they never change afterwards. So receivers check and map bucket 0

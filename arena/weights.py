@@ -24,9 +24,10 @@ only if the tensor it names lies at the very same place, so its bytes are checke
 The receiver's :class:`WeightAssembler` checks every bucket (names, shapes, dtypes, bounds,
 checksum) against the model it serves and yields the full update only when every bucket of one
 version has arrived. Float tensors may arrive in another float dtype (a float32 learner, a
-bfloat16 server) and are cast to the served one; any other dtype change is refused. A partial update (a missing bucket: a newer version starts, or it times out)
-or a corrupt one is rejected with a reason and the old weights keep serving. A bucket of a version
-older than the one being assembled is refused without disturbing the newer one.
+bfloat16 server) and are cast to the served one; any other dtype change is refused. A partial
+update (a missing bucket: a newer version starts, or it times out) or a corrupt one is rejected
+with a reason and the old weights keep serving. A bucket of a version older than the one being
+assembled is refused without disturbing the newer one.
 """
 
 from __future__ import annotations
