@@ -18,12 +18,12 @@ Services and topics for a policy named ``NAME``:
   ``context_overflow``, ``busy`` (the queue holds ``max_queue`` requests: retry later),
   ``policy_error`` (the backend failed on this batch).
 - service ``policy:NAME:status``: ``{"version", "paused", "queued", "batch_sizes" (recent),
-  "counters", "weights" (the assembler's applied/rejected counts)}``.
+  "counters", "weights" (applied/rejected/stale/fetched counts)}``.
 - topic ``weights.NAME``: ``weights`` messages, one per bucket (:mod:`arena.weights`), carrying
   the bytes or, from a publisher on this host, a reference to a shared-memory file that the actor
-  maps (a reference it cannot map is fetched in bytes form from the publisher; see
-  :mod:`arena.weight_receiver`). A complete, valid update is applied between batches; a partial
-  or corrupt one is refused and the old weights keep serving.
+  maps (a reference it cannot map, or any with ``--no-shm-weights``, is fetched in bytes form
+  from the publisher; see :mod:`arena.weight_receiver`). A complete, valid update is applied
+  between batches; a partial or corrupt one is refused and the old weights keep serving.
 - ``control`` messages, on topic ``control.policy.NAME`` or addressed to the actor:
   ``{"command": "pause" | "resume"}``: while paused no batch starts; requests wait in the queue.
   ``{"command": "load", "path": "<Hugging Face model directory>", "version": int}``: serve that
