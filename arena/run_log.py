@@ -36,15 +36,26 @@ class RunLog:
         self.console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
         self._tb = _tensorboard(run_dir / "tb")
         self._started = time.monotonic()
+        self._advance_step: Callable[[], None] | None = None
 
     # -- console ---------------------------------------------------------------------------
     @contextlib.contextmanager
-    def progress(self, label: str, total: int) -> Iterator[Callable[[], None]]:
+    def progress(self, label: str, total: int, completed: int = 0) -> Iterator[Callable[[], None]]:
         """A progress bar over ``total`` items; yields the function that advances it."""
         columns = (TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         with Progress(*columns, console=self.console, transient=True) as bar:
-            task = bar.add_task(label, total=total)
+            task = bar.add_task(label, total=total, completed=completed)
             yield lambda: bar.advance(task)
+
+    @contextlib.contextmanager
+    def training(self, first_step: int) -> Iterator[None]:
+        """The training steps' progress bar; each logged :meth:`step` advances it."""
+        with self.progress("train", self.config.steps, completed=first_step) as advance:
+            self._advance_step = advance
+            try:
+                yield
+            finally:
+                self._advance_step = None
 
     def event(self, text: str) -> None:
         stamp = time.strftime("%H:%M:%S")
@@ -78,6 +89,8 @@ class RunLog:
             f"{row['gen_tokens_per_s']:.0f} gen tok/s  loss {metrics.get('loss', float('nan')):.4f}  "
             f"reward {rewards}  invalid {invalid}  staleness {row['staleness']}"
         )
+        if self._advance_step is not None:
+            self._advance_step()
         every = self.config.rollout.transcripts_every
         if every and step % every == 0 and collected.get("transcript"):
             self._append("transcripts.jsonl", {"step": step, **collected["transcript"]})

@@ -275,10 +275,11 @@ class Trainer:
             before = [r.to_dict() for r in await self.evaluate("before")]
         started = time.monotonic()
         episodes = 0
-        if self.config.mode == "sync":
-            episodes = await self._train_sync()
-        else:
-            episodes = await self._train_async()
+        with self.log.training(first_step=self.step):
+            if self.config.mode == "sync":
+                episodes = await self._train_sync()
+            else:
+                episodes = await self._train_async()
         wall = time.monotonic() - started
         await self.learner("checkpoint")
         after = [r.to_dict() for r in await self.evaluate("after")]
