@@ -9,17 +9,21 @@ copies from it into its parameters: the bytes cross no socket.
   file describes itself and ``safetensors.torch.load_file`` reads it. Tensors that are views of
   the same memory (tied embeddings) are written and checksummed once; the header's metadata
   and the reference buckets name the aliases.
-- **One file per version, written once.** The file is created at its full size, then the header
-  and each bucket's bytes are written in order; a bucket's reference goes out only once its
-  bytes are in place, and they never change afterwards. So receivers check and map bucket 0
-  while bucket 1 is being written, and nothing reads a part that is not yet written (a reader
-  trusts only what a reference names, and checks its checksum). A writer that dies midway
-  leaves buckets that were never announced: its update stays partial and is refused.
-- **Cleanup.** A writer keeps only its latest file (a newer version supersedes the older one; a
-  receiver that already mapped the old file keeps reading it, since an unlinked file lives as
-  long as its mappings) and removes it when closed. While alive it holds a shared ``flock`` on
-  its file, so a later writer can remove the files of a writer that died (no lock held) instead
-  of leaking their memory.
+- **One file per version, written in order.** A version's file (named after it) has its full
+  size from the start; the header and each bucket's bytes are written in order, and a bucket's
+  reference goes out only once its bytes are in place. So receivers check bucket 0 while bucket
+  1 is being written, and nothing reads a part that is not yet written (a reader trusts only
+  what a reference names, and checks its checksum). A writer that dies midway leaves buckets
+  that were never announced: its update stays partial and is refused.
+- **Reuse.** Fresh shared memory costs about as much to allocate as the bytes cost to copy, so a
+  writer renames its latest file to the next version and rewrites it in place when no receiver
+  holds it: receivers hold a shared ``flock`` from mapping a file until they are done with its
+  update, and the writer reuses a file only after taking an exclusive lock on it without
+  waiting. Otherwise it allocates a new file and unlinks the old one (a receiver that mapped it
+  keeps reading it: an unlinked file lives as long as its mappings).
+- **Cleanup.** A writer keeps only its latest file and removes it when closed. While alive it
+  holds a shared ``flock`` on it, so a later writer can remove the files of a writer that died
+  (no lock held by anyone) instead of leaking their memory.
 - **Host id.** ``<boot id>:<device number of the directory's filesystem>``: two processes see the
   same files exactly when they run on one kernel and the directory is one filesystem for both
   (containers with private /dev/shm mounts differ). A receiver whose id differs, or that cannot
@@ -40,6 +44,7 @@ import secrets
 import socket
 import stat
 import time
+import weakref
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -117,20 +122,23 @@ class ShmWriter:
     def write(
         self, buckets: list[Bucket], version: int, on_bucket: Callable[[ShmFile, int, int], None]
     ) -> ShmFile:
-        """Write ``buckets`` into a new file, calling ``on_bucket(file, index, checksum)`` as soon
-        as each bucket's bytes are in place (so receivers read bucket 0 while bucket 1 is being
+        """Write ``buckets`` into a file, calling ``on_bucket(file, index, checksum)`` as soon as
+        each bucket's bytes are in place (so receivers read bucket 0 while bucket 1 is being
         written). Raises OSError (e.g. no space left); buckets announced before it stay valid."""
         offsets, aliases = _layout(buckets)
         header = _header(buckets, offsets, aliases, version)
         size = len(header) + sum(nbytes(t) for b in buckets for n, t in b if n not in aliases)
         path = self.directory / f"{self.stem}-v{version}{SUFFIX}"
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, 0o600)
-        fcntl.flock(fd, fcntl.LOCK_SH)
-        self._retire()
+        fd = self._reuse(path, size)
+        if fd is None:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, 0o600)
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            self._retire()
+            # Full size first: a receiver maps the whole file at the first bucket. Unwritten
+            # parts are holes, and nothing reads them before they are written and announced.
+            os.ftruncate(fd, size)
         self._current = (path, fd)
-        # Full size first: a receiver maps the whole file at the first bucket. Unwritten parts
-        # are holes, and nothing reads them before they are written and announced.
-        os.ftruncate(fd, size)
+        os.lseek(fd, 0, os.SEEK_SET)
         file = ShmFile(version, str(path), size, host_id(self.directory),
                        {n: len(header) + off for n, off in offsets.items()}, aliases)  # fmt: skip
         _write_all(fd, memoryview(header))
@@ -146,6 +154,31 @@ class ShmWriter:
     def close(self) -> None:
         """Remove the latest file (receivers that mapped it keep their mapping)."""
         self._retire()
+
+    def _reuse(self, path: Path, size: int) -> int | None:
+        """The latest file, renamed to ``path``, if it has ``size`` bytes and no reader holds it.
+
+        Allocating fresh shared memory costs about as much as copying the bytes in, so a file
+        is rewritten in place when that is safe: a receiver holds a shared lock on a file from
+        the moment it maps it until it is done with the update, and this writer's exclusive
+        lock (taken without waiting, then given back) proves that none does. A receiver that
+        opens the old name after that finds it gone; one that opened it just before and locks
+        it afterwards reads the new bytes under the old checksums, and refuses them.
+        """
+        if self._current is None:
+            return None
+        old, fd = self._current
+        if os.fstat(fd).st_size != size:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # a receiver still reads it: allocate a new file
+            return None
+        try:
+            os.rename(old, path)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        return fd
 
     def _retire(self) -> None:
         if self._current is not None:
@@ -174,7 +207,11 @@ class ShmWriter:
 
 
 class ShmReader:
-    """Maps reference files read-only for a receiver; remembers the last one it mapped."""
+    """Maps reference files read-only for a receiver; remembers the last one it mapped.
+
+    Each mapping holds a shared lock on its file until no tensor views it any more, so the
+    writer does not reuse the file while an update read from it may still be applied.
+    """
 
     def __init__(self) -> None:
         self._last: tuple[str, np.ndarray] | None = None
@@ -198,7 +235,7 @@ class ShmReader:
             raise ValueError(f"{path!r} is not an arena weights file")
         if ref["host"] != host_id(os.path.dirname(path)):
             raise ValueError(f"{path} lies on another host ({ref['host']})")
-        data = map_file(path, int(ref["size"]))
+        data = map_file(path, int(ref["size"]), lock=True)
         self._last = (path, data)
         return data
 
@@ -207,27 +244,69 @@ class ShmReader:
         self._last = None
 
 
-def map_file(path: str | os.PathLike[str], size: int | None = None) -> np.ndarray:
+def map_file(path: str | os.PathLike[str], size: int | None = None, lock: bool = False) -> np.ndarray:
     """A regular file's bytes, mapped read-only. Pages are faulted in as they are read, never
-    ahead: a file being written has holes where its later buckets go."""
+    ahead: a file being written has holes where its later buckets go.
+
+    With ``lock``, a shared ``flock`` is held on the file (raises BlockingIOError while its
+    writer holds it exclusively) until the returned array and every view of it are gone.
+    """
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
+        if lock:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise ValueError(f"{path} is not a regular file")
         if size is not None and info.st_size != size:
             raise ValueError(f"{path} has {info.st_size} bytes, expected {size}")
         if info.st_size == 0:
-            return np.empty(0, np.uint8)
-        mapped = mmap.mmap(fd, info.st_size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
-    finally:
+            raise ValueError(f"{path} is empty")
+        data = np.frombuffer(mmap.mmap(fd, info.st_size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ), np.uint8)
+    except BaseException:
         os.close(fd)
-    return np.frombuffer(mapped, dtype=np.uint8)
+        raise
+    if lock:
+        weakref.finalize(data, os.close, fd)  # closing the descriptor releases the lock
+    else:
+        os.close(fd)
+    return data
+
+
+def duplicates(state: Mapping[str, torch.Tensor]) -> dict[str, str]:
+    """Names whose tensor holds the same bytes as an earlier name's, mapped to that name: tied
+    weights, also where an export copied them apart (a learner's CPU copies do)."""
+    aliases = tied(state)
+    unique: dict[tuple[Any, ...], list[tuple[torch.Tensor, str]]] = {}
+    for name, tensor in state.items():
+        if name in aliases or not tensor.numel():
+            continue
+        flat = _words(tensor)
+        group = unique.setdefault((tensor.dtype, tuple(tensor.shape), tensor.device), [])
+        # Cheap checks first: most same-shaped tensors (one per layer) differ in their first bytes.
+        same = (n for u, n in group if torch.equal(u[:64], flat[:64]) and torch.equal(u, flat))
+        target = next(same, None)
+        if target is None:
+            group.append((flat, name))
+        else:
+            aliases[name] = target
+    return aliases
+
+
+def _words(tensor: torch.Tensor) -> torch.Tensor:
+    """A tensor's bytes as a flat integer tensor, in 8-byte words where they fit (comparing
+    words is several times faster than comparing bytes)."""
+    flat = tensor.detach().reshape(-1).view(torch.uint8)
+    try:
+        return flat.view(torch.int64)
+    except RuntimeError:  # a size or offset that is not a multiple of 8
+        return flat
 
 
 def _layout(buckets: list[Bucket]) -> tuple[dict[str, int], dict[str, str]]:
-    """Offsets in the data section, in bucket order, and aliases (name -> the name it views)."""
-    aliases = tied({name: tensor for bucket in buckets for name, tensor in bucket})
+    """Offsets in the data section, in bucket order, and aliases (name -> the name whose bytes
+    it shares)."""
+    aliases = duplicates({name: tensor for bucket in buckets for name, tensor in bucket})
     offsets: dict[str, int] = {}
     end = 0
     for bucket in buckets:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -116,6 +117,7 @@ class WeightReceiver:
         self._take(assembler, reply.body, "fetch")
 
     def _take(self, assembler: WeightAssembler, body: Any, transport: str) -> None:
+        start = time.monotonic()
         try:
             update = assembler.add(body)
         except StaleBucket as err:
@@ -124,6 +126,8 @@ class WeightReceiver:
         except WeightUpdateError as err:
             self.refuse(_version(body), str(err), transport)
             return
+        log.debug("%s bucket %s of version %s checked in %.3fs", transport, body.get("bucket"),
+                  body.get("version"), time.monotonic() - start)  # fmt: skip
         if update is not None:
             version, state = update
             self.deliver(version, self._without_tied_copies(state), transport)

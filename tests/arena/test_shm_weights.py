@@ -8,6 +8,7 @@ orphans are swept, and a failed write falls back to byte buckets for the same ve
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import time
 import zlib
@@ -22,7 +23,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 
 from arena.models import tiny_model
-from arena.shm_weights import ShmReader, ShmWriter, host_id, map_file
+from arena.shm_weights import ShmReader, ShmWriter, duplicates, host_id, map_file
 from arena.weight_publisher import WeightPublisher
 from arena.weights import (
     StaleBucket,
@@ -48,6 +49,10 @@ def shm_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     for item in folder.iterdir():
         item.unlink()
     folder.rmdir()
+
+
+def noisy(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {k: v + 1.0 for k, v in state.items()}
 
 
 def published(publisher: WeightPublisher, state: dict[str, torch.Tensor], version: int) -> list[dict[str, Any]]:
@@ -80,6 +85,24 @@ def test_references_assemble_to_the_exact_state(state: dict[str, torch.Tensor], 
     publisher.close()
 
 
+def test_equal_tensors_are_stored_once_even_when_copied_apart(
+    state: dict[str, torch.Tensor], shm_dir: Path
+) -> None:
+    exported = {k: v.clone() for k, v in state.items()}  # a learner's export unties the head
+    exported["model.norm.weight"] = -torch.zeros_like(exported["model.norm.weight"])
+    exported["model.layers.0.input_layernorm.weight"] = torch.zeros_like(exported["model.norm.weight"])
+    aliases = duplicates(exported)  # the head, and the tiny model's all-ones norms
+    assert aliases["lm_head.weight"] == "model.embed_tokens.weight"
+    assert "model.norm.weight" not in aliases  # -0.0 is not 0.0, byte for byte
+    publisher = WeightPublisher("main", directory=shm_dir, bucket_bytes=1 << 20)
+    bodies = published(publisher, exported, version=1)
+    head = next(t for b in bodies for t in b["tensors"] if t["name"] == "lm_head.weight")
+    assert head["alias"] == "model.embed_tokens.weight"
+    _, got = assemble(WeightAssembler(state), bodies)
+    assert all(torch.equal(got[k], v) for k, v in exported.items())
+    publisher.close()
+
+
 def test_an_alias_must_lie_where_its_target_lies(state: dict[str, torch.Tensor], shm_dir: Path) -> None:
     publisher = WeightPublisher("main", directory=shm_dir, bucket_bytes=1 << 20)
     bodies = published(publisher, state, version=1)
@@ -94,16 +117,37 @@ def test_the_file_is_safetensors_and_only_the_latest_is_kept(state: dict[str, to
     publisher = WeightPublisher("main", directory=shm_dir)
     path = published(publisher, state, version=1)[0]["shm"]["path"]
     loaded = load_file(path)
-    assert set(loaded) == set(state) - {"lm_head.weight"}
-    assert all(torch.equal(loaded[k], state[k]) for k in loaded)
     with safe_open(path, framework="pt") as f:
         meta = f.metadata()
-    assert meta["arena_version"] == "1" and "lm_head.weight" in meta["arena_aliases"]
+    aliases = json.loads(meta["arena_aliases"])
+    assert meta["arena_version"] == "1" and aliases["lm_head.weight"] == "model.embed_tokens.weight"
+    assert set(loaded) == set(state) - set(aliases)
+    assert all(torch.equal(loaded[aliases.get(k, k)], v) for k, v in state.items())
     newer = published(publisher, state, version=2)[0]["shm"]["path"]
     assert not os.path.exists(path) and os.path.exists(newer)
     assert [p.name for p in shm_dir.iterdir()] == [Path(newer).name]
     publisher.close()
     assert not list(shm_dir.iterdir())
+
+
+def test_a_file_is_reused_only_when_no_receiver_holds_it(state: dict[str, torch.Tensor], shm_dir: Path) -> None:
+    publisher = WeightPublisher("main", directory=shm_dir, bucket_bytes=1 << 20)
+    first = published(publisher, state, version=1)
+    inode = os.stat(first[0]["shm"]["path"]).st_ino
+    second = published(publisher, noisy(state), version=2)  # nobody mapped version 1: reused
+    assert os.stat(second[0]["shm"]["path"]).st_ino == inode
+    assert not os.path.exists(first[0]["shm"]["path"])
+    reader = ShmReader()
+    _, got = assemble(WeightAssembler(state, files=reader), second)  # its tensors hold the lock
+    third = published(publisher, state, version=3)
+    third_inode = os.stat(third[0]["shm"]["path"]).st_ino
+    assert third_inode != inode  # so version 3 got a new file
+    assert all(torch.equal(got[k], v) for k, v in noisy(state).items())  # version 2, intact
+    assert [p.name for p in shm_dir.iterdir()] == [Path(third[0]["shm"]["path"]).name]
+    del got
+    fourth = published(publisher, noisy(state), version=4)  # version 3's file is free again
+    assert os.stat(fourth[0]["shm"]["path"]).st_ino == third_inode
+    publisher.close()
 
 
 def test_each_bucket_is_announced_only_once_its_bytes_are_written(
