@@ -318,6 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--attention", default="auto", help="hf attention kernel (auto: eager on CPU)")
     parser.add_argument("--max-batch", type=int, default=BatchingConfig.max_batch)
     parser.add_argument("--max-wait-ms", type=float, default=BatchingConfig.max_wait_ms)
     parser.add_argument("--max-queue", type=int, default=BatchingConfig.max_queue)
@@ -335,7 +336,8 @@ async def serve(args: argparse.Namespace) -> None:
     from arena.policies.factory import PolicyConfig, make_policy
 
     policy = make_policy(PolicyConfig(backend=args.backend, model=args.model, name=args.name, dtype=args.dtype,
-                                      device=args.device, seed=args.seed, max_batch=args.max_batch))  # fmt: skip
+                                      device=args.device, seed=args.seed, max_batch=args.max_batch,
+                                      attention=args.attention))  # fmt: skip
     batching = BatchingConfig(args.max_batch, args.max_wait_ms, args.max_queue,
                               shm_weights=args.shm_weights)  # fmt: skip
     actor = InferenceActor(

@@ -42,6 +42,9 @@ class PolicyConfig:
     """Torch device for ``hf`` (cpu, cuda, cuda:1, ...)."""
     max_batch: int = 64
     """Most prompts one local forward pass decodes together."""
+    attention: str = "auto"
+    """``hf``: the attention kernel (``eager``, ``sdpa``, ...); ``auto`` is eager on CPU, where
+    it decodes batches faster, and the model's default elsewhere."""
     seed: int = 0
     """Seed of the sampler for requests that bring no seed of their own."""
     address: str | None = None

@@ -42,3 +42,16 @@ def test_seeded_rows_do_not_depend_on_their_batch() -> None:
         [SamplingParams(), SamplingParams(seed=7), SamplingParams(temperature=0)], seed=3
     )[0]
     assert alone[0] == mixed[1]
+
+
+def test_a_large_vocabulary_is_searched_across_blocks() -> None:
+    # Mass on both sides of block edges (256), on the last (partial) block, and zeros between.
+    probs = torch.zeros(1000)
+    probs[[0, 255, 256, 511, 700, 999]] = torch.tensor([0.05, 0.2, 0.15, 0.1, 0.3, 0.2])
+    n = 30_000
+    tokens, _ = BatchSampler([SamplingParams()] * n, torch.Generator().manual_seed(1))(
+        probs.log().repeat(n, 1)
+    )
+    freq = torch.bincount(tokens, minlength=1000).double() / n
+    assert set(tokens.unique().tolist()) == {0, 255, 256, 511, 700, 999}
+    assert torch.allclose(freq, probs.double(), atol=0.012)  # ~4.5 standard errors at 0.3
