@@ -221,7 +221,7 @@ def main() -> None:
     parser.add_argument("--vllm", action=argparse.BooleanOptionalAction, default=None,
                         help="include the vLLM backend (default: if installed, and not --quick)")  # fmt: skip
     args = parser.parse_args()
-    n_seq, n_service, max_new = (3, 32, 24) if args.quick else (8, 96, 64)
+    n_seq, n_service, max_new = (3, 32, 24) if args.quick else (16, 96, 64)
     use_vllm = importlib.util.find_spec("vllm") is not None and (
         args.vllm if args.vllm is not None else not args.quick
     )
