@@ -31,8 +31,9 @@ def resolve_for_run(config: RunConfig, run_dir: Path) -> RunConfig:
         checkpoint=replace(learner.checkpoint, dir=str(run_dir / "checkpoints"),
                            every=max(1, config.checkpoint_every), resume=True),
         batch=replace(learner.batch, max_response_tokens=config.sampling.max_new_tokens,
-                      # sync mode steps on the trainer's request only
-                      batch_samples=10**9 if config.mode == "sync" else learner.batch.batch_samples),
+                      # the trainer requests every step (in both modes); a learner stepping on
+                      # its own as well would take batches the trainer then finds missing
+                      batch_samples=0),
         # Samplers report logprobs of the raw distribution (temperature 1), so the learner's
         # must be raw too for the importance ratios to compare like with like.
         loss=replace(learner.loss, temperature=1.0),

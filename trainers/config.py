@@ -105,7 +105,8 @@ class BatchConfig:
     max_batch_samples: int = 0
     """Most turns one step trains on (oldest first); 0 takes every pending turn."""
     batch_samples: int = 64
-    """The bus actor steps once this many trained turns are pending; 0 steps only on request."""
+    """The bus actor steps once this many trained turns are pending; 0 steps only on request.
+    ``arena train`` sets 0: its trainer requests every step."""
     policy: str | None = None
     """Train only on seats whose assigned policy has this name; None takes every trained seat."""
     max_staleness: int = 4
