@@ -172,9 +172,16 @@ class RunConfig:
     """A run directory to continue from its last checkpoint (same config, same step count)."""
     checkpoint_every: int = 5
     """Save a checkpoint every this many steps (and at the end)."""
+    cpu_threads: int = 0
+    """Torch CPU threads of each inference actor and of the learner. 0 splits the cores among
+    the processes that compute at the same time: the inference actors share them while they
+    generate, and in async mode the learner trains beside them (oversubscribed cores slow
+    every process down). ``OMP_NUM_THREADS`` in the environment, when set, wins over 0."""
 
     def __post_init__(self) -> None:
         _choice("mode", self.mode, MODES)
+        if self.cpu_threads < 0:
+            raise ConfigError(f"cpu_threads must be >= 0, got {self.cpu_threads}")
         if self.steps < 0:
             raise ConfigError(f"steps must be >= 0, got {self.steps}")
         if not self.games:

@@ -38,6 +38,8 @@ class Child:
     argv: list[str]
     restartable: bool = False
     max_restarts: int = 0
+    env: dict[str, str] = field(default_factory=dict)
+    """Added to the launcher's environment for this child."""
     restarts: int = 0
     process: subprocess.Popen | None = None
     events: list[str] = field(default_factory=list)
@@ -56,8 +58,12 @@ class Launcher:
         self.env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
         self.children: dict[str, Child] = {}
 
-    def start(self, name: str, argv: list[str], *, restartable: bool = False, max_restarts: int = 0) -> Child:
-        child = Child(name, list(argv), restartable, max_restarts)
+    def start(
+        self, name: str, argv: list[str], *, restartable: bool = False, max_restarts: int = 0,
+        env: dict[str, str] | None = None,
+    ) -> Child:
+        """Start ``python argv`` as child ``name``, with ``env`` added to the launcher's."""
+        child = Child(name, list(argv), restartable, max_restarts, dict(env or {}))
         self.children[name] = child
         self._spawn(child)
         return child
@@ -66,7 +72,7 @@ class Launcher:
         with open(self.log_dir / f"{child.name}.log", "ab") as out:
             child.process = subprocess.Popen(
                 [sys.executable, "-m", "arena.launch", "exec", *child.argv],
-                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.env,
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env={**self.env, **child.env},
             )  # fmt: skip
         log.info("started %s (pid %d)", child.name, child.process.pid)
 

@@ -65,13 +65,16 @@ class RunLog:
 
     # -- steps -----------------------------------------------------------------------------
     def step(self, step: int, metrics: dict[str, Any], collected: dict[str, Any], *, collect_s: float,
-             train_s: float, learner_version: int) -> None:  # fmt: skip
+             train_s: float, learner_version: int, overlapped: bool = False) -> None:  # fmt: skip
+        """Log one step. ``collected`` summarizes the episodes it consumed; in ``overlapped``
+        (async) mode they were generated over the whole step, training time included."""
         seconds = collect_s + train_s
+        generating = seconds if overlapped else collect_s or collected["seconds"]
         row = {
             "step": step, "time": round(time.monotonic() - self._started, 2),
             "episodes": collected["episodes"], "episodes_failed": collected["failed"],
             "episodes_per_s": collected["episodes"] / max(seconds, 1e-9),
-            "gen_tokens_per_s": collected["generated_tokens"] / max(collect_s or collected["seconds"], 1e-9),
+            "gen_tokens_per_s": collected["generated_tokens"] / max(generating, 1e-9),
             "staleness": max(0, learner_version - collected["min_version"]) if collected["min_version"] >= 0 else 0,
             "collect_s": round(collect_s, 2), "train_s": round(train_s, 2),
             **{f"reward/{k}": v for k, v in collected["reward"].items()},

@@ -3,6 +3,7 @@ prints, and the checks that every game, role and bot a config names exists."""
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -55,7 +56,25 @@ def plan(config: RunConfig) -> str:
     for game in config.games:
         lines.append(f"  game         {game.id} (weight {game.weight}) role={game.role} {game.role_kwargs or ''}")
     lines.append(f"  eval         {config.eval.games} games x {config.eval.opponents}, every {config.eval.every or 'start/end'}")
+    threads = cpu_threads(config)
+    lines.append(f"  cpu threads  {threads or 'from OMP_NUM_THREADS'}")
     return "\n".join(lines)
+
+
+def cpu_threads(config: RunConfig, cores: int | None = None) -> dict[str, int]:
+    """Torch threads per computing process (``inference`` actors and the ``learner``), or an
+    empty dict when the environment's ``OMP_NUM_THREADS`` decides (see ``cpu_threads``)."""
+    if config.cpu_threads:
+        return {"inference": config.cpu_threads, "learner": config.cpu_threads}
+    if os.environ.get("OMP_NUM_THREADS"):
+        return {}
+    cores = cores or len(os.sched_getaffinity(0))
+    generating = config.inference.actors + (config.opponents.mode == "population")
+    if config.mode == "async":  # generation and training run at once
+        share = max(1, cores // (generating + 1))
+        return {"inference": share, "learner": share}
+    # sync: the learner trains while generation waits for its weights
+    return {"inference": max(1, cores // generating), "learner": cores}
 
 
 def device_for(device: str) -> str:

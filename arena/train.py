@@ -47,7 +47,7 @@ from arena.policies.chat import ChatFormat
 from arena.policies.remote import RemotePolicy
 from arena.rollout import SeatFactory, merge_collects
 from arena.run_log import RunLog
-from arena.run_plan import device_for, make_run_dir, plan, resolve_for_run, validate
+from arena.run_plan import cpu_threads, device_for, make_run_dir, plan, resolve_for_run, validate
 from arena.summary import write_eval_summary
 
 log = logging.getLogger("arena.train")
@@ -80,6 +80,9 @@ class Trainer:
         assert address is not None
         (self.run_dir / "learner.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(c.learner)))
         hb = str(c.bus.heartbeat_interval)
+        threads = cpu_threads(c)
+        inference_env = {"OMP_NUM_THREADS": str(threads["inference"])} if threads else None
+        learner_env = {"OMP_NUM_THREADS": str(threads["learner"])} if threads else None
         self.launcher.start("broker", ["-m", "arena.cli", "broker", "--bind", address,
                                        "--heartbeat-interval", hb,
                                        "--heartbeat-timeout", str(c.bus.heartbeat_timeout)])  # fmt: skip
@@ -90,16 +93,16 @@ class Trainer:
                 "--actor-name", f"inference-{i}", "--model", c.model, "--dtype", c.inference.dtype,
                 "--device", device_for(c.inference.device), "--seed", str(c.seed + i),
                 "--max-batch", str(c.inference.max_batch), "--max-wait-ms", str(c.inference.max_wait_ms),
-                "--max-queue", str(c.inference.max_queue), "--heartbeat-interval", hb])  # fmt: skip
+                "--max-queue", str(c.inference.max_queue), "--heartbeat-interval", hb], env=inference_env)  # fmt: skip
         if c.opponents.mode == "population":
             self.launcher.start("inference-pool", [
                 "-m", "arena.inference", "--address", address, "--name", POOL, "--backend",
                 c.inference.backend, "--actor-name", "inference-pool", "--model", c.model,
                 "--dtype", c.inference.dtype, "--device", device_for(c.inference.device),
                 "--seed", str(c.seed + 99), "--max-batch", str(c.inference.max_batch),
-                "--max-wait-ms", str(c.inference.max_wait_ms), "--heartbeat-interval", hb])  # fmt: skip
+                "--max-wait-ms", str(c.inference.max_wait_ms), "--heartbeat-interval", hb], env=inference_env)  # fmt: skip
         self.launcher.start("learner", ["-m", "trainers.learner", "--address", address,
-                                        "--config", str(self.run_dir / "learner.yaml")])  # fmt: skip
+                                        "--config", str(self.run_dir / "learner.yaml")], env=learner_env)  # fmt: skip
         for i in range(c.rollout.actors):
             self.launcher.start(f"rollout-{i}", ["-m", "arena.rollout", "--address", address,
                                                  "--config", str(self.run_dir / "config.yaml"),
@@ -315,6 +318,7 @@ class Trainer:
         per_actor = max(1, c.rollout.episodes_per_step // c.rollout.actors)
         produced: list[int] = [0] * c.rollout.actors
         collected_total = 0
+        since_step: list[dict[str, Any]] = []  # collect replies the next step's row summarizes
         stop = asyncio.Event()
 
         async def produce(index: int) -> None:
@@ -332,23 +336,27 @@ class Trainer:
                 rounds += 1
                 produced[index] += reply["episodes"]
                 collected_total += reply["episodes"]
-                self._last_collect = reply
+                since_step.append(reply)
 
         producers = [asyncio.create_task(produce(i)) for i in range(c.rollout.actors)]
         try:
             while self.step < c.steps:
                 t0 = time.monotonic()
                 await self.choose_opponent(seed=c.seed * 7 + self.step)
-                target = (self.step + 1) * c.rollout.episodes_per_step
-                while collected_total < target:
+                while sum(r["episodes"] for r in since_step) < c.rollout.episodes_per_step:
                     await asyncio.sleep(0.1)
-                sampled_with = self.version
+                sampled_with, t_wait = self.version, time.monotonic() - t0
+                # The learner takes every turn that reached it; episodes reported from here on
+                # go to the next step.
+                collected, since_step[:] = merge_collects(since_step), []
                 metrics = await self.learner("step")
                 self.step = self._next_step(metrics)
                 if metrics and "version" in metrics:
                     self.version = int(metrics["version"])
-                self.log.step(self.step, metrics or {}, merge_collects([self._last_collect]),
-                              collect_s=0.0, train_s=time.monotonic() - t0, learner_version=sampled_with)  # fmt: skip
+                # Generation went on the whole step long, while waiting and while training.
+                self.log.step(self.step, metrics or {}, collected, collect_s=t_wait,
+                              train_s=time.monotonic() - t0 - t_wait, learner_version=sampled_with,
+                              overlapped=True)  # fmt: skip
                 await self._periodic()
         finally:
             stop.set()
