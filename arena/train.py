@@ -316,13 +316,11 @@ class Trainer:
     async def _train_async(self) -> int:
         c = self.config
         per_actor = max(1, c.rollout.episodes_per_step // c.rollout.actors)
-        produced: list[int] = [0] * c.rollout.actors
-        collected_total = 0
+        consumed = 0  # episodes the steps trained on (the producers' last rounds may not be)
         since_step: list[dict[str, Any]] = []  # collect replies the next step's row summarizes
         stop = asyncio.Event()
 
         async def produce(index: int) -> None:
-            nonlocal collected_total
             rounds = 0
             while not stop.is_set():
                 while rounds - self.step > c.learner.batch.max_staleness and not stop.is_set():
@@ -334,8 +332,6 @@ class Trainer:
                     await asyncio.sleep(2.0)
                     continue
                 rounds += 1
-                produced[index] += reply["episodes"]
-                collected_total += reply["episodes"]
                 since_step.append(reply)
 
         producers = [asyncio.create_task(produce(i)) for i in range(c.rollout.actors)]
@@ -349,6 +345,7 @@ class Trainer:
                 # The learner takes every turn that reached it; episodes reported from here on
                 # go to the next step.
                 collected, since_step[:] = merge_collects(since_step), []
+                consumed += collected["episodes"]
                 metrics = await self.learner("step")
                 self.step = self._next_step(metrics)
                 if metrics and "version" in metrics:
@@ -362,7 +359,7 @@ class Trainer:
             stop.set()
             for task in producers:
                 task.cancel()
-        return collected_total
+        return consumed
 
     def _next_step(self, metrics: dict[str, Any] | None) -> int:
         """The learner's step count is the run's: it counts every batch, even one whose turns
