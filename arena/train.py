@@ -86,21 +86,16 @@ class Trainer:
         self.launcher.start("broker", ["-m", "arena.cli", "broker", "--bind", address,
                                        "--heartbeat-interval", hb,
                                        "--heartbeat-timeout", str(c.bus.heartbeat_timeout)])  # fmt: skip
-        for i in range(c.inference.actors):
-            self.launcher.start(f"inference-{i}", [
-                "-m", "arena.inference", "--address", address, "--name", c.learner.name,
-                "--backend", c.inference.backend,
-                "--actor-name", f"inference-{i}", "--model", c.model, "--dtype", c.inference.dtype,
-                "--device", device_for(c.inference.device), "--seed", str(c.seed + i),
+        inference = [(f"inference-{i}", c.learner.name, c.seed + i) for i in range(c.inference.actors)]
+        if c.opponents.mode == "population":
+            inference.append(("inference-pool", POOL, c.seed + 99))
+        for actor_name, policy_name, seed in inference:
+            self.launcher.start(actor_name, [
+                "-m", "arena.inference", "--address", address, "--name", policy_name,
+                "--backend", c.inference.backend, "--actor-name", actor_name, "--model", c.model,
+                "--dtype", c.inference.dtype, "--device", device_for(c.inference.device), "--seed", str(seed),
                 "--max-batch", str(c.inference.max_batch), "--max-wait-ms", str(c.inference.max_wait_ms),
                 "--max-queue", str(c.inference.max_queue), "--heartbeat-interval", hb], env=inference_env)  # fmt: skip
-        if c.opponents.mode == "population":
-            self.launcher.start("inference-pool", [
-                "-m", "arena.inference", "--address", address, "--name", POOL, "--backend",
-                c.inference.backend, "--actor-name", "inference-pool", "--model", c.model,
-                "--dtype", c.inference.dtype, "--device", device_for(c.inference.device),
-                "--seed", str(c.seed + 99), "--max-batch", str(c.inference.max_batch),
-                "--max-wait-ms", str(c.inference.max_wait_ms), "--heartbeat-interval", hb], env=inference_env)  # fmt: skip
         self.launcher.start("learner", ["-m", "trainers.learner", "--address", address,
                                         "--config", str(self.run_dir / "learner.yaml")], env=learner_env)  # fmt: skip
         for i in range(c.rollout.actors):
