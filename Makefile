@@ -26,14 +26,16 @@ $(STAMP): pyproject.toml Makefile
 demo: $(STAMP)
 	$(VENV)/bin/arena train configs/selfplay.yaml
 
-test: $(STAMP)
+# The tests start with the linters: CI runs `make test`, so formatting is enforced there too.
+test: lint
 	$(PY) -m pytest -q tests
 
-test-fast: $(STAMP)
+test-fast: lint
 	$(PY) -m pytest -q -m "not slow" tests
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 bench: $(STAMP)
 	$(PY) bench/bus.py

@@ -1,8 +1,16 @@
-"""The ``arena`` command line. Each subcommand lives in ``arena/commands/<name>.py``.
+"""The ``arena`` command line: every Arena process is one of its subcommands.
 
-A command module defines ``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``.
-Modules are imported only when their command runs, so ``arena --help`` stays fast and a command's
-heavy imports (torch, transformers) never slow the others down.
+Each subcommand lives in ``arena/commands/<name>.py`` and is registered in :data:`commands`
+with its one-line help (the same registry pattern as games and backends; plugins add commands
+through the entry-point group ``arena.commands``). A command module's docstring is its
+``--help`` text; it defines ``add_arguments(parser)`` and ``run(args) -> int``. Modules are
+imported only when their command runs, so ``arena --help`` stays fast and a command's heavy
+imports (torch, transformers) never slow the others down.
+
+Options and positional arguments may come in any order (``arena train CFG --dry-run steps=3``).
+A config error ends the command with exit code 2 and a message naming the key, never a
+traceback. A process started by a launcher with ``ARENA_PARENT_PID`` set dies with its parent
+(:func:`arena.core.process.die_with_parent`).
 """
 
 from __future__ import annotations
@@ -12,15 +20,26 @@ import importlib
 import logging
 import sys
 
-COMMANDS: dict[str, str] = {
-    "broker": "run a message broker (ROUTER) that actors connect to",
-    "ping": "send a request through a broker to its built-in echo service and print the RTT",
+from arena.core.errors import ConfigError
+from arena.core.process import die_with_parent
+from arena.core.registry import Registry
+
+commands: Registry[object] = Registry("command", "arena.commands", versioned=False)
+"""Subcommand name -> the name of its module (``arena.commands.<name with _>``, imported when
+the command runs); ``help`` is its one line in ``arena --help``."""
+for _name, _help in {
     "train": "self-play training from a YAML config (arena train configs/selfplay.yaml)",
-    "plot": "write PNG curves (reward, win rate, invalid rate, KL, entropy) of a run directory",
+    "broker": "run the message broker that every actor connects to",
+    "inference": "run an inference actor: serve a policy to rollout actors, take weight updates",
+    "rollout": "run a rollout actor: play episodes and send them to the learner",
+    "learner": "run the learner actor: train on episodes, publish weights, save checkpoints",
+    "echo": "run an echo actor (for benchmarks and for checking a deployment)",
+    "ping": "send requests through a broker to its echo service and print the round trips",
     "games": "list the registered games: id, seats, kind, information, strongest bot",
-    "check-game": "run the games conformance kit on a game id and print a pass/fail table",
-}
-"""Subcommand name to its one-line help; the module is ``arena.commands.<name with _>``."""
+    "check-game": "run the games conformance kit on a game and print a pass/fail table",
+    "plot": "write PNG curves (reward, win rate, invalid rate, KL, entropy) of a run directory",
+}.items():
+    commands.register(_name, f"arena.commands.{_name.replace('-', '_')}", help=_help)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,12 +49,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, help_text in COMMANDS.items():
+    for name in commands.ids():
+        help_text = commands.entry(name).metadata.get("help", "")
         sub.add_parser(name, help=help_text, description=help_text, add_help=False)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    die_with_parent()
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
@@ -44,10 +65,20 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if not argv else 2
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    module = importlib.import_module(f"arena.commands.{args.command.replace('-', '_')}")
-    command_parser = argparse.ArgumentParser(prog=f"arena {args.command}", description=COMMANDS[args.command])
-    module.add_arguments(command_parser)
-    return int(module.run(command_parser.parse_args(rest)) or 0)
+    entry = commands.entry(args.command)
+    module = importlib.import_module(str(entry.factory))
+    prog = f"arena {args.command}"
+    command_parser = argparse.ArgumentParser(
+        prog=prog,
+        description=(module.__doc__ or entry.metadata.get("help", "")).replace("``", ""),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    module.add_arguments(command_parser)  # type: ignore[attr-defined]
+    try:
+        return int(module.run(command_parser.parse_intermixed_args(rest)) or 0)  # type: ignore[attr-defined]
+    except ConfigError as err:
+        print(f"{prog}: bad config: {err}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

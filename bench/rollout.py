@@ -1,7 +1,7 @@
 """Rollout inference on the embedded SmolLM2-135M: naive loop vs the batching service vs vLLM.
 
 Measured side by side in one run, on whatever machine this is, in each dtype (float32, the
-default of ``arena.inference``, and bfloat16, what ``configs/selfplay.yaml`` serves on CPU):
+default of ``arena.actors.inference``, and bfloat16, what ``configs/selfplay.yaml`` serves on CPU):
 
 (a) sequential: one request at a time through :class:`~arena.policies.hf.HFPolicy` (a loop);
 (b) service: the inference actor (HF backend, its own process) behind a broker, with 32
@@ -46,16 +46,16 @@ from safetensors.torch import load_file, save_file
 
 from arena.bus import BlockingActor
 from arena.models import load_model
-from arena.policies.base import Generation, SamplingParams
 from arena.policies.hf import HFPolicy
-from arena.weight_publisher import WeightPublisher
+from arena.policies.types import Generation, SamplingParams
+from arena.weights.publisher import WeightPublisher
 
 TOPICS = ["the sea", "chess openings", "a small robot", "prime numbers", "autumn", "a lost key",
           "bread baking", "the moon", "a city at night", "learning to swim", "tea", "old maps"]  # fmt: skip
 
 
 DTYPES = {"float32": "fp32", "bfloat16": "bf16"}
-"""Served dtypes, each measured sequentially and as a service: fp32 is arena.inference's
+"""Served dtypes, each measured sequentially and as a service: fp32 is arena.actors.inference's
 default, bf16 what configs/selfplay.yaml serves on CPU."""
 
 
@@ -182,10 +182,10 @@ class Service:
         self.address = f"ipc://{folder}/{name}.sock"
         self.service = f"policy:{name}"
         python = sys.executable
-        self.broker = subprocess.Popen([python, "-m", "arena.cli", "broker", "--bind", self.address,
+        self.broker = subprocess.Popen([python, "-m", "arena", "broker", "--bind", self.address,
                                         "--heartbeat-timeout", "60"], stdout=subprocess.PIPE, text=True)  # fmt: skip
         self.broker.stdout.readline()  # type: ignore[union-attr]
-        self.actor = subprocess.Popen([python, "-m", "arena.inference", "--address", self.address, "--name", name,
+        self.actor = subprocess.Popen([python, "-m", "arena", "inference", "--address", self.address, "--name", name,
                                        "--backend", backend, "--model", "smollm2-135m", "--dtype", dtype, "--max-batch", str(max_batch),
                                        "--max-wait-ms", "50"], stdout=subprocess.DEVNULL)  # fmt: skip
         self.startup = self._wait_ready()

@@ -4,25 +4,33 @@ conformance kit.
     import games
     env = games.make("tictactoe-v0")          # a games.TextGame (a pettingzoo.AECEnv)
     games.ids()                               # every registered game id
-    games.info("kuhn-poker-v0")               # seats, kind, information, strongest_bot, ...
+    games.spec("kuhn-poker-v0")               # a GameSpec: seats, kind, information, ...
+    games.spec("kuhn-poker-v0").strongest_bot # "kuhn-nash-v0"
+
+A :class:`~games.game_spec.GameSpec` is read without building the game (see
+:mod:`games.game_spec`): native games state their facts in their class's ``metadata``; the
+adapter samples registered below state them with their id, so listing them needs neither their
+library nor a build.
 
 Third-party games register through the ``arena.games`` entry-point group: the entry point's
-name is the id and its value the ``"module:Factory"`` string. ``arena check-game ID`` then runs
-:func:`games.conformance.check_game` on it.
+name is the id and its value the ``"module:Factory"`` string of a :class:`TextGame` subclass.
+``arena check-game ID`` then runs :func:`games.conformance.check_game` on it, and ``arena games``
+lists it (or says why it cannot).
 """
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
 
-from games.registry import Registry, RegistryError
+from arena.core.registry import Registry, RegistryError
+from games.game_spec import GameSpec, GameSpecError
 from games.text_env import GameOverError, TextGame
 
-__all__ = ["GameOverError", "Registry", "RegistryError", "TextGame", "available", "ids", "info",
-           "make", "registry", "strongest_bot"]
+__all__ = ["GameOverError", "GameSpec", "GameSpecError", "RegistryError", "TextGame", "ids",
+           "make", "registry", "spec"]
 
 registry: Registry[TextGame] = Registry("game", entry_point_group="arena.games")
+"""Game id -> its factory; the entries' metadata holds registered :class:`GameSpec` fields."""
 
 for _id, _factory in {
     "tictactoe-v0": "games.tictactoe:TicTacToe",
@@ -37,38 +45,26 @@ for _id, _factory in {
 }.items():
     registry.register(_id, _factory)
 
-# Adapter samples carry their metadata, so listing them needs neither their library nor a build;
-# ``requires`` names the module they import.
-_PERFECT_2P = {"seats": (2, 2), "kind": "competitive", "information": "perfect"}
-_HIDDEN_2P = {**_PERFECT_2P, "information": "hidden"}
-for _game, _meta in {
-    "tic_tac_toe": {**_PERFECT_2P, "strongest_bot": "mcts-v0"},
-    "connect_four": {**_PERFECT_2P, "strongest_bot": "mcts-v0"},
-    "kuhn_poker": {**_HIDDEN_2P, "strongest_bot": "kuhn-nash-v0"},
-    "leduc_poker": {**_HIDDEN_2P, "strongest_bot": "leduc-cfr-v0"},
-}.items():
-    registry.register(f"openspiel-{_game}-v0", "games.adapters.openspiel:OpenSpielGame",
-                      kwargs={"game": _game}, requires="pyspiel", **_meta)
-for _env, _meta in {
-    "tictactoe": _PERFECT_2P,
-    "connect_four": _PERFECT_2P,
-    "rps": _HIDDEN_2P,
-    "chess": _PERFECT_2P,
-}.items():
-    registry.register(f"pettingzoo-{_env}-v0", "games.adapters.pettingzoo_classic:PettingZooClassic",
-                      kwargs={"env": _env}, requires="chess" if _env == "chess" else "pettingzoo",
-                      strongest_bot="random-v0", **_meta)
-for _env, _meta in {
-    "TicTacToe-v0-raw": _PERFECT_2P,
-    "Nim-v0-raw": _PERFECT_2P,
-    "KuhnPoker-v0-raw": _HIDDEN_2P,
-}.items():
-    _name = _env.removesuffix("-v0-raw").lower()
-    registry.register(f"textarena-{_name}-v0", "games.adapters.textarena:TextArenaGame",
-                      kwargs={"env_id": _env}, requires="textarena", strongest_bot="random-v0",
-                      **_meta)
-
-INFO_KEYS = ("seats", "kind", "information", "strongest_bot")
+# Adapter samples: one adapter class plays many games, so each sample states its GameSpec fields
+# here. All are two-player zero-sum; ``requires`` names the library the adapter imports.
+_OPENSPIEL = "games.adapters.openspiel:OpenSpielGame"
+_PETTINGZOO = "games.adapters.pettingzoo_classic:PettingZooClassic"
+_TEXTARENA = "games.adapters.textarena:TextArenaGame"
+for _id, _factory, _kwargs, _information, _strongest, _requires in (
+    ("openspiel-tic_tac_toe-v0", _OPENSPIEL, {"game": "tic_tac_toe"}, "perfect", "mcts-v0", "pyspiel"),
+    ("openspiel-connect_four-v0", _OPENSPIEL, {"game": "connect_four"}, "perfect", "mcts-v0", "pyspiel"),
+    ("openspiel-kuhn_poker-v0", _OPENSPIEL, {"game": "kuhn_poker"}, "hidden", "kuhn-nash-v0", "pyspiel"),
+    ("openspiel-leduc_poker-v0", _OPENSPIEL, {"game": "leduc_poker"}, "hidden", "leduc-cfr-v0", "pyspiel"),
+    ("pettingzoo-tictactoe-v0", _PETTINGZOO, {"env": "tictactoe"}, "perfect", "random-v0", "pettingzoo"),
+    ("pettingzoo-connect_four-v0", _PETTINGZOO, {"env": "connect_four"}, "perfect", "random-v0", "pettingzoo"),
+    ("pettingzoo-rps-v0", _PETTINGZOO, {"env": "rps"}, "hidden", "random-v0", "pettingzoo"),
+    ("pettingzoo-chess-v0", _PETTINGZOO, {"env": "chess"}, "perfect", "random-v0", "chess"),
+    ("textarena-tictactoe-v0", _TEXTARENA, {"env_id": "TicTacToe-v0-raw"}, "perfect", "random-v0", "textarena"),
+    ("textarena-nim-v0", _TEXTARENA, {"env_id": "Nim-v0-raw"}, "perfect", "random-v0", "textarena"),
+    ("textarena-kuhnpoker-v0", _TEXTARENA, {"env_id": "KuhnPoker-v0-raw"}, "hidden", "random-v0", "textarena"),
+):
+    registry.register(_id, _factory, kwargs=_kwargs, seats=(2, 2), kind="competitive",
+                      information=_information, strongest_bot=_strongest, requires=_requires)
 
 
 def make(game_id: str, **kwargs: Any) -> TextGame:
@@ -77,30 +73,16 @@ def make(game_id: str, **kwargs: Any) -> TextGame:
 
 
 def ids() -> list[str]:
-    """Every registered game id, plugins included, sorted."""
+    """Every registered game id, plugins included, sorted (imports no game module)."""
     return registry.ids()
 
 
-def info(game_id: str) -> dict[str, Any]:
-    """A game's metadata (seats, kind, information, strongest_bot, ...) without building it.
+def spec(game_id: str) -> GameSpec:
+    """The :class:`GameSpec` of ``game_id``, without building the game.
 
-    Entries registered with metadata answer from the registry; others from their class's
-    ``metadata``, which imports the game's module but builds nothing.
+    Raises :class:`RegistryError` for an unknown id (naming the nearest ones) and its subclass
+    :class:`GameSpecError` for a registered game whose spec cannot be read (a plugin whose
+    factory is not a :class:`TextGame`, whose metadata lacks a field, or whose module fails to
+    import).
     """
-    entry = registry.spec(game_id)
-    meta = dict(entry.metadata)
-    if not all(key in meta for key in INFO_KEYS):
-        meta = {**getattr(entry.load(), "metadata", {}), **meta}
-    meta.setdefault("strongest_bot", "random-v0")
-    return meta
-
-
-def strongest_bot(game_id: str) -> str:
-    """Id (in :data:`games.bots.registry`) of the strongest reference bot for ``game_id``."""
-    return info(game_id)["strongest_bot"]
-
-
-def available(game_id: str) -> bool:
-    """Whether the library ``game_id`` needs (its ``requires`` metadata) is installed."""
-    module = registry.spec(game_id).metadata.get("requires")
-    return module is None or importlib.util.find_spec(module) is not None
+    return GameSpec.from_entry(registry.entry(game_id))

@@ -1,27 +1,24 @@
 """The learner's configuration: one dataclass per section, one docstring per field.
 
-The dataclasses are plain and omegaconf-friendly (``OmegaConf.structured(LearnerConfig)``
-merges YAML and CLI overrides into them). :meth:`LearnerConfig.from_dict` builds one from a
-nested mapping and rejects an unknown key by naming the nearest valid one.
+The dataclasses are plain and omegaconf-friendly: :func:`arena.core.config.load_config` merges
+YAML and ``key=value`` overrides into them, and :meth:`LearnerConfig.from_dict` builds one from a
+nested mapping; both reject an unknown key by naming the nearest valid one.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from dataclasses import dataclass, field
-from typing import Any, get_type_hints
+from typing import Any
+
+from arena.core.config import from_dict
+from arena.core.errors import check_choice
 
 ADVANTAGE_MODES = ("batch", "ema", "group", "broadcast")
 AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "constant")
 STALE_MODES = ("reject", "downweight")
 SCHEDULES = ("constant", "linear", "cosine")
 STRATEGIES = ("ddp", "fsdp2")
-
-
-def _check_choice(section: str, name: str, value: str, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ValueError(f"{section}.{name} = {value!r}; expected one of {list(choices)}")
 
 
 @dataclass
@@ -44,7 +41,7 @@ class AdvantageConfig:
     """After the mode's normalization, whiten all advantages of the batch to mean 0, std 1."""
 
     def __post_init__(self) -> None:
-        _check_choice("advantage", "mode", self.mode, ADVANTAGE_MODES)
+        check_choice("advantage.mode", self.mode, ADVANTAGE_MODES)
         if not 0.0 <= self.gamma <= 1.0:
             raise ValueError(f"advantage.gamma must be in [0, 1], got {self.gamma}")
         if not 0.0 <= self.ema_alpha < 1.0:
@@ -83,7 +80,7 @@ class LossConfig:
     of the PPO ratio, so more epochs cost no extra forward."""
 
     def __post_init__(self) -> None:
-        _check_choice("loss", "aggregation", self.aggregation, AGGREGATIONS)
+        check_choice("loss.aggregation", self.aggregation, AGGREGATIONS)
         if self.clip_low < 0 or self.clip_high < 0:
             raise ValueError("loss.clip_low and loss.clip_high must be >= 0")
         if self.dual_clip is not None and self.dual_clip <= 1.0:
@@ -125,7 +122,7 @@ class BatchConfig:
     """How many recent episode ids are remembered to drop duplicates (kept in checkpoints)."""
 
     def __post_init__(self) -> None:
-        _check_choice("batch", "stale_mode", self.stale_mode, STALE_MODES)
+        check_choice("batch.stale_mode", self.stale_mode, STALE_MODES)
         if self.max_seq_len > self.micro_batch_tokens:
             raise ValueError(
                 f"batch.max_seq_len ({self.max_seq_len}) must fit batch.micro_batch_tokens "
@@ -157,7 +154,7 @@ class OptimConfig:
     """Floor of the decay as a fraction of lr."""
 
     def __post_init__(self) -> None:
-        _check_choice("optim", "schedule", self.schedule, SCHEDULES)
+        check_choice("optim.schedule", self.schedule, SCHEDULES)
         if len(self.betas) != 2:
             raise ValueError(f"optim.betas needs two values, got {list(self.betas)}")
 
@@ -198,7 +195,7 @@ class DistributedConfig:
     """Process-group backend; None picks nccl with CUDA, gloo otherwise."""
 
     def __post_init__(self) -> None:
-        _check_choice("distributed", "strategy", self.strategy, STRATEGIES)
+        check_choice("distributed.strategy", self.strategy, STRATEGIES)
 
 
 @dataclass
@@ -237,27 +234,9 @@ class LearnerConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LearnerConfig:
-        """Build from a nested mapping; an unknown key raises, naming the nearest valid one."""
-        return _build(cls, data, "learner")
+        """Build from a nested mapping over the defaults; an unknown key is a
+        :class:`~arena.core.errors.ConfigError` naming the nearest valid one."""
+        return from_dict(cls, data, "learner")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
-
-def _build(cls: type, data: dict[str, Any], where: str) -> Any:
-    if not isinstance(data, dict):
-        raise TypeError(f"{where} must be a mapping, got {type(data).__name__}")
-    hints = get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
-    kwargs: dict[str, Any] = {}
-    for key, value in data.items():
-        if key not in names:
-            near = difflib.get_close_matches(str(key), names, n=1)
-            hint = f"; did you mean {near[0]!r}?" if near else f"; valid keys: {names}"
-            raise KeyError(f"unknown key {where}.{key}{hint}")
-        kind = hints[key]
-        if dataclasses.is_dataclass(kind):
-            kwargs[key] = _build(kind, value, f"{where}.{key}")  # type: ignore[arg-type]
-        else:
-            kwargs[key] = list(value) if isinstance(value, tuple) else value
-    return cls(**kwargs)

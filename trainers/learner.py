@@ -15,7 +15,7 @@ Under ``torchrun`` every rank builds a Learner; rank 0 adds episodes and calls :
 :meth:`weight_buckets` and :meth:`save_checkpoint`, and the other ranks call :meth:`follow`,
 which mirrors those collective calls until rank 0 calls :meth:`close`.
 
-The bus actor around it lives in trainers/actor.py (``python -m trainers.learner --help``).
+The bus actor around it is :class:`trainers.learner_actor.LearnerActor` (``arena learner --help``).
 """
 
 from __future__ import annotations
@@ -40,8 +40,9 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 
+from arena.models import resolve_device
 from arena.records import Episode
-from arena.weights import make_buckets
+from arena.weights.buckets import make_buckets
 from trainers import checkpoint as ckpt
 from trainers import distributed as ddist
 from trainers.advantages import EMABaseline, compute_advantages, stats_by_key
@@ -52,7 +53,7 @@ from trainers.inbox import Inbox
 from trainers.logprobs import TokenLogprobs, unwrap_peft
 from trainers.losses import aggregation_weights, policy_loss
 from trainers.optim import build_optimizer, learning_rate, set_learning_rate
-from trainers.policy import (
+from trainers.trained_model import (
     add_lora,
     frozen_copy,
     hf_state_dict,
@@ -60,7 +61,6 @@ from trainers.policy import (
     load_lora_state_dict,
     load_policy,
     lora_state_dict,
-    resolve_device,
     save_hf,
 )
 
@@ -336,7 +336,7 @@ class Learner:
         return hf_state_dict(self.model)
 
     def weight_buckets(self, bucket_bytes: int | None = None) -> Iterator[dict[str, Any]]:
-        """Bucket bodies of the current weights, tagged with :attr:`version` (arena/weights.py)."""
+        """Bucket bodies of the current weights, tagged with :attr:`version` (arena/weights/buckets.py)."""
         state = self.export_weights()
         return make_buckets(state, self.version, bucket_bytes or self.config.bucket_bytes)
 
@@ -396,8 +396,3 @@ def _seed_everything(seed: int) -> None:
     np.random.seed(seed)
     torch.manual_seed(seed)
 
-
-if __name__ == "__main__":
-    from trainers.actor import main
-
-    main()

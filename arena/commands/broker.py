@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import signal
-
-HELP = "run a message broker"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,12 +16,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from arena.bus.broker import Broker
+    from arena.core.process import on_stop_signal
 
     broker = Broker(args.bind, heartbeat_interval=args.heartbeat_interval,
                     heartbeat_timeout=args.heartbeat_timeout,
                     max_message_bytes=args.max_message_mb << 20)
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: broker.stop())
+    on_stop_signal(broker.stop)
     print(f"arena broker listening on {', '.join(broker.bound)}", flush=True)
     broker.serve_forever()
     return 0

@@ -9,13 +9,10 @@ every game checked (the value is read as a Python literal when it is one), e.g.
 from __future__ import annotations
 
 import argparse
-import ast
 import functools
 import sys
 from collections.abc import Callable
 from typing import Any
-
-HELP = "check that a game follows Arena's game contract"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,28 +25,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="first seed of the random games")
 
 
-def parse_params(pairs: list[str]) -> dict[str, Any]:
-    params: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ValueError(f"expected KEY=VALUE, got {pair!r}")
-        try:
-            params[key] = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            params[key] = value
-    return params
-
-
 def target(game_id: str, params: dict[str, Any]) -> Callable[[], Any]:
     """A factory for ``game_id``: a registered id, or a ``module:Factory`` not registered yet."""
     import games
-    from games.registry import load_object
+    from arena.core.registry import load_object
 
     if ":" in game_id:
         factory = load_object(game_id)
     else:
-        games.registry.spec(game_id)  # an unknown id fails here, naming the nearest ones
+        games.registry.entry(game_id)  # an unknown id fails here, naming the nearest ones
         factory = functools.partial(games.make, game_id)
 
     def build() -> Any:
@@ -61,22 +45,31 @@ def target(game_id: str, params: dict[str, Any]) -> Callable[[], Any]:
 
 def run(args: argparse.Namespace) -> int:
     import games
+    from arena.core.config import parse_assignments
+    from arena.core.errors import ConfigError
     from games.conformance import check_game
 
     ids = args.ids
     if args.all:
         # --all checks what this installation can build; a named id is checked regardless
-        missing = [g for g in games.ids() if not games.available(g)]
-        for game_id in missing:
-            print(f"skipped {game_id}: needs {games.info(game_id)['requires']}, not installed")
-        ids = [g for g in games.ids() if g not in missing]
+        ids = []
+        for game_id in games.ids():
+            try:
+                spec = games.spec(game_id)
+            except games.GameSpecError:
+                ids.append(game_id)  # checked, so that the table says what is wrong with it
+                continue
+            if spec.available():
+                ids.append(game_id)
+            else:
+                print(f"skipped {game_id}: needs {spec.requires}, not installed")
     if not ids:
         print("arena check-game: name at least one game id, or --all", file=sys.stderr)
         return 2
     try:
-        params = parse_params(args.param)
+        params = parse_assignments(args.param)
         targets = [target(game_id, params) for game_id in ids]
-    except (ValueError, ImportError, AttributeError, games.RegistryError) as err:
+    except (ConfigError, ValueError, ImportError, AttributeError, games.RegistryError) as err:
         print(f"arena check-game: {err}", file=sys.stderr)
         return 2
     failed = []

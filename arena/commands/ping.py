@@ -8,8 +8,6 @@ import statistics
 import sys
 import time
 
-HELP = "ping a broker's echo service"
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("address", help="broker address, e.g. tcp://127.0.0.1:5555")

@@ -11,8 +11,6 @@ import json
 import sys
 from pathlib import Path
 
-HELP = "write PNG curves of a run directory"
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dir", help="a run directory (runs/<name>/<time>)")

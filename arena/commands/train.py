@@ -1,11 +1,18 @@
-"""``arena train CONFIG [key=value ...] [--dry-run]``: self-play training from a config."""
+"""``arena train CONFIG [key=value ...] [--dry-run]``: self-play training from a config.
+
+A run starts a broker, the inference actor(s), the learner and the rollout actors as local
+processes (each one an ``arena`` subcommand, logged to ``<run dir>/logs/``), trains for
+``steps`` learner steps, evaluates before and after, and writes everything under
+``<output_dir>/<name>/<time>/``. ``resume=<run dir>`` continues a killed run from its last
+checkpoint.
+
+Overrides and flags may come in any order (``arena train CFG --dry-run steps=3``). A bad config
+exits with code 2 and a message that names the key and its nearest valid name.
+"""
 
 from __future__ import annotations
 
 import argparse
-import sys
-
-HELP = "self-play training from a YAML config"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -16,11 +23,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from arena.config import ConfigError
-    from arena.train import train
+    from arena.run.coordinator import train
 
-    try:
-        return train(args.config, args.overrides, dry_run=args.dry_run)
-    except ConfigError as err:
-        print(f"arena train: bad config: {err}", file=sys.stderr)
-        return 2
+    return train(args.config, args.overrides, dry_run=args.dry_run)

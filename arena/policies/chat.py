@@ -23,7 +23,7 @@ from functools import cached_property
 import numpy as np
 from transformers import PreTrainedTokenizerBase
 
-from arena.policies.base import InvalidRequest, Prompt, as_token_ids
+from arena.policies.types import InvalidRequest, Prompt, as_token_ids
 
 FALLBACK_TEMPLATE = (
     "{% for message in messages %}"

@@ -20,18 +20,13 @@ import torch
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
 from arena.models import load_model
-from arena.policies.base import (
-    Generation,
-    Policy,
-    PromptLike,
-    SamplingParams,
-    per_request,
-)
+from arena.policies.base import Policy
 from arena.policies.chat import ChatFormat
 from arena.policies.sampling import BatchSampler
+from arena.policies.types import Generation, PromptLike, SamplingParams, per_request
 
 if TYPE_CHECKING:
-    from arena.policies.factory import PolicyConfig
+    from arena.policies.config import PolicyConfig
 
 
 @dataclass

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from arena.policies.base import (
+from arena.policies.base import Policy
+from arena.policies.types import (
     Generation,
     InvalidRequest,
-    Policy,
     PolicyError,
     Prompt,
     PromptLike,
@@ -38,7 +38,7 @@ from arena.policies.base import (
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-    from arena.policies.factory import PolicyConfig
+    from arena.policies.config import PolicyConfig
 
 
 class OpenAIPolicy(Policy):

@@ -1,7 +1,7 @@
-"""A policy served by an inference actor (:mod:`arena.inference`) over the bus.
+"""A policy served by an inference actor (:mod:`arena.actors.inference`) over the bus.
 
 Each prompt becomes one request to service ``policy:<name>``; the inference actor batches
-requests from every caller. Request and reply bodies are described in :mod:`arena.inference`.
+requests from every caller. Request and reply bodies are described in :mod:`arena.actors.inference`.
 Chat rendering and token-in/token-out continuation happen on the serving side, so callers
 need no tokenizer.
 
@@ -21,10 +21,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from arena.bus import Actor, BlockingActor, Message
-from arena.policies.base import (
+from arena.policies.base import Policy
+from arena.policies.types import (
     Generation,
     InvalidRequest,
-    Policy,
     PromptLike,
     SamplingParams,
     as_prompt,
@@ -32,7 +32,7 @@ from arena.policies.base import (
 )
 
 if TYPE_CHECKING:
-    from arena.policies.factory import PolicyConfig
+    from arena.policies.config import PolicyConfig
 
 
 def service_name(policy_name: str) -> str:

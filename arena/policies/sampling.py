@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import torch
 
-from arena.policies.base import SamplingParams
+from arena.policies.types import SamplingParams
 
 
 class BatchSampler:

@@ -20,19 +20,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from arena.policies.base import (
-    Generation,
-    InvalidRequest,
-    Policy,
-    PromptLike,
-    SamplingParams,
-    as_prompt,
-)
+from arena.policies.base import Policy
+from arena.policies.types import Generation, InvalidRequest, PromptLike, SamplingParams, as_prompt
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-    from arena.policies.factory import PolicyConfig
+    from arena.policies.config import PolicyConfig
 
 
 class Bot(Protocol):

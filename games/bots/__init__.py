@@ -16,15 +16,18 @@ Bot ids (``arena.bots`` is the entry-point group for more):
 - ``leduc-cfr-v0``: a CFR+ policy for Leduc hold'em (``iterations``), cached on disk.
 - ``tit-for-tat-v0``, ``hanabi-rules-v0``, ``liars-dice-heuristic-v0``,
   ``negotiation-conceder-v0``: rule-based baselines.
+
+A plugin's bot subclasses :class:`games.bots.base.Bot` and registers under ``arena.bots``, e.g.
+``"mybot-v0" = "mypkg.bots:MyBot"`` in its ``pyproject.toml``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from games import strongest_bot
+import games
+from arena.core.registry import Registry
 from games.bots.base import Bot
-from games.registry import Registry
 
 __all__ = ["Bot", "make", "registry", "strongest"]
 
@@ -48,5 +51,6 @@ def make(bot_id: str, **kwargs: Any) -> Bot:
 
 
 def strongest(game_id: str, **kwargs: Any) -> Bot:
-    """The strongest reference bot for the game registered as ``game_id``."""
-    return make(strongest_bot(game_id), **kwargs)
+    """The strongest reference bot for the game registered as ``game_id``
+    (its :attr:`games.GameSpec.strongest_bot`)."""
+    return make(games.spec(game_id).strongest_bot, **kwargs)

@@ -13,8 +13,9 @@ from games.tictactoe import TicTacToe
 
 @pytest.mark.parametrize("game_id", games.ids())
 def test_every_registered_game_passes_the_kit(game_id: str) -> None:
-    if not games.available(game_id):
-        pytest.skip(f"{game_id} needs {games.info(game_id)['requires']}, which is not installed")
+    spec = games.spec(game_id)
+    if not spec.available():
+        pytest.skip(f"{game_id} needs {spec.requires}, which is not installed")
     report = check_game(game_id)
     assert report.passed, report.table()
     assert [r.name for r in report.results] == [

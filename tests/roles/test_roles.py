@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 import roles
-from games.registry import RegistryError
+from arena.core.registry import RegistryError
 from roles.formats import ANSWER, BOXED, SCORE
 
 
@@ -49,7 +49,7 @@ def test_conversation_memory_sends_only_new_turns() -> None:
 
 
 def test_unknown_role_names_nearest() -> None:
-    with pytest.raises(RegistryError, match="player-v0"):
+    with pytest.raises(RegistryError, match=r"; did you mean 'player-v0'\?"):
         roles.make("playr-v0")
 
 

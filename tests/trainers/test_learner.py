@@ -11,7 +11,7 @@ import torch
 from synthetic import two_seat_episodes
 
 import trainers.learner as learner_module
-from arena.weights import WeightAssembler
+from arena.weights.assembler import WeightAssembler
 from trainers.config import LearnerConfig
 from trainers.learner import Learner
 

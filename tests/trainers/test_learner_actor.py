@@ -15,10 +15,12 @@ import torch
 from synthetic import two_seat_episodes
 
 from arena.bus import BlockingActor, Broker, BusError
-from arena.weights import WeightAssembler
-from trainers.actor import LearnerActor, load_config
+from arena.core.config import load_config
+from arena.core.errors import ConfigError
+from arena.weights.assembler import WeightAssembler
 from trainers.config import LearnerConfig
 from trainers.learner import Learner
+from trainers.learner_actor import LearnerActor
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -124,6 +126,77 @@ def test_learner_actor_end_to_end(tmp_path: Path, fresh_tiny) -> None:
     assert server.error is None
 
 
+def test_an_actor_that_subscribes_late_gets_the_current_weights(tmp_path: Path, fresh_tiny) -> None:
+    """A learner at version 1 that published it; THEN receivers subscribe to its weights (as a
+    restarted inference actor would, serving version 0): they get version 1 unasked."""
+    address = f"ipc://{tmp_path}/bus.sock"
+    broker = Broker(address)
+    broker_thread = threading.Thread(target=broker.serve_forever, daemon=True)
+    broker_thread.start()
+    model, tokenizer = fresh_tiny
+    served = {k: v.clone() for k, v in model.state_dict().items()}  # version 0, as loaded
+    config = LearnerConfig.from_dict({
+        "optim": {"lr": 1e-3}, "bucket_bytes": 1 << 20,
+        "batch": {"micro_batch_tokens": 256, "max_seq_len": 64, "batch_samples": 0},
+        "checkpoint": {"dir": str(tmp_path / "ckpt"), "every": 1000},
+    })  # fmt: skip
+    learner = Learner(config, model, tokenizer)
+    seen: list[tuple[int, bool]] = []  # (version, by reference) of each update's first bucket
+    client = BlockingActor("client", address)
+    client.actor.subscribe("weights.main", lambda m: seen.append((m.body["version"], "shm" in m.body))
+                           if m.body["bucket"] == 0 else None)  # fmt: skip
+    client.start()
+    server = ActorThread(LearnerActor(learner, address))
+    server.thread.start()
+    updates: queue.Queue = queue.Queue()
+    late: list[BlockingActor] = []
+
+    def receiver(name: str, topic: str) -> BlockingActor:
+        assembler = WeightAssembler(served)
+        assembler.last_version = 0  # what a fresh inference actor serves
+
+        def on_weights(msg) -> None:
+            done = assembler.add(msg.body)
+            if done is not None:
+                updates.put((name, "shm" in msg.body, *done))
+
+        actor = BlockingActor(name, address)
+        actor.actor.subscribe(topic, on_weights)
+        late.append(actor)
+        return actor.start()
+
+    try:
+        episodes = [e.to_dict() for e in two_seat_episodes(3)]
+        assert client.call({"op": "add", "episodes": episodes}, service="learner", timeout=30)["accepted"] == 3
+        assert client.call({"op": "step"}, service="learner", timeout=60)["version"] == 1.0
+        assert seen == [(0, True), (1, True)]  # at start, then after the step (before its reply)
+        # An actor that hears no weights joins: nothing is sent for it. (Its join reaches the
+        # learner before the client's next request does; "publish" answers after its buckets.)
+        receiver("bystander", "metrics.")
+        client.call({"op": "publish"}, service="learner", timeout=60)
+        assert seen == [(0, True), (1, True), (1, True)]
+        # Receivers that join after version 1 went out, on the topic and on a prefix of it.
+        receiver("late", "weights.main")
+        receiver("later", "weights.")
+        got = {}
+        while len(got) < 2:
+            name, by_reference, version, state = wait_for(updates, lambda u: True, timeout=30)
+            got[name] = version
+            assert by_reference  # a version sent again stays in shared memory
+            exported = learner.export_weights()
+            assert all(torch.equal(state[k], exported[k]) for k in exported)
+        assert got == {"late": 1, "later": 1}
+        status = client.call({"op": "status"}, service="learner", timeout=10)
+        assert status["version"] == 1 and 1 <= status["counters"]["catch_up_publishes"] <= 2
+    finally:
+        server.close()
+        for actor in [*late, client]:
+            actor.close()
+        broker.stop()
+        broker_thread.join(timeout=5)
+    assert server.error is None
+
+
 def test_weight_transport_can_be_the_bus(fresh_tiny) -> None:
     learner = Learner(LearnerConfig.from_dict({"bucket_bytes": 1 << 20}), *fresh_tiny)
     assert LearnerActor(learner, "ipc:///tmp/unused.sock").publisher.transport == "shm"
@@ -133,16 +206,16 @@ def test_weight_transport_can_be_the_bus(fresh_tiny) -> None:
 def test_load_config_merges_yaml_and_overrides(tmp_path: Path) -> None:
     path = tmp_path / "learner.yaml"
     path.write_text("model: tiny\noptim:\n  lr: 0.001\nloss:\n  dual_clip: null\n")
-    config = load_config(str(path), ["optim.warmup_steps=5", "advantage.mode=ema"])
+    config = load_config(LearnerConfig, str(path), ["optim.warmup_steps=5", "advantage.mode=ema"])
     assert config.optim.lr == 0.001 and config.optim.warmup_steps == 5
     assert config.loss.dual_clip is None and config.advantage.mode == "ema"
-    with pytest.raises(KeyError, match="did you mean 'lr'"):
+    with pytest.raises(ConfigError, match="did you mean 'optim.lr'"):
         LearnerConfig.from_dict({"optim": {"lrr": 1.0}})
     with pytest.raises(ValueError):
         LearnerConfig.from_dict({"advantage": {"mode": "nope"}})
 
 
-def test_module_entry_point_help() -> None:
-    out = subprocess.run([sys.executable, "-m", "trainers.learner", "--help"], cwd=ROOT,
+def test_arena_learner_help() -> None:
+    out = subprocess.run([sys.executable, "-m", "arena", "learner", "--help"], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert out.returncode == 0 and "--address" in out.stdout

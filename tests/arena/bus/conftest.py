@@ -58,7 +58,7 @@ def address(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 @pytest.fixture
 def broker(address: str) -> Iterator[str]:
     """A broker process with a 1 MiB message limit and a 1 s heartbeat timeout."""
-    proc = spawn("-m", "arena.cli", "broker", "--bind", address, "--heartbeat-interval", "0.2",
+    proc = spawn("-m", "arena", "broker", "--bind", address, "--heartbeat-interval", "0.2",
                  "--heartbeat-timeout", "1.0", "--max-message-mb", "1")  # fmt: skip
     line = proc.stdout.readline()
     assert "listening" in line, line
@@ -69,7 +69,7 @@ def broker(address: str) -> Iterator[str]:
 
 @pytest.fixture
 def echo_actor(broker: str) -> Iterator[subprocess.Popen]:
-    proc = spawn("-m", "arena.bus.echo", broker, "--name", "echo-1", "--service", "test.echo",
+    proc = spawn("-m", "arena", "echo", broker, "--name", "echo-1", "--service", "test.echo",
                  "--heartbeat-interval", "0.2")  # fmt: skip
     wait_for_service(broker, "test.echo")
     yield proc

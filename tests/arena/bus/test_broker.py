@@ -26,7 +26,7 @@ def test_request_reply_through_broker_to_actor_process(broker: str, echo_actor) 
 
 
 def test_load_is_balanced_across_actors_of_one_service(broker: str, echo_actor) -> None:
-    second = spawn("-m", "arena.bus.echo", broker, "--name", "echo-2", "--service", "test.echo",
+    second = spawn("-m", "arena", "echo", broker, "--name", "echo-2", "--service", "test.echo",
                    "--heartbeat-interval", "0.2")  # fmt: skip
     try:
         deadline = time.monotonic() + 20
@@ -91,7 +91,7 @@ def test_sigkill_actor_fails_pending_request_and_notifies(broker: str, echo_acto
 
 
 def test_request_timeout_is_a_clear_error_not_a_hang(broker: str) -> None:
-    stopped = spawn("-m", "arena.bus.echo", broker, "--name", "sleepy", "--service", "test.sleepy",
+    stopped = spawn("-m", "arena", "echo", broker, "--name", "sleepy", "--service", "test.sleepy",
                     "--heartbeat-interval", "0.2")  # fmt: skip
     try:
         wait_for_service(broker, "test.sleepy")
@@ -210,11 +210,11 @@ def test_malformed_body_reaches_actor_which_answers_with_error(broker: str, echo
 
 
 def test_arena_ping_exit_codes(broker: str, tmp_path) -> None:
-    ok = subprocess.run([sys.executable, "-m", "arena.cli", "ping", broker, "-n", "2"],
+    ok = subprocess.run([sys.executable, "-m", "arena", "ping", broker, "-n", "2"],
                         capture_output=True, text=True, timeout=60)  # fmt: skip
     assert ok.returncode == 0, ok.stderr
     assert "2 round trips" in ok.stdout
-    dead = subprocess.run([sys.executable, "-m", "arena.cli", "ping", f"ipc://{tmp_path}/none",
+    dead = subprocess.run([sys.executable, "-m", "arena", "ping", f"ipc://{tmp_path}/none",
                            "--timeout", "0.5"], capture_output=True, text=True, timeout=60)  # fmt: skip
     assert dead.returncode == 1
     assert "no broker" in dead.stderr

@@ -7,9 +7,9 @@ import copy
 import numpy as np
 import pytest
 
-from arena.policies.base import InvalidRequest, Prompt, SamplingParams
 from arena.policies.chat import ChatFormat
 from arena.policies.hf import HFPolicy
+from arena.policies.types import InvalidRequest, Prompt, SamplingParams
 
 FIRST = [{"role": "system", "content": "You play Nim."}, {"role": "user", "content": "Your move?"}]
 SECOND = [{"role": "user", "content": "I took 2. Your move?"}]

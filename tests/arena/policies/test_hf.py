@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from arena.policies.base import ContextOverflow, Generation, InvalidRequest, Prompt, SamplingParams
 from arena.policies.hf import HFPolicy
+from arena.policies.types import ContextOverflow, Generation, InvalidRequest, Prompt, SamplingParams
 
 LOGPROB_ATOL = 1e-4
 """fp32 batched, left-padded, KV-cached decoding vs one unpadded teacher-forced pass: the

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from arena.policies.base import PolicyError, SamplingParams
 from arena.policies.openai import OpenAIPolicy
+from arena.policies.types import PolicyError, SamplingParams
 
 
 class Stub(BaseHTTPRequestHandler):

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from arena.bus import decode, encode
-from arena.policies.base import (
+from arena.policies.config import PolicyConfig
+from arena.policies.factory import load_object, make_policy
+from arena.policies.types import (
     Generation,
     InvalidRequest,
     Prompt,
@@ -14,7 +16,6 @@ from arena.policies.base import (
     as_prompt,
     per_request,
 )
-from arena.policies.factory import PolicyConfig, load_object, make_policy
 
 
 @pytest.mark.parametrize(

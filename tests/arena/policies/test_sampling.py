@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from arena.policies.base import SamplingParams
 from arena.policies.sampling import BatchSampler
+from arena.policies.types import SamplingParams
 
 PROBS = torch.tensor([0.1, 0.0, 0.6, 0.3])
 

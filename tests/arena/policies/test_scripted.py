@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from arena.policies.base import InvalidRequest
 from arena.policies.factory import make_policy
 from arena.policies.scripted import ScriptedPolicy
+from arena.policies.types import InvalidRequest
 
 
 class FakeEnv:

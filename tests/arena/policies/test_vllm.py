@@ -26,9 +26,9 @@ import torch
 
 from arena.bus import BlockingActor
 from arena.models import load_model
-from arena.policies.base import Generation
-from arena.weight_publisher import WeightPublisher
-from arena.weights import make_buckets
+from arena.policies.types import Generation
+from arena.weights.buckets import make_buckets
+from arena.weights.publisher import WeightPublisher
 from tests.arena.bus.conftest import spawn, stop, wait_for_service
 
 pytestmark = [
@@ -48,11 +48,11 @@ GREEDY = {"temperature": 0.0, "max_new_tokens": 16}
 def vllm_service() -> Iterator[str]:
     folder = tempfile.mkdtemp(prefix="arena-", dir="/tmp")
     address = f"ipc://{folder}/b.sock"
-    broker = spawn("-m", "arena.cli", "broker", "--bind", address, "--heartbeat-timeout", "30")
+    broker = spawn("-m", "arena", "broker", "--bind", address, "--heartbeat-timeout", "30")
     assert "listening" in broker.stdout.readline()
     # vLLM logs a lot: to a file, so a full pipe can never block it.
     log = open(f"{folder}/vllm.log", "w")  # noqa: SIM115 -- closed below
-    server = subprocess.Popen([sys.executable, "-m", "arena.inference", "--address", address, "--backend", "vllm",
+    server = subprocess.Popen([sys.executable, "-m", "arena", "inference", "--address", address, "--backend", "vllm",
                                "--model", "smollm2-135m", "--name", "v"], stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
     try:
         wait_for_service(address, "policy:v", timeout=540)

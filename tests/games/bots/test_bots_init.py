@@ -23,12 +23,13 @@ def test_registered_bot_ids() -> None:
 
 @pytest.mark.parametrize("game_id", games.ids())
 def test_the_strongest_bot_plays_its_game(game_id: str) -> None:
-    if not games.available(game_id):
-        pytest.skip(f"{game_id} needs {games.info(game_id)['requires']}")
-    if games.strongest_bot(game_id) in ("mcts-v0", "kuhn-nash-v0", "leduc-cfr-v0"):
+    spec = games.spec(game_id)
+    if not spec.available():
+        pytest.skip(f"{game_id} needs {spec.requires}")
+    if spec.strongest_bot in ("mcts-v0", "kuhn-nash-v0", "leduc-cfr-v0"):
         pytest.importorskip("pyspiel")
     env = games.make(game_id)
-    kwargs = {"iterations": 100} if games.strongest_bot(game_id) == "leduc-cfr-v0" else {}
+    kwargs = {"iterations": 100} if spec.strongest_bot == "leduc-cfr-v0" else {}
     best = bots.strongest(game_id, seed=0, **kwargs)
     seats = {a: RandomBot(seed=i) for i, a in enumerate(env.possible_agents)}
     seats[env.possible_agents[0]] = best

@@ -1,0 +1,290 @@
+"""The inference actor: serves one policy on the bus, batching requests from every rollout actor.
+
+Services and topics for a policy named ``NAME``:
+
+- service ``policy:NAME``, one prompt per request. Request body::
+
+      {"prompt": {"messages": [{"role": "user", "content": "..."}, ...]}   # and/or
+                 {"ids": int32 array},                                       # see Prompt
+       "params": {"temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_new_tokens": 128,
+                  "stop": [], "stop_token_ids": [], "seed": null}}           # all optional
+
+  Reply body (arrays travel as raw frames)::
+
+      {"prompt_ids": int32[P], "token_ids": int32[T], "logprobs": float32[T], "text": str,
+       "finish_reason": "stop" | "length", "version": int, "extra": {}}
+
+  Error codes: ``bad_request`` (malformed body, invalid params; the message names the field),
+  ``context_overflow``, ``busy`` (the queue holds ``max_queue`` requests: retry later),
+  ``policy_error`` (the backend failed on this batch).
+- service ``policy:NAME:status``: ``{"version", "paused", "queued", "batch_sizes" (recent),
+  "counters", "weights" (applied/rejected/stale/fetched counts)}``.
+- topic ``weights.NAME``: ``weights`` messages, one per bucket (:mod:`arena.weights.buckets`), carrying
+  the bytes or, from a publisher on this host, a reference to a shared-memory file that the actor
+  maps (a reference it cannot map, or any with ``--no-shm-weights``, is fetched in bytes form
+  from the publisher; see :mod:`arena.weights.receiver`). A complete, valid update is applied
+  between batches; a partial or corrupt one is refused and the old weights keep serving.
+- ``control`` messages, on topic ``control.policy.NAME`` or addressed to the actor:
+  ``{"command": "pause" | "resume"}``: while paused no batch starts; requests wait in the queue.
+  ``{"command": "load", "path": "<Hugging Face model directory>", "version": int}``: serve that
+  directory's safetensors weights as ``version`` (checked like any update: names, shapes,
+  dtypes, floats cast to the served dtype; applied between batches). A load need not be newer than what is served (population
+  play goes back to old checkpoints) and leaves the bus updates' version order alone.
+- Every update's outcome is announced as a ``control`` message on topic ``weights_ack.NAME``:
+  ``{"actor", "version", "applied": bool, "reason", "serving": the version now served,
+  "transport": "shm" | "bus" | "fetch" | "load"}``. A stale update (not newer than the served
+  version) is refused once, not once per bucket.
+
+Generation runs on one worker thread, so the event loop keeps answering heartbeats, queueing
+and refusing requests while a batch is being generated. Run it as a process with
+``arena inference --address ipc:///tmp/arena.sock --model tiny --name main`` (its flags are the
+fields of :class:`~arena.policies.config.InferenceConfig`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import os
+import time
+from collections import Counter, deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from arena.bus import Actor, BusError, Message
+from arena.policies.base import Policy
+from arena.policies.config import InferenceConfig
+from arena.policies.remote import service_name
+from arena.policies.types import (
+    Generation,
+    InvalidRequest,
+    PolicyError,
+    Prompt,
+    SamplingParams,
+    check_keys,
+)
+from arena.weights.receiver import WeightReceiver
+
+log = logging.getLogger("arena.actors.inference")
+
+
+@dataclass
+class _Pending:
+    prompt: Prompt
+    params: SamplingParams
+    future: asyncio.Future[Generation]
+
+
+class InferenceActor:
+    """Serves ``policy`` as ``policy:<name>`` on the broker at ``address``."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        address: str,
+        config: InferenceConfig | None = None,
+        *,
+        actor_name: str | None = None,
+        heartbeat_interval: float = 1.0,
+    ) -> None:
+        self.policy = policy
+        self.config = config = config or InferenceConfig()
+        self.name = name = config.name
+        self.service = service_name(name)
+        self.counters: Counter[str] = Counter()
+        self.batch_sizes: deque[int] = deque(maxlen=1024)
+        self.paused = False
+        self.actor = Actor(
+            actor_name or f"inference-{name}-{os.getpid()}",
+            address,
+            kind="inference",
+            heartbeat_interval=heartbeat_interval,
+        )
+        self.actor.serve(self.service, self._on_request)
+        self.actor.serve(f"{self.service}:status", self._on_status)
+        self.weights = WeightReceiver(self.actor, name, policy, deliver=self._deliver, refuse=self._refuse,
+                                      timeout=self.config.weight_timeout, shm=self.config.shm_weights)  # fmt: skip
+        self.actor.subscribe(f"weights.{name}", self.weights.on_weights)
+        self.actor.subscribe(f"control.policy.{name}", self._on_control)
+        self.actor.on("control", self._on_control)
+        self.actor.on("weights", self.weights.on_weights)
+        self._queue: deque[_Pending] = deque()
+        self._wakeup: asyncio.Event | None = None
+        self._resumed: asyncio.Event | None = None
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix=f"generate-{name}"
+        )
+        self._batcher: asyncio.Task[None] | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    async def start(self) -> None:
+        self._wakeup, self._resumed = asyncio.Event(), asyncio.Event()
+        self._resumed.set()
+        await self.actor.start()
+        self._batcher = asyncio.get_running_loop().create_task(self._batch_loop())
+
+    async def run(self, stop: asyncio.Event | None = None) -> None:
+        """Serve until ``stop`` is set (or forever), then close."""
+        await self.start()
+        try:
+            await (stop or asyncio.Event()).wait()
+        finally:
+            await self.close()
+
+    async def close(self) -> None:
+        if self._batcher is not None:
+            self._batcher.cancel()
+        for pending in self._queue:
+            if not pending.future.done():
+                pending.future.set_exception(
+                    BusError("shutting_down", f"{self.actor.name} is stopping")
+                )
+        self._queue.clear()
+        await self.actor.close()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        self.policy.close()
+
+    # -- requests ----------------------------------------------------------------------------
+    def _on_request(self, msg: Message) -> asyncio.Future[Any]:
+        body = msg.body
+        if not isinstance(body, Mapping):
+            raise BusError("bad_request", f"request body must be a map, got {type(body).__name__}")
+        try:
+            check_keys(body, ["prompt", "params"], "request")
+            if "prompt" not in body:
+                raise InvalidRequest("request lacks 'prompt'")
+            params = SamplingParams.from_dict(body.get("params"))
+            prompt = self.policy.prepare(Prompt.from_dict(body["prompt"]), params)
+        except PolicyError as err:
+            self.counters[err.code] += 1
+            raise BusError(err.code, str(err)) from None
+        if len(self._queue) >= self.config.max_queue:
+            self.counters["busy"] += 1
+            raise BusError("busy", f"{self.actor.name} has {len(self._queue)} requests queued "
+                                   f"(max_queue={self.config.max_queue}); retry later")  # fmt: skip
+        future: asyncio.Future[Generation] = asyncio.get_running_loop().create_future()
+        self._queue.append(_Pending(prompt, params, future))
+        assert self._wakeup is not None
+        self._wakeup.set()
+        return asyncio.ensure_future(self._reply(future))
+
+    @staticmethod
+    async def _reply(future: asyncio.Future[Generation]) -> dict[str, Any]:
+        return (await future).to_dict()
+
+    def _on_status(self, msg: Message) -> dict[str, Any]:
+        return {"version": self.policy.version, "paused": self.paused, "queued": len(self._queue),
+                "batch_sizes": list(self.batch_sizes), "counters": dict(self.counters),
+                "weights": self.weights.status()}  # fmt: skip
+
+    def _on_control(self, msg: Message) -> None:
+        body = msg.body
+        command = body.get("command") if isinstance(body, Mapping) else None
+        assert self._resumed is not None
+        if command == "pause":
+            self.paused = True
+            self._resumed.clear()
+        elif command == "resume":
+            self.paused = False
+            self._resumed.set()
+        elif command == "load":
+            self.weights.on_load(body)
+        else:
+            self.counters["bad_control"] += 1
+            log.warning("%s ignored control message %r", self.actor.name, body)
+
+    # -- batching ----------------------------------------------------------------------------
+    async def _batch_loop(self) -> None:
+        assert self._wakeup is not None and self._resumed is not None
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._resumed.wait()
+            if not self._queue:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            # Give concurrent requesters max_wait_ms to join the first request's batch.
+            deadline = loop.time() + self.config.max_wait_ms / 1000
+            while len(self._queue) < self.config.max_batch and loop.time() < deadline:
+                self._wakeup.clear()
+                try:
+                    await asyncio.wait_for(self._wakeup.wait(), deadline - loop.time())
+                except TimeoutError:
+                    break
+            if not self._resumed.is_set():
+                continue
+            batch = [
+                self._queue.popleft() for _ in range(min(self.config.max_batch, len(self._queue)))
+            ]
+            batch = [p for p in batch if not p.future.done()]
+            if batch:
+                await self._generate(batch)
+
+    async def _generate(self, batch: list[_Pending]) -> None:
+        loop = asyncio.get_running_loop()
+        prompts, params = [p.prompt for p in batch], [p.params for p in batch]
+        start = time.monotonic()
+        try:
+            results = await loop.run_in_executor(
+                self._executor, self.policy.generate, prompts, params
+            )
+        except Exception as err:
+            self.counters["batch_failed"] += 1
+            log.exception("%s: a batch of %d failed", self.actor.name, len(batch))
+            code = err.code if isinstance(err, PolicyError) else "policy_error"
+            for pending in batch:
+                if not pending.future.done():
+                    pending.future.set_exception(BusError(code, f"generation failed: {err!r}"))
+            return
+        self.batch_sizes.append(len(batch))
+        self.counters["batches"] += 1
+        self.counters["requests"] += len(batch)
+        self.counters["tokens"] += sum(len(r.token_ids) for r in results)
+        log.debug("batch of %d in %.2fs", len(batch), time.monotonic() - start)
+        for pending, result in zip(batch, results, strict=True):
+            if not pending.future.done():
+                pending.future.set_result(result)
+
+    # -- weights -----------------------------------------------------------------------------
+    def _deliver(self, version: int, state: dict[str, torch.Tensor], transport: str) -> None:
+        # The single generation thread runs this between two batches, never during one.
+        future = asyncio.get_running_loop().run_in_executor(
+            self._executor, self._apply, version, state
+        )
+        future.add_done_callback(lambda f: self._applied(version, transport, f))
+
+    def _apply(self, version: int, state: dict[str, torch.Tensor]) -> float:
+        start = time.monotonic()
+        self.policy.update_weights(state, version)
+        return time.monotonic() - start
+
+    def _applied(self, version: int, transport: str, future: asyncio.Future[float]) -> None:
+        if future.cancelled():
+            return
+        err = future.exception()
+        if err is not None:
+            log.error("%s could not apply weights %d: %r", self.actor.name, version, err)
+            self._refuse(version, repr(err), transport)
+            return
+        self.counters["weights_applied"] += 1
+        log.info("%s serves version %d (%s, applied in %.2fs)",
+                 self.actor.name, version, transport, future.result())  # fmt: skip
+        self._ack(version, True, "", transport)
+
+    def _refuse(self, version: int, reason: str, transport: str) -> None:
+        self.counters["weights_rejected"] += 1
+        log.warning("%s refused weights %s, version %d keeps serving: %s",
+                    self.actor.name, version, self.policy.version, reason)  # fmt: skip
+        self._ack(version, False, reason, transport)
+
+    def _ack(self, version: int, applied: bool, reason: str, transport: str) -> None:
+        body = {"actor": self.actor.name, "version": version, "applied": applied, "reason": reason,
+                "serving": self.policy.version, "transport": transport}  # fmt: skip
+        try:
+            self.actor.publish(f"weights_ack.{self.name}", body)
+        except BusError as err:
+            log.warning("%s could not announce weights %s: %s", self.actor.name, version, err)

@@ -1,0 +1,35 @@
+"""``arena rollout --address ADDR --config RUN.yaml --index I``: one rollout actor.
+
+It reads the run config (the ``config.yaml`` that ``arena train`` writes into its run
+directory, or any run config), serves collect orders as ``rollout-<I>`` and sends every
+finished episode to the learner (:mod:`arena.actors.rollout`).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--address", required=True, help="broker address (ipc:// or tcp://)")
+    parser.add_argument("--config", required=True, help="run config (YAML), e.g. runs/x/y/config.yaml")
+    parser.add_argument("--index", type=int, default=0, help="this actor's index: its name is rollout-<index>")
+    parser.add_argument("overrides", nargs="*", help="key=value overrides of the run config")
+
+
+def run(args: argparse.Namespace) -> int:
+    from arena.actors.rollout import RolloutActor
+    from arena.core.process import serve
+    from arena.run.config import load_run_config
+
+    config = load_run_config(args.config, args.overrides)
+    actor = RolloutActor(
+        config.play,
+        args.address,
+        args.index,
+        model=config.model,
+        concurrency=config.rollout.concurrency,
+        heartbeat_interval=config.bus.heartbeat_interval,
+    )
+    serve(actor.run)
+    return 0

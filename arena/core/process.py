@@ -1,0 +1,75 @@
+"""What every Arena process does the same way: stop cleanly on a signal, and die with its parent.
+
+Every process is an ``arena`` subcommand (:mod:`arena.cli`); a long-running one hands its main
+coroutine to :func:`serve`::
+
+    def run(args):
+        return serve(lambda stop: MyActor(...).run(stop))
+
+``serve`` runs the coroutine with an ``asyncio.Event`` that SIGINT and SIGTERM set, so the
+actor closes its sockets and files on the way out instead of dying mid-write.
+
+A launcher that must leave no orphans starts its children with ``ARENA_PARENT_PID`` set to its
+own pid; :func:`die_with_parent` (called by the CLI before any command runs) asks the kernel to
+send the child SIGTERM when that parent dies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+PARENT_ENV = "ARENA_PARENT_PID"
+"""Set by a launcher to its pid: the child stops when that process dies."""
+
+_PR_SET_PDEATHSIG = 1
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def serve(
+    main: Callable[[asyncio.Event], Awaitable[T]],
+    run: Callable[[Awaitable[T]], T] = asyncio.run,  # type: ignore[assignment]
+) -> T:
+    """Run ``main(stop)`` on a fresh event loop; SIGINT and SIGTERM set ``stop``.
+
+    ``run`` starts the loop (``asyncio.run``, or e.g. ``uvloop.run``).
+    """
+
+    async def guarded() -> T:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in STOP_SIGNALS:
+            loop.add_signal_handler(sig, stop.set)
+        return await main(stop)
+
+    return run(guarded())
+
+
+def on_stop_signal(callback: Callable[[], None]) -> None:
+    """For a process without an event loop: call ``callback`` on SIGINT or SIGTERM."""
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, lambda *_: callback())
+
+
+def die_with_parent() -> None:
+    """If ``ARENA_PARENT_PID`` names this process's parent, get SIGTERM when it dies.
+
+    Linux only (``PR_SET_PDEATHSIG``); elsewhere a killed launcher may leave its children
+    running. A child whose parent already died before this call exits at once.
+    """
+    expected = os.environ.pop(PARENT_ENV, None)
+    if not expected:
+        return
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):  # not Linux
+        return
+    if os.getppid() != int(expected):  # the parent died before prctl took effect
+        sys.exit(1)

@@ -1,0 +1,135 @@
+"""Evaluation: the policy against reference bots, with 95% confidence intervals.
+
+The policy plays every seat in turn against bots on the others (seat ``i`` in game ``i mod n``),
+greedy by default. For each (game, opponent) it reports:
+
+- ``score``: the mean of 1 (win), 0.5 (draw: tied for the best return) and 0 (loss) per game,
+  with a normal-approximation 95% interval over games;
+- ``win``/``draw``/``loss`` rates, each with a Wilson 95% interval;
+- ``invalid_rate``: invalid actions over the policy's turns, with a Wilson 95% interval
+  (turns within a game are not independent, so read it as a slightly narrow interval).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import games
+import games.bots
+from arena.play.episode import BotSeat, PolicySeat, play_episode
+from arena.play.seating import resolve_opponent
+from arena.records import Episode
+
+Z95 = 1.959964
+
+
+def wilson(successes: int, n: int) -> tuple[float, float]:
+    """Wilson score interval for a proportion (well-behaved at 0 and 1)."""
+    if n == 0:
+        return (0.0, 1.0)
+    p = successes / n
+    denom = 1 + Z95**2 / n
+    centre = (p + Z95**2 / (2 * n)) / denom
+    half = Z95 * math.sqrt(p * (1 - p) / n + Z95**2 / (4 * n * n)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def mean_ci(values: Sequence[float], low: float = 0.0, high: float = 1.0) -> tuple[float, float]:
+    """Normal-approximation 95% interval of a mean, clipped to [low, high]."""
+    n = len(values)
+    if n < 2:
+        return (low, high)
+    mean = sum(values) / n
+    var = sum((v - mean) ** 2 for v in values) / (n - 1)
+    half = Z95 * math.sqrt(var / n)
+    return (max(low, mean - half), min(high, mean + half))
+
+
+def game_score(episode: Episode, seat: str) -> float:
+    """1 for a win, 0.5 for a draw (tied for the best return), 0 for a loss."""
+    mine = episode.final_rewards[seat]
+    best_other = max(r for s, r in episode.final_rewards.items() if s != seat)
+    if mine > best_other:
+        return 1.0
+    return 0.5 if mine == best_other else 0.0
+
+
+@dataclass
+class MatchResult:
+    """The policy's results against one opponent in one game."""
+
+    game: str
+    opponent: str
+    games: int
+    score: float
+    score_ci: tuple[float, float]
+    win: float
+    draw: float
+    loss: float
+    win_ci: tuple[float, float]
+    invalid_rate: float
+    invalid_ci: tuple[float, float]
+    policy_turns: int
+
+    @classmethod
+    def from_episodes(cls, game: str, opponent: str, played: list[tuple[Episode, str]]) -> MatchResult:
+        scores = [game_score(ep, seat) for ep, seat in played]
+        n = len(scores)
+        wins, draws = scores.count(1.0), scores.count(0.5)
+        turns = [t for ep, seat in played for t in ep.turns if t.seat == seat and t.role != "bot"]
+        invalid = sum(not t.valid for t in turns)
+        return cls(
+            game=game, opponent=opponent, games=n, score=sum(scores) / max(n, 1),
+            score_ci=mean_ci(scores), win=wins / max(n, 1), draw=draws / max(n, 1),
+            loss=(n - wins - draws) / max(n, 1), win_ci=wilson(wins, n),
+            invalid_rate=invalid / max(len(turns), 1), invalid_ci=wilson(invalid, len(turns)),
+            policy_turns=len(turns),
+        )  # fmt: skip
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in self.__dict__.items()}
+
+
+async def evaluate(
+    make_seat: Callable[[str], PolicySeat],
+    game_ids: Sequence[str],
+    opponents: Sequence[str],
+    *,
+    games_per_match: int,
+    seed: int = 10_000,
+    concurrency: int = 64,
+    game_kwargs: dict[str, dict[str, Any]] | None = None,
+    on_episode: Callable[[], None] | None = None,
+) -> list[MatchResult]:
+    """Play ``games_per_match`` games per (game, opponent); ``make_seat(game_id)`` gives a fresh
+    policy seat (its own conversation state) per game."""
+    limit = asyncio.Semaphore(concurrency)
+    game_kwargs = game_kwargs or {}
+
+    async def one(game_id: str, opponent_id: str, index: int) -> tuple[Episode, str]:
+        async with limit:
+            env = games.make(game_id, **game_kwargs.get(game_id, {}))
+            seat = env.possible_agents[index % len(env.possible_agents)]
+            game_seed = seed + index
+            seats = {
+                agent: make_seat(game_id) if agent == seat
+                else BotSeat(games.bots.make(opponent_id, seed=game_seed), opponent_id)
+                for agent in env.possible_agents
+            }  # fmt: skip
+            episode = await play_episode(env, game_id, seats, seed=game_seed,
+                                         episode_id=f"eval-{game_id}-{opponent_id}-{index}")  # fmt: skip
+            if on_episode is not None:
+                on_episode()
+            return episode, seat
+
+    results = []
+    for game_id in game_ids:
+        for opponent in opponents:
+            opponent_id = resolve_opponent(opponent, game_id)
+            played = await asyncio.gather(*(one(game_id, opponent_id, i) for i in range(games_per_match)))
+            results.append(MatchResult.from_episodes(game_id, opponent_id, list(played)))
+    return results

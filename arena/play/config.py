@@ -1,0 +1,75 @@
+"""What playing episodes needs: the game mixture, the opponents and the sampling settings.
+
+These sections are part of a run config (:class:`arena.run.config.RunConfig`); rollout actors
+and evaluation receive them as one :class:`PlayConfig`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from arena.core.errors import ConfigError, check_choice
+
+OPPONENT_MODES = ("self-play", "fixed", "population")
+
+
+@dataclass
+class GameConfig:
+    id: str = "tictactoe-v0"
+    """Registered game id (see ``arena games``)."""
+    weight: float = 1.0
+    """Relative probability of this game in the training mixture."""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments for ``games.make`` (e.g. ``max_retries``)."""
+    role: str = "player-v0"
+    """Registered role id that every seat of this game plays."""
+    role_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments for ``roles.make`` (e.g. ``prefill: true``)."""
+
+
+@dataclass
+class OpponentConfig:
+    mode: str = "self-play"
+    """``self-play``: every seat is the trained policy; ``fixed``: one seat is the trained
+    policy and the others are ``fixed`` (not trained); ``population``: the others are drawn
+    from past checkpoints (or the latest policy with probability ``latest_prob``)."""
+    fixed: str = "random-v0"
+    """Bot id for ``fixed`` mode, or ``strongest`` for each game's strongest reference bot."""
+    latest_prob: float = 0.5
+    """In ``population`` mode, chance an opponent seat plays the current policy itself."""
+    pool_size: int = 4
+    """In ``population`` mode, how many recent checkpoints stay in the pool."""
+
+    def __post_init__(self) -> None:
+        check_choice("opponents.mode", self.mode, OPPONENT_MODES)
+        if not 0.0 <= self.latest_prob <= 1.0:
+            raise ConfigError(f"opponents.latest_prob must be in [0, 1], got {self.latest_prob}")
+
+
+@dataclass
+class SamplingConfig:
+    temperature: float = 1.0
+    """Sampling temperature of training rollouts."""
+    top_p: float = 1.0
+    """Nucleus sampling threshold (1 keeps every token)."""
+    top_k: int = 0
+    """Top-k sampling (0 keeps every token)."""
+    max_new_tokens: int = 24
+    """Longest reply per turn; a move needs only a handful of tokens."""
+
+
+@dataclass
+class PlayConfig:
+    """Everything a seat factory needs to fill the seats of one episode."""
+
+    games: list[GameConfig] = field(default_factory=lambda: [GameConfig()])
+    """The game mixture."""
+    opponents: OpponentConfig = field(default_factory=OpponentConfig)
+    """Who fills the seats the trained policy does not."""
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    """How the trained policy samples."""
+    policy_name: str = "main"
+    """The trained policy's name (an inference actor serves it as ``policy:<name>``)."""
+    invalid_penalty: float = 0.0
+    """Reward subtracted from a turn whose action the game rejected."""

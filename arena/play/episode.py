@@ -1,0 +1,187 @@
+"""Play one episode of a game with its seats filled, and record it as an :class:`Episode`.
+
+A seat is filled by a :class:`PolicySeat` (a role agent on a policy: trained, or frozen) or by a
+:class:`BotSeat` (a reference bot). An episode awaits its policy's replies and never blocks on
+them, so a rollout actor plays many episodes at once and their requests batch together in the
+inference service.
+
+Token-in, token-out: a policy seat builds its prompt ids here, once, with the model's chat
+template, and each :class:`~arena.records.Turn` keeps exactly the ids the sampler saw. With
+``conversation`` memory the next prompt extends the previous prompt and response ids; nothing is
+re-tokenized.
+
+Rewards: a turn's reward is its shaping (the role's format bonus, minus ``invalid_penalty`` for
+an invalid action); the seat's game return (win, loss, forfeit) is added to its last turn.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from arena.policies.base import Policy
+from arena.policies.chat import ChatFormat
+from arena.policies.types import ContextOverflow, Generation, Prompt, SamplingParams
+from arena.records import TERMINATIONS, Episode, SeatAssignment, Turn
+from games.bots.base import Bot
+from games.text_env import TextGame
+from roles.base import Role
+
+_EMPTY_IDS = np.zeros(0, np.int32)
+_EMPTY_LOGPROBS = np.zeros(0, np.float32)
+
+
+@dataclass
+class PolicySeat:
+    """A role agent on a policy. ``trained`` seats' turns are trained on; frozen ones are not."""
+
+    policy: Policy
+    role: Role
+    chat: ChatFormat
+    params: SamplingParams
+    policy_name: str = "main"
+    trained: bool = True
+    invalid_penalty: float = 0.0
+    """Subtracted from the reward of a turn whose action the game rejected."""
+    _conversation: np.ndarray | None = field(default=None, repr=False)
+
+    def prompt(self, env: TextGame, agent: str, observation: str) -> Prompt:
+        first = self._conversation is None or self.role.memory == "none"
+        messages = self.role.messages(env.rules(agent), agent, observation, first_turn=first)
+        if first:
+            ids = self.chat.prompt_ids(Prompt(messages=messages))
+        else:
+            ids = self.chat.extend(self._conversation, messages)
+        prefix = self.role.assistant_prefix()
+        if prefix:
+            ids = np.concatenate([ids, self.chat.encode_text(prefix)])
+        return Prompt(ids=ids)
+
+    def remember(self, generation: Generation) -> None:
+        if self.role.memory == "conversation":
+            self._conversation = generation.conversation_ids
+
+
+@dataclass
+class BotSeat:
+    """A reference bot; its turns are recorded for transcripts but never trained on."""
+
+    bot: Bot
+    name: str
+
+
+Seat = PolicySeat | BotSeat
+
+
+class EpisodeError(RuntimeError):
+    """An episode that could not finish (its policy failed); it is dropped, never half-sent."""
+
+
+async def play_episode(
+    env: TextGame,
+    game_id: str,
+    seats: Mapping[str, Seat],
+    *,
+    seed: int,
+    episode_id: str,
+) -> Episode:
+    """Play ``env`` from ``reset(seed)`` to the end and return the record."""
+    env.reset(seed=seed)
+    missing = set(env.possible_agents) - set(seats)
+    if missing:
+        raise ValueError(f"{game_id}: no seat filler for {sorted(missing)}")
+    for seat in seats.values():
+        if isinstance(seat, PolicySeat):
+            seat._conversation = None
+        else:
+            seat.bot.reset(seed)
+    turns: list[Turn] = []
+    started = time.monotonic()
+    termination: str | None = None
+    while env.agents:
+        agent = env.agent_selection
+        if env.terminations[agent] or env.truncations[agent]:
+            env.step(None)
+            continue
+        seat = seats[agent]
+        if isinstance(seat, BotSeat):
+            action = seat.bot.act(env, agent)
+            text = env.action_to_text(agent, action)
+            env.step(action)
+            turns.append(_turn(episode_id, len(turns), game_id, agent, "bot", text, action, env))
+            continue
+        observation = env.observe(agent)["text"]
+        try:
+            prompt = seat.prompt(env, agent, observation)
+            generation = (await seat.policy.agenerate([prompt], seat.params))[0]
+        except ContextOverflow:
+            termination = "context_overflow"
+            break
+        except Exception as err:
+            raise EpisodeError(f"{game_id} episode {episode_id}: {seat.policy_name} failed: {err}") from err
+        seat.remember(generation)
+        # Decode the sampled ids whole: the generation's text stops before a matched stop
+        # string, and the role needs to see whether the closing tag was written.
+        written = seat.chat.tokenizer.decode(generation.token_ids.tolist(), skip_special_tokens=True)
+        reply = seat.role.read(written, ended=generation.finish_reason == "stop")
+        env.step_text(reply.action_text if reply.action_text is not None else generation.text)
+        valid = not env.infos[agent]["invalid"]
+        shaping = seat.role.format_reward(reply) - (0.0 if valid else seat.invalid_penalty)
+        turns.append(Turn(
+            episode_id=episode_id, index=len(turns), game=game_id, seat=agent,
+            role=seat.role.name, prompt_ids=generation.prompt_ids,
+            response_ids=generation.token_ids, response_logprobs=generation.logprobs,
+            text=seat.role.assistant_prefix() + written,
+            action=_plain(env.parse_action(agent, reply.action_text) if reply.action_text else None),
+            valid=valid, reward=shaping, policy_version=generation.version, trained=seat.trained,
+            group=f"{episode_id}:{agent}",
+        ))  # fmt: skip
+    final = {agent: float(env.returns[agent]) for agent in env.possible_agents}
+    if termination is None:
+        termination = env.termination_reason if env.termination_reason in TERMINATIONS else "done"
+    _credit_outcome(turns, final)
+    assignment = {
+        agent: SeatAssignment(role=s.role.name, policy=s.policy_name, trained=s.trained)
+        if isinstance(s, PolicySeat) else SeatAssignment(role="bot", policy=s.name, trained=False)
+        for agent, s in seats.items()
+    }  # fmt: skip
+    policy_turns = [t for t in turns if t.role != "bot"]
+    stats = {
+        "turns": len(turns), "policy_turns": len(policy_turns),
+        "invalid_turns": sum(not t.valid for t in policy_turns),
+        "generated_tokens": int(sum(len(t.response_ids) for t in policy_turns)),
+        "seconds": round(time.monotonic() - started, 3),
+    }  # fmt: skip
+    return Episode(id=episode_id, game=game_id, seed=seed, seats=assignment, turns=turns,
+                   final_rewards=final, termination=termination, stats=stats)  # fmt: skip
+
+
+def _credit_outcome(turns: list[Turn], final: Mapping[str, float]) -> None:
+    """Add each seat's game return to its last policy turn (turn-level returns carry it back)."""
+    last: dict[str, Turn] = {}
+    for turn in turns:
+        if turn.role != "bot":
+            last[turn.seat] = turn
+    for seat, turn in last.items():
+        turn.reward += final[seat]
+
+
+def _turn(episode_id: str, index: int, game_id: str, agent: str, role: str, text: str,
+          action: Any, env: TextGame) -> Turn:  # fmt: skip
+    return Turn(episode_id=episode_id, index=index, game=game_id, seat=agent, role=role,
+                prompt_ids=_EMPTY_IDS, response_ids=_EMPTY_IDS, response_logprobs=_EMPTY_LOGPROBS,
+                text=text, action=_plain(action), valid=not env.infos[agent]["invalid"],
+                reward=0.0, policy_version=-1, trained=False)  # fmt: skip
+
+
+def _plain(action: Any) -> Any:
+    """Actions as msgpack-friendly values (numpy ints become ints)."""
+    if isinstance(action, np.generic):
+        return action.item()
+    if action is None or isinstance(action, (int, float, str, bool)):
+        return action
+    return str(action)

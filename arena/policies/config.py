@@ -1,0 +1,79 @@
+"""The settings of a policy and of the inference actor that serves it: one set of names and
+defaults for YAML run configs, for ``arena inference`` flags and for :func:`make_policy`.
+
+:class:`InferenceConfig` extends :class:`PolicyConfig` with how the actor batches requests and
+takes weight updates; ``arena inference`` derives its flags from it
+(:func:`arena.core.config.add_arguments`), and a run config's ``inference`` section is one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from arena.policies.types import check_keys
+
+
+@dataclass
+class PolicyConfig:
+    """Which policy to build and how. Fields a backend does not use are ignored by it."""
+
+    backend: str = "hf"
+    """Policy backend: ``hf`` (transformers), ``vllm``, ``remote`` (an inference actor over the
+    bus), ``openai`` (an HTTP endpoint) or ``scripted`` (a bot or a function)."""
+    model: str = "smollm2-135m"
+    """Model spec for ``hf``/``vllm``: ``smollm2-135m`` (the embedded default), ``tiny`` (tests)
+    or a local Hugging Face directory; the model name sent to an ``openai`` endpoint."""
+    name: str = "main"
+    """Policy name: an inference actor serves it as ``policy:<name>``; ``remote`` calls that."""
+    dtype: str = "float32"
+    """Weights and compute dtype for local backends: float32, bfloat16 or float16."""
+    device: str = "auto"
+    """Torch device for local backends: ``auto`` (CUDA when there is one), cpu, cuda, cuda:1."""
+    max_batch: int = 32
+    """Most requests generated together in one batch."""
+    attention: str = "auto"
+    """``hf``: the attention kernel (``eager``, ``sdpa``, ...); ``auto`` is eager on CPU, where
+    it decodes batches faster, and the model's default elsewhere."""
+    seed: int = 0
+    """Seed of the sampler for requests that bring no seed of their own."""
+    address: str | None = None
+    """``remote``: the broker address (ipc:// or tcp://)."""
+    timeout: float = 120.0
+    """``remote``/``openai``: seconds to wait for one reply before failing."""
+    base_url: str | None = None
+    """``openai``: endpoint root, e.g. ``http://127.0.0.1:8000/v1``."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """``openai``: the environment variable holding the key (configs never hold keys)."""
+    bot: str | None = None
+    """``scripted``: ``"module:Factory"`` of a bot with ``act(env, agent)`` or a callable."""
+    engine: dict[str, Any] = field(default_factory=dict)
+    """``vllm``: extra keyword arguments for ``vllm.LLM`` (e.g. ``max_model_len``)."""
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PolicyConfig:
+        """From a mapping; an unknown key is refused, naming the nearest valid one."""
+        check_keys(data, [f.name for f in fields(cls)], "policy config")
+        return cls(**data)
+
+
+@dataclass
+class InferenceConfig(PolicyConfig):
+    """An inference actor: the policy it serves, how it batches, how it takes weights."""
+
+    actors: int = 1
+    """In a run config: how many inference actors serve the policy (requests are balanced
+    across them). One process is one actor."""
+    max_wait_ms: float = 20.0
+    """How long the first request of a batch waits for others to join it."""
+    max_queue: int = 4096
+    """Most requests waiting; past it new requests get a ``busy`` error."""
+    weight_timeout: float = 120.0
+    """Seconds an incomplete weight update may take before it is dropped."""
+    shm_weights: bool = True
+    """Map same-host shared-memory weight files; off, their bytes are fetched over the bus."""
+
+    def policy(self) -> PolicyConfig:
+        """The :class:`PolicyConfig` part, for :func:`arena.policies.factory.make_policy`."""
+        return PolicyConfig(**{f.name: getattr(self, f.name) for f in fields(PolicyConfig)})

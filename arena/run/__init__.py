@@ -1,0 +1,11 @@
+"""``arena train``: one training run, from its config to its processes and their coordination.
+
+- :mod:`arena.run.config`: the run config (every section, one docstring per field).
+- :mod:`arena.run.plan`: the run directory, run-dependent settings, ``--dry-run``'s plan, checks.
+- :mod:`arena.run.processes`: which ``arena`` subcommands a run starts, with which flags.
+- :mod:`arena.run.launcher`: starts, watches, restarts and stops those child processes.
+- :mod:`arena.run.coordinator`: the step loop (sync or async) over the bus.
+- :mod:`arena.run.collection`, :mod:`arena.run.weight_sync`, :mod:`arena.run.population`,
+  :mod:`arena.run.evaluation`: the concerns the coordinator calls, one module each.
+- :mod:`arena.run.run_log`: metrics, events, transcripts and the console.
+"""

@@ -1,0 +1,147 @@
+"""The run config of ``arena train``: one dataclass per section, one docstring per field.
+
+``load_run_config("configs/selfplay.yaml", ["steps=4", "learner.optim.lr=1e-5"])`` merges, in
+order, the schema's defaults, the YAML file (after the file it ``extends``, if any), and
+``a.b=c`` overrides (:mod:`arena.core.config`). An unknown key or a wrong type is a
+:class:`~arena.core.errors.ConfigError` naming the key and its nearest valid name, before
+anything starts. The sections that playing episodes needs live in :mod:`arena.play.config`,
+the learner's in :mod:`trainers.config`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from arena.core.config import load_config, to_yaml
+from arena.core.errors import ConfigError, check_choice
+from arena.play.config import GameConfig, OpponentConfig, PlayConfig, SamplingConfig
+from arena.policies.config import InferenceConfig
+from trainers.config import LearnerConfig
+
+__all__ = [
+    "BusConfig",
+    "ConfigError",
+    "EvalConfig",
+    "GameConfig",
+    "InferenceConfig",
+    "OpponentConfig",
+    "RolloutConfig",
+    "RunConfig",
+    "SamplingConfig",
+    "load_run_config",
+    "to_yaml",
+]
+
+MODES = ("sync", "async")
+TRAINABLE_BACKENDS = ("hf", "vllm")
+"""Backends that take weight updates: the ones a run can train."""
+
+
+@dataclass
+class RolloutConfig:
+    actors: int = 2
+    """Rollout actor processes."""
+    concurrency: int = 16
+    """Episodes each rollout actor plays at once (their requests batch together)."""
+    episodes_per_step: int = 32
+    """Episodes that make one learner step (sync mode) or the batch size (async mode)."""
+    transcripts_every: int = 1
+    """Save a sampled episode transcript every this many steps (0 disables)."""
+    invalid_penalty: float = 0.0
+    """Reward subtracted from a turn whose action the game rejected (shaping; the forfeit
+    penalty of the game itself comes on top)."""
+    max_restarts: int = 3
+    """Times the launcher restarts a crashed rollout actor before the run fails."""
+
+
+@dataclass
+class EvalConfig:
+    games: int = 200
+    """Games per game id and per opponent in each evaluation."""
+    every: int = 0
+    """Evaluate every this many steps (0: only before and after training)."""
+    opponents: list[str] = field(default_factory=lambda: ["random-v0", "strongest"])
+    """Bot ids to play against; ``strongest`` is each game's strongest reference bot."""
+    temperature: float = 0.0
+    """Sampling temperature of the policy during evaluation (0 = greedy)."""
+    concurrency: int = 64
+    """Evaluation games played at once."""
+
+
+@dataclass
+class BusConfig:
+    address: str | None = None
+    """Broker address; None uses ``ipc://`` in the run directory (one machine)."""
+    heartbeat_interval: float = 1.0
+    """Seconds between heartbeats."""
+    heartbeat_timeout: float = 10.0
+    """Seconds of silence before an actor is declared dead."""
+
+
+@dataclass
+class RunConfig:
+    name: str = "selfplay"
+    """Run name; output goes to ``<output_dir>/<name>/<time>/``."""
+    seed: int = 0
+    """Seeds every actor (each adds its own offset)."""
+    mode: str = "sync"
+    """``sync``: generate, train, publish, repeat. ``async``: rollouts continue while the
+    learner trains, bounded by ``learner.batch.max_staleness`` versions."""
+    steps: int = 10
+    """Learner steps to train."""
+    model: str = "smollm2-135m"
+    """Model spec: ``smollm2-135m`` (embedded default), ``tiny`` (tests) or a local HF path."""
+    games: list[GameConfig] = field(default_factory=lambda: [GameConfig()])
+    """The training mixture."""
+    opponents: OpponentConfig = field(default_factory=OpponentConfig)
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    inference: InferenceConfig = field(
+        default_factory=lambda: InferenceConfig(model="${model}", name="${learner.name}")
+    )
+    """The inference actors (arena.policies.config.InferenceConfig); ``model`` and ``name``
+    follow the run's model and the learner's policy name by default."""
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    learner: LearnerConfig = field(default_factory=lambda: LearnerConfig(model="${model}"))
+    """The learner (trainers.config.LearnerConfig); ``model`` follows the run's by default."""
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    bus: BusConfig = field(default_factory=BusConfig)
+    output_dir: str = "runs"
+    """Parent directory of run directories."""
+    resume: str | None = None
+    """A run directory to continue from its last checkpoint (same config, same step count)."""
+    checkpoint_every: int = 5
+    """Save a checkpoint every this many steps (and at the end)."""
+    cpu_threads: int = 0
+    """Torch CPU threads of each inference actor and of the learner. 0 splits the cores among
+    the processes that compute at the same time: the inference actors share them while they
+    generate, and in async mode the learner trains beside them (oversubscribed cores slow
+    every process down). ``OMP_NUM_THREADS`` in the environment, when set, wins over 0."""
+
+    def __post_init__(self) -> None:
+        check_choice("mode", self.mode, MODES)
+        check_choice("inference.backend", self.inference.backend, TRAINABLE_BACKENDS)
+        if self.cpu_threads < 0:
+            raise ConfigError(f"cpu_threads must be >= 0, got {self.cpu_threads}")
+        if self.steps < 0:
+            raise ConfigError(f"steps must be >= 0, got {self.steps}")
+        if not self.games:
+            raise ConfigError("games must list at least one game")
+
+
+    @property
+    def play(self) -> PlayConfig:
+        """The sections rollout actors and evaluation need."""
+        return PlayConfig(
+            games=self.games,
+            opponents=self.opponents,
+            sampling=self.sampling,
+            policy_name=self.learner.name,
+            invalid_penalty=self.rollout.invalid_penalty,
+        )
+
+
+def load_run_config(path: str | Path | None, overrides: Sequence[str] = ()) -> RunConfig:
+    """Defaults, then the YAML file (and what it extends), then ``a.b=c`` overrides."""
+    return load_config(RunConfig, path, overrides)

@@ -1,0 +1,286 @@
+"""``arena train``: self-play training from a config, as a graph of local processes.
+
+The :class:`RunCoordinator` starts a broker on ``ipc://`` in the run directory, the inference
+actor(s), the learner and N rollout actors (:mod:`arena.run.processes`: every one an ``arena``
+subcommand), then drives them over the bus:
+
+- **sync:** each step, the rollout actors collect ``episodes_per_step`` episodes with the current
+  weights (:mod:`arena.run.collection`); the learner trains on them and publishes new weights;
+  the next step starts once every inference actor has applied them (:mod:`arena.run.weight_sync`).
+- **async:** rollout actors keep collecting while the learner trains; a rollout actor waits
+  while it is more than ``learner.batch.max_staleness`` steps ahead of the learner, and the
+  learner drops (or down-weights) turns older than that.
+
+Opponents: ``self-play`` (every seat trained), ``fixed`` (a reference bot on the other seats), or
+``population`` (:mod:`arena.run.population`).
+
+It evaluates before and after training (and every ``eval.every`` steps) against reference bots
+(:mod:`arena.run.evaluation`), writes ``metrics.jsonl``, TensorBoard events, transcripts and
+checkpoints under ``<output_dir>/<name>/<time>/`` (:mod:`arena.run.run_log`), and ends with a
+before/after table (``eval_summary.md`` and ``eval_summary.json``). A crashed rollout actor is
+restarted; any other dead child stops the run with an error that names it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from arena.bus import Actor, BusError
+from arena.core.config import to_yaml
+from arena.eval.summary import write_eval_summary
+from arena.models import load_tokenizer
+from arena.play.stats import merge_collects
+from arena.policies.chat import ChatFormat
+from arena.run.collection import Collector
+from arena.run.config import RunConfig, load_run_config
+from arena.run.evaluation import evaluate_policy
+from arena.run.launcher import ChildDied, Launcher
+from arena.run.plan import make_run_dir, plan, resolve_for_run, validate
+from arena.run.population import Population
+from arena.run.processes import POOL, start_processes
+from arena.run.run_log import RunLog
+from arena.run.weight_sync import WeightSync
+
+
+class RunCoordinator:
+    """Runs one training job: starts its processes and drives its steps."""
+
+    def __init__(self, config: RunConfig, run_dir: Path) -> None:
+        self.config = config
+        self.run_dir = run_dir
+        self.launcher = Launcher(run_dir / "logs")
+        self.log = RunLog(run_dir, config)
+        self.weights = WeightSync(config.learner.name, config.inference.actors, self.log.event)
+        self.version = 0
+        self.step = 0
+        self._stalled = 0
+
+    # -- processes and bus -----------------------------------------------------------------
+    async def watch_children(self) -> None:
+        while True:
+            for event in self.launcher.check():
+                self.log.event(event)
+            await asyncio.sleep(0.5)
+
+    async def connect(self) -> None:
+        """Join the bus as ``trainer`` and wait until every actor of the run offers its service."""
+        c = self.config
+        actor = Actor("trainer", c.bus.address or "", kind="trainer", heartbeat_interval=c.bus.heartbeat_interval)
+        self.weights.attach(actor)
+        actor.subscribe("metrics.learner", lambda m: None)
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                await actor.start(timeout=5)
+                break
+            except BusError:
+                await actor.close()
+                if time.monotonic() > deadline:
+                    raise
+        self.actor = actor
+        self.collector = Collector(actor, c.rollout.actors, c.rollout.max_restarts, self.log.event)
+        self.population = Population(c, self.run_dir, actor, self.weights)
+        needed = {"learner", f"policy:{c.learner.name}", "rollout"}
+        if c.opponents.mode == "population":
+            needed.add(f"policy:{POOL}")
+        while True:
+            actors = (await actor.request(service="broker.actors")).body
+            offered = {s for a in actors for s in a["services"]}
+            ready = sum(1 for a in actors if a["kind"] == "rollout")
+            if needed <= offered and ready >= c.rollout.actors:
+                break
+            if time.monotonic() > deadline + 600:
+                raise TimeoutError(f"actors never came up; still missing {sorted(needed - offered)}")
+            await asyncio.sleep(0.5)
+
+    async def learner(self, op: str, timeout: float = 3600.0) -> Any:
+        return (await self.actor.request({"op": op}, service="learner", timeout=timeout)).body
+
+    # -- the run ---------------------------------------------------------------------------
+    async def run(self) -> int:
+        self.chat = ChatFormat(load_tokenizer(self.config.model))
+        start_processes(self.launcher, self.config, self.run_dir)
+        watcher = asyncio.create_task(self.watch_children())
+        main = asyncio.create_task(self._train())
+        done, _ = await asyncio.wait({watcher, main}, return_when=asyncio.FIRST_COMPLETED)
+        for task in (watcher, main):
+            task.cancel()
+        try:
+            if main in done:
+                return main.result()
+            watcher.result()  # raises ChildDied
+            return 1
+        finally:
+            if hasattr(self, "actor"):
+                await self.actor.close()
+            self.launcher.stop_all()
+
+    async def evaluate(self, label: str) -> list[dict[str, Any]]:
+        results = await evaluate_policy(self.actor, self.config, self.chat, self.log, label, self.step)
+        return [r.to_dict() for r in results]
+
+    async def _train(self) -> int:
+        await self.connect()
+        status = await self.learner("status")
+        self.step, self.version = status["step"], status["version"]
+        self.log.resume_at(self.step)
+        await self.weights.wait_serving(self.version)
+        before = self.log.load_eval("before")
+        if before is None:
+            before = await self.evaluate("before")
+        started = time.monotonic()
+        with self.log.training(first_step=self.step):
+            if self.config.mode == "sync":
+                episodes = await self._train_sync()
+            else:
+                episodes = await self._train_async()
+        wall = time.monotonic() - started
+        await self.learner("checkpoint")
+        after = await self.evaluate("after")
+        summary = write_eval_summary(self.run_dir, before, after, self.config.name)
+        self.log.finish(summary, episodes_per_s=episodes / max(wall, 1e-9), mode=self.config.mode)
+        return 0
+
+    async def _choose_opponent(self) -> None:
+        self.collector.opponent = await self.population.choose(self.config.seed * 7 + self.step, self.version)
+
+    async def _train_sync(self) -> int:
+        c = self.config
+        episodes = 0
+        while self.step < c.steps:
+            t0 = time.monotonic()
+            # Seeds (and so episode ids) follow the step: unique within a run, and a resumed run
+            # replays exactly the steps its checkpoint lacks.
+            await self._choose_opponent()
+            collected = await self.collector.collect(
+                c.rollout.episodes_per_step, seed=(c.seed + 1) * 10**6 + self.step * 100
+            )
+            t_collect = time.monotonic() - t0
+            sampled_with = self.version
+            metrics = await self.learner("step")
+            t_train = time.monotonic() - t0 - t_collect
+            if metrics and "version" in metrics:
+                self.version = int(metrics["version"])
+                await self.weights.wait_serving(self.version)
+            self.step = self._next_step(metrics)
+            episodes += collected["episodes"]
+            self.log.step(self.step, metrics or {}, collected, collect_s=t_collect, train_s=t_train,
+                          learner_version=sampled_with)  # fmt: skip
+            await self._periodic()
+        return episodes
+
+    async def _train_async(self) -> int:
+        c = self.config
+        per_actor = max(1, c.rollout.episodes_per_step // c.rollout.actors)
+        consumed = 0  # episodes the steps trained on (the producers' last rounds may not be)
+        since_step: list[dict[str, Any]] = []  # collect replies the next step's row summarizes
+        stop = asyncio.Event()
+
+        async def produce(index: int) -> None:
+            rounds = 0
+            while not stop.is_set():
+                while rounds - self.step > c.learner.batch.max_staleness and not stop.is_set():
+                    await asyncio.sleep(0.1)
+                seed = (c.seed + 1) * 10**7 + index * 10**5 + rounds
+                try:
+                    reply = await self.collector.order(index, per_actor, seed)
+                except BusError as err:
+                    self.log.event(f"rollout-{index} failed a collect ({err}); continuing")
+                    await asyncio.sleep(2.0)
+                    continue
+                rounds += 1
+                since_step.append(reply)
+
+        producers = [asyncio.create_task(produce(i)) for i in range(c.rollout.actors)]
+        try:
+            while self.step < c.steps:
+                t0 = time.monotonic()
+                await self._choose_opponent()
+                while sum(r["episodes"] for r in since_step) < c.rollout.episodes_per_step:
+                    await asyncio.sleep(0.1)
+                sampled_with, t_wait = self.version, time.monotonic() - t0
+                # The learner takes every turn that reached it; episodes reported from here on
+                # go to the next step.
+                collected = merge_since(since_step)
+                consumed += collected["episodes"]
+                metrics = await self.learner("step")
+                self.step = self._next_step(metrics)
+                if metrics and "version" in metrics:
+                    self.version = int(metrics["version"])
+                # Generation went on the whole step long, while waiting and while training.
+                self.log.step(self.step, metrics or {}, collected, collect_s=t_wait,
+                              train_s=time.monotonic() - t0 - t_wait, learner_version=sampled_with,
+                              overlapped=True)  # fmt: skip
+                await self._periodic()
+        finally:
+            stop.set()
+            for task in producers:
+                task.cancel()
+        return consumed
+
+    def _next_step(self, metrics: dict[str, Any] | None) -> int:
+        """The learner's step count is the run's: it counts every batch, even one whose turns
+        carried no signal. A step skipped for a non-finite loss does not count and is retried
+        with fresh episodes, a few times at most."""
+        if metrics is None or "step" not in metrics:
+            raise RuntimeError("the learner had no turns to train on; did every episode fail?")
+        step = int(metrics["step"])
+        if step == self.step:
+            self._stalled += 1
+            self.log.event(f"learner skipped step {step + 1} ({self._stalled} in a row): non-finite loss")
+            if self._stalled >= 5:
+                raise RuntimeError("the learner skipped 5 steps in a row (non-finite losses)")
+        else:
+            self._stalled = 0
+        return step
+
+    async def _periodic(self) -> None:
+        c = self.config
+        if c.eval.every and self.step % c.eval.every == 0 and self.step < c.steps:
+            await self.evaluate(f"step {self.step}")
+
+
+def merge_since(replies: list[dict[str, Any]]) -> dict[str, Any]:
+    """Merge and empty ``replies`` (the collects a step consumed)."""
+    merged = merge_collects(replies)
+    replies.clear()
+    return merged
+
+
+def train(config_path: str, overrides: list[str], dry_run: bool = False) -> int:
+    """Entry point of ``arena train``; returns the exit code."""
+    config = load_run_config(config_path, overrides)
+    validate(config)
+    if dry_run:
+        print(plan(config))
+        return 0
+    if config.resume:
+        resumed = load_run_config(Path(config.resume) / "config.yaml")
+        config = replace(resumed, resume=config.resume)
+    run_dir = make_run_dir(config)
+    config = resolve_for_run(config, run_dir)
+    (run_dir / "config.yaml").write_text(to_yaml(replace(config, resume=None)))
+    print(f"arena train: run directory {run_dir}", flush=True)
+    print(plan(config), flush=True)
+    coordinator = RunCoordinator(config, run_dir)
+    try:
+        return asyncio.run(coordinator.run())
+    except ChildDied as err:
+        print(f"arena train: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("arena train: interrupted; children stopped", file=sys.stderr)
+        return 130
+    finally:
+        sock = run_dir / "bus.sock"
+        if sock.exists():
+            with contextlib.suppress(OSError):
+                sock.unlink()
+        shutil.rmtree(run_dir / "tmp", ignore_errors=True)

@@ -1,0 +1,123 @@
+"""Start, watch and stop the local processes of a run.
+
+Every child is an ``arena`` subcommand (``python -m arena inference ...``), the same program a
+multi-host deployment starts by hand. Each is started with ``ARENA_PARENT_PID`` set, so it asks
+the kernel for SIGTERM when the launcher dies (:func:`arena.core.process.die_with_parent`): a
+killed launcher leaves no orphans. Each child's output goes to ``<run_dir>/logs/<name>.log``.
+
+:meth:`Launcher.check` is called periodically: a dead child marked ``restartable`` (rollout
+actors) is started again, up to its restart budget, and the event is logged; any other death is
+a :class:`ChildDied` that names the child, its exit code and the end of its log.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from arena.core.process import PARENT_ENV
+
+log = logging.getLogger("arena.run.launcher")
+
+
+class ChildDied(RuntimeError):
+    """A child process that must not die did (or a restartable one died too often)."""
+
+
+@dataclass
+class Child:
+    """One supervised process."""
+
+    name: str
+    argv: list[str]
+    """The ``arena`` command line, without ``arena`` (e.g. ``["broker", "--bind", ...]``)."""
+    restartable: bool = False
+    max_restarts: int = 0
+    env: dict[str, str] = field(default_factory=dict)
+    """Added to the launcher's environment for this child."""
+    restarts: int = 0
+    process: subprocess.Popen | None = None
+    events: list[str] = field(default_factory=list)
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+
+class Launcher:
+    """Owns the children of one run."""
+
+    def __init__(self, log_dir: Path, env: dict[str, str] | None = None) -> None:
+        self.log_dir = log_dir
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+        self.children: dict[str, Child] = {}
+
+    def start(
+        self, name: str, argv: list[str], *, restartable: bool = False, max_restarts: int = 0,
+        env: dict[str, str] | None = None,
+    ) -> Child:
+        """Start ``arena argv`` as child ``name``, with ``env`` added to the launcher's."""
+        child = Child(name, list(argv), restartable, max_restarts, dict(env or {}))
+        self.children[name] = child
+        self._spawn(child)
+        return child
+
+    def _spawn(self, child: Child) -> None:
+        with open(self.log_dir / f"{child.name}.log", "ab") as out:
+            child.process = subprocess.Popen(
+                [sys.executable, "-m", "arena", *child.argv],
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env={**self.env, **child.env, PARENT_ENV: str(os.getpid())},
+            )  # fmt: skip
+        log.info("started %s (pid %d)", child.name, child.process.pid)
+
+    def check(self) -> list[str]:
+        """Restart dead restartable children; raise :class:`ChildDied` for the others.
+
+        Returns the events (restarts) that happened since the last call.
+        """
+        events = []
+        for child in self.children.values():
+            code = child.process.poll() if child.process is not None else None
+            if code is None:
+                continue
+            if child.restartable and child.restarts < child.max_restarts:
+                child.restarts += 1
+                event = (f"{child.name} (pid {child.pid}) exited with {code}; restarting "
+                         f"({child.restarts}/{child.max_restarts})")  # fmt: skip
+                log.warning(event)
+                child.events.append(event)
+                events.append(event)
+                self._spawn(child)
+                continue
+            raise ChildDied(f"{child.name} (pid {child.pid}) exited with code {code}; "
+                            f"end of {self.log_dir / (child.name + '.log')}:\n{self.tail(child.name)}")  # fmt: skip
+        return events
+
+    def tail(self, name: str, lines: int = 15) -> str:
+        path = self.log_dir / f"{name}.log"
+        if not path.exists():
+            return "(no log)"
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop_all(self, timeout: float = 15.0) -> None:
+        """SIGTERM every child (newest first), then SIGKILL what is left after ``timeout``."""
+        alive = [c.process for c in reversed(list(self.children.values()))
+                 if c.process is not None and c.process.poll() is None]  # fmt: skip
+        for proc in alive:
+            proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for proc in alive:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log.warning("pid %d ignored SIGTERM; killing it", proc.pid)
+                proc.kill()
+                proc.wait()

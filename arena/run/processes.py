@@ -1,0 +1,98 @@
+"""Which processes a run starts: every one an ``arena`` subcommand, the same programs a
+multi-host deployment starts by hand.
+
+:func:`actor_commands` lists them (name, command line, environment, whether a crash is restarted)
+without starting anything; :func:`start_processes` hands them to a
+:class:`~arena.run.launcher.Launcher`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from arena.core.config import to_yaml
+from arena.run.config import RunConfig
+from arena.run.launcher import Launcher
+from arena.run.plan import cpu_threads, device_for
+
+POOL = "pool"
+"""Policy name of the population opponents' inference actor."""
+
+
+@dataclass(frozen=True)
+class ActorCommand:
+    """One process of a run."""
+
+    name: str
+    """The child's name (its log is ``logs/<name>.log``; actors use it on the bus)."""
+    argv: list[str]
+    """The ``arena`` command line, without ``arena``."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Added to the launcher's environment."""
+    restartable: bool = False
+    """Restarted when it dies (rollout actors); any other death stops the run."""
+
+
+def actor_commands(config: RunConfig, run_dir: Path) -> list[ActorCommand]:
+    """The broker, the inference actor(s), the learner and the rollout actors of a run whose
+    resolved config is written at ``run_dir/config.yaml`` (and the learner's at
+    ``run_dir/learner.yaml``, see :func:`write_configs`)."""
+    c = config
+    address = c.bus.address
+    assert address is not None, "resolve_for_run sets the bus address"
+    heartbeat = str(c.bus.heartbeat_interval)
+    threads = cpu_threads(c)
+    inference_env = {"OMP_NUM_THREADS": str(threads["inference"])} if threads else {}
+    learner_env = {"OMP_NUM_THREADS": str(threads["learner"])} if threads else {}
+    commands = [
+        ActorCommand(
+            "broker",
+            ["broker", "--bind", address, "--heartbeat-interval", heartbeat,
+             "--heartbeat-timeout", str(c.bus.heartbeat_timeout)],
+        )
+    ]  # fmt: skip
+    inference = [(f"inference-{i}", c.learner.name, c.seed + i) for i in range(c.inference.actors)]
+    if c.opponents.mode == "population":
+        inference.append(("inference-pool", POOL, c.seed + 99))
+    i = c.inference
+    for actor_name, policy_name, seed in inference:
+        argv = ["-v", "inference", "--address", address, "--actor-name", actor_name,
+                "--heartbeat-interval", heartbeat, "--name", policy_name, "--backend", i.backend,
+                "--model", c.model, "--dtype", i.dtype, "--device", device_for(i.device),
+                "--seed", str(seed), "--max-batch", str(i.max_batch),
+                "--max-wait-ms", str(i.max_wait_ms), "--max-queue", str(i.max_queue),
+                "--weight-timeout", str(i.weight_timeout), "--attention", i.attention,
+                "--shm-weights" if i.shm_weights else "--no-shm-weights",
+                *(f"--engine={key}={value!r}" for key, value in i.engine.items())]  # fmt: skip
+        commands.append(ActorCommand(actor_name, argv, inference_env))
+    commands.append(
+        ActorCommand(
+            "learner",
+            ["-v", "learner", "--address", address, "--config", str(run_dir / "learner.yaml")],
+            learner_env,
+        )
+    )
+    for index in range(c.rollout.actors):
+        argv = ["-v", "rollout", "--address", address, "--config", str(run_dir / "config.yaml"),
+                "--index", str(index)]  # fmt: skip
+        commands.append(ActorCommand(f"rollout-{index}", argv, restartable=True))
+    return commands
+
+
+def write_configs(config: RunConfig, run_dir: Path) -> None:
+    """The learner's section as ``learner.yaml`` (what ``arena learner --config`` reads)."""
+    (run_dir / "learner.yaml").write_text(to_yaml(config.learner))
+
+
+def start_processes(launcher: Launcher, config: RunConfig, run_dir: Path) -> None:
+    """Start every process of the run under ``launcher``."""
+    write_configs(config, run_dir)
+    for command in actor_commands(config, run_dir):
+        launcher.start(
+            command.name,
+            command.argv,
+            env=command.env,
+            restartable=command.restartable,
+            max_restarts=config.rollout.max_restarts if command.restartable else 0,
+        )

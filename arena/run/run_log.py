@@ -1,0 +1,158 @@
+"""What a run writes and shows: metrics, events, transcripts, evaluations and the console.
+
+Files in the run directory:
+
+- ``metrics.jsonl``: one line per learner step (learner metrics, rollout stats, timings);
+- ``evals.jsonl``: one line per evaluation (label, step, one entry per game and opponent);
+- ``events.log``: restarts, refused weight updates and other incidents;
+- ``transcripts.jsonl``: sampled episodes as conversations;
+- ``tb/``: TensorBoard event files (when tensorboard is installed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from arena.eval.evaluate import MatchResult
+from arena.run.config import RunConfig
+
+
+class RunLog:
+    """Append-only logs of one run plus a console view."""
+
+    def __init__(self, run_dir: Path, config: RunConfig) -> None:
+        self.run_dir = run_dir
+        self.config = config
+        # Logs and CI capture the console: keep lines whole there instead of wrapping at 80.
+        self.console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+        self._tb = _tensorboard(run_dir / "tb")
+        self._started = time.monotonic()
+        self._advance_step: Callable[[], None] | None = None
+
+    # -- console ---------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def progress(self, label: str, total: int, completed: int = 0) -> Iterator[Callable[[], None]]:
+        """A progress bar over ``total`` items; yields the function that advances it."""
+        columns = (TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        with Progress(*columns, console=self.console, transient=True) as bar:
+            task = bar.add_task(label, total=total, completed=completed)
+            yield lambda: bar.advance(task)
+
+    @contextlib.contextmanager
+    def training(self, first_step: int) -> Iterator[None]:
+        """The training steps' progress bar; each logged :meth:`step` advances it."""
+        with self.progress("train", self.config.steps, completed=first_step) as advance:
+            self._advance_step = advance
+            try:
+                yield
+            finally:
+                self._advance_step = None
+
+    def event(self, text: str) -> None:
+        stamp = time.strftime("%H:%M:%S")
+        self.console.print(f"[yellow]{stamp} {text}")
+        with open(self.run_dir / "events.log", "a") as out:
+            out.write(f"{stamp} {text}\n")
+
+    # -- steps -----------------------------------------------------------------------------
+    def step(self, step: int, metrics: dict[str, Any], collected: dict[str, Any], *, collect_s: float,
+             train_s: float, learner_version: int, overlapped: bool = False) -> None:  # fmt: skip
+        """Log one step. ``collected`` summarizes the episodes it consumed; in ``overlapped``
+        (async) mode they were generated over the whole step, training time included."""
+        seconds = collect_s + train_s
+        generating = seconds if overlapped else collect_s or collected["seconds"]
+        row = {
+            "step": step, "time": round(time.monotonic() - self._started, 2),
+            "episodes": collected["episodes"], "episodes_failed": collected["failed"],
+            "episodes_per_s": collected["episodes"] / max(seconds, 1e-9),
+            "gen_tokens_per_s": collected["generated_tokens"] / max(generating, 1e-9),
+            "staleness": max(0, learner_version - collected["min_version"]) if collected["min_version"] >= 0 else 0,
+            "collect_s": round(collect_s, 2), "train_s": round(train_s, 2),
+            **{f"reward/{k}": v for k, v in collected["reward"].items()},
+            **{f"invalid_rate/{k}": v for k, v in collected["invalid_rate"].items()},
+            **{f"learner/{k}": v for k, v in metrics.items() if isinstance(v, (int, float))},
+        }  # fmt: skip
+        self._append("metrics.jsonl", row)
+        for key, value in row.items():
+            if self._tb is not None and isinstance(value, (int, float)) and key != "step":
+                self._tb.add_scalar(key, value, step)
+        rewards = " ".join(f"{k}={v:+.2f}" for k, v in collected["reward"].items())
+        invalid = " ".join(f"{k}={v:.0%}" for k, v in collected["invalid_rate"].items())
+        self.console.print(
+            f"step {step}/{self.config.steps}  {row['episodes_per_s']:.2f} ep/s  "
+            f"{row['gen_tokens_per_s']:.0f} gen tok/s  loss {metrics.get('loss', float('nan')):.4f}  "
+            f"reward {rewards}  invalid {invalid}  staleness {row['staleness']}"
+        )
+        if self._advance_step is not None:
+            self._advance_step()
+        every = self.config.rollout.transcripts_every
+        if every and step % every == 0 and collected.get("transcript"):
+            self._append("transcripts.jsonl", {"step": step, **collected["transcript"]})
+
+    def resume_at(self, step: int) -> None:
+        """Align ``metrics.jsonl`` with a resumed learner at ``step``.
+
+        Rows past the checkpoint are dropped (those steps run again). Steps the checkpoint holds
+        but the log lacks (the launcher died between the update and its log line) get a row
+        marked ``recovered``: the update happened, its metrics died with the launcher.
+        """
+        path = self.run_dir / "metrics.jsonl"
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+        rows = [r for r in rows if r["step"] <= step]
+        logged = {r["step"] for r in rows}
+        rows += [{"step": s, "recovered": True} for s in range(1, step + 1) if s not in logged]
+        if rows or path.exists():
+            path.write_text("".join(json.dumps(r) + "\n" for r in sorted(rows, key=lambda r: r["step"])))
+
+    # -- evaluation ------------------------------------------------------------------------
+    def evaluation(self, label: str, step: int, results: list[MatchResult]) -> None:
+        rows = [r.to_dict() for r in results]
+        self._append("evals.jsonl", {"label": label, "step": step, "results": rows})
+        if label == "before":
+            (self.run_dir / "eval_before.json").write_text(json.dumps(rows, indent=1))
+        for r in results:
+            self.console.print(
+                f"eval {label}: {r.game} vs {r.opponent}: score {r.score:.3f} "
+                f"[{r.score_ci[0]:.3f}, {r.score_ci[1]:.3f}]  W/D/L {r.win:.2f}/{r.draw:.2f}/{r.loss:.2f}  "
+                f"invalid {r.invalid_rate:.3f} [{r.invalid_ci[0]:.3f}, {r.invalid_ci[1]:.3f}]  ({r.games} games)"
+            )
+            if self._tb is not None:
+                self._tb.add_scalar(f"eval/{r.game}/{r.opponent}/score", r.score, step)
+                self._tb.add_scalar(f"eval/{r.game}/{r.opponent}/invalid_rate", r.invalid_rate, step)
+
+    def load_eval(self, label: str) -> list[dict[str, Any]] | None:
+        path = self.run_dir / f"eval_{label}.json"
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def finish(self, summary: str, *, episodes_per_s: float, mode: str) -> None:
+        self.console.print(summary)
+        self.console.print(f"{mode} mode: {episodes_per_s:.3f} episodes/s over the training steps")
+        self._append("run_summary.jsonl", {"mode": mode, "episodes_per_s": episodes_per_s,
+                                           "wall_s": time.monotonic() - self._started})  # fmt: skip
+        if self._tb is not None:
+            self._tb.close()
+
+    def _append(self, name: str, row: dict[str, Any]) -> None:
+        with open(self.run_dir / name, "a") as out:
+            out.write(json.dumps(row, default=_plain) + "\n")
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if hasattr(value, "item") else str(value)
+
+
+def _tensorboard(path: Path) -> Any:
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        return None
+    return SummaryWriter(str(path))

@@ -1,0 +1,71 @@
+"""Knowing which weights each inference actor serves.
+
+Inference actors announce every update's outcome on topic ``weights_ack.<name>``
+(:mod:`arena.actors.inference`). :class:`WeightSync` listens to those announcements and asks
+the actors' status service, so the coordinator can wait until every actor serves a version
+(sync mode) or until the pool actor has loaded a checkpoint (population mode).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+
+from arena.bus import Actor, Message
+
+
+class WeightSync:
+    """The versions the inference actors last applied, and ways to wait for one."""
+
+    def __init__(self, policy_name: str, inference_actors: int, on_event: Callable[[str], None]) -> None:
+        self.policy_name = policy_name
+        self.inference_actors = inference_actors
+        self.on_event = on_event
+        """Called with a line for the run's event log (a refused update)."""
+        self.acks: dict[str, int] = {}
+        """The version each inference actor last acknowledged applying."""
+        self._applied = asyncio.Event()
+        self.actor: Actor | None = None
+
+    def attach(self, actor: Actor) -> None:
+        """Listen to every policy's acknowledgements (call before ``actor.start()``)."""
+        actor.subscribe("weights_ack.", self._on_ack)
+        self.actor = actor
+
+    def _on_ack(self, msg: Message) -> None:
+        body = msg.body
+        if body.get("applied"):
+            self.acks[body["actor"]] = int(body["version"])
+            self._applied.set()
+        elif "not newer" not in str(body.get("reason")):  # a re-publish of served weights is no news
+            self.on_event(f"{body.get('actor')} refused weights v{body.get('version')}: {body.get('reason')}")
+
+    async def wait_serving(self, version: int, timeout: float = 600.0) -> None:
+        """Until every inference actor serves ``version`` (or newer), asking each its status."""
+        assert self.actor is not None
+        deadline = time.monotonic() + timeout
+        service = f"policy:{self.policy_name}:status"
+        for i in range(self.inference_actors):
+            while True:
+                status = await self.actor.request(service=service, dst=f"inference-{i}", timeout=30)
+                if status.body["version"] >= version:
+                    break
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"inference-{i} did not apply weights v{version} in {timeout:.0f}s")
+                await self._next_ack(0.5)
+
+    async def wait_applied(self, actor: str, version: int, exact: bool, timeout: float = 300.0) -> None:
+        """Until ``actor`` acknowledges applying ``version`` (exactly, or it or a newer one)."""
+        deadline = time.monotonic() + timeout
+        self.acks.pop(actor, None)
+        while self.acks.get(actor) != version if exact else self.acks.get(actor, -1) < version:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{actor} did not load weights v{version} in {timeout:.0f}s")
+            await self._next_ack(1.0)
+
+    async def _next_ack(self, timeout: float) -> None:
+        self._applied.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._applied.wait(), timeout)

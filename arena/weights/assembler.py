@@ -1,0 +1,201 @@
+"""Assembling weight updates: buckets in, one complete and validated state dict out.
+
+The receiver's :class:`WeightAssembler` checks every bucket (names, shapes, dtypes, bounds,
+checksum) against the model it serves and yields the full update only when every bucket of one
+version has arrived. Float tensors may arrive in another float dtype (a float32 learner, a
+bfloat16 server) and are cast to the served one; any other dtype change is refused. A partial
+update (a missing bucket: a newer version starts, or it times out) or a corrupt one is rejected
+with a reason and the old weights keep serving. A bucket of a version older than the one being
+assembled is refused without disturbing the newer one.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import zlib
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+from arena.weights.buckets import (
+    StaleBucket,
+    TensorSpec,
+    WeightUpdateError,
+    as_served,
+    check_tensor,
+    frame_tensor,
+    tensor_specs,
+    torch_dtype,
+)
+from arena.weights.shm import SharedMemoryReader
+
+log = logging.getLogger("arena.weights")
+
+
+class FileSource(Protocol):
+    """Where reference buckets' bytes come from (:class:`arena.weights.shm.SharedMemoryReader`)."""
+
+    def open(self, ref: Mapping[str, Any]) -> np.ndarray:
+        """The bytes of the file a bucket's ``shm`` field names (read-only uint8)."""
+
+    def forget(self) -> None:
+        """Drop any file kept open between buckets."""
+
+
+@dataclass
+class _Checked:
+    """One bucket's tensors, and for references where each lies and which it claims to alias."""
+
+    tensors: dict[str, torch.Tensor]
+    places: dict[str, tuple[Any, ...]]
+    aliases: dict[str, str]
+
+
+@dataclass
+class _Partial:
+    version: int
+    num_buckets: int
+    started: float
+    buckets: dict[int, _Checked] = field(default_factory=dict)
+
+
+class WeightAssembler:
+    """Collects buckets into a complete, validated update for a model of known parameters.
+
+    ``files`` reads same-host references (default: a fresh
+    :class:`~arena.weights.shm.SharedMemoryReader`).
+    """
+
+    def __init__(
+        self, expected: Mapping[str, torch.Tensor], timeout: float = 120.0, files: FileSource | None = None
+    ) -> None:
+        if files is None:
+            files = SharedMemoryReader()
+        self.expected = tensor_specs(expected)
+        self.timeout = timeout
+        self.files = files
+        self.counters: Counter[str] = Counter()
+        self.last_version = -1
+        self._partial: _Partial | None = None
+
+    def add(self, body: Any) -> tuple[int, dict[str, torch.Tensor]] | None:
+        """Take one bucket; return ``(version, state)`` once the update is complete.
+
+        Raises :class:`WeightUpdateError` for a corrupt bucket, which also drops the update it
+        belonged to, and :class:`StaleBucket` for one of an old version, which drops nothing.
+        """
+        try:
+            version, index, total, checked = self._check_bucket(body)
+        except StaleBucket:
+            self.counters["stale"] += 1
+            raise
+        except WeightUpdateError as err:
+            self._drop(f"corrupt bucket: {err}")
+            raise
+        partial = self._partial
+        if partial is not None and (partial.version != version or self._expired(partial)):
+            self._drop(f"update {partial.version} incomplete: "
+                       f"{len(partial.buckets)}/{partial.num_buckets} buckets arrived")  # fmt: skip
+            partial = None
+        if partial is None:
+            partial = self._partial = _Partial(version, total, time.monotonic())
+        if total != partial.num_buckets:
+            self._drop("buckets disagree on num_buckets")
+            raise WeightUpdateError(f"bucket {index} says {total} buckets, update has {partial.num_buckets}")
+        partial.buckets[index] = checked
+        if len(partial.buckets) < partial.num_buckets:
+            return None
+        self._partial = None
+        self.files.forget()  # the state's tensors keep a mapping alive as long as they need it
+        buckets = partial.buckets.values()
+        state = {name: t for bucket in buckets for name, t in bucket.tensors.items()}
+        places = {name: place for bucket in buckets for name, place in bucket.places.items()}
+        missing = set(self.expected) - set(state)
+        for alias, target in (pair for bucket in buckets for pair in bucket.aliases.items()):
+            if target not in places or places[target] != places[alias]:  # else unchecked bytes
+                missing.add(alias)
+        if missing:
+            self.counters["rejected"] += 1
+            raise WeightUpdateError(f"update {version} lacks {len(missing)} tensors, e.g. {sorted(missing)[0]}")
+        self.last_version = version
+        self.counters["applied"] += 1
+        return version, state
+
+    def check_fresh(self, version: int) -> None:
+        """Raise :class:`StaleBucket` unless ``version`` is newer than the served one and not
+        older than the one being assembled."""
+        if version <= self.last_version:
+            raise StaleBucket(f"version {version} is not newer than {self.last_version}")
+        if self._partial is not None and version < self._partial.version:
+            raise StaleBucket(f"version {version} is older than update {self._partial.version} in progress")
+
+    def _check_bucket(self, body: Any) -> tuple[int, int, int, _Checked]:
+        if not isinstance(body, dict):
+            raise WeightUpdateError("bucket must be a map")
+        try:
+            version, index, total = int(body["version"]), int(body["bucket"]), int(body["num_buckets"])
+            checksum, entries = int(body["checksum"]), body["tensors"]
+        except (KeyError, TypeError, ValueError) as err:
+            raise WeightUpdateError(f"bucket lacks or garbles field {err}") from None
+        self.check_fresh(version)
+        if not 0 <= index < total:
+            raise WeightUpdateError(f"bucket index {index} outside 0..{total - 1}")
+        mapped = self._mapped(body)
+        crc = 0
+        checked = _Checked({}, {}, {})
+        for item in entries:
+            if not isinstance(item, dict):
+                raise WeightUpdateError("a tensor entry must be a map")
+            name, sent = item.get("name"), item.get("dtype")
+            spec = check_tensor(self.expected, name, sent, item.get("shape"))
+            size = TensorSpec(spec.shape, sent).nbytes
+            data = self._data(item, mapped, size)
+            if data.nbytes != size:
+                raise WeightUpdateError(f"{name}: {data.nbytes} bytes do not fit {sent}{list(spec.shape)}")
+            if mapped is not None:
+                checked.places[name] = (body["shm"].get("path"), item["offset"], sent, spec.shape)
+            if mapped is not None and "alias" in item:  # checked with the tensor it aliases
+                checked.aliases[name] = item["alias"]
+            else:
+                crc = zlib.crc32(data, crc)
+            checked.tensors[name] = as_served(frame_tensor(data, torch_dtype(sent), spec.shape), spec)
+        if crc != checksum:
+            raise WeightUpdateError(f"checksum mismatch in bucket {index} of version {version}")
+        return version, index, total, checked
+
+    def _mapped(self, body: dict[str, Any]) -> np.ndarray | None:
+        ref = body.get("shm")
+        if ref is None:
+            return None
+        try:
+            return self.files.open(ref)
+        except (OSError, ValueError, TypeError, KeyError) as err:
+            raise WeightUpdateError(f"cannot map shared-memory weights: {err}") from None
+
+    @staticmethod
+    def _data(item: Mapping[str, Any], mapped: np.ndarray | None, size: int) -> np.ndarray:
+        name = item.get("name")
+        if mapped is None:
+            data = item.get("data")
+            if not isinstance(data, np.ndarray) or data.dtype != np.uint8:
+                raise WeightUpdateError(f"{name}: data must be a uint8 frame")
+            return data
+        offset = item.get("offset")
+        if not isinstance(offset, int) or not 0 <= offset <= len(mapped) - size:
+            raise WeightUpdateError(f"{name}: offset {offset!r} outside the {len(mapped)}-byte file")
+        return mapped[offset : offset + size]
+
+    def _expired(self, partial: _Partial) -> bool:
+        return time.monotonic() - partial.started > self.timeout
+
+    def _drop(self, reason: str) -> None:
+        if self._partial is not None or reason.startswith("corrupt"):
+            self.counters["rejected"] += 1
+            log.warning("weight update rejected, old weights keep serving: %s", reason)
+        self._partial = None
+        self.files.forget()

@@ -1,0 +1,425 @@
+"""The inference actor in a real process behind a real broker, over ipc:// sockets.
+
+Serves the tiny model. Covers batching across requester processes, logprobs against teacher
+forcing, weight updates (applied, and refused when partial or corrupt) by bytes on the bus, by a
+same-host shared-memory file and by fetching the bytes, checkpoint loads, pause/resume, the busy
+limit, malformed requests, and a dead actor turning into an error instead of a hang.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import queue
+import shutil
+import signal
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from arena.bus import Actor, BlockingActor, BusError
+from arena.models import load_model, tiny_config, tiny_model
+from arena.policies.remote import RemotePolicy
+from arena.policies.types import Generation, SamplingParams
+from arena.weights.buckets import make_buckets
+from arena.weights.publisher import WeightPublisher
+from tests.arena.bus.conftest import spawn, stop, wait_for_service
+
+LOGPROB_ATOL = 1e-4  # fp32 served vs teacher forced: see tests/arena/policies/test_hf.py
+GREEDY = {"temperature": 0.0, "max_new_tokens": 6}
+CHAT = {"messages": [{"role": "user", "content": "Your move?"}]}
+
+REQUESTER = r"""
+import json, sys, time
+import numpy as np
+from arena.bus import BlockingActor
+address, tag, count, start_at = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+with BlockingActor("requester-" + tag, address) as actor:
+    time.sleep(max(0.0, start_at - time.time()))
+    futures = [actor.request({"prompt": {"ids": np.array([1, 9690, 198, i], np.int32)},
+                              "params": {"max_new_tokens": 4}}, service="policy:main", timeout=60)
+               for i in range(count)]
+    print(json.dumps([len(f.result().body["token_ids"]) for f in futures]), flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[str]:
+    folder = tempfile.mkdtemp(prefix="arena-", dir="/tmp")
+    address = f"ipc://{folder}/b.sock"
+    proc = spawn("-m", "arena", "broker", "--bind", address, "--heartbeat-interval", "0.2",
+                 "--heartbeat-timeout", "2.0")  # fmt: skip
+    assert "listening" in proc.stdout.readline()
+    yield address
+    stop(proc)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def start_inference(broker: str) -> Iterator[Callable[..., Any]]:
+    procs = []
+
+    def start(name: str, *flags: str) -> Any:
+        proc = spawn("-m", "arena", "inference", "--address", broker, "--model", "tiny", "--name", name,
+                     "--heartbeat-interval", "0.2", *flags)  # fmt: skip
+        procs.append(proc)
+        wait_for_service(broker, f"policy:{name}", timeout=120)
+        return proc
+
+    yield start
+    for proc in procs:
+        stop(proc)
+
+
+@pytest.fixture(scope="module")
+def main_actor(start_inference: Callable[..., Any]) -> Any:
+    return start_inference("main", "--max-batch", "16", "--max-wait-ms", "500")
+
+
+@pytest.fixture
+def client(broker: str) -> Iterator[BlockingActor]:
+    with BlockingActor(f"client-{time.monotonic_ns()}", broker) as actor:
+        yield actor
+
+
+def status(client: BlockingActor, name: str) -> dict[str, Any]:
+    return client.call(service=f"policy:{name}:status", timeout=10)
+
+
+def ask(
+    client: BlockingActor, name: str, prompt: dict[str, Any] = CHAT, params: dict[str, Any] = GREEDY
+) -> Generation:
+    return Generation.from_dict(
+        client.call({"prompt": prompt, "params": params}, service=f"policy:{name}", timeout=60)
+    )
+
+
+def test_requests_from_several_processes_share_batches(
+    broker: str, main_actor: Any, client: BlockingActor
+) -> None:
+    before = len(status(client, "main")["batch_sizes"])
+    start_at = time.time() + 4.0  # every requester is connected and waiting by then
+    requesters = [spawn("-c", REQUESTER, broker, f"r{i}", "4", str(start_at)) for i in range(3)]
+    outputs = [
+        json.loads(p.communicate(timeout=120)[0].strip().splitlines()[-1]) for p in requesters
+    ]
+    assert outputs == [[4, 4, 4, 4]] * 3
+    sizes = status(client, "main")["batch_sizes"][before:]
+    assert sum(sizes) == 12
+    assert max(sizes) > 4, f"no batch mixed requests from two processes: {sizes}"
+    print("observed batch sizes", sizes)
+
+
+def teacher_forced(model: torch.nn.Module, gen: Generation) -> np.ndarray:
+    ids = torch.from_numpy(gen.conversation_ids.astype(np.int64))[None]
+    with torch.no_grad():
+        logprobs = model(ids).logits.log_softmax(-1)[0, len(gen.prompt_ids) - 1 : -1]
+    return logprobs.gather(1, ids[0, len(gen.prompt_ids) :, None]).squeeze(1).numpy()
+
+
+class Learner:
+    """A test-side publisher: a bus actor that sees ``weights_ack.<name>`` and, when given
+    publishers, serves their byte fetches."""
+
+    def __init__(self, broker: str, name: str, *publishers: WeightPublisher) -> None:
+        self.name = name
+        self.acks: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.actor = BlockingActor(f"learner-{name}-{time.monotonic_ns()}", broker)
+        self.actor.actor.subscribe(f"weights_ack.{name}", lambda m: self.acks.put(m.body))
+        for publisher in publishers:
+            publisher.attach(self.actor.actor)
+
+    def publish(self, publisher: WeightPublisher, state: dict[str, torch.Tensor], version: int,
+                before_send: Callable[[dict[str, Any]], None] = lambda body: None) -> None:  # fmt: skip
+        def send(body: dict[str, Any]) -> None:
+            before_send(body)
+            self.actor.publish(publisher.topic, body, mtype="weights")
+
+        publisher.publish(state, version, send)
+
+    def ack(self, version: int) -> dict[str, Any]:
+        """The next ack for ``version`` (acks of other versions are skipped)."""
+        while (ack := self.acks.get(timeout=60))["version"] != version:
+            pass
+        return ack
+
+    def __enter__(self) -> Learner:
+        self.actor.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.actor.close()
+
+
+def noisy(state: dict[str, torch.Tensor], seed: int) -> dict[str, torch.Tensor]:
+    noise = torch.Generator().manual_seed(seed)
+    return {k: v + 0.5 * torch.randn(v.shape, generator=noise) for k, v in state.items()}
+
+
+def test_served_logprobs_match_teacher_forcing(main_actor: Any, client: BlockingActor) -> None:
+    model, _ = tiny_model(seed=0)  # the served weights: same seed, same model
+    gen = ask(client, "main", params={"max_new_tokens": 8, "seed": 3})
+    np.testing.assert_allclose(gen.logprobs, teacher_forced(model, gen), atol=LOGPROB_ATOL)
+    assert gen.version == 0 and gen.prompt_ids.dtype == np.int32
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "match"),
+    [("hello", "bad_request", "must be a map"),
+     ({"params": {}}, "bad_request", "lacks 'prompt'"),
+     ({"promt": CHAT}, "bad_request", "did you mean 'prompt'"),
+     ({"prompt": CHAT, "params": {"temperature": -1}}, "bad_request", "temperature"),
+     ({"prompt": CHAT, "params": {"max_tokens": 5}}, "bad_request", "did you mean 'max_new_tokens'"),
+     ({"prompt": {"ids": np.array([0.5])}}, "bad_request", "1-D array of ints"),
+     ({"prompt": {"messages": "hi"}}, "bad_request", "must be a list"),
+     ({"prompt": {"ids": np.ones(4096, np.int32)}}, "context_overflow", "leaves no room")],
+)  # fmt: skip
+def test_malformed_requests_get_clear_errors(
+    main_actor: Any, client: BlockingActor, body: Any, code: str, match: str
+) -> None:
+    with pytest.raises(BusError, match=match) as info:
+        client.call(body, service="policy:main", timeout=10)
+    assert info.value.code == code
+    assert ask(client, "main").finish_reason in ("stop", "length")  # still serving
+
+
+def test_remote_policy_has_the_policy_interface(broker: str, main_actor: Any) -> None:
+    with RemotePolicy.connect(broker, "main") as policy:
+        a, b = policy.generate([CHAT["messages"], [1, 2, 3]])
+    assert len(a.token_ids) == len(a.logprobs) > 0 and b.prompt_ids.tolist() == [1, 2, 3]
+    assert policy.version == 0
+
+
+def test_remote_policy_from_asyncio_code(broker: str, main_actor: Any) -> None:
+    async def rollout() -> list[Generation]:
+        actor = Actor(f"rollout-{time.monotonic_ns()}", broker)
+        await actor.start()
+        try:
+            return await RemotePolicy(actor, "main").agenerate(
+                [CHAT["messages"]] * 3, SamplingParams(max_new_tokens=3)
+            )
+        finally:
+            await actor.close()
+
+    generations = asyncio.run(rollout())
+    assert len(generations) == 3 and all(0 < len(g.token_ids) <= 3 for g in generations)
+
+
+def test_weight_updates_apply_and_corrupt_ones_are_refused(
+    start_inference: Callable[..., Any], broker: str, client: BlockingActor
+) -> None:
+    start_inference("w")
+    acks: queue.Queue[dict[str, Any]] = queue.Queue()
+    learner = BlockingActor(f"learner-{time.monotonic_ns()}", broker)
+    learner.actor.subscribe("weights_ack.w", lambda m: acks.put(m.body))
+    model, _ = tiny_model(seed=0)
+    noise = torch.Generator().manual_seed(1)
+    state = {
+        k: v + 0.5 * torch.randn(v.shape, generator=noise) for k, v in model.state_dict().items()
+    }
+
+    def publish(buckets: list[dict[str, Any]]) -> None:
+        for bucket in buckets:
+            learner.publish("weights.w", bucket, mtype="weights")
+
+    def buckets(version: int, tensors: dict[str, torch.Tensor] = state) -> list[dict[str, Any]]:
+        return list(make_buckets(tensors, version=version, bucket_bytes=1 << 20))
+
+    with learner:
+        original = ask(client, "w")
+        publish(buckets(1))
+        ack = acks.get(timeout=60)
+        assert (ack["version"], ack["applied"], ack["serving"]) == (1, True, 1)
+        updated = ask(client, "w")
+        assert updated.version == 1 and updated.token_ids.tolist() != original.token_ids.tolist()
+
+        wrong_shape = buckets(2)
+        wrong_shape[-1]["tensors"][0]["shape"] = [1, *wrong_shape[-1]["tensors"][0]["shape"]]
+        # Floats are cast to the served dtype; an integer tensor for a float one is refused.
+        wrong_dtype = buckets(3, {**state, "model.norm.weight": state["model.norm.weight"].int()})
+        flipped = buckets(4)
+        data = flipped[1]["tensors"][0]["data"].copy()
+        data[0] ^= 0xFF
+        flipped[1]["tensors"][0]["data"] = data
+        for version, corrupt, reason in [(2, wrong_shape, "got float32"), (3, wrong_dtype, "got int32"),
+                                         (4, flipped, "checksum mismatch")]:  # fmt: skip
+            publish(corrupt)
+            ack = acks.get(timeout=60)
+            assert (ack["version"], ack["applied"], ack["serving"]) == (version, False, 1)
+            assert reason in ack["reason"]
+        publish(buckets(5)[:-1])  # a missing bucket: never applied, dropped when version 6 starts
+        time.sleep(0.5)
+        still = ask(client, "w")
+        assert still.version == 1 and still.token_ids.tolist() == updated.token_ids.tolist()
+
+        publish(buckets(6, model.state_dict()))  # the original weights again
+        while (ack := acks.get(timeout=60))["version"] != 6:
+            assert not ack["applied"]  # leftovers of the corrupt updates, refused
+        assert ack["applied"] and ack["serving"] == 6
+        restored = ask(client, "w")
+        assert restored.version == 6 and restored.token_ids.tolist() == original.token_ids.tolist()
+        info = status(client, "w")
+        assert info["version"] == 6 and info["weights"]["applied"] == 2
+        assert info["weights"]["rejected"] >= 4
+
+
+def test_same_host_updates_map_shared_memory_and_match_the_bus(
+    start_inference: Callable[..., Any], broker: str, client: BlockingActor
+) -> None:
+    start_inference("s")
+    original_state = tiny_model(seed=0)[0].state_dict()
+    state = noisy(original_state, seed=1)
+    shm, bus = WeightPublisher("s", bucket_bytes=1 << 20), WeightPublisher("s", shm=False, bucket_bytes=1 << 20)
+    assert shm.transport == "shm"
+    with Learner(broker, "s", shm) as learner:
+        original = ask(client, "s")
+        learner.publish(shm, state, 1)
+        ack = learner.ack(1)
+        assert (ack["applied"], ack["transport"], ack["serving"]) == (True, "shm", 1)
+        via_shm = ask(client, "s")
+        assert via_shm.version == 1 and via_shm.token_ids.tolist() != original.token_ids.tolist()
+        learner.publish(bus, original_state, 2)
+        assert learner.ack(2)["transport"] == "bus"
+        assert ask(client, "s").token_ids.tolist() == original.token_ids.tolist()
+        learner.publish(bus, state, 3)  # the same weights by the bus: the same replies
+        assert learner.ack(3)["applied"]
+        assert ask(client, "s").token_ids.tolist() == via_shm.token_ids.tolist()
+
+        def tamper(body: dict[str, Any]) -> None:  # flip a byte of bucket 1 in the file
+            if body["bucket"] == 1:
+                with open(body["shm"]["path"], "r+b") as f:
+                    f.seek(body["tensors"][0]["offset"])
+                    byte = f.read(1)[0]
+                    f.seek(body["tensors"][0]["offset"])
+                    f.write(bytes([byte ^ 0xFF]))
+
+        learner.publish(shm, original_state, 4, before_send=tamper)
+        ack = learner.ack(4)
+        assert (ack["applied"], ack["serving"]) == (False, 3) and "checksum mismatch" in ack["reason"]
+        assert ask(client, "s").token_ids.tolist() == via_shm.token_ids.tolist()
+        learner.publish(shm, original_state, 5)
+        assert learner.ack(5)["applied"]
+        assert ask(client, "s").token_ids.tolist() == original.token_ids.tolist()
+    shm.close()
+
+
+def test_a_receiver_that_cannot_map_fetches_the_bytes(
+    start_inference: Callable[..., Any], broker: str, client: BlockingActor
+) -> None:
+    start_inference("f", "--no-shm-weights")  # as if on another host
+    state = noisy(tiny_model(seed=0)[0].state_dict(), seed=2)
+    publisher = WeightPublisher("f", bucket_bytes=1 << 20)
+    with Learner(broker, "f", publisher) as learner:
+        before = ask(client, "f")
+        learner.publish(publisher, state, 1)
+        ack = learner.ack(1)
+        assert (ack["applied"], ack["transport"], ack["serving"]) == (True, "fetch", 1)
+        assert ask(client, "f").token_ids.tolist() != before.token_ids.tolist()
+        assert status(client, "f")["weights"]["fetched"] >= 3
+    unserved = WeightPublisher("f", bucket_bytes=1 << 20)
+    with Learner(broker, "f") as learner:  # a publisher that answers no fetches
+        learner.publish(unserved, state, 2)
+        ack = learner.ack(2)
+        assert (ack["applied"], ack["serving"]) == (False, 1) and "could not fetch" in ack["reason"]
+    publisher.close()
+    unserved.close()
+
+
+def test_load_serves_a_checkpoint_and_refuses_bad_ones(
+    start_inference: Callable[..., Any], broker: str, client: BlockingActor, tmp_path: Any
+) -> None:
+    start_inference("l", "--actor-name", "inference-l")
+    checkpoint, model = tmp_path / "seed1", tiny_model(seed=1)[0]
+    model.save_pretrained(checkpoint)
+    original_dir = tmp_path / "seed0"
+    tiny_model(seed=0)[0].save_pretrained(original_dir)
+    config = tiny_config()
+    config.hidden_size = 32
+    type(model)(config).save_pretrained(tmp_path / "narrow")
+    with Learner(broker, "l") as learner:
+        original = ask(client, "l")
+        learner.actor.send("control", {"command": "load", "path": str(checkpoint), "version": 7},
+                           dst="inference-l")  # fmt: skip
+        ack = learner.ack(7)
+        assert (ack["applied"], ack["transport"], ack["serving"]) == (True, "load", 7)
+        loaded = ask(client, "l", params={"max_new_tokens": 8, "seed": 3})
+        assert loaded.version == 7
+        np.testing.assert_allclose(loaded.logprobs, teacher_forced(model, loaded), atol=LOGPROB_ATOL)
+        for version, path, reason in [(8, tmp_path / "missing", "no directory"),
+                                      (9, tmp_path / "narrow", "model has float32"),
+                                      (10, None, "needs a 'path'")]:  # fmt: skip
+            body = {"command": "load", "version": version, **({"path": str(path)} if path else {})}
+            learner.actor.publish("control.policy.l", body)  # the topic works as well
+            ack = learner.ack(version)
+            assert (ack["applied"], ack["serving"]) == (False, 7) and reason in ack["reason"], ack
+        learner.actor.publish("control.policy.l", {"command": "load", "path": str(original_dir)})
+        assert "integer 'version'" in learner.ack(-1)["reason"]
+        # Population play goes back in time: an older version is served as asked.
+        learner.actor.publish("control.policy.l", {"command": "load", "path": str(original_dir), "version": 2})
+        assert learner.ack(2)["applied"]
+        back = ask(client, "l")
+        assert back.version == 2 and back.token_ids.tolist() == original.token_ids.tolist()
+
+
+@pytest.mark.slow
+def test_the_135m_model_takes_shared_memory_and_bus_updates_alike(
+    start_inference: Callable[..., Any], broker: str, client: BlockingActor
+) -> None:
+    start_inference("big", "--model", "smollm2-135m")  # the last --model wins
+    state = noisy(load_model("smollm2-135m")[0].state_dict(), seed=3)
+    shm, bus = WeightPublisher("big"), WeightPublisher("big", shm=False)
+    with Learner(broker, "big", shm) as learner:
+        learner.publish(shm, state, 1)
+        assert learner.ack(1)["transport"] == "shm"
+        via_shm = ask(client, "big", params={"temperature": 0.0, "max_new_tokens": 12})
+        learner.publish(bus, state, 2)
+        assert learner.ack(2)["transport"] == "bus"
+        via_bus = ask(client, "big", params={"temperature": 0.0, "max_new_tokens": 12})
+    assert via_shm.token_ids.tolist() == via_bus.token_ids.tolist()
+    np.testing.assert_array_equal(via_shm.logprobs, via_bus.logprobs)
+    shm.close()
+
+
+def test_pause_resume_and_busy(start_inference: Callable[..., Any], client: BlockingActor) -> None:
+    start_inference("b", "--max-batch", "1", "--max-queue", "2")
+    client.publish("control.policy.b", {"command": "pause"})
+    deadline = time.monotonic() + 10
+    while not status(client, "b")["paused"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    waiting = [
+        client.request({"prompt": CHAT, "params": GREEDY}, service="policy:b", timeout=60)
+        for _ in range(2)
+    ]
+    time.sleep(0.5)
+    with pytest.raises(BusError, match="retry later") as info:
+        client.call({"prompt": CHAT, "params": GREEDY}, service="policy:b", timeout=10)
+    assert info.value.code == "busy"
+    assert not any(f.done() for f in waiting) and status(client, "b")["queued"] == 2
+    client.publish("control.policy.b", {"command": "resume"})
+    results = [Generation.from_dict(f.result(60).body) for f in waiting]
+    assert results[0].token_ids.tolist() == results[1].token_ids.tolist()
+    info = status(client, "b")
+    assert info["batch_sizes"][-2:] == [1, 1] and info["counters"]["busy"] == 1
+
+
+def test_a_dead_actor_fails_requests_instead_of_hanging(
+    start_inference: Callable[..., Any], client: BlockingActor
+) -> None:
+    proc = start_inference("d")
+    client.publish("control.policy.d", {"command": "pause"})
+    time.sleep(0.3)
+    pending = client.request({"prompt": CHAT, "params": GREEDY}, service="policy:d", timeout=60)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGKILL)
+    start = time.monotonic()
+    with pytest.raises(BusError) as info:
+        pending.result(30)
+    assert info.value.code == "actor_dead" and time.monotonic() - start < 15
+    with pytest.raises(BusError) as info:
+        client.call({"prompt": CHAT}, service="policy:d", timeout=10)
+    assert info.value.code == "unknown_service"

@@ -1,0 +1,101 @@
+"""The one config loader and the flags derived from config dataclasses (arena/core/config.py).
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/core/test_config.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from arena.core.config import (
+    add_arguments,
+    field_docs,
+    from_arguments,
+    from_dict,
+    load_config,
+    parse_assignments,
+)
+from arena.core.errors import ConfigError
+
+
+@dataclass
+class Inner:
+    rate: float = 0.5
+    """How fast."""
+
+
+@dataclass
+class Outer:
+    name: str = "x"
+    """The name,
+    over two lines."""
+    count: int = 3
+    """How many."""
+    verbose: bool = False
+    """Say more."""
+    limit: int | None = None
+    """An optional cap."""
+    inner: Inner = field(default_factory=Inner)
+    tags: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Child(Outer):
+    extra: float = 1.0
+    """Only the child has it."""
+
+
+def test_yaml_then_overrides_with_extends(tmp_path: Path) -> None:
+    (tmp_path / "base.yaml").write_text("count: 7\ninner:\n  rate: 0.25\n")
+    (tmp_path / "run.yaml").write_text("extends: base.yaml\nname: run\n")
+    config = load_config(Outer, tmp_path / "run.yaml", ["inner.rate=0.75", "tags=[a,b]"])
+    assert (config.name, config.count, config.inner.rate, config.tags) == ("run", 7, 0.75, ["a", "b"])
+
+
+def test_unknown_keys_name_the_nearest_valid_key(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="unknown key 'inner.rat'; did you mean 'inner.rate'"):
+        load_config(Outer, None, ["inner.rat=1"])
+    with pytest.raises(ConfigError, match="did you mean 'count'"):
+        from_dict(Outer, {"cuont": 1})
+    with pytest.raises(ConfigError, match="must look like key=value"):
+        load_config(Outer, None, ["count"])
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(Outer, tmp_path / "missing.yaml")
+    with pytest.raises(ConfigError, match="count"):
+        from_dict(Outer, {"count": "many"})
+
+
+def test_field_docs_read_the_docstring_under_each_field_including_inherited() -> None:
+    docs = field_docs(Child)
+    assert docs["name"] == "The name, over two lines."
+    assert docs["extra"] == "Only the child has it."
+    assert "inner" not in docs  # no docstring under it
+
+
+def test_flags_are_derived_from_the_fields_with_their_defaults() -> None:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser, Child, exclude=("count",))
+    flags = {a.dest: a for a in parser._actions}
+    assert "count" not in flags and "inner" not in flags and "tags" not in flags  # excluded, structured
+    assert flags["limit"].default is None and flags["extra"].default == 1.0
+    assert "Only the child has it. (default: 1.0)" in flags["extra"].help
+    args = parser.parse_args(["--name", "n", "--verbose", "--limit", "4", "--extra", "2.5"])
+    config = from_arguments(Child, args, count=9)
+    assert (config.name, config.verbose, config.limit, config.extra, config.count) == ("n", True, 4, 2.5, 9)
+    assert from_arguments(Child, parser.parse_args(["--no-verbose"])).verbose is False
+
+
+def test_parse_assignments_reads_literals_and_keeps_text() -> None:
+    assert parse_assignments(["a=1", "b=x y", "c=[1, 2]", "d='q'", "e=1e-3"]) == {
+        "a": 1,
+        "b": "x y",
+        "c": [1, 2],
+        "d": "q",
+        "e": 0.001,
+    }
+    with pytest.raises(ConfigError, match="KEY=VALUE"):
+        parse_assignments(["novalue"])

@@ -1,0 +1,182 @@
+"""The one registry of Arena (``arena.core.registry``): ids, laziness, errors and plugins."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from arena.core.registry import Registry, RegistryError, load_object, parse_id
+
+
+class Thing:
+    def __init__(self, size: int = 1, colour: str = "red") -> None:
+        self.size, self.colour = size, colour
+
+
+def write_module(root: Path, name: str, body: str = "") -> None:
+    (root / f"{name}.py").write_text(textwrap.dedent(body) or "class Thing:\n    pass\n")
+
+
+# -- ids ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("bad", ["tictactoe", "tictactoe-v", "tictactoe-vx", "tictactoe_v0",
+                                 "-v0", "tic tac toe-v0", "tictactoe-v0 ", "", "TicTacToe-V0"])
+def test_malformed_versioned_ids_are_refused(bad: str) -> None:
+    registry: Registry[Thing] = Registry("thing")
+    with pytest.raises(RegistryError, match="must look like 'name-vN'"):
+        registry.register(bad, Thing)
+    assert bad not in registry
+
+
+def test_parse_id() -> None:
+    assert parse_id("connect-four-v12") == ("connect-four", 12)
+    assert parse_id("openspiel-kuhn_poker-v0") == ("openspiel-kuhn_poker", 0)
+    with pytest.raises(RegistryError):
+        parse_id("connect-four")
+
+
+def test_unversioned_registries_take_plain_names() -> None:
+    registry: Registry[Thing] = Registry("backend", versioned=False)
+    registry.register("hf", Thing)
+    registry.register("check-game", Thing)
+    assert registry.ids() == ["check-game", "hf"]
+    with pytest.raises(RegistryError, match="non-empty string"):
+        registry.register("", Thing)
+    with pytest.raises(RegistryError, match="did you mean 'hf'"):
+        registry.make("hff")
+
+
+# -- registering --------------------------------------------------------------------------------
+def test_a_duplicate_is_refused_and_override_replaces() -> None:
+    registry: Registry[Thing] = Registry("thing")
+    registry.register("thing-v0", Thing, kwargs={"size": 2})
+    with pytest.raises(RegistryError, match="'thing-v0' is already registered"):
+        registry.register("thing-v0", Thing)
+    assert registry.make("thing-v0").size == 2  # the refused registration changed nothing
+    registry.register("thing-v0", Thing, kwargs={"size": 3}, override=True)
+    assert registry.make("thing-v0").size == 3
+    assert len(registry) == 1
+
+
+def test_make_merges_registered_and_explicit_kwargs() -> None:
+    registry: Registry[Thing] = Registry("thing")
+    registry.register("thing-v0", Thing, kwargs={"size": 2, "colour": "blue"}, note="kept")
+    thing = registry.make("thing-v0", colour="green")
+    assert (thing.size, thing.colour) == (2, "green")
+    entry = registry.entry("thing-v0")
+    assert entry.metadata == {"note": "kept"} and entry.plugin is None
+    assert entry.target == f"{__name__}:Thing"
+
+
+def test_a_factory_must_be_callable_or_a_string() -> None:
+    with pytest.raises(RegistryError, match="factory must be"):
+        Registry("thing").register("thing-v0", 42)  # type: ignore[arg-type]
+
+
+# -- laziness -----------------------------------------------------------------------------------
+def test_a_factory_string_is_imported_only_when_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_module(tmp_path, "arena_lazy_thing")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "arena_lazy_thing", raising=False)
+    registry: Registry[object] = Registry("thing")
+    registry.register("lazy-v0", "arena_lazy_thing:Thing")
+    assert registry.ids() == ["lazy-v0"] and "lazy-v0" in registry
+    assert registry.entry("lazy-v0").target == "arena_lazy_thing:Thing"
+    assert "arena_lazy_thing" not in sys.modules
+    thing = registry.make("lazy-v0")
+    assert "arena_lazy_thing" in sys.modules
+    assert type(thing) is sys.modules["arena_lazy_thing"].Thing
+
+
+def test_a_bad_factory_string_fails_only_when_made() -> None:
+    registry: Registry[object] = Registry("thing")
+    registry.register("gone-v0", "arena_no_such_module_xyz:Thing")
+    registry.register("typo-v0", "arena.core.registry:Nope")
+    with pytest.raises(ModuleNotFoundError, match="arena_no_such_module_xyz"):
+        registry.make("gone-v0")
+    with pytest.raises(AttributeError, match="Nope"):
+        registry.make("typo-v0")
+
+
+def test_load_object_takes_an_attribute_path() -> None:
+    assert load_object("arena.core.registry:Registry.make") is Registry.make
+    for bad in ("", ":Registry", "arena.core.registry:", "arena.core.registry", "not a module:x"):
+        with pytest.raises(RegistryError, match="expected 'module:attribute'"):
+            load_object(bad)
+
+
+# -- unknown ids --------------------------------------------------------------------------------
+def test_an_unknown_id_names_the_nearest_ones_quoted() -> None:
+    registry: Registry[Thing] = Registry("game")
+    for name in ("tictactoe-v0", "connect-four-v0", "nim-v0"):
+        registry.register(name, Thing)
+    with pytest.raises(RegistryError) as caught:
+        registry.make("tictactoe-v1")
+    message = str(caught.value)
+    assert message.startswith("unknown game 'tictactoe-v1'; did you mean 'tictactoe-v0'?")
+    assert "(registered: connect-four-v0, nim-v0, tictactoe-v0)" in message
+    with pytest.raises(RegistryError) as caught:
+        registry.entry("zzzzzz-v0")
+    assert "did you mean" not in str(caught.value)
+
+
+# -- entry points -------------------------------------------------------------------------------
+GROUP = "arena.test_registry_things"
+
+
+def install_distribution(root: Path, entry_points: str, name: str = "arena_thing_plugin") -> None:
+    """A real installed distribution under ``root``: a module and its ``.dist-info``."""
+    write_module(root, name, """
+        class Thing:
+            def __init__(self, size=1):
+                self.size = size
+    """)
+    info = root / f"{name}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(textwrap.dedent(entry_points))
+
+
+def test_plugins_register_from_their_entry_point_group_on_first_lookup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    install_distribution(tmp_path, f"""
+        [{GROUP}]
+        thing-v0 = arena_thing_plugin:Thing
+        native-v0 = arena_thing_plugin:Thing
+        Not_Versioned = arena_thing_plugin:Thing
+
+        [some.other.group]
+        other-v0 = arena_thing_plugin:Thing
+    """)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "arena_thing_plugin", raising=False)
+    registry: Registry[object] = Registry("thing", entry_point_group=GROUP)
+    registry.register("native-v0", Thing)  # registered in code before the group is read
+    assert registry.ids() == ["native-v0", "thing-v0"]
+    assert "arena_thing_plugin" not in sys.modules  # listing imports no plugin
+    entry = registry.entry("thing-v0")
+    assert (entry.target, entry.plugin) == ("arena_thing_plugin:Thing", "arena_thing_plugin")
+    assert registry.make("thing-v0", size=5).size == 5
+    # the plugin's claim on an id taken in code is refused, and the code's entry stays
+    assert registry.entry("native-v0").factory is Thing
+    assert set(registry.rejected) == {"native-v0", "Not_Versioned"}
+    taken = registry.rejected["native-v0"]
+    assert (taken.target, taken.plugin) == ("arena_thing_plugin:Thing", "arena_thing_plugin")
+    assert "already registered by Arena" in taken.reason
+    assert "must look like 'name-vN'" in registry.rejected["Not_Versioned"].reason
+    with pytest.raises(RegistryError, match="from arena_thing_plugin was not registered: id "):
+        registry.make("Not_Versioned")
+
+
+def test_a_registry_without_a_group_reads_no_entry_points(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    install_distribution(tmp_path, f"[{GROUP}]\nthing-v0 = arena_thing_plugin:Thing\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert Registry("thing").ids() == []
+    assert Registry("thing", entry_point_group=GROUP).ids() == ["thing-v0"]

@@ -1,0 +1,52 @@
+"""Run configs: merging, overrides, and errors that name the key and its nearest valid name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from arena.run.config import ConfigError, load_run_config
+
+CONFIGS = Path(__file__).resolve().parents[3] / "configs"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in CONFIGS.glob("*.yaml")))
+def test_every_shipped_config_resolves(name: str) -> None:
+    config = load_run_config(CONFIGS / name)
+    assert config.games and config.steps > 0
+    assert config.learner.model == config.model  # the learner follows the run's model
+
+
+def test_extends_and_overrides_merge_in_order() -> None:
+    config = load_run_config(CONFIGS / "mars-gpu.yaml", ["steps=7", "games.0.weight=2.5"])
+    assert config.name == "mars-gpu" and config.steps == 7
+    assert [g.id for g in config.games] == ["tictactoe-v0", "kuhn-poker-v0", "mini-hanabi-v0"]
+    assert config.games[0].weight == 2.5
+    assert config.inference.backend == "vllm" and config.learner.advantage.mode == "batch"
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("stepz=3", "did you mean 'steps'"),
+        ("learner.optim.lrr=1e-5", "did you mean 'learner.optim.lr'"),
+        ("games.0.idd=x", "did you mean 'games[0].id'"),
+        ("steps=many", "steps"),
+        ("mode=asynch", "did you mean 'async'"),
+        ("inference.backend=vlm", "did you mean 'vllm'"),
+        ("steps", "key=value"),
+    ],
+)
+def test_bad_overrides_name_the_key(override: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        load_run_config(CONFIGS / "smoke.yaml", [override])
+
+
+def test_unknown_key_in_a_file(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("extends: " + str(CONFIGS / "smoke.yaml") + "\nrollout:\n  concurency: 3\n")
+    with pytest.raises(ConfigError, match="did you mean 'rollout.concurrency'"):
+        load_run_config(bad)
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_run_config(tmp_path / "missing.yaml")

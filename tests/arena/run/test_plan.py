@@ -1,0 +1,73 @@
+"""Run setup: how CPU threads are split among the processes that compute at once, and that a
+launched child gets them."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from arena.run.config import load_run_config
+from arena.run.launcher import Launcher
+from arena.run.plan import cpu_threads, plan
+
+
+@pytest.fixture(autouse=True)
+def no_omp_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "cores", "expected"),
+    [
+        # sync: generation and training take turns, each gets every core
+        (["mode=sync"], 2, {"inference": 2, "learner": 2}),
+        # async: one inference actor and the learner run at once on 2 cores
+        (["mode=async"], 2, {"inference": 1, "learner": 1}),
+        (["mode=async"], 8, {"inference": 4, "learner": 4}),
+        # 2 inference actors + the population pool generate together: 8 // 3 = 2 each
+        (["mode=sync", "inference.actors=2", "opponents.mode=population"], 8, {"inference": 2, "learner": 8}),
+        (["mode=async", "inference.actors=2", "opponents.mode=population"], 8, {"inference": 2, "learner": 2}),
+        (["mode=async", "inference.actors=3"], 2, {"inference": 1, "learner": 1}),  # never 0
+        (["mode=async", "cpu_threads=3"], 2, {"inference": 3, "learner": 3}),  # as configured
+    ],
+)
+def test_cores_are_split_among_processes_that_compute_at_once(
+    overrides: list[str], cores: int, expected: dict[str, int]
+) -> None:
+    assert cpu_threads(load_run_config("configs/smoke.yaml", overrides), cores) == expected
+
+
+def test_omp_num_threads_in_the_environment_wins_over_auto(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", "5")
+    config = load_run_config("configs/smoke.yaml", ["mode=async"])
+    assert cpu_threads(config, 2) == {}
+    assert "from OMP_NUM_THREADS" in plan(config)
+    assert cpu_threads(load_run_config("configs/smoke.yaml", ["cpu_threads=2"]), 8) == {"inference": 2, "learner": 2}
+
+
+def test_a_child_gets_its_own_environment(tmp_path: Path) -> None:
+    """Children are arena subcommands (here brokers); each sees the launcher's environment, its
+    own additions, and the launcher's pid (so it dies with it)."""
+    launcher = Launcher(tmp_path, env={"SHARED": "a"})
+    try:
+        own = launcher.start("own", ["broker", "--bind", f"ipc://{tmp_path}/own.sock"], env={"OMP_NUM_THREADS": "1"})
+        other = launcher.start("other", ["broker", "--bind", f"ipc://{tmp_path}/other.sock"])
+        for child, threads in ((own, "1"), (other, None)):
+            environ = _environ(child.pid)
+            assert environ["SHARED"] == "a" and environ.get("OMP_NUM_THREADS") == threads
+            assert environ["ARENA_PARENT_PID"] == str(os.getpid())
+        deadline = time.monotonic() + 60
+        while "listening on" not in (tmp_path / "own.log").read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert "arena broker listening on" in (tmp_path / "own.log").read_text()
+        launcher.check()  # both alive: no ChildDied
+    finally:
+        launcher.stop_all()
+
+
+def _environ(pid: int | None) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes()
+    return dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item)

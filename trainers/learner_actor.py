@@ -1,0 +1,209 @@
+"""The learner on the bus: a thin actor around :class:`~trainers.learner.Learner`.
+
+- **Input.** ``episode`` messages addressed to service ``learner`` (body = ``Episode.to_dict()``);
+  malformed or duplicate ones are dropped with a logged reason and a counter.
+- **Updates.** Once ``batch.batch_samples`` trained turns are pending, the learner steps on a
+  worker thread (the event loop keeps answering and heartbeating meanwhile). With
+  ``batch_samples = 0`` it steps only when asked (``{"op": "step"}``, for a synchronous loop).
+- **Output.** After each update the weights go out as ``weights`` messages on topic
+  ``weights.<name>``, one per bucket (arena/weights/buckets.py), and the step's metrics as a ``control``
+  message on topic ``metrics.learner``. The current weights are published once at start, so
+  inference actors serve a resumed policy. By default a version is written once into shared
+  memory and the buckets reference it (same-host receivers map it; others fetch the bytes from
+  this actor's ``weights:<name>`` service); ``--weight-transport bus`` sends the bytes in the
+  buckets instead (arena/weights/publisher.py).
+- **Late joiners.** The learner listens to the broker's ``actor.joined`` notices. When an actor
+  that will receive ``weights.<name>`` joins (it subscribed to that topic or a prefix of it,
+  such as ``weights.``), the current weights go out again, so an inference actor started after
+  a publish (a restart, a scale-up, a resumed run) does not serve version 0 forever. Joins
+  coalesce: one catch-up publish runs at a time and at most one more waits behind it, whatever
+  the number of joins. Version 0 is never sent again: every receiver starts from version 0
+  weights and refuses a version that is not newer than the one it serves.
+- **Requests** to service ``learner``, body ``{"op": ...}``:
+  ``status`` -> {step, version, pending, counters, metrics};
+  ``add`` with ``episodes: [...]`` -> {accepted, rejected};
+  ``step`` -> the metrics of an update over whatever is pending (null when nothing is);
+  ``checkpoint`` -> {path}; ``publish`` -> {version} (re-sends the current weights).
+
+Run it as a process::
+
+    arena learner --address ipc:///tmp/arena.sock --config learner.yaml optim.lr=1e-5
+    torchrun --nproc-per-node 4 -m arena learner --address tcp://host:5555 ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from arena.bus import Actor, Message
+from arena.weights.publisher import WeightPublisher
+from trainers.learner import Learner
+
+log = logging.getLogger("arena.learner")
+METRICS_TOPIC = "metrics.learner"
+JOINED_TOPIC = "actor.joined"
+"""The broker's notice of a (re)registered actor: its public info, ``topics`` included."""
+
+
+class LearnerActor:
+    """Serves ``learner`` on the bus for one in-process :class:`Learner` (rank 0)."""
+
+    def __init__(self, learner: Learner, address: str, name: str = "learner", publish_on_start: bool = True,
+                 shm_weights: bool = True) -> None:  # fmt: skip
+        self.learner = learner
+        self.address = address
+        self.name = name
+        self.publish_on_start = publish_on_start
+        self.publisher = WeightPublisher(learner.config.name, shm=shm_weights,
+                                         bucket_bytes=learner.config.bucket_bytes)  # fmt: skip
+        self.last_metrics: dict[str, float] = {}
+        # One worker thread: updates, exports and saves never overlap.
+        self._worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="learner")
+        self._wake = asyncio.Event()
+        self._actor: Actor | None = None
+        self._started = asyncio.Event()
+        """Set once the start publish (if any) is done: catch-ups wait for it."""
+        self._catch_up: asyncio.Task[None] | None = None
+        self._catch_up_again = False
+        self._closing = False
+
+    async def run(self, stop: asyncio.Event | None = None) -> None:
+        """Serve until ``stop`` is set (or forever)."""
+        stop = stop or asyncio.Event()
+        actor = Actor(self.name, self.address, kind="learner")
+        actor.serve("learner", self._on_request)
+        actor.on("episode", self._on_episode)
+        actor.subscribe(JOINED_TOPIC, self._on_actor_joined)
+        self.publisher.attach(actor)
+        await actor.start()
+        self._actor = actor
+        try:
+            if self.publish_on_start:
+                await self._publish()
+            self._started.set()
+            while not stop.is_set():
+                try:
+                    await asyncio.wait_for(self._wake.wait(), timeout=0.2)
+                except TimeoutError:
+                    continue
+                self._wake.clear()
+                while not stop.is_set() and self._batch_ready():
+                    try:
+                        await self._train()
+                    except Exception:  # e.g. out of memory on one batch: log it, keep serving
+                        self.learner.state.counters["step_errors"] += 1
+                        log.exception("learner step failed; its turns are dropped")
+        finally:
+            self._closing = True
+            self._started.set()  # wakes a catch-up still waiting for the start publish
+            if self._catch_up is not None:  # let a running catch-up finish; none starts after it
+                await asyncio.gather(self._catch_up, return_exceptions=True)
+            await actor.close()
+            self.publisher.close()
+            await self._in_worker(self.learner.close)
+            self._worker.shutdown(wait=True)
+
+    def _batch_ready(self) -> bool:
+        threshold = self.learner.config.batch.batch_samples
+        return threshold > 0 and self.learner.pending_samples >= threshold
+
+    # -- handlers --------------------------------------------------------------------------
+    def _on_episode(self, msg: Message) -> None:
+        try:
+            body = msg.body
+        except Exception as err:  # an unreadable body: count it like any bad record
+            self.learner.inbox.reject(f"in message {msg.id}", err)
+            return
+        if self.learner.add_episode(body):
+            self._wake.set()
+
+    def _on_actor_joined(self, msg: Message) -> None:
+        """An actor (re)registered: if it receives this learner's weights, send them again."""
+        try:
+            info = msg.body
+            name, topics = info["name"], info["topics"]
+        except Exception:  # an unreadable notice: nothing to catch up on
+            return
+        if name == self.name or not isinstance(topics, list):
+            return
+        if not any(isinstance(t, str) and self.publisher.topic.startswith(t) for t in topics):
+            return
+        log.debug("%s joined, subscribed to %s", name, topics)
+        if self._catch_up is not None and not self._catch_up.done():
+            self._catch_up_again = True  # it may have sent buckets before this actor could hear them
+        else:
+            self._catch_up = asyncio.get_running_loop().create_task(self._catch_up_publish())
+
+    async def _catch_up_publish(self) -> None:
+        """Publish the current weights for late joiners, again while more joined meanwhile."""
+        await self._started.wait()
+        self._catch_up_again = True
+        while self._catch_up_again and not self._closing:
+            self._catch_up_again = False
+            if self.learner.version == 0:  # every receiver serves version 0 already
+                return
+            log.info("publishing version %d again for actors that joined late", self.learner.version)
+            try:
+                await self._publish()
+            except Exception:
+                log.exception("publishing weights for a late joiner failed")
+                return
+            self.learner.state.counters["catch_up_publishes"] += 1
+
+    async def _on_request(self, msg: Message) -> Any:
+        body = msg.body if isinstance(msg.body, dict) else {}
+        op = body.get("op")
+        if op == "status":
+            state = self.learner.state
+            return {"step": state.step, "version": self.learner.version,
+                    "pending": self.learner.pending_samples, "counters": dict(state.counters),
+                    "metrics": self.last_metrics}  # fmt: skip
+        if op == "add":
+            episodes = body.get("episodes") or []
+            accepted = self.learner.add_episodes(episodes)
+            if accepted:
+                self._wake.set()
+            return {"accepted": accepted, "rejected": len(episodes) - accepted}
+        if op == "step":
+            return await self._train()
+        if op == "checkpoint":
+            path = await self._in_worker(self.learner.save_checkpoint)
+            return {"path": str(path)}
+        if op == "publish":
+            await self._publish()
+            return {"version": self.learner.version}
+        raise ValueError(f"unknown op {op!r}; expected status, add, step, checkpoint or publish")
+
+    # -- work ------------------------------------------------------------------------------
+    async def _in_worker(self, fn: Any, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._worker, fn, *args)
+
+    async def _train(self) -> dict[str, float] | None:
+        metrics = await self._in_worker(self.learner.step)
+        if metrics is None:
+            return None
+        self.last_metrics = metrics
+        log.info("step %d: loss %.4f, %d turns, %.0f tok/s", metrics["step"], metrics.get("loss", 0.0),
+                 metrics["samples"], metrics.get("tokens_per_s", 0.0))  # fmt: skip
+        assert self._actor is not None
+        self._actor.publish(METRICS_TOPIC, metrics)
+        if "version" in metrics:  # an update happened (skipped or empty steps keep the weights)
+            await self._publish()
+        return metrics
+
+    async def _publish(self) -> None:
+        actor, loop = self._actor, asyncio.get_running_loop()
+        assert actor is not None
+
+        def send(body: dict[str, Any]) -> None:  # from the worker; each bucket is its own callback
+            loop.call_soon_threadsafe(actor.publish, self.publisher.topic, body, "weights")
+
+        await self._in_worker(self._export_and_publish, send)
+
+    def _export_and_publish(self, send: Callable[[dict[str, Any]], None]) -> None:
+        """On the worker (never during an update): export, then bucket (write to shared memory)."""
+        self.publisher.publish(self.learner.export_weights(), self.learner.version, send)
