@@ -47,7 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="arena",
         description="Arena: train LLM agents by multi-agent self-play over a ZeroMQ actor bus.",
     )
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in commands.ids():
         help_text = commands.entry(name).metadata.get("help", "")

@@ -78,7 +78,9 @@ def to_dtype(dtype: str | torch.dtype) -> torch.dtype:
         return _DTYPES[dtype]
     except KeyError:
         hint = did_you_mean(str(dtype), _DTYPES)
-        raise ValueError(f"unknown dtype {dtype!r}; expected one of {sorted(_DTYPES)}{hint}") from None
+        raise ValueError(
+            f"unknown dtype {dtype!r}; expected one of {sorted(_DTYPES)}{hint}"
+        ) from None
 
 
 # -- the embedded GGUF ---------------------------------------------------------------------------
@@ -169,11 +171,20 @@ def load_tokenizer(
 def tiny_config(vocab_size: int = 49152) -> LlamaConfig:
     """A 2-layer, 64-wide Llama: about 3.3 M parameters, mostly the tied embedding."""
     return LlamaConfig(
-        vocab_size=vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
-        tie_word_embeddings=True, bos_token_id=1, eos_token_id=2, pad_token_id=2,
-        rms_norm_eps=1e-5, rope_theta=10000.0,
-    )  # fmt: skip
+        vocab_size=vocab_size,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        tie_word_embeddings=True,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=2,
+        rms_norm_eps=1e-5,
+        rope_theta=10000.0,
+    )
 
 
 def tiny_model(

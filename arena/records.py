@@ -161,7 +161,9 @@ class Episode:
                     f"episode {self.id}: turn {turn.index} belongs to episode {turn.episode_id!r}"
                 )
             if turn.seat not in self.seats:
-                raise RecordError(f"episode {self.id}: turn {turn.index} has unknown seat {turn.seat!r}")
+                raise RecordError(
+                    f"episode {self.id}: turn {turn.index} has unknown seat {turn.seat!r}"
+                )
 
     def to_dict(self) -> dict[str, Any]:
         return {

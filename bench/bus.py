@@ -171,22 +171,28 @@ def free_tcp_port() -> int:
         return sock.getsockname()[1]
 
 
-async def run_cases(tmp: str, seconds: float, rounds: int, loop: str, transport: str) -> dict[str, Any]:
+async def run_cases(
+    tmp: str, seconds: float, rounds: int, loop: str, transport: str
+) -> dict[str, Any]:
     spawn = mp.get_context("spawn")
     if transport == "ipc":
         raw_addr, floor_addr, bus_addr = (f"ipc://{tmp}/{name}" for name in ("raw", "floor", "bus"))
     else:
         raw_addr, floor_addr, bus_addr = (f"tcp://127.0.0.1:{free_tcp_port()}" for _ in range(3))
-    servers = [spawn.Process(target=raw_echo_server, args=(raw_addr,), daemon=True),
-               spawn.Process(target=forwarder, args=(floor_addr,), daemon=True),
-               spawn.Process(target=floor_echo_server, args=(floor_addr,), daemon=True)]  # fmt: skip
+    servers = [
+        spawn.Process(target=raw_echo_server, args=(raw_addr,), daemon=True),
+        spawn.Process(target=forwarder, args=(floor_addr,), daemon=True),
+        spawn.Process(target=floor_echo_server, args=(floor_addr,), daemon=True),
+    ]
     for proc in servers:
         proc.start()
     python = sys.executable
     broker = subprocess.Popen([python, "-m", "arena", "broker", "--bind", bus_addr])
     loop_args = ["--loop", loop] if loop != "asyncio" else []
-    echo = subprocess.Popen([python, "-m", "arena", "echo", bus_addr, "--service", "bench.echo",
-                             *loop_args], stdout=subprocess.DEVNULL)  # fmt: skip
+    echo = subprocess.Popen(
+        [python, "-m", "arena", "echo", bus_addr, "--service", "bench.echo", *loop_args],
+        stdout=subprocess.DEVNULL,
+    )
     try:
         raw, floor = RawClient(raw_addr, []), RawClient(floor_addr, [FLOOR_ECHO])
         actor = await bus_client(bus_addr)
@@ -197,13 +203,19 @@ async def run_cases(tmp: str, seconds: float, rounds: int, loop: str, transport:
             return fn(*args)  # raw clients block the loop: nothing else runs during a segment
 
         cases: dict[str, tuple[Segment, Segment]] = {
-            "raw": (lambda: blocking(raw.sync, segment, latencies["raw"]),
-                    lambda: blocking(raw.pipelined, segment)),
-            "floor": (lambda: blocking(floor.sync, segment, latencies["floor"]),
-                      lambda: blocking(floor.pipelined, segment)),
-            "bus": (lambda: bus_sync(actor, segment, latencies["bus"]),
-                    lambda: bus_pipelined(actor, segment)),
-        }  # fmt: skip
+            "raw": (
+                lambda: blocking(raw.sync, segment, latencies["raw"]),
+                lambda: blocking(raw.pipelined, segment),
+            ),
+            "floor": (
+                lambda: blocking(floor.sync, segment, latencies["floor"]),
+                lambda: blocking(floor.pipelined, segment),
+            ),
+            "bus": (
+                lambda: bus_sync(actor, segment, latencies["bus"]),
+                lambda: bus_pipelined(actor, segment),
+            ),
+        }
         rates: dict[str, list[float]] = {f"{c}_{m}": [] for c in cases for m in ("sync", "pipe")}
         names = list(cases)
         for r in range(rounds):
@@ -214,7 +226,10 @@ async def run_cases(tmp: str, seconds: float, rounds: int, loop: str, transport:
         await actor.close()
         for client in (raw, floor):
             client.sock.close(linger=0)
-        return {"rates": rates, "median_us": {k: statistics.median(v) * 1e6 for k, v in latencies.items()}}
+        return {
+            "rates": rates,
+            "median_us": {k: statistics.median(v) * 1e6 for k, v in latencies.items()},
+        }
     finally:
         for proc in (echo, broker):
             proc.terminate()
@@ -286,12 +301,24 @@ def bench_codec(repeats: int = 2000) -> tuple[float, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=2.0, help="time spent on each throughput case")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds the time is split into")
-    parser.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio",
-                        help="event loop of the bus client and echo actor (uvloop is not a dependency)")
-    parser.add_argument("--transport", choices=["ipc", "tcp"], default="ipc", help="loopback transport")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--seconds", type=float, default=2.0, help="time spent on each throughput case"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="interleaved rounds the time is split into"
+    )
+    parser.add_argument(
+        "--loop",
+        choices=["asyncio", "uvloop"],
+        default="asyncio",
+        help="event loop of the bus client and echo actor (uvloop is not a dependency)",
+    )
+    parser.add_argument(
+        "--transport", choices=["ipc", "tcp"], default="ipc", help="loopback transport"
+    )
     args = parser.parse_args()
     tmp = tempfile.mkdtemp(prefix="arena-bench-")
     load_before = os.getloadavg()[0]
@@ -314,38 +341,56 @@ def main() -> None:
     def fmt(x: float | None) -> str:
         return "skipped" if x is None else f"{x:,.0f}"
 
-    rows = [("(a) raw pyzmq DEALER<->ROUTER + msgpack", "raw"),
-            ("(a2) raw pyzmq via zero-logic forwarder", "floor"),
-            (f"(b,c) arena bus via broker ({args.loop})", "bus")]  # fmt: skip
+    rows = [
+        ("(a) raw pyzmq DEALER<->ROUTER + msgpack", "raw"),
+        ("(a2) raw pyzmq via zero-logic forwarder", "floor"),
+        (f"(b,c) arena bus via broker ({args.loop})", "bus"),
+    ]
     print(f"{'case':44s} {'sync rps':>10s} {'64 in flight':>13s} {'median us':>10s}")
     for label, key in rows:
-        print(f"{label:44s} {fmt(med[key + '_sync']):>10s} {fmt(med[key + '_pipe']):>13s} {median_us[key]:>10.0f}")
+        print(
+            f"{label:44s} {fmt(med[key + '_sync']):>10s} {fmt(med[key + '_pipe']):>13s} {median_us[key]:>10.0f}"
+        )
     print(f"{'(d) ' + ray_note:44s} {fmt(ray_sync):>10s} {fmt(ray_pipe):>13s}")
-    print(f"(e) 8k-token turn encode+decode: frames {codec_us:.1f} us, msgpack lists {lists_us:.0f} us")
-    print(f"    bus / raw: sync {ratio('bus_sync', 'raw_sync'):.2f}, pipelined {ratio('bus_pipe', 'raw_pipe'):.2f};"
-          f" bus / forwarder: {ratio('bus_sync', 'floor_sync'):.2f}, {ratio('bus_pipe', 'floor_pipe'):.2f};"
-          f" forwarder / raw: {ratio('floor_sync', 'raw_sync'):.2f}, {ratio('floor_pipe', 'raw_pipe'):.2f}")
-    print(f"    machine: {os.cpu_count()} cores, load average {load_before:.1f} -> {load_after:.1f};"
-          f" loopback {args.transport}; {args.rounds} interleaved rounds, medians")
+    print(
+        f"(e) 8k-token turn encode+decode: frames {codec_us:.1f} us, msgpack lists {lists_us:.0f} us"
+    )
+    print(
+        f"    bus / raw: sync {ratio('bus_sync', 'raw_sync'):.2f}, pipelined {ratio('bus_pipe', 'raw_pipe'):.2f};"
+        f" bus / forwarder: {ratio('bus_sync', 'floor_sync'):.2f}, {ratio('bus_pipe', 'floor_pipe'):.2f};"
+        f" forwarder / raw: {ratio('floor_sync', 'raw_sync'):.2f}, {ratio('floor_pipe', 'raw_pipe'):.2f}"
+    )
+    print(
+        f"    machine: {os.cpu_count()} cores, load average {load_before:.1f} -> {load_after:.1f};"
+        f" loopback {args.transport}; {args.rounds} interleaved rounds, medians"
+    )
     result = {
-        "raw_sync_rps": round(med["raw_sync"]), "bus_sync_rps": round(med["bus_sync"]),
-        "raw_pipelined_rps": round(med["raw_pipe"]), "bus_pipelined_rps": round(med["bus_pipe"]),
+        "raw_sync_rps": round(med["raw_sync"]),
+        "bus_sync_rps": round(med["bus_sync"]),
+        "raw_pipelined_rps": round(med["raw_pipe"]),
+        "bus_pipelined_rps": round(med["bus_pipe"]),
         "ray_sync_rps": None if ray_sync is None else round(ray_sync),
         "ray_pipelined_rps": None if ray_pipe is None else round(ray_pipe),
         "ratio_sync_vs_raw": round(ratio("bus_sync", "raw_sync"), 3),
         "ratio_pipelined_vs_raw": round(ratio("bus_pipe", "raw_pipe"), 3),
         "ratio_vs_ray": None if ray_sync is None else round(med["bus_sync"] / ray_sync, 2),
-        "ratio_pipelined_vs_ray": None if ray_pipe is None else round(med["bus_pipe"] / ray_pipe, 2),
-        "codec_8k_us": round(codec_us, 2), "msgpack_lists_8k_us": round(lists_us, 1),
-        "floor_sync_rps": round(med["floor_sync"]), "floor_pipelined_rps": round(med["floor_pipe"]),
+        "ratio_pipelined_vs_ray": None
+        if ray_pipe is None
+        else round(med["bus_pipe"] / ray_pipe, 2),
+        "codec_8k_us": round(codec_us, 2),
+        "msgpack_lists_8k_us": round(lists_us, 1),
+        "floor_sync_rps": round(med["floor_sync"]),
+        "floor_pipelined_rps": round(med["floor_pipe"]),
         "ratio_sync_vs_floor": round(ratio("bus_sync", "floor_sync"), 3),
         "ratio_pipelined_vs_floor": round(ratio("bus_pipe", "floor_pipe"), 3),
         "ratio_floor_sync_vs_raw": round(ratio("floor_sync", "raw_sync"), 3),
         "ratio_floor_pipelined_vs_raw": round(ratio("floor_pipe", "raw_pipe"), 3),
         "median_us": {k: round(v) for k, v in median_us.items()},
-        "rounds": args.rounds, "loop": args.loop, "transport": args.transport,
+        "rounds": args.rounds,
+        "loop": args.loop,
+        "transport": args.transport,
         "load_avg": [round(load_before, 2), round(load_after, 2)],
-    }  # fmt: skip
+    }
     print(json.dumps(result))
 
 

@@ -46,19 +46,40 @@ def make_episodes(batch: int, seq_len: int, prompt_len: int, vocab: int, tag: st
         response = ids[prompt_len:]
         eid = f"{tag}-{i}"
         reward = 1.0 if i % 2 else -1.0  # half win, half lose: no advantage is zero
-        turn = Turn(episode_id=eid, index=0, game="bench", seat="p0", role="player",
-                    prompt_ids=ids[:prompt_len], response_ids=response,
-                    response_logprobs=np.full(len(response), -5.0, dtype=np.float32),
-                    text="", action=None, valid=True, reward=reward)  # fmt: skip
-        episodes.append(Episode(id=eid, game="bench", seed=i,
-                                seats={"p0": SeatAssignment("player", "main")}, turns=[turn],
-                                final_rewards={"p0": reward}))  # fmt: skip
+        turn = Turn(
+            episode_id=eid,
+            index=0,
+            game="bench",
+            seat="p0",
+            role="player",
+            prompt_ids=ids[:prompt_len],
+            response_ids=response,
+            response_logprobs=np.full(len(response), -5.0, dtype=np.float32),
+            text="",
+            action=None,
+            valid=True,
+            reward=reward,
+        )
+        episodes.append(
+            Episode(
+                id=eid,
+                game="bench",
+                seed=i,
+                seats={"p0": SeatAssignment("player", "main")},
+                turns=[turn],
+                final_rewards={"p0": reward},
+            )
+        )
     return episodes
 
 
 def bare_step_fn(model: torch.nn.Module, episodes: list[Episode], lr: float) -> Callable[[], None]:
-    seqs = torch.tensor(np.stack([np.concatenate([e.turns[0].prompt_ids, e.turns[0].response_ids])
-                                  for e in episodes]), dtype=torch.long)  # fmt: skip
+    seqs = torch.tensor(
+        np.stack(
+            [np.concatenate([e.turns[0].prompt_ids, e.turns[0].response_ids]) for e in episodes]
+        ),
+        dtype=torch.long,
+    )
     inputs, targets = seqs[:, :-1], seqs[:, 1:]
     mask = torch.zeros_like(targets, dtype=torch.bool)
     mask[:, len(episodes[0].turns[0].prompt_ids) - 1 :] = True
@@ -76,7 +97,9 @@ def bare_step_fn(model: torch.nn.Module, episodes: list[Episode], lr: float) -> 
     return step
 
 
-def learner_step_fn(learner: Learner, batch: int, seq_len: int, prompt_len: int, vocab: int) -> Callable[[], None]:
+def learner_step_fn(
+    learner: Learner, batch: int, seq_len: int, prompt_len: int, vocab: int
+) -> Callable[[], None]:
     counter = iter(range(1 << 30))
 
     def step() -> None:
@@ -107,18 +130,30 @@ def main() -> None:
 
     base, tokenizer = load_model(args.model, dtype="float32")
     vocab = int(base.config.vocab_size)
-    config = LearnerConfig.from_dict({
-        "model": args.model, "device": "cpu", "optim": {"lr": lr, "grad_clip": 1.0},
-        "batch": {"micro_batch_tokens": tokens, "max_seq_len": args.seq_len},
-    })  # fmt: skip
+    config = LearnerConfig.from_dict(
+        {
+            "model": args.model,
+            "device": "cpu",
+            "optim": {"lr": lr, "grad_clip": 1.0},
+            "batch": {"micro_batch_tokens": tokens, "max_seq_len": args.seq_len},
+        }
+    )
     dense = LearnerConfig.from_dict({**config.to_dict(), "sparse_logits": False})
     cases: dict[str, Callable[[], None]] = {
-        "bare": bare_step_fn(copy.deepcopy(base), make_episodes(args.batch, args.seq_len, prompt_len, vocab, "b"), lr),
-        "learner": learner_step_fn(Learner(config, copy.deepcopy(base), tokenizer), args.batch,
-                                   args.seq_len, prompt_len, vocab),
-        "learner-dense": learner_step_fn(Learner(dense, base, tokenizer), args.batch, args.seq_len,
-                                         prompt_len, vocab),
-    }  # fmt: skip
+        "bare": bare_step_fn(
+            copy.deepcopy(base), make_episodes(args.batch, args.seq_len, prompt_len, vocab, "b"), lr
+        ),
+        "learner": learner_step_fn(
+            Learner(config, copy.deepcopy(base), tokenizer),
+            args.batch,
+            args.seq_len,
+            prompt_len,
+            vocab,
+        ),
+        "learner-dense": learner_step_fn(
+            Learner(dense, base, tokenizer), args.batch, args.seq_len, prompt_len, vocab
+        ),
+    }
     for fn in cases.values():  # warm-up: allocator, optimizer state, first-call overheads
         fn()
     times: dict[str, list[float]] = {name: [] for name in cases}
@@ -129,24 +164,40 @@ def main() -> None:
             cases[name]()
             times[name].append(time.perf_counter() - start)
     rates = {name: tokens / statistics.median(t) for name, t in times.items()}
-    ratios = {name: statistics.median(times["bare"][i] / t[i] for i in range(args.rounds))
-              for name, t in times.items()}  # fmt: skip
+    ratios = {
+        name: statistics.median(times["bare"][i] / t[i] for i in range(args.rounds))
+        for name, t in times.items()
+    }
 
-    print(f"model {args.model} fp32, batch {args.batch} x {args.seq_len} tokens "
-          f"(prompt {prompt_len}, response {args.seq_len - prompt_len}), {torch.get_num_threads()} "
-          f"threads, {args.rounds} rounds")  # fmt: skip
+    print(
+        f"model {args.model} fp32, batch {args.batch} x {args.seq_len} tokens "
+        f"(prompt {prompt_len}, response {args.seq_len - prompt_len}), {torch.get_num_threads()} "
+        f"threads, {args.rounds} rounds"
+    )
     print(f"{'case':<16}{'s/step (median)':>18}{'tok/s':>10}{'vs bare':>10}")
     for name in names:
-        print(f"{name:<16}{statistics.median(times[name]):>18.2f}{rates[name]:>10.1f}{ratios[name]:>10.2f}")
-    print(json.dumps({
-        "bench": "learner", "model": args.model, "batch": args.batch, "seq_len": args.seq_len,
-        "prompt_len": prompt_len, "rounds": args.rounds, "quick": args.quick,
-        "bare_tok_s": round(rates["bare"], 1), "learner_tok_s": round(rates["learner"], 1),
-        "learner_dense_tok_s": round(rates["learner-dense"], 1),
-        "ratio_learner_vs_bare": round(ratios["learner"], 3),
-        "ratio_learner_dense_vs_bare": round(ratios["learner-dense"], 3),
-        "ratio_of_median_rates": round(rates["learner"] / rates["bare"], 3),
-    }))  # fmt: skip
+        print(
+            f"{name:<16}{statistics.median(times[name]):>18.2f}{rates[name]:>10.1f}{ratios[name]:>10.2f}"
+        )
+    print(
+        json.dumps(
+            {
+                "bench": "learner",
+                "model": args.model,
+                "batch": args.batch,
+                "seq_len": args.seq_len,
+                "prompt_len": prompt_len,
+                "rounds": args.rounds,
+                "quick": args.quick,
+                "bare_tok_s": round(rates["bare"], 1),
+                "learner_tok_s": round(rates["learner"], 1),
+                "learner_dense_tok_s": round(rates["learner-dense"], 1),
+                "ratio_learner_vs_bare": round(ratios["learner"], 3),
+                "ratio_learner_dense_vs_bare": round(ratios["learner-dense"], 3),
+                "ratio_of_median_rates": round(rates["learner"] / rates["bare"], 3),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -50,8 +50,20 @@ from arena.policies.hf import HFPolicy
 from arena.policies.types import Generation, SamplingParams
 from arena.weights.publisher import WeightPublisher
 
-TOPICS = ["the sea", "chess openings", "a small robot", "prime numbers", "autumn", "a lost key",
-          "bread baking", "the moon", "a city at night", "learning to swim", "tea", "old maps"]  # fmt: skip
+TOPICS = [
+    "the sea",
+    "chess openings",
+    "a small robot",
+    "prime numbers",
+    "autumn",
+    "a lost key",
+    "bread baking",
+    "the moon",
+    "a city at night",
+    "learning to swim",
+    "tea",
+    "old maps",
+]
 
 
 DTYPES = {"float32": "fp32", "bfloat16": "bf16"}
@@ -143,7 +155,9 @@ def time_weight_updates(
                 state = {k: v + 0.001 * version for k, v in model.state_dict().items()}
                 start = time.perf_counter()
                 publisher.publish(
-                    state, version, functools.partial(client.publish, publisher.topic, mtype="weights")
+                    state,
+                    version,
+                    functools.partial(client.publish, publisher.topic, mtype="weights"),
                 )
                 ack = acks.get(timeout=600)
                 times[kind].append(time.perf_counter() - start)
@@ -182,12 +196,35 @@ class Service:
         self.address = f"ipc://{folder}/{name}.sock"
         self.service = f"policy:{name}"
         python = sys.executable
-        self.broker = subprocess.Popen([python, "-m", "arena", "broker", "--bind", self.address,
-                                        "--heartbeat-timeout", "60"], stdout=subprocess.PIPE, text=True)  # fmt: skip
+        self.broker = subprocess.Popen(
+            [python, "-m", "arena", "broker", "--bind", self.address, "--heartbeat-timeout", "60"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         self.broker.stdout.readline()  # type: ignore[union-attr]
-        self.actor = subprocess.Popen([python, "-m", "arena", "inference", "--address", self.address, "--name", name,
-                                       "--backend", backend, "--model", "smollm2-135m", "--dtype", dtype, "--max-batch", str(max_batch),
-                                       "--max-wait-ms", "50"], stdout=subprocess.DEVNULL)  # fmt: skip
+        self.actor = subprocess.Popen(
+            [
+                python,
+                "-m",
+                "arena",
+                "inference",
+                "--address",
+                self.address,
+                "--name",
+                name,
+                "--backend",
+                backend,
+                "--model",
+                "smollm2-135m",
+                "--dtype",
+                dtype,
+                "--max-batch",
+                str(max_batch),
+                "--max-wait-ms",
+                "50",
+            ],
+            stdout=subprocess.DEVNULL,
+        )
         self.startup = self._wait_ready()
 
     def _wait_ready(self, timeout: float = 900) -> float:
@@ -218,8 +255,12 @@ def main() -> None:
     parser.add_argument(
         "--quick", action="store_true", help="a short run (fewer requests and tokens)"
     )
-    parser.add_argument("--vllm", action=argparse.BooleanOptionalAction, default=None,
-                        help="include the vLLM backend (default: if installed, and not --quick)")  # fmt: skip
+    parser.add_argument(
+        "--vllm",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="include the vLLM backend (default: if installed, and not --quick)",
+    )
     args = parser.parse_args()
     n_seq, n_service, max_new = (3, 32, 24) if args.quick else (16, 96, 64)
     use_vllm = importlib.util.find_spec("vllm") is not None and (
@@ -270,29 +311,43 @@ def main() -> None:
     seq, svc = tok_s("sequential (HF fp32, loop)"), tok_s("service (HF fp32, 32 in flight)")
     seq16, svc16 = tok_s("sequential (HF bf16, loop)"), tok_s("service (HF bf16, 32 in flight)")
     vll = tok_s("vllm service (fp32, 32 in flight)")
-    print(f"SmolLM2-135M-Instruct, {params / 1e6:.1f} M params, {torch.get_num_threads()} torch threads; "
-          f"max_new_tokens={max_new}, sampling at temperature 1")  # fmt: skip
+    print(
+        f"SmolLM2-135M-Instruct, {params / 1e6:.1f} M params, {torch.get_num_threads()} torch threads; "
+        f"max_new_tokens={max_new}, sampling at temperature 1"
+    )
     print(
         f"{'setup':<34}{'requests':>9}{'tokens':>8}{'seconds':>9}{'tok/s':>9}{'req/s':>8}{'model GFLOP/s':>15}"
     )
     for key, row in rows.items():
         rate = row["tokens"] / row["seconds"]
-        print(f"{key:<34}{row['requests']:>9}{row['tokens']:>8}{row['seconds']:>9.1f}{rate:>9.1f}"
-              f"{row['requests'] / row['seconds']:>8.2f}{rate * 2 * params / 1e9:>15.1f}")  # fmt: skip
+        print(
+            f"{key:<34}{row['requests']:>9}{row['tokens']:>8}{row['seconds']:>9.1f}{rate:>9.1f}"
+            f"{row['requests'] / row['seconds']:>8.2f}{rate * 2 * params / 1e9:>15.1f}"
+        )
     print(f"{'torch matmul 1024^3':<34} fp32 {fp32:.1f} GFLOP/s, bf16 {bf16:.1f} GFLOP/s")
     shm_s, bus_s = statistics.median(updates["shm"]), statistics.median(updates["bus"])
     disks = updates["disk"]
     disk_s = statistics.median(disks)
-    print(f"{'weight update, shared memory':<34} median {shm_s:.2f} s of {fmt(updates['shm'])} "
-          "(540 MB fp32, publish to ack, file write included)")  # fmt: skip
-    print(f"{'weight update, bytes over the bus':<34} median {bus_s:.2f} s of {fmt(updates['bus'])}")
-    print(f"{'safetensors save + load':<34} median {disk_s:.2f} s of {fmt(disks)} "
-          "(save, load, load_state_dict)")  # fmt: skip
+    print(
+        f"{'weight update, shared memory':<34} median {shm_s:.2f} s of {fmt(updates['shm'])} "
+        "(540 MB fp32, publish to ack, file write included)"
+    )
+    print(
+        f"{'weight update, bytes over the bus':<34} median {bus_s:.2f} s of {fmt(updates['bus'])}"
+    )
+    print(
+        f"{'safetensors save + load':<34} median {disk_s:.2f} s of {fmt(disks)} "
+        "(save, load, load_state_dict)"
+    )
     fp32_service = rows["service (HF fp32, 32 in flight)"]
     result = {
-        "sequential_tok_s": seq, "service_tok_s": svc,
-        "sequential_bf16_tok_s": seq16, "service_bf16_tok_s": svc16, "vllm_service_tok_s": vll,
-        "sequential_req_s": rows["sequential (HF fp32, loop)"]["requests"] / rows["sequential (HF fp32, loop)"]["seconds"],
+        "sequential_tok_s": seq,
+        "service_tok_s": svc,
+        "sequential_bf16_tok_s": seq16,
+        "service_bf16_tok_s": svc16,
+        "vllm_service_tok_s": vll,
+        "sequential_req_s": rows["sequential (HF fp32, loop)"]["requests"]
+        / rows["sequential (HF fp32, loop)"]["seconds"],
         "service_req_s": fp32_service["requests"] / fp32_service["seconds"],
         "service_mean_batch": fp32_service["mean_batch"],
         "service_bf16_mean_batch": rows["service (HF bf16, 32 in flight)"]["mean_batch"],
@@ -300,14 +355,18 @@ def main() -> None:
         "speedup_service_vs_sequential_fp32": ratio(svc, seq),
         "speedup_bf16_service_vs_fp32_sequential": ratio(svc16, seq),
         "speedup_vllm_vs_sequential": ratio(vll, seq),
-        "matmul_gflops": fp32, "matmul_gflops_bf16": bf16,
+        "matmul_gflops": fp32,
+        "matmul_gflops_bf16": bf16,
         "model_gflops_achieved": svc * 2 * params / 1e9 if svc else None,
         "model_gflops_achieved_bf16": svc16 * 2 * params / 1e9 if svc16 else None,
-        "weight_update_s": shm_s, "weight_update_first_s": updates["shm"][0],
-        "weight_update_bus_s": bus_s, "disk_roundtrip_s": disk_s,
-        "speedup_update_vs_disk": ratio(disk_s, shm_s), "speedup_update_bus_vs_disk": ratio(disk_s, bus_s),
+        "weight_update_s": shm_s,
+        "weight_update_first_s": updates["shm"][0],
+        "weight_update_bus_s": bus_s,
+        "disk_roundtrip_s": disk_s,
+        "speedup_update_vs_disk": ratio(disk_s, shm_s),
+        "speedup_update_bus_vs_disk": ratio(disk_s, bus_s),
         "quick": args.quick,
-    }  # fmt: skip
+    }
     print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()}))
 
 

@@ -26,8 +26,17 @@ from arena.core.registry import Registry, RegistryError
 from games.game_spec import GameSpec, GameSpecError
 from games.text_env import GameOverError, TextGame
 
-__all__ = ["GameOverError", "GameSpec", "GameSpecError", "RegistryError", "TextGame", "ids",
-           "make", "registry", "spec"]
+__all__ = [
+    "GameOverError",
+    "GameSpec",
+    "GameSpecError",
+    "RegistryError",
+    "TextGame",
+    "ids",
+    "make",
+    "registry",
+    "spec",
+]
 
 registry: Registry[TextGame] = Registry("game", entry_point_group="arena.games")
 """Game id -> its factory; the entries' metadata holds registered :class:`GameSpec` fields."""
@@ -51,20 +60,84 @@ _OPENSPIEL = "games.adapters.openspiel:OpenSpielGame"
 _PETTINGZOO = "games.adapters.pettingzoo_classic:PettingZooClassic"
 _TEXTARENA = "games.adapters.textarena:TextArenaGame"
 for _id, _factory, _kwargs, _information, _strongest, _requires in (
-    ("openspiel-tic_tac_toe-v0", _OPENSPIEL, {"game": "tic_tac_toe"}, "perfect", "mcts-v0", "pyspiel"),
-    ("openspiel-connect_four-v0", _OPENSPIEL, {"game": "connect_four"}, "perfect", "mcts-v0", "pyspiel"),
-    ("openspiel-kuhn_poker-v0", _OPENSPIEL, {"game": "kuhn_poker"}, "hidden", "kuhn-nash-v0", "pyspiel"),
-    ("openspiel-leduc_poker-v0", _OPENSPIEL, {"game": "leduc_poker"}, "hidden", "leduc-cfr-v0", "pyspiel"),
-    ("pettingzoo-tictactoe-v0", _PETTINGZOO, {"env": "tictactoe"}, "perfect", "random-v0", "pettingzoo"),
-    ("pettingzoo-connect_four-v0", _PETTINGZOO, {"env": "connect_four"}, "perfect", "random-v0", "pettingzoo"),
+    (
+        "openspiel-tic_tac_toe-v0",
+        _OPENSPIEL,
+        {"game": "tic_tac_toe"},
+        "perfect",
+        "mcts-v0",
+        "pyspiel",
+    ),
+    (
+        "openspiel-connect_four-v0",
+        _OPENSPIEL,
+        {"game": "connect_four"},
+        "perfect",
+        "mcts-v0",
+        "pyspiel",
+    ),
+    (
+        "openspiel-kuhn_poker-v0",
+        _OPENSPIEL,
+        {"game": "kuhn_poker"},
+        "hidden",
+        "kuhn-nash-v0",
+        "pyspiel",
+    ),
+    (
+        "openspiel-leduc_poker-v0",
+        _OPENSPIEL,
+        {"game": "leduc_poker"},
+        "hidden",
+        "leduc-cfr-v0",
+        "pyspiel",
+    ),
+    (
+        "pettingzoo-tictactoe-v0",
+        _PETTINGZOO,
+        {"env": "tictactoe"},
+        "perfect",
+        "random-v0",
+        "pettingzoo",
+    ),
+    (
+        "pettingzoo-connect_four-v0",
+        _PETTINGZOO,
+        {"env": "connect_four"},
+        "perfect",
+        "random-v0",
+        "pettingzoo",
+    ),
     ("pettingzoo-rps-v0", _PETTINGZOO, {"env": "rps"}, "hidden", "random-v0", "pettingzoo"),
     ("pettingzoo-chess-v0", _PETTINGZOO, {"env": "chess"}, "perfect", "random-v0", "chess"),
-    ("textarena-tictactoe-v0", _TEXTARENA, {"env_id": "TicTacToe-v0-raw"}, "perfect", "random-v0", "textarena"),
+    (
+        "textarena-tictactoe-v0",
+        _TEXTARENA,
+        {"env_id": "TicTacToe-v0-raw"},
+        "perfect",
+        "random-v0",
+        "textarena",
+    ),
     ("textarena-nim-v0", _TEXTARENA, {"env_id": "Nim-v0-raw"}, "perfect", "random-v0", "textarena"),
-    ("textarena-kuhnpoker-v0", _TEXTARENA, {"env_id": "KuhnPoker-v0-raw"}, "hidden", "random-v0", "textarena"),
+    (
+        "textarena-kuhnpoker-v0",
+        _TEXTARENA,
+        {"env_id": "KuhnPoker-v0-raw"},
+        "hidden",
+        "random-v0",
+        "textarena",
+    ),
 ):
-    registry.register(_id, _factory, kwargs=_kwargs, seats=(2, 2), kind="competitive",
-                      information=_information, strongest_bot=_strongest, requires=_requires)
+    registry.register(
+        _id,
+        _factory,
+        kwargs=_kwargs,
+        seats=(2, 2),
+        kind="competitive",
+        information=_information,
+        strongest_bot=_strongest,
+        requires=_requires,
+    )
 
 
 def make(game_id: str, **kwargs: Any) -> TextGame:

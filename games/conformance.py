@@ -64,16 +64,19 @@ class Report:
             mark = "pass" if r.passed else "FAIL"
             lines.append(f"{r.name:<{width}}  {mark:<6}  {r.seconds:7.2f}  {r.detail}")
         verdict = "PASSED" if self.passed else "FAILED"
-        lines.append(f"{self.game}: {verdict} ({sum(r.passed for r in self.results)}"
-                     f"/{len(self.results)} checks)")
+        lines.append(
+            f"{self.game}: {verdict} ({sum(r.passed for r in self.results)}"
+            f"/{len(self.results)} checks)"
+        )
         return "\n".join(lines)
 
 
 Factory = Callable[[], TextGame]
 
 
-def check_game(game: str | Factory, *, playthroughs: int = 4, seed: int = 0,
-               **kwargs: Any) -> Report:
+def check_game(
+    game: str | Factory, *, playthroughs: int = 4, seed: int = 0, **kwargs: Any
+) -> Report:
     """Run every check on ``game`` (a registered id, built with ``kwargs``, or a factory)."""
     if isinstance(game, str):
         from games import make
@@ -89,8 +92,9 @@ def check_game(game: str | Factory, *, playthroughs: int = 4, seed: int = 0,
         except Exception as exc:  # every failure is reported, none stops the kit
             detail, passed = f"{type(exc).__name__}: {exc}", False
         report.results.append(
-            CheckResult(check.__name__.removeprefix("check_"), passed, detail,
-                        time.perf_counter() - start)
+            CheckResult(
+                check.__name__.removeprefix("check_"), passed, detail, time.perf_counter() - start
+            )
         )
         if not passed and check is check_construct:
             break  # nothing else can run on a game that cannot be built
@@ -132,8 +136,10 @@ def check_construct(factory: Factory, playthroughs: int, seed: int) -> str:
     assert env.max_turns > 0, "max_turns must be positive"
     for agent in env.possible_agents:
         assert env.rules(agent).strip(), f"rules({agent!r}) is empty"
-    return (f"{env.num_players} seats, {meta['kind']}, {meta['information']} information, "
-            f"max_turns {env.max_turns}")
+    return (
+        f"{env.num_players} seats, {meta['kind']}, {meta['information']} information, "
+        f"max_turns {env.max_turns}"
+    )
 
 
 def check_api_test(factory: Factory, playthroughs: int, seed: int) -> str:
@@ -142,7 +148,8 @@ def check_api_test(factory: Factory, playthroughs: int, seed: int) -> str:
         api_test(factory(), num_cycles=1000)
     messages = sorted({str(w.message).splitlines()[0] for w in caught})
     return f"{len(messages)} distinct PettingZoo warning(s)" + (
-        f": {'; '.join(messages)}" if messages else "")
+        f": {'; '.join(messages)}" if messages else ""
+    )
 
 
 def check_seed_test(factory: Factory, playthroughs: int, seed: int) -> str:
@@ -160,7 +167,9 @@ def check_text_roundtrip(factory: Factory, playthroughs: int, seed: int) -> str:
                 text = env.action_to_text(agent, action)
                 for variant in (text, f"  {text.upper()}\n"):
                     parsed = env.parse_action(agent, variant)
-                    assert parsed == action, f"parse_action({variant!r}) gave {parsed!r}, not {action!r}"
+                    assert parsed == action, (
+                        f"parse_action({variant!r}) gave {parsed!r}, not {action!r}"
+                    )
                 checked += 1
             for junk in JUNK:
                 parsed = env.parse_action(agent, junk)
@@ -231,18 +240,28 @@ def check_bad_input(factory: Factory, playthroughs: int, seed: int) -> str:
     while not env.is_over:  # max_retries > 2: keep failing until the forfeit
         env.step(None)
     assert env.termination_reason == "illegal" and env.infos[agent]["forfeit"], "no forfeit"
-    assert env.returns[agent] <= -env.forfeit_penalty + 1e-9, "the forfeiting seat was not penalized"
+    assert env.returns[agent] <= -env.forfeit_penalty + 1e-9, (
+        "the forfeiting seat was not penalized"
+    )
     assert abs(sum(env.returns.values())) < 1e-6 or not env.zero_sum, "forfeit is not zero-sum"
     while env.agents:
         env.step(None)
     try:
         env.step(0)
     except GameOverError:
-        return "None, out-of-range and junk recorded; forfeit applied; a finished game refuses steps"
+        return (
+            "None, out-of-range and junk recorded; forfeit applied; a finished game refuses steps"
+        )
     raise AssertionError("step() after the game ended did not raise GameOverError")
 
 
 CHECKS: tuple[Callable[[Factory, int, int], str], ...] = (
-    check_construct, check_api_test, check_seed_test, check_text_roundtrip, check_determinism,
-    check_hidden_info, check_finishes, check_bad_input,
+    check_construct,
+    check_api_test,
+    check_seed_test,
+    check_text_roundtrip,
+    check_determinism,
+    check_hidden_info,
+    check_finishes,
+    check_bad_input,
 )

@@ -104,8 +104,12 @@ class Board:
 class ConnectFour(OpenSpielMirror, PositionGame):
     """Connect Four with OpenSpiel's action ids (the column, 0-6)."""
 
-    metadata = {**TextGame.metadata, "name": "connect_four_v0", "max_turns": ROWS * COLS,
-                "strongest_bot": "mcts-v0"}
+    metadata = {
+        **TextGame.metadata,
+        "name": "connect_four_v0",
+        "max_turns": ROWS * COLS,
+        "strongest_bot": "mcts-v0",
+    }
     openspiel_game = "connect_four"
     action_names = tuple(str(c + 1) for c in range(COLS))
 

@@ -87,28 +87,37 @@ class GameSpec:
     def __post_init__(self) -> None:
         parse_id(self.id)
         seats = self.seats
-        if (not isinstance(seats, tuple | list) or len(seats) != 2
-                or not all(isinstance(n, int) and not isinstance(n, bool) for n in seats)
-                or not 1 <= seats[0] <= seats[1]):
-            raise ValueError(f"'seats' must be a (min, max) pair of ints with 1 <= min <= max, "
-                             f"got {seats!r}")
+        if (
+            not isinstance(seats, tuple | list)
+            or len(seats) != 2
+            or not all(isinstance(n, int) and not isinstance(n, bool) for n in seats)
+            or not 1 <= seats[0] <= seats[1]
+        ):
+            raise ValueError(
+                f"'seats' must be a (min, max) pair of ints with 1 <= min <= max, got {seats!r}"
+            )
         object.__setattr__(self, "seats", tuple(seats))
         if self.kind not in KINDS:
             raise ValueError(f"'kind' must be one of {KINDS}, got {self.kind!r}")
         if self.information not in INFORMATION:
-            raise ValueError(f"'information' must be one of {INFORMATION}, got {self.information!r}")
+            raise ValueError(
+                f"'information' must be one of {INFORMATION}, got {self.information!r}"
+            )
         try:
             parse_id(self.strongest_bot)
         except RegistryError as err:
             raise ValueError(f"'strongest_bot' must be a bot id: {err}") from None
-        if self.max_turns is not None and (not isinstance(self.max_turns, int) or self.max_turns < 1):
+        if self.max_turns is not None and (
+            not isinstance(self.max_turns, int) or self.max_turns < 1
+        ):
             raise ValueError(f"'max_turns' must be a positive int or None, got {self.max_turns!r}")
         if self.zero_sum is None:
             object.__setattr__(self, "zero_sum", self.kind == "competitive")
         elif not isinstance(self.zero_sum, bool):
             raise ValueError(f"'zero_sum' must be a bool, got {self.zero_sum!r}")
         if self.requires is not None and not (
-            isinstance(self.requires, str) and all(p.isidentifier() for p in self.requires.split("."))
+            isinstance(self.requires, str)
+            and all(p.isidentifier() for p in self.requires.split("."))
         ):
             raise ValueError(f"'requires' must be a module name or None, got {self.requires!r}")
         object.__setattr__(self, "kwargs", MappingProxyType(dict(self.kwargs)))
@@ -127,8 +136,10 @@ class GameSpec:
         registered = dict(entry.metadata)
         unknown = sorted(set(registered) - set(METADATA_FIELDS))
         if unknown:
-            raise fail(f"registered with unknown metadata {unknown}; the fields are "
-                       f"{', '.join(METADATA_FIELDS)}")
+            raise fail(
+                f"registered with unknown metadata {unknown}; the fields are "
+                f"{', '.join(METADATA_FIELDS)}"
+            )
         source, meta = "its registration", registered
         if not all(name in registered for name in REQUIRED):
             try:
@@ -138,14 +149,21 @@ class GameSpec:
             source = f"{getattr(factory, '__qualname__', entry.target)}.metadata"
             meta = {**_class_metadata(factory, source, fail), **registered}
         try:
-            return cls(id=entry.id, entry_point=entry.target, kwargs=entry.kwargs,
-                       plugin=entry.plugin, **meta)
+            return cls(
+                id=entry.id,
+                entry_point=entry.target,
+                kwargs=entry.kwargs,
+                plugin=entry.plugin,
+                **meta,
+            )
         except (TypeError, ValueError) as err:
             raise fail(f"{source}: {err}") from None
 
 
 METADATA_FIELDS = tuple(
-    f.name for f in dataclasses.fields(GameSpec) if f.name not in ("id", "entry_point", "kwargs", "plugin")
+    f.name
+    for f in dataclasses.fields(GameSpec)
+    if f.name not in ("id", "entry_point", "kwargs", "plugin")
 )
 """Spec fields a registration or a class's ``metadata`` may state."""
 
@@ -155,18 +173,25 @@ def _class_metadata(
 ) -> dict[str, Any]:
     """The spec fields of a game class's ``metadata``; it must be a :class:`TextGame`."""
     if not isinstance(factory, type):
-        raise fail(f"{factory!r} is not a games.TextGame subclass; register the class, or "
-                   f"register {', '.join(REQUIRED)} with the id")
+        raise fail(
+            f"{factory!r} is not a games.TextGame subclass; register the class, or "
+            f"register {', '.join(REQUIRED)} with the id"
+        )
     if not issubclass(factory, TextGame):
-        bases = ", ".join(f"{b.__module__}.{b.__qualname__}" for b in factory.__bases__
-                          if b is not object)
-        raise fail(f"{factory.__qualname__} is not a games.TextGame"
-                   + (f" (its bases: {bases})" if bases else ""))
+        bases = ", ".join(
+            f"{b.__module__}.{b.__qualname__}" for b in factory.__bases__ if b is not object
+        )
+        raise fail(
+            f"{factory.__qualname__} is not a games.TextGame"
+            + (f" (its bases: {bases})" if bases else "")
+        )
     meta = getattr(factory, "metadata", None)
     if not isinstance(meta, Mapping):
         raise fail(f"{source} is not a mapping")
     missing = [name for name in REQUIRED if name not in meta]
     if missing:
-        raise fail(f"{source} lacks {', '.join(map(repr, missing))}; start it from "
-                   "{**TextGame.metadata, ...}")
+        raise fail(
+            f"{source} lacks {', '.join(map(repr, missing))}; start it from "
+            "{**TextGame.metadata, ...}"
+        )
     return {name: meta[name] for name in METADATA_FIELDS if name in meta}

@@ -42,8 +42,13 @@ def card_text(card: int) -> str:
 class KuhnPoker(OpenSpielMirror, TextGame):
     """Kuhn poker with OpenSpiel's action ids (0 pass, 1 bet) and deal order."""
 
-    metadata = {**TextGame.metadata, "name": "kuhn_poker_v0", "information": "hidden",
-                "max_turns": 3, "strongest_bot": "kuhn-nash-v0"}
+    metadata = {
+        **TextGame.metadata,
+        "name": "kuhn_poker_v0",
+        "information": "hidden",
+        "max_turns": 3,
+        "strongest_bot": "kuhn-nash-v0",
+    }
     openspiel_game = "kuhn_poker"
     action_names = MOVES
 
@@ -97,8 +102,7 @@ class KuhnPoker(OpenSpielMirror, TextGame):
         log = ", ".join(f"player_{i % 2} {MOVES['pb'.index(m)]}" for i, m in enumerate(self.bets))
         lines = [
             f"Kuhn Poker. Your card: {card_text(self.cards[me])}.",
-            f"Pot: {sum(put_in)} chips (you put in {put_in[me]}, "
-            f"your opponent {put_in[1 - me]}).",
+            f"Pot: {sum(put_in)} chips (you put in {put_in[me]}, your opponent {put_in[1 - me]}).",
             f"Betting so far: {log or 'none'}.",
         ]
         if self.bets in TERMINAL and self.bets not in ("bp", "pbp"):

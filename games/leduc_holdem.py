@@ -46,8 +46,13 @@ def card_text(card: int) -> str:
 class LeducHoldem(OpenSpielMirror, TextGame):
     """Leduc hold'em with OpenSpiel's action ids (0 fold, 1 call, 2 raise) and deal order."""
 
-    metadata = {**TextGame.metadata, "name": "leduc_holdem_v0", "information": "hidden",
-                "max_turns": 2 * SLOTS, "strongest_bot": "leduc-cfr-v0"}
+    metadata = {
+        **TextGame.metadata,
+        "name": "leduc_holdem_v0",
+        "information": "hidden",
+        "max_turns": 2 * SLOTS,
+        "strongest_bot": "leduc-cfr-v0",
+    }
     openspiel_game = "leduc_poker"
     action_names = MOVES
 
@@ -90,7 +95,9 @@ class LeducHoldem(OpenSpielMirror, TextGame):
             self.folded = me
             return self._pay(winner=1 - me)
         round_over = action == CALL and len(moves) > 0
-        self.chips[me] = self.chips[1 - me] + (RAISE_SIZE[len(self.rounds) - 1] if action == RAISE else 0)
+        self.chips[me] = self.chips[1 - me] + (
+            RAISE_SIZE[len(self.rounds) - 1] if action == RAISE else 0
+        )
         moves.append(action)
         if not round_over:
             return {}

@@ -37,9 +37,14 @@ class LiarsDice(TextGame):
     """N-player Liar's Dice; bid ``(q, f)`` is action ``(q - 1) * 6 + (f - 1)``, and the last
     action is "liar"."""
 
-    metadata = {**TextGame.metadata, "name": "liars_dice_v0", "seats": (2, 6),
-                "information": "hidden", "max_turns": 25,
-                "strongest_bot": "liars-dice-heuristic-v0"}
+    metadata = {
+        **TextGame.metadata,
+        "name": "liars_dice_v0",
+        "seats": (2, 6),
+        "information": "hidden",
+        "max_turns": 25,
+        "strongest_bot": "liars-dice-heuristic-v0",
+    }
 
     def __init__(self, num_players: int = 2, dice_per_player: int = 2, **kwargs: Any) -> None:
         if not 1 <= dice_per_player <= 5:
@@ -112,8 +117,10 @@ class LiarsDice(TextGame):
             f"Liar's Dice with {self.num_players} players and {self.total_dice} dice in all.",
             f"Your dice: {dice_text(self.dice[me])}.",
         ]
-        lines += [f"player_{i % self.num_players}: {self.action_names[b]}"
-                  for i, b in enumerate(self.bids)]
+        lines += [
+            f"player_{i % self.num_players}: {self.action_names[b]}"
+            for i, b in enumerate(self.bids)
+        ]
         if self.loser is not None:
             challenger = len(self.bids) % self.num_players
             lines.append(f"player_{challenger}: liar")

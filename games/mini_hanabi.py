@@ -53,8 +53,14 @@ def card_text(card: tuple[int, int]) -> str:
 class MiniHanabi(TextGame):
     """A two-player, two-color Hanabi: cooperative play under hidden information."""
 
-    metadata = {**TextGame.metadata, "name": "mini_hanabi_v0", "kind": "cooperative",
-                "information": "hidden", "max_turns": 50, "strongest_bot": "hanabi-rules-v0"}
+    metadata = {
+        **TextGame.metadata,
+        "name": "mini_hanabi_v0",
+        "kind": "cooperative",
+        "information": "hidden",
+        "max_turns": 50,
+        "strongest_bot": "hanabi-rules-v0",
+    }
     action_names = (
         *(f"play {i + 1}" for i in range(HAND)),
         *(f"discard {i + 1}" for i in range(HAND)),
@@ -71,8 +77,9 @@ class MiniHanabi(TextGame):
         self.deck = [cards[i] for i in rng.permutation(len(cards))]
         self.hands = [[self.deck.pop() for _ in range(HAND)] for _ in range(2)]
         # what each player has been told about each of their own slots: (color, rank) or None
-        self.knowledge: list[list[list[int | None]]] = [[[None, None] for _ in range(HAND)]
-                                                         for _ in range(2)]
+        self.knowledge: list[list[list[int | None]]] = [
+            [[None, None] for _ in range(HAND)] for _ in range(2)
+        ]
         self.fireworks = [0] * len(COLORS)
         self.tokens, self.lives = MAX_TOKENS, LIVES
         self.discards: list[tuple[int, int]] = []
@@ -144,7 +151,9 @@ class MiniHanabi(TextGame):
     def _hint(self, me: int, action: int) -> None:
         self.tokens -= 1
         partner = 1 - me
-        field, value = (0, action - HINT_COLOR) if action < HINT_RANK else (1, RANKS[action - HINT_RANK])
+        field, value = (
+            (0, action - HINT_COLOR) if action < HINT_RANK else (1, RANKS[action - HINT_RANK])
+        )
         slots = [i for i, card in enumerate(self.hands[partner]) if card[field] == value]
         for i in slots:
             self.knowledge[partner][i][field] = value
@@ -181,7 +190,7 @@ class MiniHanabi(TextGame):
             if rank is not None:
                 obs[base + i * width + len(COLORS) + rank - 1] = 1
         base += HAND * width
-        obs[base:base + len(COLORS)] = np.array(self.fireworks) / len(RANKS)
+        obs[base : base + len(COLORS)] = np.array(self.fireworks) / len(RANKS)
         obs[-3:] = self.tokens / MAX_TOKENS, self.lives / LIVES, len(self.deck) / DECK_SIZE
         return obs
 
@@ -193,11 +202,13 @@ class MiniHanabi(TextGame):
             for i, (c, r) in enumerate(self.knowledge[me])
         )
         discards = " ".join(card_text(c) for c in self.discards) or "none"
-        return "\n".join([
-            f"Mini Hanabi. Fireworks: {fireworks}. Hint tokens: {self.tokens}/{MAX_TOKENS}. "
-            f"Lives: {self.lives}. Cards left in the deck: {len(self.deck)}.",
-            f"Discarded: {discards}.",
-            self._hand_line(1 - me),
-            f"Your hand (what you have been told): {known or 'empty'}.",
-            *self.log[-6:],
-        ])
+        return "\n".join(
+            [
+                f"Mini Hanabi. Fireworks: {fireworks}. Hint tokens: {self.tokens}/{MAX_TOKENS}. "
+                f"Lives: {self.lives}. Cards left in the deck: {len(self.deck)}.",
+                f"Discarded: {discards}.",
+                self._hand_line(1 - me),
+                f"Your hand (what you have been told): {known or 'empty'}.",
+                *self.log[-6:],
+            ]
+        )

@@ -52,9 +52,14 @@ def values_text(values: tuple[int, ...]) -> str:
 class Negotiation(TextGame):
     """Split a pool of items by free-text offers; values are private (a hidden goal)."""
 
-    metadata = {**TextGame.metadata, "name": "negotiation_v0", "kind": "general-sum",
-                "information": "hidden", "max_turns": 10,
-                "strongest_bot": "negotiation-conceder-v0"}
+    metadata = {
+        **TextGame.metadata,
+        "name": "negotiation_v0",
+        "kind": "general-sum",
+        "information": "hidden",
+        "max_turns": 10,
+        "strongest_bot": "negotiation-conceder-v0",
+    }
 
     def __init__(self, **kwargs: Any) -> None:
         box = spaces.Box(0, POOL_VALUE, (11,), np.float32)
@@ -68,7 +73,8 @@ class Negotiation(TextGame):
         while len(choices) < self.num_players:
             self.pool = tuple(int(n) for n in rng.integers(1, MAX_COUNT + 1, size=len(ITEMS)))
             choices = [
-                v for v in itertools.product(range(POOL_VALUE + 1), repeat=len(ITEMS))
+                v
+                for v in itertools.product(range(POOL_VALUE + 1), repeat=len(ITEMS))
                 if sum(n * x for n, x in zip(self.pool, v, strict=True)) == POOL_VALUE
             ]
         picks = rng.choice(len(choices), size=self.num_players, replace=False)
@@ -125,7 +131,8 @@ class Negotiation(TextGame):
         proposer, keep = self.offer
         shares = {proposer: keep, me: tuple(n - k for n, k in zip(self.pool, keep, strict=True))}
         return {
-            self.possible_agents[i]: self.worth(i, items) / POOL_VALUE for i, items in shares.items()
+            self.possible_agents[i]: self.worth(i, items) / POOL_VALUE
+            for i, items in shares.items()
         }
 
     def worth(self, player: int, items: tuple[int, ...]) -> float:
@@ -147,8 +154,9 @@ class Negotiation(TextGame):
             offered = np.subtract(self.pool, self.offer[1], dtype=np.float32)
         has_offer = float(self.offer is not None and self.offer[0] != me)
         turns_left = (self.max_turns - self.turn) / self.max_turns
-        return np.array([*self.pool, *self.values[me], *offered, has_offer, turns_left],
-                        dtype=np.float32)
+        return np.array(
+            [*self.pool, *self.values[me], *offered, has_offer, turns_left], dtype=np.float32
+        )
 
     def _describe(self, agent: str) -> str:
         me = self.agent_index(agent)
@@ -165,8 +173,10 @@ class Negotiation(TextGame):
             if proposer == me:
                 lines.append(f"Your offer is on the table (you keep {offer_text(keep)[6:]}).")
             else:
-                lines.append(f"Offer on the table from player_{proposer}: you would get "
-                             f"{offer_text(rest)[6:]}, worth {self.worth(me, rest):g} to you.")
+                lines.append(
+                    f"Offer on the table from player_{proposer}: you would get "
+                    f"{offer_text(rest)[6:]}, worth {self.worth(me, rest):g} to you."
+                )
         if not self.is_over:
             lines.append('Write one of: "offer books=B hats=H balls=L", "accept", "reject".')
         return "\n".join(lines)

@@ -33,7 +33,9 @@ class Heaps:
     player: int = 0
 
     def moves(self) -> list[int]:
-        return [h * self.width + k - 1 for h, size in enumerate(self.sizes) for k in range(1, size + 1)]
+        return [
+            h * self.width + k - 1 for h, size in enumerate(self.sizes) for k in range(1, size + 1)
+        ]
 
     def play(self, move: int) -> Heaps:
         heap, count = divmod(move, self.width)
@@ -54,8 +56,12 @@ class Heaps:
 class Nim(PositionGame):
     """Normal-play Nim on configurable heaps."""
 
-    metadata = {**TextGame.metadata, "name": "nim_v0", "max_turns": 12,
-                "strongest_bot": "nim-optimal-v0"}
+    metadata = {
+        **TextGame.metadata,
+        "name": "nim_v0",
+        "max_turns": 12,
+        "strongest_bot": "nim-optimal-v0",
+    }
 
     def __init__(self, heaps: Sequence[int] = (3, 4, 5), **kwargs: Any) -> None:
         if not heaps or min(heaps) < 1:
@@ -63,7 +69,9 @@ class Nim(PositionGame):
         self.heaps = tuple(int(h) for h in heaps)
         self.width = max(self.heaps)
         self.action_names = tuple(
-            f"take {k + 1} from heap {h + 1}" for h in range(len(self.heaps)) for k in range(self.width)
+            f"take {k + 1} from heap {h + 1}"
+            for h in range(len(self.heaps))
+            for k in range(self.width)
         )
         kwargs.setdefault("max_turns", sum(self.heaps))
         box = spaces.Box(0, self.width, (len(self.heaps),), np.float32)
@@ -74,7 +82,9 @@ class Nim(PositionGame):
 
     def _why_illegal(self, agent: str, action: int) -> str:
         heap, count = divmod(action, self.width)
-        return f"heap {heap + 1} has only {self.board.sizes[heap]} object(s), cannot take {count + 1}"
+        return (
+            f"heap {heap + 1} has only {self.board.sizes[heap]} object(s), cannot take {count + 1}"
+        )
 
     def _observation_array(self, agent: str) -> np.ndarray:
         return np.array(self.board.sizes, dtype=np.float32)

@@ -28,8 +28,7 @@ class Position(Hashable, Protocol):
         """Legal moves (action indices); empty once the game is over."""
         ...
 
-    def play(self, move: int) -> Position:
-        ...
+    def play(self, move: int) -> Position: ...
 
     def result(self) -> tuple[float, ...] | None:
         """Returns per player once the game is over, else None."""

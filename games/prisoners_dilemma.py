@@ -35,8 +35,14 @@ PAYOFF = {(0, 0): (3.0, 3.0), (0, 1): (0.0, 5.0), (1, 0): (5.0, 0.0), (1, 1): (1
 class PrisonersDilemma(TextGame):
     """Simultaneous moves the AEC way: seats choose in turn; a choice stays hidden until the round ends."""
 
-    metadata = {**TextGame.metadata, "name": "prisoners_dilemma_v0", "kind": "general-sum",
-                "information": "hidden", "max_turns": 20, "strongest_bot": "tit-for-tat-v0"}
+    metadata = {
+        **TextGame.metadata,
+        "name": "prisoners_dilemma_v0",
+        "kind": "general-sum",
+        "information": "hidden",
+        "max_turns": 20,
+        "strongest_bot": "tit-for-tat-v0",
+    }
     action_names = MOVES
 
     def __init__(self, rounds: int = 10, **kwargs: Any) -> None:
@@ -99,8 +105,10 @@ class PrisonersDilemma(TextGame):
     def _describe(self, agent: str) -> str:
         me = self.agent_index(agent)
         totals = [sum(PAYOFF[m][i] for m in self.history) for i in range(2)]
-        lines = [f"Iterated Prisoner's Dilemma, round {min(len(self.history) + 1, self.rounds)} "
-                 f"of {self.rounds}. Your score: {totals[me]:g}; opponent: {totals[1 - me]:g}."]
+        lines = [
+            f"Iterated Prisoner's Dilemma, round {min(len(self.history) + 1, self.rounds)} "
+            f"of {self.rounds}. Your score: {totals[me]:g}; opponent: {totals[1 - me]:g}."
+        ]
         lines += [self._round_line(r, m) for r, m in enumerate(self.history)]
         if self.pending is not None and me == 0:
             lines.append(f"{self._pending_line()} (hidden until the round ends).")

@@ -102,7 +102,9 @@ class TextGame(AECEnv):
         super().__init__()
         low, high = self.metadata["seats"]
         if not low <= num_players <= high:
-            raise ValueError(f"{type(self).__name__} seats {low}..{high} players, got {num_players}")
+            raise ValueError(
+                f"{type(self).__name__} seats {low}..{high} players, got {num_players}"
+            )
         if max_retries < 0 or forfeit_penalty < 0:
             raise ValueError("max_retries and forfeit_penalty must be >= 0")
         if render_mode not in (None, *self.metadata["render_modes"]):
@@ -204,7 +206,9 @@ class TextGame(AECEnv):
 
     def hidden_from(self, agent: str) -> list[str]:
         """Strings that must not appear in ``agent``'s text while the game is live."""
-        return [s for other in self.possible_agents if other != agent for s in self.private_info(other)]
+        return [
+            s for other in self.possible_agents if other != agent for s in self.private_info(other)
+        ]
 
     def observation_text(self, agent: str) -> str:
         """What ``agent`` reads: the game's description, then the turn, feedback and legal moves."""
@@ -215,8 +219,11 @@ class TextGame(AECEnv):
                 f"Your total reward: {self.returns[agent]:+g}."
             )
         elif agent == self.agent_selection:
-            parts += [self._feedback[agent], self._legal_line(agent),
-                      f"You are {agent}; it is your turn."]
+            parts += [
+                self._feedback[agent],
+                self._legal_line(agent),
+                f"You are {agent}; it is your turn.",
+            ]
         else:
             parts.append(f"You are {agent}; waiting for {self.agent_selection}.")
         return to_charset("\n".join(p for p in parts if p))
@@ -275,8 +282,15 @@ class TextGame(AECEnv):
 
     @staticmethod
     def _fresh_info() -> dict[str, Any]:
-        return {"invalid": False, "invalid_reason": "", "retries": 0, "invalid_count": 0,
-                "forfeit": False, "feedback": "", "termination_reason": None}
+        return {
+            "invalid": False,
+            "invalid_reason": "",
+            "retries": 0,
+            "invalid_count": 0,
+            "forfeit": False,
+            "feedback": "",
+            "termination_reason": None,
+        }
 
     def step(self, action: Any) -> None:
         if not self._live_step(action):
@@ -354,8 +368,12 @@ class TextGame(AECEnv):
     def _reject(self, agent: str, reason: str) -> None:
         info = self.infos[agent]
         self._retries[agent] += 1
-        info.update(invalid=True, invalid_reason=reason, retries=self._retries[agent],
-                    invalid_count=info["invalid_count"] + 1)
+        info.update(
+            invalid=True,
+            invalid_reason=reason,
+            retries=self._retries[agent],
+            invalid_count=info["invalid_count"] + 1,
+        )
         if self._retries[agent] > self.max_retries:
             info["forfeit"] = True
             others = [a for a in self.agents if a != agent]

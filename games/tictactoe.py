@@ -70,8 +70,12 @@ class Board:
 class TicTacToe(OpenSpielMirror, PositionGame):
     """Tic-Tac-Toe with OpenSpiel's action ids (cell ``3 * row + col``)."""
 
-    metadata = {**TextGame.metadata, "name": "tictactoe_v0", "max_turns": 9,
-                "strongest_bot": "minimax-v0"}
+    metadata = {
+        **TextGame.metadata,
+        "name": "tictactoe_v0",
+        "max_turns": 9,
+        "strongest_bot": "minimax-v0",
+    }
     openspiel_game = "tic_tac_toe"
     action_names = tuple(str(i + 1) for i in range(9))
 
@@ -89,6 +93,6 @@ class TicTacToe(OpenSpielMirror, PositionGame):
 
     def _describe(self, agent: str) -> str:
         shown = [MARKS[c - 1] if c else str(i + 1) for i, c in enumerate(self.board.cells)]
-        rows = [" | ".join(shown[r * 3:r * 3 + 3]) for r in range(3)]
+        rows = [" | ".join(shown[r * 3 : r * 3 + 3]) for r in range(3)]
         grid = "\n---------\n".join(rows)
         return f"Tic-Tac-Toe. You play {MARKS[self.agent_index(agent)]}.\n{grid}"

@@ -81,7 +81,14 @@ class Role:
         if content is not None:
             return Reply(content, True)
         bare = reply.strip()
-        if self.prefill and ended and bare and "\n" not in bare and "<" not in bare and len(bare) <= 80:
+        if (
+            self.prefill
+            and ended
+            and bare
+            and "\n" not in bare
+            and "<" not in bare
+            and len(bare) <= 80
+        ):
             return Reply(bare, False, f"{self.output.close} missing")
         return Reply(None, False, f"no {self.output.open}...{self.output.close} in the reply")
 

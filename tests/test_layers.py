@@ -49,7 +49,14 @@ ALLOWED: dict[str, set[str]] = {
     "arena.play": {"arena.core", "arena.policies"} | _BOTH_STACKS,
     "arena.eval": {"arena.core", "arena.policies", "arena.play"} | _BOTH_STACKS,
     "arena.actors": {"arena.core", "arena.policies", "arena.play"} | _BOTH_STACKS | _BELOW_TRAINERS,
-    "arena.run": {"arena.core", "arena.policies", "arena.play", "arena.eval", "arena.actors", "trainers"}
+    "arena.run": {
+        "arena.core",
+        "arena.policies",
+        "arena.play",
+        "arena.eval",
+        "arena.actors",
+        "trainers",
+    }
     | _BOTH_STACKS
     | _BELOW_TRAINERS,
     "arena.commands": set(),  # filled below: everything but the CLI
@@ -220,7 +227,9 @@ def test_games_roles_and_core_load_without_torch_or_zmq_at_run_time() -> None:
 def planted(tmp_path: Path, edits: dict[str, str]) -> list[str]:
     """The violations of a copy of the tree with ``edits`` (path -> appended source) applied."""
     for package in PACKAGES:
-        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(
+            ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
     for path, source in edits.items():
         with open(tmp_path / path, "a") as out:
             out.write("\n" + source + "\n")
@@ -229,7 +238,9 @@ def planted(tmp_path: Path, edits: dict[str, str]) -> list[str]:
 
 def test_a_planted_upward_import_is_caught(tmp_path: Path) -> None:
     found = planted(tmp_path, {"trainers/batch.py": "import games.tictactoe"})
-    assert len(found) == 1 and "trainers/batch.py" in found[0] and "may not import games" in found[0]
+    assert (
+        len(found) == 1 and "trainers/batch.py" in found[0] and "may not import games" in found[0]
+    )
 
 
 def test_a_planted_library_import_is_caught(tmp_path: Path) -> None:
@@ -241,7 +252,9 @@ def test_a_planted_library_import_is_caught(tmp_path: Path) -> None:
 def test_a_planted_cycle_is_caught(tmp_path: Path) -> None:
     # records may import core, so only the cycle itself is wrong here
     found = planted(tmp_path, {"arena/core/errors.py": "def late():\n    import arena.records"})
-    assert any(f.startswith("import cycle") or "arena.core may not import" in f for f in found), found
+    assert any(f.startswith("import cycle") or "arena.core may not import" in f for f in found), (
+        found
+    )
     found = planted_cycle(tmp_path / "second")
     assert any(f.startswith("import cycle:") and "trainers.batch" in f for f in found), found
 

@@ -5,6 +5,8 @@ The distribution lives under pytest's ``tmp_path``: a package ``arena_plugin_dem
 ``arena_plugin_demo-0.1.dist-info`` (``METADATA`` and ``entry_points.txt``), found by
 ``importlib.metadata`` through ``PYTHONPATH``, exactly as ``pip install`` would leave it. It also
 registers a broken game (a plain ``pettingzoo.AECEnv``), which must not hide the good ones.
+
+Run with ``.venv/bin/python -m pytest -q tests/test_plugins.py``.
 """
 
 from __future__ import annotations
@@ -173,8 +175,9 @@ def plugin_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 def run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, *args], env=env, cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_arena_games_lists_the_plugin_and_names_the_broken_one(plugin_env: dict[str, str]) -> None:
@@ -186,8 +189,10 @@ def test_arena_games_lists_the_plugin_and_names_the_broken_one(plugin_env: dict[
     assert "broken-v0" not in rows
     assert "Traceback" not in result.stderr
     assert "1 registered game cannot be listed" in result.stderr
-    assert (f"  broken-v0 (arena_plugin_demo:NotATextGame, plugin {DIST}): NotATextGame is not "
-            "a games.TextGame (its bases: pettingzoo.utils.env.AECEnv") in result.stderr
+    assert (
+        f"  broken-v0 (arena_plugin_demo:NotATextGame, plugin {DIST}): NotATextGame is not "
+        "a games.TextGame (its bases: pettingzoo.utils.env.AECEnv"
+    ) in result.stderr
     ids = run(plugin_env, "-m", "arena", "games", "--ids")
     assert ids.returncode == 0 and {"demo-v0", "broken-v0", "nim-v0"} <= set(ids.stdout.split())
 
@@ -214,5 +219,7 @@ def test_the_plugin_role_and_bot_play_the_plugin_game(plugin_env: dict[str, str]
     # greedy in both seats: 2, 4, 6 -> player_0 brings the counter past 5 on the third turn
     assert played["returns"] == {"player_0": 1.0, "player_1": -1.0}
     assert (played["turns"], played["reason"]) == (3, "win")
-    assert played["rules_in_prompt"] and played["user"].startswith("Race to 5. The counter is at 0.")
+    assert played["rules_in_prompt"] and played["user"].startswith(
+        "Race to 5. The counter is at 0."
+    )
     assert played["after_role_turn"] == "Race to 5. The counter is at 2."

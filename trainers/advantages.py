@@ -144,7 +144,11 @@ def stats_by_key(values: Iterable[float], keys: Sequence[Key]) -> dict[Key, dict
     stats = {}
     for key, idx in _indices_by_key(keys).items():
         group = values[idx]
-        stats[key] = {"mean": float(group.mean()), "std": float(group.std()),
-                      "min": float(group.min()), "max": float(group.max()),
-                      "count": float(len(group))}  # fmt: skip
+        stats[key] = {
+            "mean": float(group.mean()),
+            "std": float(group.std()),
+            "min": float(group.min()),
+            "max": float(group.max()),
+            "count": float(len(group)),
+        }
     return stats

@@ -105,13 +105,23 @@ def episode_samples(
             if not turn.trained:
                 continue
             check_turn(turn, vocab_size)
-            samples.append(Sample(
-                episode_id=episode.id, turn_index=turn.index, game=turn.game, role=turn.role,
-                seat=seat, group=turn.group, prompt_ids=turn.prompt_ids,
-                response_ids=turn.response_ids, sampler_logprobs=turn.response_logprobs,
-                valid=turn.valid, policy_version=turn.policy_version, ret=float(ret),
-                outcome=float(outcome),
-            ))  # fmt: skip
+            samples.append(
+                Sample(
+                    episode_id=episode.id,
+                    turn_index=turn.index,
+                    game=turn.game,
+                    role=turn.role,
+                    seat=seat,
+                    group=turn.group,
+                    prompt_ids=turn.prompt_ids,
+                    response_ids=turn.response_ids,
+                    sampler_logprobs=turn.response_logprobs,
+                    valid=turn.valid,
+                    policy_version=turn.policy_version,
+                    ret=float(ret),
+                    outcome=float(outcome),
+                )
+            )
     return samples
 
 
@@ -172,7 +182,9 @@ def collate(samples: list[Sample], pad_id: int) -> MicroBatch:
     attention_mask = torch.zeros((rows, width), dtype=torch.long)
     loss_mask = torch.zeros((rows, width), dtype=torch.bool)
     for row, sample in enumerate(samples):
-        seq = torch.from_numpy(np.concatenate([sample.prompt_ids, sample.response_ids]).astype(np.int64))
+        seq = torch.from_numpy(
+            np.concatenate([sample.prompt_ids, sample.response_ids]).astype(np.int64)
+        )
         n, start = len(seq) - 1, len(sample.prompt_ids) - 1
         input_ids[row, :n] = seq[:-1]
         target_ids[row, :n] = seq[1:]
@@ -180,15 +192,21 @@ def collate(samples: list[Sample], pad_id: int) -> MicroBatch:
         loss_mask[row, start:n] = True
     lengths = [len(s.response_ids) for s in samples]
     return MicroBatch(
-        input_ids=input_ids, attention_mask=attention_mask, target_ids=target_ids,
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        target_ids=target_ids,
         loss_mask=loss_mask,
-        sampler_logprobs=torch.from_numpy(np.concatenate([s.sampler_logprobs for s in samples])).float(),
-        advantages=torch.tensor(np.repeat([s.advantage for s in samples], lengths), dtype=torch.float32),
+        sampler_logprobs=torch.from_numpy(
+            np.concatenate([s.sampler_logprobs for s in samples])
+        ).float(),
+        advantages=torch.tensor(
+            np.repeat([s.advantage for s in samples], lengths), dtype=torch.float32
+        ),
         weights=torch.tensor(np.repeat([s.weight for s in samples], lengths), dtype=torch.float32),
         seq_index=torch.tensor(np.repeat(np.arange(rows), lengths), dtype=torch.long),
         seq_lengths=torch.tensor(np.repeat(lengths, lengths), dtype=torch.float32),
         samples=list(samples),
-    )  # fmt: skip
+    )
 
 
 def pack(samples: list[Sample], token_budget: int, pad_id: int) -> list[MicroBatch]:
@@ -204,7 +222,9 @@ def pack(samples: list[Sample], token_budget: int, pad_id: int) -> list[MicroBat
     for i in order:
         sample = samples[i]
         if sample.num_tokens - 1 > token_budget:
-            raise ValueError(f"a turn of {sample.num_tokens} tokens exceeds the micro-batch budget {token_budget}")
+            raise ValueError(
+                f"a turn of {sample.num_tokens} tokens exceeds the micro-batch budget {token_budget}"
+            )
         if current and (len(current) + 1) * width > token_budget:
             batches.append(collate(current, pad_id))
             current = []

@@ -73,7 +73,9 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_atomically(root: str | os.PathLike[str], step: int, write: Callable[[Path], None], keep: int = 0) -> Path:
+def write_atomically(
+    root: str | os.PathLike[str], step: int, write: Callable[[Path], None], keep: int = 0
+) -> Path:
     """Run ``write(tmp_dir)``, then rename it to ``root/step-NNNNNNNN``; keep the newest
     ``keep`` checkpoints (0 keeps all). Returns the final path."""
     root = Path(root)

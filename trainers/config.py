@@ -48,7 +48,9 @@ class AdvantageConfig:
             raise ValueError(f"advantage.ema_alpha must be in [0, 1), got {self.ema_alpha}")
         allowed = {"game", "role", "seat", "group"}
         if not self.key or not set(self.key) <= allowed:
-            raise ValueError(f"advantage.key {list(self.key)} must be a non-empty subset of {sorted(allowed)}")
+            raise ValueError(
+                f"advantage.key {list(self.key)} must be a non-empty subset of {sorted(allowed)}"
+            )
 
 
 @dataclass
@@ -170,7 +172,15 @@ class LoRAConfig:
     dropout: float = 0.0
     """Dropout on the adapter input."""
     target_modules: list[str] = field(
-        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+        default_factory=lambda: [
+            "q_proj",
+            "k_proj",
+            "v_proj",
+            "o_proj",
+            "gate_proj",
+            "up_proj",
+            "down_proj",
+        ]
     )
     """Module names that get adapters."""
 

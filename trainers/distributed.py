@@ -93,7 +93,9 @@ def all_reduce_max(value: float, info: DistInfo, device: torch.device) -> float:
     return float(tensor.item())
 
 
-def all_reduce_sum(values: dict[str, float], info: DistInfo, device: torch.device) -> dict[str, float]:
+def all_reduce_sum(
+    values: dict[str, float], info: DistInfo, device: torch.device
+) -> dict[str, float]:
     if not info.enabled or not values:
         return values
     names = sorted(values)
@@ -121,7 +123,9 @@ def broadcast_body(body: Any, info: DistInfo, device: torch.device) -> Any:
     dist.broadcast(sizes, src=0)
     total = int(sizes.sum().item())
     if info.is_main:
-        payload = torch.from_numpy(np.frombuffer(b"".join(parts), dtype=np.uint8).copy()).to(comm_device)
+        payload = torch.from_numpy(np.frombuffer(b"".join(parts), dtype=np.uint8).copy()).to(
+            comm_device
+        )
     else:
         payload = torch.empty(total, dtype=torch.uint8, device=comm_device)
     dist.broadcast(payload, src=0)

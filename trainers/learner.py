@@ -86,7 +86,9 @@ class LearnerState:
 class Learner:
     """One trained policy; see the module docstring."""
 
-    def __init__(self, config: LearnerConfig | None = None, model: Any = None, tokenizer: Any = None) -> None:
+    def __init__(
+        self, config: LearnerConfig | None = None, model: Any = None, tokenizer: Any = None
+    ) -> None:
         self.config = config = config or LearnerConfig()
         device = resolve_device(config.device)
         self.dist = ddist.init_distributed(config.distributed, device)
@@ -97,7 +99,9 @@ class Learner:
         self.tokenizer = tokenizer
         model = model.to(self.device).train()
         if config.gradient_checkpointing:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            model.gradient_checkpointing_enable(
+                gradient_checkpointing_kwargs={"use_reentrant": False}
+            )
         self.vocab_size = int(unwrap_peft(model).get_input_embeddings().num_embeddings)
         pad = getattr(tokenizer, "pad_token_id", None)
         self.pad_id = int(pad) if pad is not None else 0
@@ -117,8 +121,13 @@ class Learner:
         self.optimizer = build_optimizer(model, config.optim, self.device)
         self.ema = EMABaseline(config.advantage.ema_alpha)
         self.state = LearnerState()
-        self.inbox = Inbox(config.advantage.gamma, self.state.counters, config.batch.policy,
-                           self.vocab_size, config.batch.dedupe_window)  # fmt: skip
+        self.inbox = Inbox(
+            config.advantage.gamma,
+            self.state.counters,
+            config.batch.policy,
+            self.vocab_size,
+            config.batch.dedupe_window,
+        )
         if resume is not None:
             self._load_training_state(resume)
             log.info("resumed from %s at step %d", resume, self.state.step)
@@ -182,7 +191,10 @@ class Learner:
     def _step(self, samples: list[Sample]) -> dict[str, float]:
         start = time.perf_counter()
         cfg = self.config
-        metrics: dict[str, float] = {"version_before": float(self.version), "turns": float(len(samples))}
+        metrics: dict[str, float] = {
+            "version_before": float(self.version),
+            "turns": float(len(samples)),
+        }
         samples, stale = apply_staleness(samples, self.version, cfg.batch)
         self._assign_advantages(samples, metrics)
         kept, filtered = filter_samples(samples, cfg.batch)
@@ -197,7 +209,11 @@ class Learner:
             # it consumed; the weights are unchanged under the new version number.
             self.state.step += 1
             metrics.update(version=float(self.state.step), no_signal=1.0)
-        checkpoint_due = cfg.checkpoint.dir and self.state.step > 0 and self.state.step % cfg.checkpoint.every == 0
+        checkpoint_due = (
+            cfg.checkpoint.dir
+            and self.state.step > 0
+            and self.state.step % cfg.checkpoint.every == 0
+        )
         if checkpoint_due and not metrics.get("skipped"):
             self._save_checkpoint()
         metrics["step"] = float(self.state.step)
@@ -212,10 +228,16 @@ class Learner:
         acfg = self.config.advantage
         keys = [s.key(acfg.key) for s in samples]
         advantages = compute_advantages(
-            acfg.mode, [s.ret for s in samples], [s.outcome for s in samples], keys,
-            [s.group for s in samples], eps=acfg.eps, scale_by_std=acfg.scale_by_std,
-            whiten_all=acfg.whiten, ema=self.ema,
-        )  # fmt: skip
+            acfg.mode,
+            [s.ret for s in samples],
+            [s.outcome for s in samples],
+            keys,
+            [s.group for s in samples],
+            eps=acfg.eps,
+            scale_by_std=acfg.scale_by_std,
+            whiten_all=acfg.whiten,
+            ema=self.ema,
+        )
         for sample, advantage in zip(samples, advantages, strict=True):
             sample.advantage = float(advantage)
         game_role = [(s.game, s.role) for s in samples]
@@ -228,7 +250,9 @@ class Learner:
         cfg, world = self.config, self.dist.world
         start = time.perf_counter()
         mine = shard(kept, self.dist.rank, world)
-        batches = [mb.to(self.device) for mb in pack(mine, cfg.batch.micro_batch_tokens, self.pad_id)]
+        batches = [
+            mb.to(self.device) for mb in pack(mine, cfg.batch.micro_batch_tokens, self.pad_id)
+        ]
         # Every rank runs as many forwards as the busiest (FSDP2 gathers weights in each).
         count = int(ddist.all_reduce_max(float(len(batches)), self.dist, self.device))
         real = len(batches)
@@ -236,8 +260,9 @@ class Learner:
         num_tokens = sum(len(s.response_ids) for s in kept)
         constant = cfg.loss.norm_constant or cfg.batch.max_response_tokens
         for mb in batches:
-            mb.agg_weights = aggregation_weights(mb.seq_lengths, cfg.loss.aggregation, num_tokens,
-                                                 len(kept), constant)  # fmt: skip
+            mb.agg_weights = aggregation_weights(
+                mb.seq_lengths, cfg.loss.aggregation, num_tokens, len(kept), constant
+            )
         metrics: dict[str, float] = {}
         for epoch in range(cfg.loss.ppo_epochs):
             sums, finite = self._accumulate(batches, real, first=epoch == 0)
@@ -246,8 +271,12 @@ class Learner:
             if ddist.all_reduce_max(float(bad), self.dist, self.device) > 0:
                 self.optimizer.zero_grad(set_to_none=True)
                 self.state.counters["skipped_nonfinite"] += 1
-                log.warning("non-finite loss or gradient at step %d (epoch %d): update skipped, "
-                            "weights kept", self.state.step, epoch)  # fmt: skip
+                log.warning(
+                    "non-finite loss or gradient at step %d (epoch %d): update skipped, "
+                    "weights kept",
+                    self.state.step,
+                    epoch,
+                )
                 if epoch == 0:
                     return {"skipped": 1.0}
                 break  # earlier epochs already moved the weights: the step still counts
@@ -261,14 +290,22 @@ class Learner:
         self.state.samples_trained += len(kept)
         self.state.tokens_trained += num_tokens
         elapsed = time.perf_counter() - start
-        tokens = ddist.all_reduce_sum({"in": float(sum(mb.num_input_tokens for mb in batches[:real]))},
-                                      self.dist, self.device)["in"]  # fmt: skip
-        metrics.update(version=float(self.state.step), tokens=float(num_tokens), input_tokens=tokens,
-                       update_time=elapsed, tokens_per_s=tokens / elapsed,
-                       trained_tokens_per_s=num_tokens / elapsed)  # fmt: skip
+        tokens = ddist.all_reduce_sum(
+            {"in": float(sum(mb.num_input_tokens for mb in batches[:real]))}, self.dist, self.device
+        )["in"]
+        metrics.update(
+            version=float(self.state.step),
+            tokens=float(num_tokens),
+            input_tokens=tokens,
+            update_time=elapsed,
+            tokens_per_s=tokens / elapsed,
+            trained_tokens_per_s=num_tokens / elapsed,
+        )
         return metrics
 
-    def _accumulate(self, batches: list[MicroBatch], real: int, first: bool) -> tuple[dict[str, float], bool]:
+    def _accumulate(
+        self, batches: list[MicroBatch], real: int, first: bool
+    ) -> tuple[dict[str, float], bool]:
         """Forward and backward every micro-batch; gradients sync on the last one only."""
         cfg = self.config.loss
         sums: Counter[str] = Counter()
@@ -276,14 +313,28 @@ class Learner:
         for i, mb in enumerate(batches):
             ddist.sync_gradients(self.policy, i == len(batches) - 1)
             with self._autocast():
-                logprobs, entropy = self.policy(mb.input_ids, mb.attention_mask, mb.target_ids,
-                                                mb.loss_mask, entropy_grad=cfg.entropy_coef > 0)  # fmt: skip
+                logprobs, entropy = self.policy(
+                    mb.input_ids,
+                    mb.attention_mask,
+                    mb.target_ids,
+                    mb.loss_mask,
+                    entropy_grad=cfg.entropy_coef > 0,
+                )
             if first:
                 mb.prox_logprobs = logprobs.detach()
                 if cfg.kl_coef > 0:
                     mb.ref_logprobs = self._reference_logprobs(mb)
-            out = policy_loss(logprobs, entropy, mb.prox_logprobs, mb.sampler_logprobs, mb.advantages,
-                              mb.weights, mb.agg_weights, cfg, mb.ref_logprobs)  # fmt: skip
+            out = policy_loss(
+                logprobs,
+                entropy,
+                mb.prox_logprobs,
+                mb.sampler_logprobs,
+                mb.advantages,
+                mb.weights,
+                mb.agg_weights,
+                cfg,
+                mb.ref_logprobs,
+            )
             finite = finite and bool(torch.isfinite(out.loss))
             # DDP and FSDP2 average gradients over ranks; the shares already sum to the mean.
             (out.loss * self.dist.world).backward()
@@ -308,7 +359,9 @@ class Learner:
     def _reference_logprobs(self, mb: MicroBatch) -> torch.Tensor:
         with torch.no_grad(), self._autocast():
             if self.reference is not None:
-                module = TokenLogprobs(self.reference, self.config.loss.temperature, self.config.sparse_logits)
+                module = TokenLogprobs(
+                    self.reference, self.config.loss.temperature, self.config.sparse_logits
+                )
                 return module(mb.input_ids, mb.attention_mask, mb.target_ids, mb.loss_mask)[0]
             with self.model.disable_adapter():  # LoRA: the base model is the reference
                 return self.policy(mb.input_ids, mb.attention_mask, mb.target_ids, mb.loss_mask)[0]
@@ -316,15 +369,36 @@ class Learner:
     def _dummy_batch(self) -> MicroBatch:
         """A one-token micro-batch with zero weight, for ranks that ran out of turns."""
         ids = np.array([self.pad_id], dtype=np.int32)
-        sample = Sample(episode_id="", turn_index=0, game="", role="", seat="", group="",
-                        prompt_ids=ids, response_ids=ids, sampler_logprobs=np.zeros(1, np.float32),
-                        valid=True, policy_version=0, ret=0.0, outcome=0.0, weight=0.0)  # fmt: skip
+        sample = Sample(
+            episode_id="",
+            turn_index=0,
+            game="",
+            role="",
+            seat="",
+            group="",
+            prompt_ids=ids,
+            response_ids=ids,
+            sampler_logprobs=np.zeros(1, np.float32),
+            valid=True,
+            policy_version=0,
+            ret=0.0,
+            outcome=0.0,
+            weight=0.0,
+        )
         return pack([sample], self.config.batch.micro_batch_tokens, self.pad_id)[0].to(self.device)
 
     @staticmethod
     def _loss_metrics(sums: dict[str, float], num_tokens: int) -> dict[str, float]:
-        per_token = ("entropy", "clip_frac", "dual_clip_frac", "tis_capped_frac", "tis_weight",
-                     "sampler_kl", "ratio", "kl_token")  # fmt: skip
+        per_token = (
+            "entropy",
+            "clip_frac",
+            "dual_clip_frac",
+            "tis_capped_frac",
+            "tis_weight",
+            "sampler_kl",
+            "ratio",
+            "kl_token",
+        )
         out = {k: sums[k] for k in ("loss", "pg_loss", "kl") if k in sums}
         out.update({k: sums[k] / max(num_tokens, 1) for k in per_token if k in sums})
         return out
@@ -363,14 +437,23 @@ class Learner:
                 save_file(adapter, str(tmp / "adapter.safetensors"))
             ckpt.save_optimizer(tmp, optimizer)
             rng = ckpt.save_rng(tmp)
-            ckpt.save_json(tmp / "state.json", {
-                "step": self.state.step, "samples_trained": self.state.samples_trained,
-                "tokens_trained": self.state.tokens_trained, "counters": dict(self.state.counters),
-                "ema": self.ema.state_dict(), "seen_episodes": self.inbox.seen_ids(), "rng": rng,
-                "config": asdict(cfg),
-            })  # fmt: skip
+            ckpt.save_json(
+                tmp / "state.json",
+                {
+                    "step": self.state.step,
+                    "samples_trained": self.state.samples_trained,
+                    "tokens_trained": self.state.tokens_trained,
+                    "counters": dict(self.state.counters),
+                    "ema": self.ema.state_dict(),
+                    "seen_episodes": self.inbox.seen_ids(),
+                    "rng": rng,
+                    "config": asdict(cfg),
+                },
+            )
 
-        path = ckpt.write_atomically(cfg.checkpoint.dir, self.state.step, write, cfg.checkpoint.keep)
+        path = ckpt.write_atomically(
+            cfg.checkpoint.dir, self.state.step, write, cfg.checkpoint.keep
+        )
         log.info("checkpoint %s", path)
         ddist.barrier(self.dist)
         return path
@@ -380,7 +463,9 @@ class Learner:
         return ckpt.latest_checkpoint(cfg.dir) if cfg.dir and cfg.resume else None
 
     def _load_training_state(self, path: Path) -> None:
-        set_optimizer_state_dict(self.policy, self.optimizer, ckpt.load_optimizer(path), options=_FULL)
+        set_optimizer_state_dict(
+            self.policy, self.optimizer, ckpt.load_optimizer(path), options=_FULL
+        )
         saved = ckpt.load_json(path / "state.json")
         self.state.step = saved["step"]
         self.state.samples_trained = saved["samples_trained"]
@@ -395,4 +480,3 @@ def _seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
-

@@ -52,14 +52,21 @@ JOINED_TOPIC = "actor.joined"
 class LearnerActor:
     """Serves ``learner`` on the bus for one in-process :class:`Learner` (rank 0)."""
 
-    def __init__(self, learner: Learner, address: str, name: str = "learner", publish_on_start: bool = True,
-                 shm_weights: bool = True) -> None:  # fmt: skip
+    def __init__(
+        self,
+        learner: Learner,
+        address: str,
+        name: str = "learner",
+        publish_on_start: bool = True,
+        shm_weights: bool = True,
+    ) -> None:
         self.learner = learner
         self.address = address
         self.name = name
         self.publish_on_start = publish_on_start
-        self.publisher = WeightPublisher(learner.config.name, shm=shm_weights,
-                                         bucket_bytes=learner.config.bucket_bytes)  # fmt: skip
+        self.publisher = WeightPublisher(
+            learner.config.name, shm=shm_weights, bucket_bytes=learner.config.bucket_bytes
+        )
         self.last_metrics: dict[str, float] = {}
         # One worker thread: updates, exports and saves never overlap.
         self._worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="learner")
@@ -134,7 +141,9 @@ class LearnerActor:
             return
         log.debug("%s joined, subscribed to %s", name, topics)
         if self._catch_up is not None and not self._catch_up.done():
-            self._catch_up_again = True  # it may have sent buckets before this actor could hear them
+            self._catch_up_again = (
+                True  # it may have sent buckets before this actor could hear them
+            )
         else:
             self._catch_up = asyncio.get_running_loop().create_task(self._catch_up_publish())
 
@@ -146,7 +155,9 @@ class LearnerActor:
             self._catch_up_again = False
             if self.learner.version == 0:  # every receiver serves version 0 already
                 return
-            log.info("publishing version %d again for actors that joined late", self.learner.version)
+            log.info(
+                "publishing version %d again for actors that joined late", self.learner.version
+            )
             try:
                 await self._publish()
             except Exception:
@@ -159,9 +170,13 @@ class LearnerActor:
         op = body.get("op")
         if op == "status":
             state = self.learner.state
-            return {"step": state.step, "version": self.learner.version,
-                    "pending": self.learner.pending_samples, "counters": dict(state.counters),
-                    "metrics": self.last_metrics}  # fmt: skip
+            return {
+                "step": state.step,
+                "version": self.learner.version,
+                "pending": self.learner.pending_samples,
+                "counters": dict(state.counters),
+                "metrics": self.last_metrics,
+            }
         if op == "add":
             episodes = body.get("episodes") or []
             accepted = self.learner.add_episodes(episodes)
@@ -187,8 +202,13 @@ class LearnerActor:
         if metrics is None:
             return None
         self.last_metrics = metrics
-        log.info("step %d: loss %.4f, %d turns, %.0f tok/s", metrics["step"], metrics.get("loss", 0.0),
-                 metrics["samples"], metrics.get("tokens_per_s", 0.0))  # fmt: skip
+        log.info(
+            "step %d: loss %.4f, %d turns, %.0f tok/s",
+            metrics["step"],
+            metrics.get("loss", 0.0),
+            metrics["samples"],
+            metrics.get("tokens_per_s", 0.0),
+        )
         assert self._actor is not None
         self._actor.publish(METRICS_TOPIC, metrics)
         if "version" in metrics:  # an update happened (skipped or empty steps keep the weights)

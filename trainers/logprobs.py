@@ -49,7 +49,10 @@ class TokenLogprobs(nn.Module):
 
 
 def token_logprobs(
-    logits: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0, entropy_grad: bool = False
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    temperature: float = 1.0,
+    entropy_grad: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """log softmax(logits / T)[target] and the entropy -sum p log p of each row, in fp32.
 

@@ -33,7 +33,11 @@ from trainers.config import LossConfig
 
 
 def aggregation_weights(
-    seq_lengths: torch.Tensor, mode: str, num_tokens: int, num_seqs: int, constant: float | None = None
+    seq_lengths: torch.Tensor,
+    mode: str,
+    num_tokens: int,
+    num_seqs: int,
+    constant: float | None = None,
 ) -> torch.Tensor:
     """a_t for each token (see the module docstring); counts are over the global batch."""
     if mode == "token-mean":
@@ -43,7 +47,9 @@ def aggregation_weights(
     if mode == "constant":
         if constant is None or constant <= 0:
             raise ValueError("the constant aggregation needs a positive norm_constant")
-        return torch.full_like(seq_lengths, 1.0 / (constant * max(num_seqs, 1)), dtype=torch.float32)
+        return torch.full_like(
+            seq_lengths, 1.0 / (constant * max(num_seqs, 1)), dtype=torch.float32
+        )
     raise ValueError(f"unknown aggregation {mode!r}")
 
 
@@ -126,12 +132,16 @@ def policy_loss(
         loss = loss - config.entropy_coef * entropy_share
     mismatch = k3_kl(sampler_logprobs, old_logprobs.detach())  # KL(sampler || learner) estimate
     sums = {
-        "pg_loss": pg_share.detach(), "kl": kl_share.detach(),
-        "entropy": entropy.detach().sum(), "clip_frac": clip_active.sum().float(),
-        "dual_clip_frac": dual_active.sum().float(), "tis_capped_frac": tis_capped.sum().float(),
-        "tis_weight": tis.sum(), "sampler_kl": mismatch.detach().sum(),
+        "pg_loss": pg_share.detach(),
+        "kl": kl_share.detach(),
+        "entropy": entropy.detach().sum(),
+        "clip_frac": clip_active.sum().float(),
+        "dual_clip_frac": dual_active.sum().float(),
+        "tis_capped_frac": tis_capped.sum().float(),
+        "tis_weight": tis.sum(),
+        "sampler_kl": mismatch.detach().sum(),
         "ratio": torch.exp(logprobs.detach() - old_logprobs.detach()).sum(),
-    }  # fmt: skip
+    }
     if kl is not None:
         sums["kl_token"] = kl.detach().sum()
     return LossOutput(loss=loss, sums=sums)

@@ -11,19 +11,25 @@ from torch import nn
 from trainers.config import OptimConfig
 
 
-def build_optimizer(model: nn.Module, config: OptimConfig, device: torch.device) -> torch.optim.AdamW:
+def build_optimizer(
+    model: nn.Module, config: OptimConfig, device: torch.device
+) -> torch.optim.AdamW:
     """AdamW over the trainable parameters; norms, biases and other vectors get no decay."""
     decay, no_decay = [], []
     for param in model.parameters():
         if param.requires_grad:
             (decay if param.ndim >= 2 else no_decay).append(param)
-    groups = [{"params": decay, "weight_decay": config.weight_decay},
-              {"params": no_decay, "weight_decay": 0.0}]  # fmt: skip
+    groups = [
+        {"params": decay, "weight_decay": config.weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
     return torch.optim.AdamW(
-        [g for g in groups if g["params"]], lr=learning_rate(0, config),
-        betas=(config.betas[0], config.betas[1]), eps=config.eps,
+        [g for g in groups if g["params"]],
+        lr=learning_rate(0, config),
+        betas=(config.betas[0], config.betas[1]),
+        eps=config.eps,
         fused=device.type == "cuda" or None,
-    )  # fmt: skip
+    )
 
 
 def learning_rate(step: int, config: OptimConfig) -> float:

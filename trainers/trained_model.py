@@ -34,8 +34,13 @@ def add_lora(model: PreTrainedModel, config: LoRAConfig) -> nn.Module:
     """Wrap ``model`` with trainable LoRA adapters; base weights are frozen."""
     from peft import LoraConfig, get_peft_model
 
-    lora = LoraConfig(r=config.r, lora_alpha=config.alpha, lora_dropout=config.dropout,
-                      target_modules=list(config.target_modules), task_type="CAUSAL_LM")  # fmt: skip
+    lora = LoraConfig(
+        r=config.r,
+        lora_alpha=config.alpha,
+        lora_dropout=config.dropout,
+        target_modules=list(config.target_modules),
+        task_type="CAUSAL_LM",
+    )
     return get_peft_model(model, lora)
 
 
@@ -62,7 +67,9 @@ def hf_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
     """
     base = unwrap_peft(model)
     raw = {name: _full_cpu(t) for name, t in base.state_dict().items()}
-    state = {name.replace(".base_layer.", "."): t for name, t in raw.items() if ".lora_" not in name}
+    state = {
+        name.replace(".base_layer.", "."): t for name, t in raw.items() if ".lora_" not in name
+    }
     for module_name, module in base.named_modules():
         scaling = getattr(module, "scaling", None)
         if not isinstance(scaling, dict) or not hasattr(module, "lora_A"):
@@ -81,7 +88,10 @@ def hf_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
 
 
 def save_hf(
-    model: nn.Module, state: dict[str, torch.Tensor], tokenizer: PreTrainedTokenizerBase | None, path: Path
+    model: nn.Module,
+    state: dict[str, torch.Tensor],
+    tokenizer: PreTrainedTokenizerBase | None,
+    path: Path,
 ) -> None:
     """An HF directory (config, safetensors weights, tokenizer) that ``from_pretrained`` loads."""
     base = unwrap_peft(model)
@@ -104,8 +114,10 @@ def load_hf_weights(model: nn.Module, path: Path) -> None:
     missing, unexpected = model.load_state_dict(state, strict=False)
     tied = {"lm_head.weight"} if getattr(model.config, "tie_word_embeddings", False) else set()
     if unexpected or set(missing) - tied:
-        raise RuntimeError(f"checkpoint {path} does not fit the model: missing {missing[:3]}, "
-                           f"unexpected {unexpected[:3]}")  # fmt: skip
+        raise RuntimeError(
+            f"checkpoint {path} does not fit the model: missing {missing[:3]}, "
+            f"unexpected {unexpected[:3]}"
+        )
 
 
 def lora_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:

@@ -106,8 +106,15 @@ class InferenceActor:
         )
         self.actor.serve(self.service, self._on_request)
         self.actor.serve(f"{self.service}:status", self._on_status)
-        self.weights = WeightReceiver(self.actor, name, policy, deliver=self._deliver, refuse=self._refuse,
-                                      timeout=self.config.weight_timeout, shm=self.config.shm_weights)  # fmt: skip
+        self.weights = WeightReceiver(
+            self.actor,
+            name,
+            policy,
+            deliver=self._deliver,
+            refuse=self._refuse,
+            timeout=self.config.weight_timeout,
+            shm=self.config.shm_weights,
+        )
         self.actor.subscribe(f"weights.{name}", self.weights.on_weights)
         self.actor.subscribe(f"control.policy.{name}", self._on_control)
         self.actor.on("control", self._on_control)
@@ -164,8 +171,11 @@ class InferenceActor:
             raise BusError(err.code, str(err)) from None
         if len(self._queue) >= self.config.max_queue:
             self.counters["busy"] += 1
-            raise BusError("busy", f"{self.actor.name} has {len(self._queue)} requests queued "
-                                   f"(max_queue={self.config.max_queue}); retry later")  # fmt: skip
+            raise BusError(
+                "busy",
+                f"{self.actor.name} has {len(self._queue)} requests queued "
+                f"(max_queue={self.config.max_queue}); retry later",
+            )
         future: asyncio.Future[Generation] = asyncio.get_running_loop().create_future()
         self._queue.append(_Pending(prompt, params, future))
         assert self._wakeup is not None
@@ -177,9 +187,14 @@ class InferenceActor:
         return (await future).to_dict()
 
     def _on_status(self, msg: Message) -> dict[str, Any]:
-        return {"version": self.policy.version, "paused": self.paused, "queued": len(self._queue),
-                "batch_sizes": list(self.batch_sizes), "counters": dict(self.counters),
-                "weights": self.weights.status()}  # fmt: skip
+        return {
+            "version": self.policy.version,
+            "paused": self.paused,
+            "queued": len(self._queue),
+            "batch_sizes": list(self.batch_sizes),
+            "counters": dict(self.counters),
+            "weights": self.weights.status(),
+        }
 
     def _on_control(self, msg: Message) -> None:
         body = msg.body
@@ -271,19 +286,35 @@ class InferenceActor:
             self._refuse(version, repr(err), transport)
             return
         self.counters["weights_applied"] += 1
-        log.info("%s serves version %d (%s, applied in %.2fs)",
-                 self.actor.name, version, transport, future.result())  # fmt: skip
+        log.info(
+            "%s serves version %d (%s, applied in %.2fs)",
+            self.actor.name,
+            version,
+            transport,
+            future.result(),
+        )
         self._ack(version, True, "", transport)
 
     def _refuse(self, version: int, reason: str, transport: str) -> None:
         self.counters["weights_rejected"] += 1
-        log.warning("%s refused weights %s, version %d keeps serving: %s",
-                    self.actor.name, version, self.policy.version, reason)  # fmt: skip
+        log.warning(
+            "%s refused weights %s, version %d keeps serving: %s",
+            self.actor.name,
+            version,
+            self.policy.version,
+            reason,
+        )
         self._ack(version, False, reason, transport)
 
     def _ack(self, version: int, applied: bool, reason: str, transport: str) -> None:
-        body = {"actor": self.actor.name, "version": version, "applied": applied, "reason": reason,
-                "serving": self.policy.version, "transport": transport}  # fmt: skip
+        body = {
+            "actor": self.actor.name,
+            "version": version,
+            "applied": applied,
+            "reason": reason,
+            "serving": self.policy.version,
+            "transport": transport,
+        }
         try:
             self.actor.publish(f"weights_ack.{self.name}", body)
         except BusError as err:

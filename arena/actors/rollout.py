@@ -71,7 +71,9 @@ class RolloutActor:
     async def run(self, stop: asyncio.Event) -> None:
         """Serve collect orders until ``stop`` is set."""
         chat = ChatFormat(load_tokenizer(self.model))
-        actor = Actor(self.name, self.address, kind="rollout", heartbeat_interval=self.heartbeat_interval)
+        actor = Actor(
+            self.name, self.address, kind="rollout", heartbeat_interval=self.heartbeat_interval
+        )
         actor.serve("rollout", self._on_request)
         self.actor = actor
         remotes: dict[str, RemotePolicy] = {}
@@ -95,12 +97,16 @@ class RolloutActor:
         opponent = body.get("opponent")
         return await self.collect(count, seed, Opponent(**opponent) if opponent else None)
 
-    async def collect(self, count: int, seed: int, opponent: Opponent | None = None) -> dict[str, Any]:
+    async def collect(
+        self, count: int, seed: int, opponent: Opponent | None = None
+    ) -> dict[str, Any]:
         """Play ``count`` episodes, send each to the learner, and summarize them."""
         rng = random.Random(seed)
         limit = asyncio.Semaphore(self.concurrency)
         started = time.monotonic()
-        plans = [(rng.choices(self._mixture, self._weights)[0], seed * 1000 + i) for i in range(count)]
+        plans = [
+            (rng.choices(self._mixture, self._weights)[0], seed * 1000 + i) for i in range(count)
+        ]
 
         async def one(game_id: str, episode_seed: int) -> Episode | None:
             async with limit:
@@ -111,7 +117,11 @@ class RolloutActor:
                 )
                 try:
                     episode = await play_episode(
-                        env, game_id, seats, seed=episode_seed, episode_id=f"{self.name}-{episode_seed}"
+                        env,
+                        game_id,
+                        seats,
+                        seed=episode_seed,
+                        episode_id=f"{self.name}-{episode_seed}",
                     )
                 except EpisodeError as err:
                     self.counters["episodes_failed"] += 1
@@ -120,7 +130,9 @@ class RolloutActor:
                 self.actor.send("episode", episode.to_dict(), service="learner")
                 return episode
 
-        finished = [e for e in await asyncio.gather(*(one(g, s) for g, s in plans)) if e is not None]
+        finished = [
+            e for e in await asyncio.gather(*(one(g, s) for g, s in plans)) if e is not None
+        ]
         return {
             "episodes": len(finished),
             "failed": count - len(finished),

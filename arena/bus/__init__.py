@@ -8,5 +8,15 @@ from arena.bus.blocking import BlockingActor
 from arena.bus.broker import Broker
 from arena.bus.codec import Blob, Message, ProtocolError, decode, encode
 
-__all__ = ["Actor", "BlockingActor", "Blob", "Broker", "BusError", "BusTimeout", "Message",
-           "ProtocolError", "decode", "encode"]  # fmt: skip
+__all__ = [
+    "Actor",
+    "BlockingActor",
+    "Blob",
+    "Broker",
+    "BusError",
+    "BusTimeout",
+    "Message",
+    "ProtocolError",
+    "decode",
+    "encode",
+]

@@ -137,8 +137,13 @@ class Actor:
         self._heartbeat_task = self._loop.create_task(self._heartbeat())
 
     async def _register(self, timeout: float) -> None:
-        body = {"name": self.name, "kind": self.kind, "services": sorted(self._services),
-                "topics": sorted(self._topic_handlers), **host_info()}  # fmt: skip
+        body = {
+            "name": self.name,
+            "kind": self.kind,
+            "services": sorted(self._services),
+            "topics": sorted(self._topic_handlers),
+            **host_info(),
+        }
         try:
             await self._request("register", body, timeout=timeout)
         except BusTimeout:
@@ -191,10 +196,14 @@ class Actor:
             raise ValueError("a request needs a service or a dst")
         return self._request(mtype, body, service=service, dst=dst, timeout=timeout)
 
-    def _request(self, mtype: str, body: Any, timeout: float | None = None, **route: Any) -> asyncio.Future[Message]:
+    def _request(
+        self, mtype: str, body: Any, timeout: float | None = None, **route: Any
+    ) -> asyncio.Future[Message]:
         loop = self._running_loop()
         future: asyncio.Future[Message] = loop.create_future()
-        msg_id, frames = encode(mtype, body, src=self.name, max_bytes=self.max_message_bytes, **route)
+        msg_id, frames = encode(
+            mtype, body, src=self.name, max_bytes=self.max_message_bytes, **route
+        )
         delay = self.request_timeout if timeout is None else timeout
         self._pending[msg_id] = (future, time.monotonic() + delay, delay)
         self._send(frames)
@@ -202,7 +211,9 @@ class Actor:
 
     def send(self, mtype: str, body: Any = None, **route: Any) -> str:
         """Fire-and-forget (``episode``, ``weights``, ``control``); returns the message id."""
-        msg_id, frames = encode(mtype, body, src=self.name, max_bytes=self.max_message_bytes, **route)
+        msg_id, frames = encode(
+            mtype, body, src=self.name, max_bytes=self.max_message_bytes, **route
+        )
         self._send(frames)
         return msg_id
 
@@ -229,12 +240,23 @@ class Actor:
 
     def _reply(self, request: Message, mtype: str, body: Any) -> None:
         try:
-            _, frames = encode(mtype, body, src=self.name, dst=request.src, reply_to=request.id,
-                               max_bytes=self.max_message_bytes)  # fmt: skip
+            _, frames = encode(
+                mtype,
+                body,
+                src=self.name,
+                dst=request.src,
+                reply_to=request.id,
+                max_bytes=self.max_message_bytes,
+            )
         except (TypeError, ValueError) as err:
             self.counters["bad_reply"] += 1
-            _, frames = encode("error", {"code": "handler_error", "message": str(err)},
-                               src=self.name, dst=request.src, reply_to=request.id)  # fmt: skip
+            _, frames = encode(
+                "error",
+                {"code": "handler_error", "message": str(err)},
+                src=self.name,
+                dst=request.src,
+                reply_to=request.id,
+            )
         if self._sock is not None:
             self._send(frames)
 
@@ -338,8 +360,14 @@ class Actor:
         handler = self._services.get(msg.service or "")
         if handler is None:
             self.counters["unknown_service"] += 1
-            self._reply(msg, "error", {"code": "unknown_service",
-                                       "message": f"{self.name} does not serve {msg.service!r}"})
+            self._reply(
+                msg,
+                "error",
+                {
+                    "code": "unknown_service",
+                    "message": f"{self.name} does not serve {msg.service!r}",
+                },
+            )
             return
         try:
             result = handler(msg)

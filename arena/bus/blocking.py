@@ -24,7 +24,9 @@ class BlockingActor:
     def __init__(self, name: str, address: str, **actor_kwargs: Any) -> None:
         self.actor = Actor(name, address, **actor_kwargs)
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name=f"bus-{name}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name=f"bus-{name}", daemon=True
+        )
 
     def start(self, timeout: float = 10.0) -> BlockingActor:
         self._thread.start()

@@ -66,8 +66,14 @@ class ActorInfo:
     """Ids of recent episode/weights messages sent to it, reported if it dies."""
 
     def public(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "services": self.services,
-                "topics": self.topics, "host": self.host, "pid": self.pid}  # fmt: skip
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "services": self.services,
+            "topics": self.topics,
+            "host": self.host,
+            "pid": self.pid,
+        }
 
 
 class Broker:
@@ -113,7 +119,12 @@ class Broker:
         # recv that ends in EAGAIN each poll libzmq's mailbox, and system calls are the broker's
         # main cost. The timeout bounds how late a heartbeat tick or a stop() can be.
         sock.setsockopt(zmq.RCVTIMEO, max(1, round(min(self.heartbeat_interval, 0.1) * 1000)))
-        recv, more, stopped, monotonic = sock.recv, sock.getsockopt, self._stop.is_set, time.monotonic
+        recv, more, stopped, monotonic = (
+            sock.recv,
+            sock.getsockopt,
+            self._stop.is_set,
+            time.monotonic,
+        )
         next_tick = monotonic() + self.heartbeat_interval
         try:
             while not stopped():
@@ -165,8 +176,11 @@ class Broker:
             self._register(identity, _message(header, body_frames))
             return
         if actor is None:
-            self._reject(identity, _message(header, body_frames),
-                         ProtocolError("not_registered", "register before sending"))  # fmt: skip
+            self._reject(
+                identity,
+                _message(header, body_frames),
+                ProtocolError("not_registered", "register before sending"),
+            )
             return
         dst = header["dst"]
         if dst is not None:
@@ -179,8 +193,11 @@ class Broker:
                 return
             target = self.actors.get(dst)
             if target is None:
-                self._reject(identity, _message(header, body_frames),
-                             ProtocolError("unknown_actor", f"no actor {dst!r}"))  # fmt: skip
+                self._reject(
+                    identity,
+                    _message(header, body_frames),
+                    ProtocolError("unknown_actor", f"no actor {dst!r}"),
+                )
                 return
         elif (service := header["service"]) is not None:
             target = self._pick(service)
@@ -214,7 +231,9 @@ class Broker:
             return
         name = body["name"]
         if name.encode() != identity:
-            self._reject(identity, msg, ProtocolError("schema", "actor name must equal its routing id"))
+            self._reject(
+                identity, msg, ProtocolError("schema", "actor name must equal its routing id")
+            )
             return
         previous = self.actors.get(name)
         if previous is not None:
@@ -222,18 +241,31 @@ class Broker:
             # requests pending on it fail now rather than at their timeouts.
             self._declare_dead(previous, reason="registered again (restarted)")
         info = ActorInfo(
-            name=name, kind=body["kind"], services=[str(s) for s in body["services"]],
-            topics=[str(t) for t in body["topics"]], host=body["host"], pid=body["pid"],
-            identity=identity, last_seen=time.monotonic(),
-        )  # fmt: skip
+            name=name,
+            kind=body["kind"],
+            services=[str(s) for s in body["services"]],
+            topics=[str(t) for t in body["topics"]],
+            host=body["host"],
+            pid=body["pid"],
+            identity=identity,
+            last_seen=time.monotonic(),
+        )
         self.actors[name] = info
         self._by_identity[identity] = info
         self._reindex()
         self.counters["registered"] += 1
         log.info("registered %s (%s) services=%s", name, info.kind, info.services)
-        self._send(identity, "reply", {"ok": True, "heartbeat_interval": self.heartbeat_interval,
-                                       "heartbeat_timeout": self.heartbeat_timeout},
-                   dst=name, reply_to=msg.id)  # fmt: skip
+        self._send(
+            identity,
+            "reply",
+            {
+                "ok": True,
+                "heartbeat_interval": self.heartbeat_interval,
+                "heartbeat_timeout": self.heartbeat_timeout,
+            },
+            dst=name,
+            reply_to=msg.id,
+        )
         self._notify("actor.joined", info.public())
 
     def _pick(self, service: str) -> ActorInfo | None:
@@ -256,8 +288,11 @@ class Broker:
         key = (header["dst"], header["reply_to"])  # both checked non-empty by decode_header
         entry = self._pending.pop(key, None)
         if entry is None:
-            self._reject(identity, _message(header, body_frames),
-                         ProtocolError("unknown_request", f"no pending request {key[1]!r}"))  # fmt: skip
+            self._reject(
+                identity,
+                _message(header, body_frames),
+                ProtocolError("unknown_request", f"no pending request {key[1]!r}"),
+            )
             return
         target = self.actors.get(entry[0])
         if target is not None:
@@ -273,7 +308,9 @@ class Broker:
 
     def _serve_builtin(self, identity: bytes, msg: Message) -> None:
         if msg.type != "request":
-            self._reject(identity, msg, ProtocolError("unknown_service", "broker takes requests only"))
+            self._reject(
+                identity, msg, ProtocolError("unknown_service", "broker takes requests only")
+            )
             return
         if msg.service == "broker.actors":
             body: Any = [a.public() for a in self.actors.values()]
@@ -286,7 +323,9 @@ class Broker:
                 self._reject(identity, msg, err)
                 return
         else:
-            self._reject(identity, msg, ProtocolError("unknown_service", f"broker has no {msg.service!r}"))
+            self._reject(
+                identity, msg, ProtocolError("unknown_service", f"broker has no {msg.service!r}")
+            )
             return
         self._send(identity, "reply", body, dst=msg.src, reply_to=msg.id)
 
@@ -332,12 +371,24 @@ class Broker:
             self._pending.pop((requester_name, request_id), None)
             requester = self.actors.get(requester_name)
             if requester is not None:
-                self._send(requester.identity, "error",
-                           {"code": "actor_dead",
-                            "message": f"actor {actor.name!r} died before answering"},
-                           dst=requester_name, reply_to=request_id)  # fmt: skip
-        self._notify("actor.dead", {**actor.public(), "requests": [r for _, r in failed],
-                                    "delivered": list(actor.delivered)})  # fmt: skip
+                self._send(
+                    requester.identity,
+                    "error",
+                    {
+                        "code": "actor_dead",
+                        "message": f"actor {actor.name!r} died before answering",
+                    },
+                    dst=requester_name,
+                    reply_to=request_id,
+                )
+        self._notify(
+            "actor.dead",
+            {
+                **actor.public(),
+                "requests": [r for _, r in failed],
+                "delivered": list(actor.delivered),
+            },
+        )
 
     def _notify(self, topic: str, body: Any) -> None:
         for actor in list(self.actors.values()):
@@ -352,8 +403,13 @@ class Broker:
             # Answering these with an error could ping-pong forever; counting is enough.
             return
         dst = msg.src if msg is not None else identity.decode(errors="replace")
-        self._send(identity, "error", {"code": err.code, "message": err.message},
-                   dst=dst, reply_to=msg.id if msg is not None else "")  # fmt: skip
+        self._send(
+            identity,
+            "error",
+            {"code": err.code, "message": err.message},
+            dst=dst,
+            reply_to=msg.id if msg is not None else "",
+        )
 
     def _send(self, identity: bytes, mtype: str, body: Any, **route: Any) -> None:
         _, frames = encode(mtype, body, src=BROKER_NAME, max_bytes=self.max_message_bytes, **route)
@@ -369,6 +425,16 @@ class Broker:
 
 def _message(header: dict[str, Any], frames: list[Any]) -> Message:
     """The :class:`Message` for a header that :func:`decode_header` has validated."""
-    return Message(header["type"], header["id"], header["src"], header["dst"], header["service"],
-                   header["topic"], header["reply_to"], float(header["ts"]), header["body"],
-                   frames[1:], header["frames"])  # fmt: skip
+    return Message(
+        header["type"],
+        header["id"],
+        header["src"],
+        header["dst"],
+        header["service"],
+        header["topic"],
+        header["reply_to"],
+        float(header["ts"]),
+        header["body"],
+        frames[1:],
+        header["frames"],
+    )

@@ -72,10 +72,16 @@ _ROUTE_RULES: dict[str, tuple[str, ...]] = {
     "control": ("dst|service|topic",),
 }
 BODY_SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
-    "register": {"name": (str,), "kind": (str,), "services": (list,), "host": (str,),
-                 "pid": (int,), "topics": (list,)},
+    "register": {
+        "name": (str,),
+        "kind": (str,),
+        "services": (list,),
+        "host": (str,),
+        "pid": (int,),
+        "topics": (list,),
+    },
     "error": {"code": (str,), "message": (str,)},
-}  # fmt: skip
+}
 
 
 class ProtocolError(Exception):
@@ -214,10 +220,20 @@ def encode(
         raise
     msg_id = msg_id or new_id()
     header = enc.header_packer.pack(
-        {"v": PROTOCOL_VERSION, "type": type, "id": msg_id, "src": src, "dst": dst,
-         "service": service, "topic": topic, "reply_to": reply_to, "ts": time.time(),
-         "body": packed_body, "frames": specs}
-    )  # fmt: skip
+        {
+            "v": PROTOCOL_VERSION,
+            "type": type,
+            "id": msg_id,
+            "src": src,
+            "dst": dst,
+            "service": service,
+            "topic": topic,
+            "reply_to": reply_to,
+            "ts": time.time(),
+            "body": packed_body,
+            "frames": specs,
+        }
+    )
     if frames:
         size = len(header) + sum(f.nbytes if isinstance(f, memoryview) else len(f) for f in frames)
         if size > max_bytes:
@@ -235,8 +251,20 @@ def type_name(obj: Any) -> str:
 def decode(frames: list[Any], max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> Message:
     """Decode and validate the header of a multipart message. Raises :class:`ProtocolError`."""
     h = decode_header(frames, max_bytes)
-    return Message(h["type"], h["id"], h["src"], h["dst"], h["service"], h["topic"], h["reply_to"],
-                   float(h["ts"]), h["body"], frames[1:], h["frames"], max_bytes)  # fmt: skip
+    return Message(
+        h["type"],
+        h["id"],
+        h["src"],
+        h["dst"],
+        h["service"],
+        h["topic"],
+        h["reply_to"],
+        float(h["ts"]),
+        h["body"],
+        frames[1:],
+        h["frames"],
+        max_bytes,
+    )
 
 
 def decode_header(frames: list[Any], max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> dict[str, Any]:
@@ -259,14 +287,22 @@ def decode_header(frames: list[Any], max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES)
         raise ProtocolError("malformed", f"header is not msgpack ({type(exc).__name__})") from None
     try:
         ok = (
-            type(h) is dict and len(h) == _N_HEADER_FIELDS and h["v"] == PROTOCOL_VERSION
-            and type(h["v"]) is int and type(h["type"]) is str
-            and type(h["id"]) is str and type(h["src"]) is str
-            and type(h["dst"]) in _STR_OR_NONE and type(h["service"]) in _STR_OR_NONE
-            and type(h["topic"]) in _STR_OR_NONE and type(h["reply_to"]) in _STR_OR_NONE
-            and type(h["ts"]) in _NUMBER and type(h["body"]) is bytes
-            and type(h["frames"]) is list and len(h["frames"]) == len(frames) - 1
-        )  # fmt: skip
+            type(h) is dict
+            and len(h) == _N_HEADER_FIELDS
+            and h["v"] == PROTOCOL_VERSION
+            and type(h["v"]) is int
+            and type(h["type"]) is str
+            and type(h["id"]) is str
+            and type(h["src"]) is str
+            and type(h["dst"]) in _STR_OR_NONE
+            and type(h["service"]) in _STR_OR_NONE
+            and type(h["topic"]) in _STR_OR_NONE
+            and type(h["reply_to"]) in _STR_OR_NONE
+            and type(h["ts"]) in _NUMBER
+            and type(h["body"]) is bytes
+            and type(h["frames"]) is list
+            and len(h["frames"]) == len(frames) - 1
+        )
     except KeyError:
         ok = False
     if not ok:
@@ -325,10 +361,14 @@ def header_fault(header: Any, n_frames: int) -> ProtocolError | None:
         return ProtocolError("unknown_type", f"unknown message type {mtype!r}")
     for rule in _ROUTE_RULES.get(mtype, ()):
         if not any(header[name] for name in rule.split("|")):
-            return ProtocolError("malformed", f"a {mtype} message needs {rule.replace('|', ' or ')}")
+            return ProtocolError(
+                "malformed", f"a {mtype} message needs {rule.replace('|', ' or ')}"
+            )
     specs = header["frames"]
     if len(specs) != n_frames:
-        return ProtocolError("malformed", f"header lists {len(specs)} frames but {n_frames} arrived")
+        return ProtocolError(
+            "malformed", f"header lists {len(specs)} frames but {n_frames} arrived"
+        )
     return None
 
 
@@ -360,7 +400,9 @@ def _frame_array(frame: Any, spec: Any, index: int) -> Any:
 def _no_frames_hook(code: int, data: bytes) -> Any:
     if code not in (_EXT_ARRAY, _EXT_BLOB) or len(data) != 4:
         raise ProtocolError("malformed", f"unknown msgpack extension {code}")
-    raise ProtocolError("malformed", f"body references missing frame {int.from_bytes(data, 'little') - 1}")
+    raise ProtocolError(
+        "malformed", f"body references missing frame {int.from_bytes(data, 'little') - 1}"
+    )
 
 
 def decode_body(raw_body: bytes, frames: list[Any], specs: list[Any]) -> Any:
@@ -381,7 +423,9 @@ def decode_body(raw_body: bytes, frames: list[Any], specs: list[Any]) -> Any:
     except ProtocolError:
         raise
     except Exception as exc:
-        raise ProtocolError("malformed", f"body is not valid msgpack ({type(exc).__name__})") from None
+        raise ProtocolError(
+            "malformed", f"body is not valid msgpack ({type(exc).__name__})"
+        ) from None
 
 
 def validate_body(mtype: str, body: Any) -> None:

@@ -18,10 +18,17 @@ from typing import Any
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("ids", nargs="*", metavar="ID", help="registered game id(s)")
     parser.add_argument("--all", action="store_true", help="check every registered game")
-    parser.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
-                        help="constructor argument for the game (repeatable)")
-    parser.add_argument("--playthroughs", type=int, default=4,
-                        help="random games per play-based check")
+    parser.add_argument(
+        "-p",
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="constructor argument for the game (repeatable)",
+    )
+    parser.add_argument(
+        "--playthroughs", type=int, default=4, help="random games per play-based check"
+    )
     parser.add_argument("--seed", type=int, default=0, help="first seed of the random games")
 
 
@@ -79,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
         if not report.passed:
             failed.append(game_id)
     if len(ids) > 1:
-        print(f"{len(ids) - len(failed)}/{len(ids)} games passed"
-              + (f"; failed: {', '.join(failed)}" if failed else ""))
+        print(
+            f"{len(ids) - len(failed)}/{len(ids)} games passed"
+            + (f"; failed: {', '.join(failed)}" if failed else "")
+        )
     return 1 if failed else 0

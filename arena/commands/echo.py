@@ -9,7 +9,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("address", help="broker address, e.g. tcp://127.0.0.1:5555")
     parser.add_argument("--name", default="echo", help="actor name on the bus")
     parser.add_argument("--service", default="bench.echo", help="service to answer")
-    parser.add_argument("--heartbeat-interval", type=float, default=1.0, help="seconds between heartbeats")
+    parser.add_argument(
+        "--heartbeat-interval", type=float, default=1.0, help="seconds between heartbeats"
+    )
     parser.add_argument(
         "--loop",
         choices=["asyncio", "uvloop"],
@@ -29,5 +31,10 @@ def run(args: argparse.Namespace) -> int:
         import uvloop
 
         runner = uvloop.run
-    serve(lambda stop: serve_echo(args.address, args.name, args.service, args.heartbeat_interval, stop), runner)
+    serve(
+        lambda stop: serve_echo(
+            args.address, args.name, args.service, args.heartbeat_interval, stop
+        ),
+        runner,
+    )
     return 0

@@ -19,8 +19,11 @@ import sys
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--ids", action="store_true",
-                        help="print only the registered ids, one per line (reads no game module)")
+    parser.add_argument(
+        "--ids",
+        action="store_true",
+        help="print only the registered ids, one per line (reads no game module)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,11 +43,14 @@ def run(args: argparse.Namespace) -> int:
         low, high = spec.seats
         seats = str(low) if low == high else f"{low}-{high}"
         rows.append((game_id, seats, spec.kind, spec.information, spec.strongest_bot))
-    broken += [(bad.id, bad.target, bad.plugin, bad.reason)
-               for bad in games.registry.rejected.values()]
+    broken += [
+        (bad.id, bad.target, bad.plugin, bad.reason) for bad in games.registry.rejected.values()
+    ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+        print(
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        )
     if not broken:
         return 0
     sys.stdout.flush()

@@ -21,8 +21,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from arena.policies.config import InferenceConfig
 
     parser.add_argument("--address", required=True, help="broker address (ipc:// or tcp://)")
-    parser.add_argument("--actor-name", default=None, help="name on the bus (default inference-NAME-PID)")
-    parser.add_argument("--heartbeat-interval", type=float, default=1.0, help="seconds between heartbeats")
+    parser.add_argument(
+        "--actor-name", default=None, help="name on the bus (default inference-NAME-PID)"
+    )
+    parser.add_argument(
+        "--heartbeat-interval", type=float, default=1.0, help="seconds between heartbeats"
+    )
     add_config_arguments(parser, InferenceConfig, exclude=_NOT_FLAGS)
     parser.add_argument(
         "--engine",
@@ -53,7 +57,10 @@ def run(args: argparse.Namespace) -> int:
 
     async def main(stop: asyncio.Event) -> None:
         await actor.start()
-        print(f"arena inference: {actor.actor.name} serves {actor.service} at {args.address}", flush=True)
+        print(
+            f"arena inference: {actor.actor.name} serves {actor.service} at {args.address}",
+            flush=True,
+        )
         try:
             await stop.wait()
         finally:

@@ -38,6 +38,8 @@ def run(args: argparse.Namespace) -> int:
     if not learner.dist.is_main:
         learner.follow()
         return 0
-    actor = LearnerActor(learner, args.address, args.name, shm_weights=args.weight_transport == "shm")
+    actor = LearnerActor(
+        learner, args.address, args.name, shm_weights=args.weight_transport == "shm"
+    )
     serve(actor.run)
     return 0

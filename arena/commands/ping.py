@@ -39,5 +39,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     finally:
         actor.close()
-    print(f"{len(rtts)} round trips: median {statistics.median(rtts):.0f} us, min {min(rtts):.0f} us")
+    print(
+        f"{len(rtts)} round trips: median {statistics.median(rtts):.0f} us, min {min(rtts):.0f} us"
+    )
     return 0

@@ -49,10 +49,14 @@ def run(args: argparse.Namespace) -> int:
     if not metrics and not evals:
         print(f"arena plot: no metrics.jsonl or evals.jsonl in {run_dir}", file=sys.stderr)
         return 1
-    eval_rows = [{"step": e["step"], **{f"{r['game']} vs {r['opponent']}": r["score"] for r in e["results"]}}
-                 for e in evals]  # fmt: skip
-    eval_invalid = [{"step": e["step"], **{f"eval {r['game']}": r["invalid_rate"] for r in e["results"]}}
-                    for e in evals]  # fmt: skip
+    eval_rows = [
+        {"step": e["step"], **{f"{r['game']} vs {r['opponent']}": r["score"] for r in e["results"]}}
+        for e in evals
+    ]
+    eval_invalid = [
+        {"step": e["step"], **{f"eval {r['game']}": r["invalid_rate"] for r in e["results"]}}
+        for e in evals
+    ]
     panels = {
         "reward": series(metrics, "reward/"),
         "win_rate": series(eval_rows, ""),

@@ -12,8 +12,12 @@ import argparse
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--address", required=True, help="broker address (ipc:// or tcp://)")
-    parser.add_argument("--config", required=True, help="run config (YAML), e.g. runs/x/y/config.yaml")
-    parser.add_argument("--index", type=int, default=0, help="this actor's index: its name is rollout-<index>")
+    parser.add_argument(
+        "--config", required=True, help="run config (YAML), e.g. runs/x/y/config.yaml"
+    )
+    parser.add_argument(
+        "--index", type=int, default=0, help="this actor's index: its name is rollout-<index>"
+    )
     parser.add_argument("overrides", nargs="*", help="key=value overrides of the run config")
 
 

@@ -17,9 +17,14 @@ import argparse
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", help="YAML run config, e.g. configs/selfplay.yaml")
-    parser.add_argument("overrides", nargs="*", help="key=value overrides, e.g. steps=4 resume=runs/x/y")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="resolve and validate the config, print the plan, and exit")
+    parser.add_argument(
+        "overrides", nargs="*", help="key=value overrides, e.g. steps=4 resume=runs/x/y"
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="resolve and validate the config, print the plan, and exit",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -164,9 +164,13 @@ def add_arguments(
         if kind is None:
             continue
         flag = "--" + f.name.replace("_", "-")
-        help_text = f"{docs.get(f.name, '')} (default: {f.default})".replace("``", "").replace("%", "%%")
+        help_text = f"{docs.get(f.name, '')} (default: {f.default})".replace("``", "").replace(
+            "%", "%%"
+        )
         if kind is bool:
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=help_text)
+            parser.add_argument(
+                flag, action=argparse.BooleanOptionalAction, default=f.default, help=help_text
+            )
         else:
             parser.add_argument(flag, type=kind, default=f.default, dest=f.name, help=help_text)
 
@@ -174,7 +178,9 @@ def add_arguments(
 def from_arguments(schema: type[S], args: argparse.Namespace, **fields: Any) -> S:
     """The dataclass ``schema`` from parsed flags (see :func:`add_arguments`); ``fields``
     fill or override the rest."""
-    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(schema) if hasattr(args, f.name)}
+    values = {
+        f.name: getattr(args, f.name) for f in dataclasses.fields(schema) if hasattr(args, f.name)
+    }
     return schema(**{**values, **fields})
 
 

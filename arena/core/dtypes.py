@@ -48,7 +48,12 @@ DTYPES: dict[str, DType] = {
 }
 """Canonical name to :class:`DType`."""
 
-ALIASES: dict[str, str] = {"fp64": "float64", "fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+ALIASES: dict[str, str] = {
+    "fp64": "float64",
+    "fp32": "float32",
+    "fp16": "float16",
+    "bf16": "bfloat16",
+}
 """Short names a config may use."""
 
 BY_SAFETENSORS: dict[str, DType] = {d.safetensors: d for d in DTYPES.values()}

@@ -30,4 +30,6 @@ def check_choice(where: str, value: str, choices: Iterable[str]) -> None:
     """Raise :class:`ConfigError` unless ``value`` is one of ``choices``."""
     choices = list(choices)
     if value not in choices:
-        raise ConfigError(f"{where} = {value!r} is not one of {choices}{did_you_mean(value, choices)}")
+        raise ConfigError(
+            f"{where} = {value!r} is not one of {choices}{did_you_mean(value, choices)}"
+        )

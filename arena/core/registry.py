@@ -146,8 +146,10 @@ class Registry(Generic[T]):
                 f"string, got {factory!r}"
             )
         if entry_id in self._entries and not override:
-            raise RegistryError(f"{self.kind} {entry_id!r} is already registered "
-                                f"({self._entries[entry_id].target}); pass override=True to replace it")
+            raise RegistryError(
+                f"{self.kind} {entry_id!r} is already registered "
+                f"({self._entries[entry_id].target}); pass override=True to replace it"
+            )
         self._entries[entry_id] = Entry(entry_id, factory, dict(kwargs or {}), metadata, plugin)
 
     def _load_plugins(self) -> None:
@@ -173,8 +175,10 @@ class Registry(Generic[T]):
             pass
         if entry_id in self.rejected:
             bad = self.rejected[entry_id]
-            raise RegistryError(f"{self.kind} {entry_id!r} = {bad.target!r} from {bad.plugin} "
-                                f"was not registered: {bad.reason}")
+            raise RegistryError(
+                f"{self.kind} {entry_id!r} = {bad.target!r} from {bad.plugin} "
+                f"was not registered: {bad.reason}"
+            )
         hint = did_you_mean(entry_id, self._entries, n=3, cutoff=0.5)
         known = ", ".join(sorted(self._entries)) or "none"
         raise RegistryError(f"unknown {self.kind} {entry_id!r}{hint} (registered: {known})")

@@ -76,19 +76,28 @@ class MatchResult:
     policy_turns: int
 
     @classmethod
-    def from_episodes(cls, game: str, opponent: str, played: list[tuple[Episode, str]]) -> MatchResult:
+    def from_episodes(
+        cls, game: str, opponent: str, played: list[tuple[Episode, str]]
+    ) -> MatchResult:
         scores = [game_score(ep, seat) for ep, seat in played]
         n = len(scores)
         wins, draws = scores.count(1.0), scores.count(0.5)
         turns = [t for ep, seat in played for t in ep.turns if t.seat == seat and t.role != "bot"]
         invalid = sum(not t.valid for t in turns)
         return cls(
-            game=game, opponent=opponent, games=n, score=sum(scores) / max(n, 1),
-            score_ci=mean_ci(scores), win=wins / max(n, 1), draw=draws / max(n, 1),
-            loss=(n - wins - draws) / max(n, 1), win_ci=wilson(wins, n),
-            invalid_rate=invalid / max(len(turns), 1), invalid_ci=wilson(invalid, len(turns)),
+            game=game,
+            opponent=opponent,
+            games=n,
+            score=sum(scores) / max(n, 1),
+            score_ci=mean_ci(scores),
+            win=wins / max(n, 1),
+            draw=draws / max(n, 1),
+            loss=(n - wins - draws) / max(n, 1),
+            win_ci=wilson(wins, n),
+            invalid_rate=invalid / max(len(turns), 1),
+            invalid_ci=wilson(invalid, len(turns)),
             policy_turns=len(turns),
-        )  # fmt: skip
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in self.__dict__.items()}
@@ -116,12 +125,18 @@ async def evaluate(
             seat = env.possible_agents[index % len(env.possible_agents)]
             game_seed = seed + index
             seats = {
-                agent: make_seat(game_id) if agent == seat
+                agent: make_seat(game_id)
+                if agent == seat
                 else BotSeat(games.bots.make(opponent_id, seed=game_seed), opponent_id)
                 for agent in env.possible_agents
-            }  # fmt: skip
-            episode = await play_episode(env, game_id, seats, seed=game_seed,
-                                         episode_id=f"eval-{game_id}-{opponent_id}-{index}")  # fmt: skip
+            }
+            episode = await play_episode(
+                env,
+                game_id,
+                seats,
+                seed=game_seed,
+                episode_id=f"eval-{game_id}-{opponent_id}-{index}",
+            )
             if on_episode is not None:
                 on_episode()
             return episode, seat
@@ -130,6 +145,8 @@ async def evaluate(
     for game_id in game_ids:
         for opponent in opponents:
             opponent_id = resolve_opponent(opponent, game_id)
-            played = await asyncio.gather(*(one(game_id, opponent_id, i) for i in range(games_per_match)))
+            played = await asyncio.gather(
+                *(one(game_id, opponent_id, i) for i in range(games_per_match))
+            )
             results.append(MatchResult.from_episodes(game_id, opponent_id, list(played)))
     return results

@@ -15,7 +15,9 @@ from typing import Any
 RANDOM_BOT = "random-v0"
 
 
-def before_after(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def before_after(
+    before: list[dict[str, Any]], after: list[dict[str, Any]]
+) -> dict[str, dict[str, Any]]:
     """Per game: invalid rate (over every opponent) and score against the random bot."""
     out: dict[str, dict[str, Any]] = {}
     games = sorted({r["game"] for r in before} | {r["game"] for r in after})
@@ -37,9 +39,13 @@ def before_after(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> d
                 if r["opponent"] != RANDOM_BOT:
                     row[f"score_vs_{r['opponent']}_{label}"] = r["score"]
         if "invalid_rate_after" in row and "invalid_rate_before_ci" in row:
-            row["invalid_rate_improved"] = row["invalid_rate_after"] < row["invalid_rate_before_ci"][0]
+            row["invalid_rate_improved"] = (
+                row["invalid_rate_after"] < row["invalid_rate_before_ci"][0]
+            )
         if "score_vs_random_after" in row and "score_vs_random_before_ci" in row:
-            row["score_improved"] = row["score_vs_random_after"] > row["score_vs_random_before_ci"][1]
+            row["score_improved"] = (
+                row["score_vs_random_after"] > row["score_vs_random_before_ci"][1]
+            )
         out[game] = row
     return out
 
@@ -51,9 +57,11 @@ def markdown(summary: dict[str, dict[str, Any]]) -> str:
         low, high = row[f"{key}_ci"]
         return f"{row[key]:.3f} [{low:.3f}, {high:.3f}]"
 
-    lines = ["| game | invalid rate before | invalid rate after | improved | score vs random before "
-             "| score vs random after | improved | games |",
-             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "| game | invalid rate before | invalid rate after | improved | score vs random before "
+        "| score vs random after | improved | games |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for game, row in summary.items():
         lines.append(
             f"| {game} | {cell(row, 'invalid_rate_before')} | {cell(row, 'invalid_rate_after')} "
@@ -70,11 +78,14 @@ def _yes(flag: bool | None) -> str:
     return "n/a" if flag is None else ("yes" if flag else "no")
 
 
-def write_eval_summary(run_dir: Path, before: list[dict[str, Any]], after: list[dict[str, Any]],
-                       run_name: str) -> str:  # fmt: skip
+def write_eval_summary(
+    run_dir: Path, before: list[dict[str, Any]], after: list[dict[str, Any]], run_name: str
+) -> str:
     """Write ``eval_summary.json`` and ``.md``; return the Markdown table."""
     summary = before_after(before, after)
     (run_dir / "eval_summary.json").write_text(json.dumps(summary, indent=2))
     table = markdown(summary)
-    (run_dir / "eval_summary.md").write_text(f"# {run_name}: before and after training\n\n{table}\n")
+    (run_dir / "eval_summary.md").write_text(
+        f"# {run_name}: before and after training\n\n{table}\n"
+    )
     return table

@@ -122,42 +122,68 @@ async def play_episode(
             termination = "context_overflow"
             break
         except Exception as err:
-            raise EpisodeError(f"{game_id} episode {episode_id}: {seat.policy_name} failed: {err}") from err
+            raise EpisodeError(
+                f"{game_id} episode {episode_id}: {seat.policy_name} failed: {err}"
+            ) from err
         seat.remember(generation)
         # Decode the sampled ids whole: the generation's text stops before a matched stop
         # string, and the role needs to see whether the closing tag was written.
-        written = seat.chat.tokenizer.decode(generation.token_ids.tolist(), skip_special_tokens=True)
+        written = seat.chat.tokenizer.decode(
+            generation.token_ids.tolist(), skip_special_tokens=True
+        )
         reply = seat.role.read(written, ended=generation.finish_reason == "stop")
         env.step_text(reply.action_text if reply.action_text is not None else generation.text)
         valid = not env.infos[agent]["invalid"]
         shaping = seat.role.format_reward(reply) - (0.0 if valid else seat.invalid_penalty)
-        turns.append(Turn(
-            episode_id=episode_id, index=len(turns), game=game_id, seat=agent,
-            role=seat.role.name, prompt_ids=generation.prompt_ids,
-            response_ids=generation.token_ids, response_logprobs=generation.logprobs,
-            text=seat.role.assistant_prefix() + written,
-            action=_plain(env.parse_action(agent, reply.action_text) if reply.action_text else None),
-            valid=valid, reward=shaping, policy_version=generation.version, trained=seat.trained,
-            group=f"{episode_id}:{agent}",
-        ))  # fmt: skip
+        turns.append(
+            Turn(
+                episode_id=episode_id,
+                index=len(turns),
+                game=game_id,
+                seat=agent,
+                role=seat.role.name,
+                prompt_ids=generation.prompt_ids,
+                response_ids=generation.token_ids,
+                response_logprobs=generation.logprobs,
+                text=seat.role.assistant_prefix() + written,
+                action=_plain(
+                    env.parse_action(agent, reply.action_text) if reply.action_text else None
+                ),
+                valid=valid,
+                reward=shaping,
+                policy_version=generation.version,
+                trained=seat.trained,
+                group=f"{episode_id}:{agent}",
+            )
+        )
     final = {agent: float(env.returns[agent]) for agent in env.possible_agents}
     if termination is None:
         termination = env.termination_reason if env.termination_reason in TERMINATIONS else "done"
     _credit_outcome(turns, final)
     assignment = {
         agent: SeatAssignment(role=s.role.name, policy=s.policy_name, trained=s.trained)
-        if isinstance(s, PolicySeat) else SeatAssignment(role="bot", policy=s.name, trained=False)
+        if isinstance(s, PolicySeat)
+        else SeatAssignment(role="bot", policy=s.name, trained=False)
         for agent, s in seats.items()
-    }  # fmt: skip
+    }
     policy_turns = [t for t in turns if t.role != "bot"]
     stats = {
-        "turns": len(turns), "policy_turns": len(policy_turns),
+        "turns": len(turns),
+        "policy_turns": len(policy_turns),
         "invalid_turns": sum(not t.valid for t in policy_turns),
         "generated_tokens": int(sum(len(t.response_ids) for t in policy_turns)),
         "seconds": round(time.monotonic() - started, 3),
-    }  # fmt: skip
-    return Episode(id=episode_id, game=game_id, seed=seed, seats=assignment, turns=turns,
-                   final_rewards=final, termination=termination, stats=stats)  # fmt: skip
+    }
+    return Episode(
+        id=episode_id,
+        game=game_id,
+        seed=seed,
+        seats=assignment,
+        turns=turns,
+        final_rewards=final,
+        termination=termination,
+        stats=stats,
+    )
 
 
 def _credit_outcome(turns: list[Turn], final: Mapping[str, float]) -> None:
@@ -170,12 +196,32 @@ def _credit_outcome(turns: list[Turn], final: Mapping[str, float]) -> None:
         turn.reward += final[seat]
 
 
-def _turn(episode_id: str, index: int, game_id: str, agent: str, role: str, text: str,
-          action: Any, env: TextGame) -> Turn:  # fmt: skip
-    return Turn(episode_id=episode_id, index=index, game=game_id, seat=agent, role=role,
-                prompt_ids=_EMPTY_IDS, response_ids=_EMPTY_IDS, response_logprobs=_EMPTY_LOGPROBS,
-                text=text, action=_plain(action), valid=not env.infos[agent]["invalid"],
-                reward=0.0, policy_version=-1, trained=False)  # fmt: skip
+def _turn(
+    episode_id: str,
+    index: int,
+    game_id: str,
+    agent: str,
+    role: str,
+    text: str,
+    action: Any,
+    env: TextGame,
+) -> Turn:
+    return Turn(
+        episode_id=episode_id,
+        index=index,
+        game=game_id,
+        seat=agent,
+        role=role,
+        prompt_ids=_EMPTY_IDS,
+        response_ids=_EMPTY_IDS,
+        response_logprobs=_EMPTY_LOGPROBS,
+        text=text,
+        action=_plain(action),
+        valid=not env.infos[agent]["invalid"],
+        reward=0.0,
+        policy_version=-1,
+        trained=False,
+    )
 
 
 def _plain(action: Any) -> Any:

@@ -12,15 +12,28 @@ from arena.policies.base import Policy
 from arena.policies.config import InferenceConfig, PolicyConfig
 from arena.policies.factory import backends, make_policy
 from arena.policies.types import (
-           ContextOverflow,
-           Generation,
-           InvalidRequest,
-           PolicyError,
-           Prompt,
-           PromptLike,
-           SamplingParams,
-           as_prompt,
+    ContextOverflow,
+    Generation,
+    InvalidRequest,
+    PolicyError,
+    Prompt,
+    PromptLike,
+    SamplingParams,
+    as_prompt,
 )
 
-__all__ = ["backends", "ContextOverflow", "Generation", "InvalidRequest", "InferenceConfig", "Policy", "PolicyConfig",
-           "PolicyError", "Prompt", "PromptLike", "SamplingParams", "as_prompt", "make_policy"]  # fmt: skip
+__all__ = [
+    "backends",
+    "ContextOverflow",
+    "Generation",
+    "InvalidRequest",
+    "InferenceConfig",
+    "Policy",
+    "PolicyConfig",
+    "PolicyError",
+    "Prompt",
+    "PromptLike",
+    "SamplingParams",
+    "as_prompt",
+    "make_policy",
+]

@@ -47,9 +47,11 @@ class ChatFormat:
     def render(self, messages: Sequence[Mapping[str, str]], generation_prompt: bool = True) -> str:
         try:
             return self.tokenizer.apply_chat_template(
-                [dict(m) for m in messages], chat_template=self.template, tokenize=False,
+                [dict(m) for m in messages],
+                chat_template=self.template,
+                tokenize=False,
                 add_generation_prompt=generation_prompt,
-            )  # fmt: skip
+            )
         except Exception as err:  # jinja raises its own types for templates that reject input
             raise InvalidRequest(f"chat template rejected the messages: {err}") from None
 

@@ -86,8 +86,14 @@ class HFPolicy(Policy):
     @classmethod
     def from_config(cls, config: PolicyConfig) -> HFPolicy:
         model, tokenizer = load_model(config.model, dtype=config.dtype, device=config.device)
-        return cls(model, tokenizer, name=config.name, max_batch=config.max_batch, seed=config.seed,
-                   attention=config.attention)  # fmt: skip
+        return cls(
+            model,
+            tokenizer,
+            name=config.name,
+            max_batch=config.max_batch,
+            seed=config.seed,
+            attention=config.attention,
+        )
 
     # -- Policy ------------------------------------------------------------------------------
     def generate(
@@ -141,9 +147,13 @@ class HFPolicy(Policy):
         active = list(range(len(rows)))
         while True:
             logits = self.model(
-                input_ids=input_ids, attention_mask=mask, position_ids=positions,
-                past_key_values=cache, use_cache=True, logits_to_keep=1,
-            ).logits[:, -1]  # fmt: skip
+                input_ids=input_ids,
+                attention_mask=mask,
+                position_ids=positions,
+                past_key_values=cache,
+                use_cache=True,
+                logits_to_keep=1,
+            ).logits[:, -1]
             tokens, logprobs = sampler(logits)
             keep = [
                 j
@@ -183,10 +193,13 @@ class HFPolicy(Policy):
         if row.stop_at >= 0:
             text = text[: row.stop_at]
         return Generation(
-            prompt_ids=row.prompt_ids, token_ids=np.asarray(row.tokens, dtype=np.int32),
-            logprobs=np.asarray(row.logprobs, dtype=np.float32), text=text,
-            finish_reason=row.finish_reason, version=version,
-        )  # fmt: skip
+            prompt_ids=row.prompt_ids,
+            token_ids=np.asarray(row.tokens, dtype=np.int32),
+            logprobs=np.asarray(row.logprobs, dtype=np.float32),
+            text=text,
+            finish_reason=row.finish_reason,
+            version=version,
+        )
 
 
 def _eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> set[int]:

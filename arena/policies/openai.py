@@ -67,8 +67,13 @@ class OpenAIPolicy(Policy):
     def from_config(cls, config: PolicyConfig) -> OpenAIPolicy:
         if not config.base_url:
             raise InvalidRequest("an openai policy needs 'base_url', e.g. http://127.0.0.1:8000/v1")
-        return cls(config.base_url, config.model, api_key=os.environ.get(config.api_key_env),
-                   name=config.name, timeout=config.timeout)  # fmt: skip
+        return cls(
+            config.base_url,
+            config.model,
+            api_key=os.environ.get(config.api_key_env),
+            name=config.name,
+            timeout=config.timeout,
+        )
 
     def generate(
         self,
@@ -87,8 +92,12 @@ class OpenAIPolicy(Policy):
 
     # -- one request -------------------------------------------------------------------------
     def _one(self, prompt: Prompt, params: SamplingParams) -> Generation:
-        body: dict[str, Any] = {"model": self.model, "temperature": params.temperature,
-                                "top_p": params.top_p, "max_tokens": params.max_new_tokens}  # fmt: skip
+        body: dict[str, Any] = {
+            "model": self.model,
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "max_tokens": params.max_new_tokens,
+        }
         if params.stop:
             body["stop"] = list(params.stop)
         if params.seed is not None:
@@ -117,11 +126,14 @@ class OpenAIPolicy(Policy):
             ]
             prompt_ids = prompt.ids
         return Generation(
-            prompt_ids=prompt_ids, token_ids=self._token_ids(tokens, text),
-            logprobs=np.asarray(logprobs, dtype=np.float32), text=text,
+            prompt_ids=prompt_ids,
+            token_ids=self._token_ids(tokens, text),
+            logprobs=np.asarray(logprobs, dtype=np.float32),
+            text=text,
             finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
-            version=self.version, extra={"exact_ids": all(t.startswith("token_id:") for t in tokens)},
-        )  # fmt: skip
+            version=self.version,
+            extra={"exact_ids": all(t.startswith("token_id:") for t in tokens)},
+        )
 
     def _token_ids(self, tokens: list[str], text: str) -> np.ndarray:
         if tokens and all(t.startswith("token_id:") for t in tokens):

@@ -78,9 +78,13 @@ class BatchSampler:
         # token of zero probability adds no mass, so it can never be that token.
         block = torch.searchsorted(block_cdf, target[:, None], right=True).squeeze(1)
         block = block.clamp(max=block_cdf.shape[1] - 1)
-        before = torch.where(block > 0, block_cdf.gather(1, (block - 1).clamp(min=0)[:, None]).squeeze(1), 0.0)
+        before = torch.where(
+            block > 0, block_cdf.gather(1, (block - 1).clamp(min=0)[:, None]).squeeze(1), 0.0
+        )
         chosen = blocks[torch.arange(rows, device=probs.device), block]
-        inner = torch.searchsorted(chosen.double().cumsum(dim=-1), (target - before)[:, None], right=True).squeeze(1)
+        inner = torch.searchsorted(
+            chosen.double().cumsum(dim=-1), (target - before)[:, None], right=True
+        ).squeeze(1)
         # Rounding between the block sums and the in-block cumsum can overshoot the block's
         # end; the last token of positive probability is then the one meant.
         last = BLOCK - 1 - (chosen > 0).flip(-1).int().argmax(dim=-1)

@@ -102,10 +102,14 @@ class ScriptedPolicy(Policy):
     def _generation(self, prompt_ids: np.ndarray, text: str, extra: dict[str, Any]) -> Generation:
         ids = self.tokenizer.encode(text, add_special_tokens=False) if self.tokenizer else []
         return Generation(
-            prompt_ids=prompt_ids, token_ids=np.asarray(ids, dtype=np.int32),
-            logprobs=np.zeros(len(ids), dtype=np.float32), text=text, finish_reason="stop",
-            version=self.version, extra=extra,
-        )  # fmt: skip
+            prompt_ids=prompt_ids,
+            token_ids=np.asarray(ids, dtype=np.int32),
+            logprobs=np.zeros(len(ids), dtype=np.float32),
+            text=text,
+            finish_reason="stop",
+            version=self.version,
+            extra=extra,
+        )
 
 
 def _plain(action: Any) -> Any:

@@ -82,14 +82,23 @@ class SamplingParams:
         object.__setattr__(self, "stop", tuple(self.stop))
         object.__setattr__(self, "stop_token_ids", tuple(self.stop_token_ids))
         checks = [
-            (_is_number(self.temperature) and 0 <= self.temperature <= 100, "temperature must be in [0, 100]"),
+            (
+                _is_number(self.temperature) and 0 <= self.temperature <= 100,
+                "temperature must be in [0, 100]",
+            ),
             (_is_number(self.top_p) and 0 < self.top_p <= 1, "top_p must be in (0, 1]"),
             (_is_int(self.top_k) and self.top_k >= 0, "top_k must be an int >= 0 (0 = off)"),
-            (_is_int(self.max_new_tokens) and self.max_new_tokens >= 1, "max_new_tokens must be an int >= 1"),
+            (
+                _is_int(self.max_new_tokens) and self.max_new_tokens >= 1,
+                "max_new_tokens must be an int >= 1",
+            ),
             (all(isinstance(s, str) and s for s in self.stop), "stop must be non-empty strings"),
-            (all(_is_int(t) and t >= 0 for t in self.stop_token_ids), "stop_token_ids must be ints >= 0"),
+            (
+                all(_is_int(t) and t >= 0 for t in self.stop_token_ids),
+                "stop_token_ids must be ints >= 0",
+            ),
             (self.seed is None or _is_int(self.seed), "seed must be an int or None"),
-        ]  # fmt: skip
+        ]
         for ok, message in checks:
             if not ok:
                 raise InvalidRequest(f"invalid sampling params: {message}")
@@ -141,8 +150,11 @@ class Prompt:
         if self.messages is not None:
             messages = tuple(self.messages)
             for i, message in enumerate(messages):
-                if not (isinstance(message, Mapping) and isinstance(message.get("role"), str)
-                        and isinstance(message.get("content"), str)):  # fmt: skip
+                if not (
+                    isinstance(message, Mapping)
+                    and isinstance(message.get("role"), str)
+                    and isinstance(message.get("content"), str)
+                ):
                     raise InvalidRequest(
                         f"message {i} must be a map with string 'role' and 'content'"
                     )
@@ -235,9 +247,11 @@ class Generation:
                 prompt_ids=as_token_ids(data["prompt_ids"], "prompt_ids"),
                 token_ids=as_token_ids(data["token_ids"], "token_ids"),
                 logprobs=np.asarray(data["logprobs"], dtype=np.float32),
-                text=str(data["text"]), finish_reason=str(data["finish_reason"]),
-                version=int(data["version"]), extra=dict(data.get("extra") or {}),
-            )  # fmt: skip
+                text=str(data["text"]),
+                finish_reason=str(data["finish_reason"]),
+                version=int(data["version"]),
+                extra=dict(data.get("extra") or {}),
+            )
         except (KeyError, TypeError, ValueError) as err:
             raise PolicyError(f"malformed generation: {err!r}", "malformed") from None
 

@@ -71,9 +71,13 @@ class VLLMPolicy(Policy):
         self.version = version
         self.dtype = to_dtype(dtype)
         self.llm = vllm.LLM(
-            model=path, dtype=str(self.dtype).removeprefix("torch."), seed=seed,
-            max_model_len=max_model_len, kv_cache_memory_bytes=kv_cache_memory_bytes, **engine_kwargs,
-        )  # fmt: skip
+            model=path,
+            dtype=str(self.dtype).removeprefix("torch."),
+            seed=seed,
+            max_model_len=max_model_len,
+            kv_cache_memory_bytes=kv_cache_memory_bytes,
+            **engine_kwargs,
+        )
         self.tokenizer: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(path)
         self.chat = ChatFormat(self.tokenizer)
         self.max_context = int(self.llm.llm_engine.model_config.max_model_len)
@@ -82,8 +86,13 @@ class VLLMPolicy(Policy):
 
     @classmethod
     def from_config(cls, config: PolicyConfig) -> VLLMPolicy:
-        return cls(str(model_dir(config.model)), name=config.name, dtype=config.dtype,
-                   seed=config.seed, **config.engine)  # fmt: skip
+        return cls(
+            str(model_dir(config.model)),
+            name=config.name,
+            dtype=config.dtype,
+            seed=config.seed,
+            **config.engine,
+        )
 
     def generate(
         self,
@@ -123,11 +132,16 @@ class VLLMPolicy(Policy):
     # -- helpers -----------------------------------------------------------------------------
     def _engine_params(self, params: SamplingParams, prompt_len: int) -> Any:
         return self._vllm.SamplingParams(
-            temperature=params.temperature, top_p=params.top_p, top_k=params.top_k,
+            temperature=params.temperature,
+            top_p=params.top_p,
+            top_k=params.top_k,
             max_tokens=min(params.max_new_tokens, self.max_context - prompt_len),
-            stop=list(params.stop) or None, stop_token_ids=list(params.stop_token_ids) or None,
-            seed=params.seed, logprobs=0, skip_special_tokens=True,
-        )  # fmt: skip
+            stop=list(params.stop) or None,
+            stop_token_ids=list(params.stop_token_ids) or None,
+            seed=params.seed,
+            logprobs=0,
+            skip_special_tokens=True,
+        )
 
     @staticmethod
     def _result(output: Any, prompt_ids: np.ndarray, version: int) -> Generation:
@@ -138,11 +152,13 @@ class VLLMPolicy(Policy):
             for step, token in zip(completion.logprobs or [], token_ids, strict=True)
         ]
         return Generation(
-            prompt_ids=prompt_ids, token_ids=np.asarray(token_ids, dtype=np.int32),
-            logprobs=np.asarray(logprobs, dtype=np.float32), text=completion.text,
+            prompt_ids=prompt_ids,
+            token_ids=np.asarray(token_ids, dtype=np.int32),
+            logprobs=np.asarray(logprobs, dtype=np.float32),
+            text=completion.text,
             finish_reason="length" if completion.finish_reason == "length" else "stop",
             version=version,
-        )  # fmt: skip
+        )
 
 
 def _checkpoint_shapes(path: str, dtype: torch.dtype) -> dict[str, torch.Tensor]:

@@ -14,7 +14,9 @@ from arena.play.stats import merge_collects
 class Collector:
     """Splits collects over ``actors`` rollout actors and retries a dead actor's share."""
 
-    def __init__(self, actor: Actor, actors: int, max_restarts: int, on_event: Callable[[str], None]) -> None:
+    def __init__(
+        self, actor: Actor, actors: int, max_restarts: int, on_event: Callable[[str], None]
+    ) -> None:
         self.actor = actor
         self.actors = actors
         self.max_restarts = max_restarts
@@ -31,12 +33,15 @@ class Collector:
         for attempt in range(self.max_restarts + 1):
             orders = [(i, s) for i, s in enumerate(shares) if s > 0]
             results = await asyncio.gather(
-                *(self.order(i, s, seed + attempt * 10 + i) for i, s in orders), return_exceptions=True
+                *(self.order(i, s, seed + attempt * 10 + i) for i, s in orders),
+                return_exceptions=True,
             )
             shares = [0] * n
             for (i, s), result in zip(orders, results, strict=True):
                 if isinstance(result, BaseException):
-                    self.on_event(f"rollout-{i} failed its collect ({result}); re-queueing {s} episodes")
+                    self.on_event(
+                        f"rollout-{i} failed its collect ({result}); re-queueing {s} episodes"
+                    )
                     shares[i] = s
                 else:
                     replies.append(result)
@@ -51,5 +56,7 @@ class Collector:
         order: dict[str, Any] = {"op": "collect", "episodes": episodes, "seed": seed}
         if self.opponent is not None:
             order["opponent"] = self.opponent
-        reply = await self.actor.request(order, dst=f"rollout-{index}", service="rollout", timeout=3600)
+        reply = await self.actor.request(
+            order, dst=f"rollout-{index}", service="rollout", timeout=3600
+        )
         return reply.body

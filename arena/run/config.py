@@ -129,7 +129,6 @@ class RunConfig:
         if not self.games:
             raise ConfigError("games must list at least one game")
 
-
     @property
     def play(self) -> PlayConfig:
         """The sections rollout actors and evaluation need."""

@@ -72,7 +72,12 @@ class RunCoordinator:
     async def connect(self) -> None:
         """Join the bus as ``trainer`` and wait until every actor of the run offers its service."""
         c = self.config
-        actor = Actor("trainer", c.bus.address or "", kind="trainer", heartbeat_interval=c.bus.heartbeat_interval)
+        actor = Actor(
+            "trainer",
+            c.bus.address or "",
+            kind="trainer",
+            heartbeat_interval=c.bus.heartbeat_interval,
+        )
         self.weights.attach(actor)
         actor.subscribe("metrics.learner", lambda m: None)
         deadline = time.monotonic() + 120
@@ -97,7 +102,9 @@ class RunCoordinator:
             if needed <= offered and ready >= c.rollout.actors:
                 break
             if time.monotonic() > deadline + 600:
-                raise TimeoutError(f"actors never came up; still missing {sorted(needed - offered)}")
+                raise TimeoutError(
+                    f"actors never came up; still missing {sorted(needed - offered)}"
+                )
             await asyncio.sleep(0.5)
 
     async def learner(self, op: str, timeout: float = 3600.0) -> Any:
@@ -123,7 +130,9 @@ class RunCoordinator:
             self.launcher.stop_all()
 
     async def evaluate(self, label: str) -> list[dict[str, Any]]:
-        results = await evaluate_policy(self.actor, self.config, self.chat, self.log, label, self.step)
+        results = await evaluate_policy(
+            self.actor, self.config, self.chat, self.log, label, self.step
+        )
         return [r.to_dict() for r in results]
 
     async def _train(self) -> int:
@@ -149,7 +158,9 @@ class RunCoordinator:
         return 0
 
     async def _choose_opponent(self) -> None:
-        self.collector.opponent = await self.population.choose(self.config.seed * 7 + self.step, self.version)
+        self.collector.opponent = await self.population.choose(
+            self.config.seed * 7 + self.step, self.version
+        )
 
     async def _train_sync(self) -> int:
         c = self.config
@@ -171,8 +182,14 @@ class RunCoordinator:
                 await self.weights.wait_serving(self.version)
             self.step = self._next_step(metrics)
             episodes += collected["episodes"]
-            self.log.step(self.step, metrics or {}, collected, collect_s=t_collect, train_s=t_train,
-                          learner_version=sampled_with)  # fmt: skip
+            self.log.step(
+                self.step,
+                metrics or {},
+                collected,
+                collect_s=t_collect,
+                train_s=t_train,
+                learner_version=sampled_with,
+            )
             await self._periodic()
         return episodes
 
@@ -215,9 +232,15 @@ class RunCoordinator:
                 if metrics and "version" in metrics:
                     self.version = int(metrics["version"])
                 # Generation went on the whole step long, while waiting and while training.
-                self.log.step(self.step, metrics or {}, collected, collect_s=t_wait,
-                              train_s=time.monotonic() - t0 - t_wait, learner_version=sampled_with,
-                              overlapped=True)  # fmt: skip
+                self.log.step(
+                    self.step,
+                    metrics or {},
+                    collected,
+                    collect_s=t_wait,
+                    train_s=time.monotonic() - t0 - t_wait,
+                    learner_version=sampled_with,
+                    overlapped=True,
+                )
                 await self._periodic()
         finally:
             stop.set()
@@ -234,7 +257,9 @@ class RunCoordinator:
         step = int(metrics["step"])
         if step == self.step:
             self._stalled += 1
-            self.log.event(f"learner skipped step {step + 1} ({self._stalled} in a row): non-finite loss")
+            self.log.event(
+                f"learner skipped step {step + 1} ({self._stalled} in a row): non-finite loss"
+            )
             if self._stalled >= 5:
                 raise RuntimeError("the learner skipped 5 steps in a row (non-finite losses)")
         else:

@@ -60,7 +60,12 @@ class Launcher:
         self.children: dict[str, Child] = {}
 
     def start(
-        self, name: str, argv: list[str], *, restartable: bool = False, max_restarts: int = 0,
+        self,
+        name: str,
+        argv: list[str],
+        *,
+        restartable: bool = False,
+        max_restarts: int = 0,
         env: dict[str, str] | None = None,
     ) -> Child:
         """Start ``arena argv`` as child ``name``, with ``env`` added to the launcher's."""
@@ -73,9 +78,11 @@ class Launcher:
         with open(self.log_dir / f"{child.name}.log", "ab") as out:
             child.process = subprocess.Popen(
                 [sys.executable, "-m", "arena", *child.argv],
-                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
                 env={**self.env, **child.env, PARENT_ENV: str(os.getpid())},
-            )  # fmt: skip
+            )
         log.info("started %s (pid %d)", child.name, child.process.pid)
 
     def check(self) -> list[str]:
@@ -90,15 +97,19 @@ class Launcher:
                 continue
             if child.restartable and child.restarts < child.max_restarts:
                 child.restarts += 1
-                event = (f"{child.name} (pid {child.pid}) exited with {code}; restarting "
-                         f"({child.restarts}/{child.max_restarts})")  # fmt: skip
+                event = (
+                    f"{child.name} (pid {child.pid}) exited with {code}; restarting "
+                    f"({child.restarts}/{child.max_restarts})"
+                )
                 log.warning(event)
                 child.events.append(event)
                 events.append(event)
                 self._spawn(child)
                 continue
-            raise ChildDied(f"{child.name} (pid {child.pid}) exited with code {code}; "
-                            f"end of {self.log_dir / (child.name + '.log')}:\n{self.tail(child.name)}")  # fmt: skip
+            raise ChildDied(
+                f"{child.name} (pid {child.pid}) exited with code {code}; "
+                f"end of {self.log_dir / (child.name + '.log')}:\n{self.tail(child.name)}"
+            )
         return events
 
     def tail(self, name: str, lines: int = 15) -> str:
@@ -109,8 +120,11 @@ class Launcher:
 
     def stop_all(self, timeout: float = 15.0) -> None:
         """SIGTERM every child (newest first), then SIGKILL what is left after ``timeout``."""
-        alive = [c.process for c in reversed(list(self.children.values()))
-                 if c.process is not None and c.process.poll() is None]  # fmt: skip
+        alive = [
+            c.process
+            for c in reversed(list(self.children.values()))
+            if c.process is not None and c.process.poll() is None
+        ]
         for proc in alive:
             proc.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + timeout

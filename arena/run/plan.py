@@ -15,7 +15,9 @@ def make_run_dir(config: RunConfig) -> Path:
     if config.resume:
         run_dir = Path(config.resume)
         if not (run_dir / "config.yaml").exists():
-            raise FileNotFoundError(f"resume={run_dir}: no config.yaml there; is it a run directory?")
+            raise FileNotFoundError(
+                f"resume={run_dir}: no config.yaml there; is it a run directory?"
+            )
         return run_dir
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_dir = Path(config.output_dir) / config.name / stamp
@@ -29,33 +31,46 @@ def resolve_for_run(config: RunConfig, run_dir: Path) -> RunConfig:
     learner = replace(
         learner,
         model=config.model,
-        checkpoint=replace(learner.checkpoint, dir=str(run_dir / "checkpoints"),
-                           every=max(1, config.checkpoint_every), resume=True),
-        batch=replace(learner.batch, max_response_tokens=config.sampling.max_new_tokens,
-                      # the trainer requests every step (in both modes); a learner stepping on
-                      # its own as well would take batches the trainer then finds missing
-                      batch_samples=0),
+        checkpoint=replace(
+            learner.checkpoint,
+            dir=str(run_dir / "checkpoints"),
+            every=max(1, config.checkpoint_every),
+            resume=True,
+        ),
+        batch=replace(
+            learner.batch,
+            max_response_tokens=config.sampling.max_new_tokens,
+            # the trainer requests every step (in both modes); a learner stepping on
+            # its own as well would take batches the trainer then finds missing
+            batch_samples=0,
+        ),
         # Samplers report logprobs of the raw distribution (temperature 1), so the learner's
         # must be raw too for the importance ratios to compare like with like.
         loss=replace(learner.loss, temperature=1.0),
-    )  # fmt: skip
+    )
     address = config.bus.address or f"ipc://{run_dir.resolve()}/bus.sock"
     return replace(config, learner=learner, bus=replace(config.bus, address=address))
 
 
 def plan(config: RunConfig) -> str:
     """What ``--dry-run`` prints: actors, addresses, games, roles and policies."""
-    lines = [f"run {config.name!r}: {config.mode} mode, {config.steps} steps, model {config.model}",
-             f"  broker       {config.bus.address or 'ipc://<run_dir>/bus.sock'}",
-             f"  inference x{config.inference.actors}  backend={config.inference.backend} "
-             f"service=policy:{config.learner.name} max_batch={config.inference.max_batch}",
-             f"  learner      advantage={config.learner.advantage.mode} key={config.learner.advantage.key} "
-             f"lr={config.learner.optim.lr} lora={config.learner.lora.enabled}",
-             f"  rollout x{config.rollout.actors}    {config.rollout.episodes_per_step} episodes/step, "
-             f"concurrency {config.rollout.concurrency}, opponents={config.opponents.mode}"]  # fmt: skip
+    lines = [
+        f"run {config.name!r}: {config.mode} mode, {config.steps} steps, model {config.model}",
+        f"  broker       {config.bus.address or 'ipc://<run_dir>/bus.sock'}",
+        f"  inference x{config.inference.actors}  backend={config.inference.backend} "
+        f"service=policy:{config.learner.name} max_batch={config.inference.max_batch}",
+        f"  learner      advantage={config.learner.advantage.mode} key={config.learner.advantage.key} "
+        f"lr={config.learner.optim.lr} lora={config.learner.lora.enabled}",
+        f"  rollout x{config.rollout.actors}    {config.rollout.episodes_per_step} episodes/step, "
+        f"concurrency {config.rollout.concurrency}, opponents={config.opponents.mode}",
+    ]
     for game in config.games:
-        lines.append(f"  game         {game.id} (weight {game.weight}) role={game.role} {game.role_kwargs or ''}")
-    lines.append(f"  eval         {config.eval.games} games x {config.eval.opponents}, every {config.eval.every or 'start/end'}")
+        lines.append(
+            f"  game         {game.id} (weight {game.weight}) role={game.role} {game.role_kwargs or ''}"
+        )
+    lines.append(
+        f"  eval         {config.eval.games} games x {config.eval.opponents}, every {config.eval.every or 'start/end'}"
+    )
     threads = cpu_threads(config)
     lines.append(f"  cpu threads  {threads or 'from OMP_NUM_THREADS'}")
     return "\n".join(lines)
@@ -98,7 +113,9 @@ def validate(config: RunConfig) -> None:
         for game in config.games:
             games.registry.entry(game.id)
             roles.registry.entry(game.role)
-            bots = [*config.eval.opponents] + ([config.opponents.fixed] if config.opponents.mode == "fixed" else [])
+            bots = [*config.eval.opponents] + (
+                [config.opponents.fixed] if config.opponents.mode == "fixed" else []
+            )
             for bot in bots:
                 games.bots.registry.entry(resolve_opponent(bot, game.id))
     except RegistryError as err:

@@ -41,7 +41,11 @@ class Population:
         if label != self._loaded:
             loaded = int(label.split("-")[1]) if path is not None else 0
             target = str(path) if path is not None else str(model_dir(self.config.model))
-            self.actor.send("control", {"command": "load", "path": target, "version": loaded}, dst="inference-pool")
+            self.actor.send(
+                "control",
+                {"command": "load", "path": target, "version": loaded},
+                dst="inference-pool",
+            )
             await self.weights.wait_applied("inference-pool", loaded, exact=True)
             self._loaded = label
         return {"policy": POOL, "label": f"{POOL}@{label}"}

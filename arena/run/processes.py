@@ -48,23 +48,56 @@ def actor_commands(config: RunConfig, run_dir: Path) -> list[ActorCommand]:
     commands = [
         ActorCommand(
             "broker",
-            ["broker", "--bind", address, "--heartbeat-interval", heartbeat,
-             "--heartbeat-timeout", str(c.bus.heartbeat_timeout)],
+            [
+                "broker",
+                "--bind",
+                address,
+                "--heartbeat-interval",
+                heartbeat,
+                "--heartbeat-timeout",
+                str(c.bus.heartbeat_timeout),
+            ],
         )
-    ]  # fmt: skip
+    ]
     inference = [(f"inference-{i}", c.learner.name, c.seed + i) for i in range(c.inference.actors)]
     if c.opponents.mode == "population":
         inference.append(("inference-pool", POOL, c.seed + 99))
     i = c.inference
     for actor_name, policy_name, seed in inference:
-        argv = ["-v", "inference", "--address", address, "--actor-name", actor_name,
-                "--heartbeat-interval", heartbeat, "--name", policy_name, "--backend", i.backend,
-                "--model", c.model, "--dtype", i.dtype, "--device", device_for(i.device),
-                "--seed", str(seed), "--max-batch", str(i.max_batch),
-                "--max-wait-ms", str(i.max_wait_ms), "--max-queue", str(i.max_queue),
-                "--weight-timeout", str(i.weight_timeout), "--attention", i.attention,
-                "--shm-weights" if i.shm_weights else "--no-shm-weights",
-                *(f"--engine={key}={value!r}" for key, value in i.engine.items())]  # fmt: skip
+        argv = [
+            "-v",
+            "inference",
+            "--address",
+            address,
+            "--actor-name",
+            actor_name,
+            "--heartbeat-interval",
+            heartbeat,
+            "--name",
+            policy_name,
+            "--backend",
+            i.backend,
+            "--model",
+            c.model,
+            "--dtype",
+            i.dtype,
+            "--device",
+            device_for(i.device),
+            "--seed",
+            str(seed),
+            "--max-batch",
+            str(i.max_batch),
+            "--max-wait-ms",
+            str(i.max_wait_ms),
+            "--max-queue",
+            str(i.max_queue),
+            "--weight-timeout",
+            str(i.weight_timeout),
+            "--attention",
+            i.attention,
+            "--shm-weights" if i.shm_weights else "--no-shm-weights",
+            *(f"--engine={key}={value!r}" for key, value in i.engine.items()),
+        ]
         commands.append(ActorCommand(actor_name, argv, inference_env))
     commands.append(
         ActorCommand(
@@ -74,8 +107,16 @@ def actor_commands(config: RunConfig, run_dir: Path) -> list[ActorCommand]:
         )
     )
     for index in range(c.rollout.actors):
-        argv = ["-v", "rollout", "--address", address, "--config", str(run_dir / "config.yaml"),
-                "--index", str(index)]  # fmt: skip
+        argv = [
+            "-v",
+            "rollout",
+            "--address",
+            address,
+            "--config",
+            str(run_dir / "config.yaml"),
+            "--index",
+            str(index),
+        ]
         commands.append(ActorCommand(f"rollout-{index}", argv, restartable=True))
     return commands
 

@@ -42,7 +42,12 @@ class RunLog:
     @contextlib.contextmanager
     def progress(self, label: str, total: int, completed: int = 0) -> Iterator[Callable[[], None]]:
         """A progress bar over ``total`` items; yields the function that advances it."""
-        columns = (TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        columns = (
+            TextColumn(f"[bold]{label}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+        )
         with Progress(*columns, console=self.console, transient=True) as bar:
             task = bar.add_task(label, total=total, completed=completed)
             yield lambda: bar.advance(task)
@@ -64,23 +69,37 @@ class RunLog:
             out.write(f"{stamp} {text}\n")
 
     # -- steps -----------------------------------------------------------------------------
-    def step(self, step: int, metrics: dict[str, Any], collected: dict[str, Any], *, collect_s: float,
-             train_s: float, learner_version: int, overlapped: bool = False) -> None:  # fmt: skip
+    def step(
+        self,
+        step: int,
+        metrics: dict[str, Any],
+        collected: dict[str, Any],
+        *,
+        collect_s: float,
+        train_s: float,
+        learner_version: int,
+        overlapped: bool = False,
+    ) -> None:
         """Log one step. ``collected`` summarizes the episodes it consumed; in ``overlapped``
         (async) mode they were generated over the whole step, training time included."""
         seconds = collect_s + train_s
         generating = seconds if overlapped else collect_s or collected["seconds"]
         row = {
-            "step": step, "time": round(time.monotonic() - self._started, 2),
-            "episodes": collected["episodes"], "episodes_failed": collected["failed"],
+            "step": step,
+            "time": round(time.monotonic() - self._started, 2),
+            "episodes": collected["episodes"],
+            "episodes_failed": collected["failed"],
             "episodes_per_s": collected["episodes"] / max(seconds, 1e-9),
             "gen_tokens_per_s": collected["generated_tokens"] / max(generating, 1e-9),
-            "staleness": max(0, learner_version - collected["min_version"]) if collected["min_version"] >= 0 else 0,
-            "collect_s": round(collect_s, 2), "train_s": round(train_s, 2),
+            "staleness": max(0, learner_version - collected["min_version"])
+            if collected["min_version"] >= 0
+            else 0,
+            "collect_s": round(collect_s, 2),
+            "train_s": round(train_s, 2),
             **{f"reward/{k}": v for k, v in collected["reward"].items()},
             **{f"invalid_rate/{k}": v for k, v in collected["invalid_rate"].items()},
             **{f"learner/{k}": v for k, v in metrics.items() if isinstance(v, (int, float))},
-        }  # fmt: skip
+        }
         self._append("metrics.jsonl", row)
         for key, value in row.items():
             if self._tb is not None and isinstance(value, (int, float)) and key != "step":
@@ -106,12 +125,18 @@ class RunLog:
         marked ``recovered``: the update happened, its metrics died with the launcher.
         """
         path = self.run_dir / "metrics.jsonl"
-        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+        rows = (
+            [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+            if path.exists()
+            else []
+        )
         rows = [r for r in rows if r["step"] <= step]
         logged = {r["step"] for r in rows}
         rows += [{"step": s, "recovered": True} for s in range(1, step + 1) if s not in logged]
         if rows or path.exists():
-            path.write_text("".join(json.dumps(r) + "\n" for r in sorted(rows, key=lambda r: r["step"])))
+            path.write_text(
+                "".join(json.dumps(r) + "\n" for r in sorted(rows, key=lambda r: r["step"]))
+            )
 
     # -- evaluation ------------------------------------------------------------------------
     def evaluation(self, label: str, step: int, results: list[MatchResult]) -> None:
@@ -127,7 +152,9 @@ class RunLog:
             )
             if self._tb is not None:
                 self._tb.add_scalar(f"eval/{r.game}/{r.opponent}/score", r.score, step)
-                self._tb.add_scalar(f"eval/{r.game}/{r.opponent}/invalid_rate", r.invalid_rate, step)
+                self._tb.add_scalar(
+                    f"eval/{r.game}/{r.opponent}/invalid_rate", r.invalid_rate, step
+                )
 
     def load_eval(self, label: str) -> list[dict[str, Any]] | None:
         path = self.run_dir / f"eval_{label}.json"
@@ -136,8 +163,14 @@ class RunLog:
     def finish(self, summary: str, *, episodes_per_s: float, mode: str) -> None:
         self.console.print(summary)
         self.console.print(f"{mode} mode: {episodes_per_s:.3f} episodes/s over the training steps")
-        self._append("run_summary.jsonl", {"mode": mode, "episodes_per_s": episodes_per_s,
-                                           "wall_s": time.monotonic() - self._started})  # fmt: skip
+        self._append(
+            "run_summary.jsonl",
+            {
+                "mode": mode,
+                "episodes_per_s": episodes_per_s,
+                "wall_s": time.monotonic() - self._started,
+            },
+        )
         if self._tb is not None:
             self._tb.close()
 

@@ -19,7 +19,9 @@ from arena.bus import Actor, Message
 class WeightSync:
     """The versions the inference actors last applied, and ways to wait for one."""
 
-    def __init__(self, policy_name: str, inference_actors: int, on_event: Callable[[str], None]) -> None:
+    def __init__(
+        self, policy_name: str, inference_actors: int, on_event: Callable[[str], None]
+    ) -> None:
         self.policy_name = policy_name
         self.inference_actors = inference_actors
         self.on_event = on_event
@@ -39,8 +41,12 @@ class WeightSync:
         if body.get("applied"):
             self.acks[body["actor"]] = int(body["version"])
             self._applied.set()
-        elif "not newer" not in str(body.get("reason")):  # a re-publish of served weights is no news
-            self.on_event(f"{body.get('actor')} refused weights v{body.get('version')}: {body.get('reason')}")
+        elif "not newer" not in str(
+            body.get("reason")
+        ):  # a re-publish of served weights is no news
+            self.on_event(
+                f"{body.get('actor')} refused weights v{body.get('version')}: {body.get('reason')}"
+            )
 
     async def wait_serving(self, version: int, timeout: float = 600.0) -> None:
         """Until every inference actor serves ``version`` (or newer), asking each its status."""
@@ -53,10 +59,14 @@ class WeightSync:
                 if status.body["version"] >= version:
                     break
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"inference-{i} did not apply weights v{version} in {timeout:.0f}s")
+                    raise TimeoutError(
+                        f"inference-{i} did not apply weights v{version} in {timeout:.0f}s"
+                    )
                 await self._next_ack(0.5)
 
-    async def wait_applied(self, actor: str, version: int, exact: bool, timeout: float = 300.0) -> None:
+    async def wait_applied(
+        self, actor: str, version: int, exact: bool, timeout: float = 300.0
+    ) -> None:
         """Until ``actor`` acknowledges applying ``version`` (exactly, or it or a newer one)."""
         deadline = time.monotonic() + timeout
         self.acks.pop(actor, None)

@@ -72,7 +72,10 @@ class WeightAssembler:
     """
 
     def __init__(
-        self, expected: Mapping[str, torch.Tensor], timeout: float = 120.0, files: FileSource | None = None
+        self,
+        expected: Mapping[str, torch.Tensor],
+        timeout: float = 120.0,
+        files: FileSource | None = None,
     ) -> None:
         if files is None:
             files = SharedMemoryReader()
@@ -99,14 +102,18 @@ class WeightAssembler:
             raise
         partial = self._partial
         if partial is not None and (partial.version != version or self._expired(partial)):
-            self._drop(f"update {partial.version} incomplete: "
-                       f"{len(partial.buckets)}/{partial.num_buckets} buckets arrived")  # fmt: skip
+            self._drop(
+                f"update {partial.version} incomplete: "
+                f"{len(partial.buckets)}/{partial.num_buckets} buckets arrived"
+            )
             partial = None
         if partial is None:
             partial = self._partial = _Partial(version, total, time.monotonic())
         if total != partial.num_buckets:
             self._drop("buckets disagree on num_buckets")
-            raise WeightUpdateError(f"bucket {index} says {total} buckets, update has {partial.num_buckets}")
+            raise WeightUpdateError(
+                f"bucket {index} says {total} buckets, update has {partial.num_buckets}"
+            )
         partial.buckets[index] = checked
         if len(partial.buckets) < partial.num_buckets:
             return None
@@ -121,7 +128,9 @@ class WeightAssembler:
                 missing.add(alias)
         if missing:
             self.counters["rejected"] += 1
-            raise WeightUpdateError(f"update {version} lacks {len(missing)} tensors, e.g. {sorted(missing)[0]}")
+            raise WeightUpdateError(
+                f"update {version} lacks {len(missing)} tensors, e.g. {sorted(missing)[0]}"
+            )
         self.last_version = version
         self.counters["applied"] += 1
         return version, state
@@ -132,13 +141,19 @@ class WeightAssembler:
         if version <= self.last_version:
             raise StaleBucket(f"version {version} is not newer than {self.last_version}")
         if self._partial is not None and version < self._partial.version:
-            raise StaleBucket(f"version {version} is older than update {self._partial.version} in progress")
+            raise StaleBucket(
+                f"version {version} is older than update {self._partial.version} in progress"
+            )
 
     def _check_bucket(self, body: Any) -> tuple[int, int, int, _Checked]:
         if not isinstance(body, dict):
             raise WeightUpdateError("bucket must be a map")
         try:
-            version, index, total = int(body["version"]), int(body["bucket"]), int(body["num_buckets"])
+            version, index, total = (
+                int(body["version"]),
+                int(body["bucket"]),
+                int(body["num_buckets"]),
+            )
             checksum, entries = int(body["checksum"]), body["tensors"]
         except (KeyError, TypeError, ValueError) as err:
             raise WeightUpdateError(f"bucket lacks or garbles field {err}") from None
@@ -156,14 +171,18 @@ class WeightAssembler:
             size = TensorSpec(spec.shape, sent).nbytes
             data = self._data(item, mapped, size)
             if data.nbytes != size:
-                raise WeightUpdateError(f"{name}: {data.nbytes} bytes do not fit {sent}{list(spec.shape)}")
+                raise WeightUpdateError(
+                    f"{name}: {data.nbytes} bytes do not fit {sent}{list(spec.shape)}"
+                )
             if mapped is not None:
                 checked.places[name] = (body["shm"].get("path"), item["offset"], sent, spec.shape)
             if mapped is not None and "alias" in item:  # checked with the tensor it aliases
                 checked.aliases[name] = item["alias"]
             else:
                 crc = zlib.crc32(data, crc)
-            checked.tensors[name] = as_served(frame_tensor(data, torch_dtype(sent), spec.shape), spec)
+            checked.tensors[name] = as_served(
+                frame_tensor(data, torch_dtype(sent), spec.shape), spec
+            )
         if crc != checksum:
             raise WeightUpdateError(f"checksum mismatch in bucket {index} of version {version}")
         return version, index, total, checked
@@ -187,7 +206,9 @@ class WeightAssembler:
             return data
         offset = item.get("offset")
         if not isinstance(offset, int) or not 0 <= offset <= len(mapped) - size:
-            raise WeightUpdateError(f"{name}: offset {offset!r} outside the {len(mapped)}-byte file")
+            raise WeightUpdateError(
+                f"{name}: offset {offset!r} outside the {len(mapped)}-byte file"
+            )
         return mapped[offset : offset + size]
 
     def _expired(self, partial: _Partial) -> bool:

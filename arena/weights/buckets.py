@@ -40,7 +40,9 @@ log = logging.getLogger("arena.weights")
 
 DEFAULT_BUCKET_BYTES = 64 << 20
 
-_TORCH_DTYPES: dict[str, torch.dtype] = {name: getattr(torch, name) for name in DTYPES if hasattr(torch, name)}
+_TORCH_DTYPES: dict[str, torch.dtype] = {
+    name: getattr(torch, name) for name in DTYPES if hasattr(torch, name)
+}
 """Dtype name (:mod:`arena.core.dtypes`) to torch dtype: the dtypes a tensor may travel in."""
 _FLOAT_DTYPES = frozenset(name for name in _TORCH_DTYPES if DTYPES[name].is_float)
 
@@ -134,7 +136,9 @@ def tensor_specs(state: Mapping[str, torch.Tensor]) -> dict[str, TensorSpec]:
     return {name: TensorSpec(tuple(t.shape), dtype_name(t.dtype)) for name, t in state.items()}
 
 
-def check_tensor(expected: Mapping[str, TensorSpec], name: Any, dtype: Any, shape: Any) -> TensorSpec:
+def check_tensor(
+    expected: Mapping[str, TensorSpec], name: Any, dtype: Any, shape: Any
+) -> TensorSpec:
     """The served spec of tensor ``name``; raises :class:`WeightUpdateError` unless ``shape``
     matches it and ``dtype`` is its dtype or, both being floats, one it can be cast from.
 
@@ -149,7 +153,9 @@ def check_tensor(expected: Mapping[str, TensorSpec], name: Any, dtype: Any, shap
     got = tuple(shape) if isinstance(shape, (list, tuple)) else () if shape is None else None
     if got != spec.shape or (dtype != spec.dtype and not castable):
         shown = list(got) if got is not None else f" shape {shape!r}"
-        raise WeightUpdateError(f"{name}: got {dtype}{shown}, model has {spec.dtype}{list(spec.shape)}")
+        raise WeightUpdateError(
+            f"{name}: got {dtype}{shown}, model has {spec.dtype}{list(spec.shape)}"
+        )
     return spec
 
 
@@ -159,7 +165,9 @@ def as_served(tensor: torch.Tensor, spec: TensorSpec) -> torch.Tensor:
     return tensor if tensor.dtype == served else tensor.to(served)
 
 
-def plan_buckets(state: Mapping[str, torch.Tensor], bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> list[Bucket]:
+def plan_buckets(
+    state: Mapping[str, torch.Tensor], bucket_bytes: int = DEFAULT_BUCKET_BYTES
+) -> list[Bucket]:
     """``state`` in order, cut into groups of at most ``bucket_bytes`` (a larger tensor gets its own)."""
     groups: list[Bucket] = [[]]
     size = 0
@@ -172,10 +180,17 @@ def plan_buckets(state: Mapping[str, torch.Tensor], bucket_bytes: int = DEFAULT_
     return groups
 
 
-def bucket_body(version: int, index: int, total: int, checksum: int, tensors: list[dict[str, Any]],
-                **extra: Any) -> dict[str, Any]:  # fmt: skip
-    return {"version": version, "bucket": index, "num_buckets": total, "checksum": checksum,
-            "tensors": tensors, **extra}  # fmt: skip
+def bucket_body(
+    version: int, index: int, total: int, checksum: int, tensors: list[dict[str, Any]], **extra: Any
+) -> dict[str, Any]:
+    return {
+        "version": version,
+        "bucket": index,
+        "num_buckets": total,
+        "checksum": checksum,
+        "tensors": tensors,
+        **extra,
+    }
 
 
 def tensor_entry(name: str, tensor: torch.Tensor, **where: Any) -> dict[str, Any]:

@@ -78,7 +78,9 @@ class WeightPublisher:
         self.name = name
         self.topic = f"weights.{name}"
         self.bucket_bytes = bucket_bytes
-        self._writer = SharedMemoryWriter(name, directory) if shm and is_writable_dir(directory) else None
+        self._writer = (
+            SharedMemoryWriter(name, directory) if shm and is_writable_dir(directory) else None
+        )
         self._held: _Held | None = None
         if shm and self._writer is None:
             log.warning("%s is not writable: weights for %s go over the bus", directory, name)
@@ -93,7 +95,10 @@ class WeightPublisher:
         actor.serve(fetch_service(self.name), self._on_fetch)
 
     def publish(
-        self, state: Mapping[str, torch.Tensor], version: int, send: Callable[[dict[str, Any]], None]
+        self,
+        state: Mapping[str, torch.Tensor],
+        version: int,
+        send: Callable[[dict[str, Any]], None],
     ) -> None:
         """Hand each bucket body of ``version`` to ``send`` (which puts it on :attr:`topic`) as
         soon as it is ready. With shared memory this writes the file (about half a second for
@@ -103,8 +108,13 @@ class WeightPublisher:
             bodies: list[dict[str, Any]] = []
 
             def announce(file: SharedWeightsFile, index: int, checksum: int) -> None:
-                tensors = [tensor_entry(n, t, offset=file.offsets[n], **_alias(file, n)) for n, t in groups[index]]
-                bodies.append(bucket_body(version, index, len(groups), checksum, tensors, shm=file.ref()))
+                tensors = [
+                    tensor_entry(n, t, offset=file.offsets[n], **_alias(file, n))
+                    for n, t in groups[index]
+                ]
+                bodies.append(
+                    bucket_body(version, index, len(groups), checksum, tensors, shm=file.ref())
+                )
                 if index == 0:
                     self._held = _Held(file, bodies)  # fetchable from the first bucket on
                 send(bodies[-1])
@@ -115,7 +125,9 @@ class WeightPublisher:
             except OSError as err:  # e.g. a small /dev/shm (a container's default is 64 MB)
                 # Receivers complete this version from the byte buckets below: every bucket
                 # again, whatever references they already took.
-                log.warning("writing weights to shared memory failed (%s); using the bus from now on", err)
+                log.warning(
+                    "writing weights to shared memory failed (%s); using the bus from now on", err
+                )
                 self._writer.close()
                 self._writer = None
         self._held = None
@@ -137,7 +149,9 @@ class WeightPublisher:
             raise BusError("bad_request", "a fetch needs integer 'version' and 'bucket'") from None
         if held is None or held.file.version != version or index >= len(held.bodies):
             latest = held.file.version if held else None
-            raise BusError("gone", f"version {version} of {self.name} is not held here (latest: {latest})")
+            raise BusError(
+                "gone", f"version {version} of {self.name} is not held here (latest: {latest})"
+            )
         if index < 0:
             raise BusError("bad_request", f"bucket {index} is negative")
         if held.mapped is None:
@@ -152,15 +166,22 @@ class WeightPublisher:
         checksum = written = 0
         for item in ref["tensors"]:
             start = item["offset"]
-            data = held.mapped[start : start + TensorSpec(tuple(item["shape"]), item["dtype"]).nbytes]
+            data = held.mapped[
+                start : start + TensorSpec(tuple(item["shape"]), item["dtype"]).nbytes
+            ]
             checksum = zlib.crc32(data, checksum)
             if "alias" not in item:
                 written = zlib.crc32(data, written)
             fields = {k: v for k, v in item.items() if k not in ("offset", "alias")}
             tensors.append(fields | {"data": data})
         if written != ref["checksum"]:
-            raise BusError("corrupt", f"bucket {index} of version {version} changed in {held.file.path}")
-        return {k: v for k, v in ref.items() if k != "shm"} | {"tensors": tensors, "checksum": checksum}
+            raise BusError(
+                "corrupt", f"bucket {index} of version {version} changed in {held.file.path}"
+            )
+        return {k: v for k, v in ref.items() if k != "shm"} | {
+            "tensors": tensors,
+            "checksum": checksum,
+        }
 
 
 def _alias(file: SharedWeightsFile, name: str) -> dict[str, str]:

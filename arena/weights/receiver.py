@@ -117,11 +117,19 @@ class WeightReceiver:
         version, index = _version(body), body.get("bucket")
         self.counters["fetched"] += 1
         try:
-            reply = await self.actor.request({"version": version, "bucket": index}, dst=src,
-                                             service=fetch_service(self.name), timeout=self.timeout)  # fmt: skip
+            reply = await self.actor.request(
+                {"version": version, "bucket": index},
+                dst=src,
+                service=fetch_service(self.name),
+                timeout=self.timeout,
+            )
         except BusError as err:
             self.counters["fetch_failed"] += 1
-            self.refuse(version, f"could not fetch bucket {index} of version {version} from {src}: {err}", "fetch")
+            self.refuse(
+                version,
+                f"could not fetch bucket {index} of version {version} from {src}: {err}",
+                "fetch",
+            )
             return
         self._take(assembler, reply.body, "fetch")
 
@@ -135,8 +143,13 @@ class WeightReceiver:
         except WeightUpdateError as err:
             self.refuse(_version(body), str(err), transport)
             return
-        log.debug("%s bucket %s of version %s checked in %.3fs", transport, body.get("bucket"),
-                  body.get("version"), time.monotonic() - start)  # fmt: skip
+        log.debug(
+            "%s bucket %s of version %s checked in %.3fs",
+            transport,
+            body.get("bucket"),
+            body.get("version"),
+            time.monotonic() - start,
+        )
         if update is not None:
             version, state = update
             self.deliver(version, self._without_tied_copies(state), transport)
@@ -145,7 +158,11 @@ class WeightReceiver:
         """Drop a tied name whose update is the very view its target's is (a shared-memory file
         stores tied tensors once): copying the target sets both, and copying twice costs time."""
         for alias, target in tied_names(self.policy.state_dict()).items():
-            if alias in state and target in state and view_key(state[alias]) == view_key(state[target]):
+            if (
+                alias in state
+                and target in state
+                and view_key(state[alias]) == view_key(state[target])
+            ):
                 del state[alias]
         return state
 
@@ -174,7 +191,9 @@ class WeightReceiver:
     async def _load(self, body: Mapping[str, Any]) -> None:
         version, path = body.get("version"), body.get("path")
         if not isinstance(version, int) or isinstance(version, bool) or version < 0:
-            self.refuse(_version(body), f"load needs an integer 'version' >= 0, got {version!r}", "load")
+            self.refuse(
+                _version(body), f"load needs an integer 'version' >= 0, got {version!r}", "load"
+            )
             return
         if not isinstance(path, str) or not path:
             self.refuse(version, f"load needs a 'path' to a model directory, got {path!r}", "load")
@@ -217,7 +236,11 @@ def read_checkpoint(path: str, expected: Mapping[str, torch.Tensor]) -> dict[str
             if name in where:
                 raise WeightUpdateError(f"{name} appears in two shards")
             where[name] = handle
-    missing = set(want) - set(where) - {a for a, target in tied_names(expected).items() if target in where}
+    missing = (
+        set(want)
+        - set(where)
+        - {a for a, target in tied_names(expected).items() if target in where}
+    )
     if missing:
         raise WeightUpdateError(f"{len(missing)} tensors missing, e.g. {sorted(missing)[0]}")
     return {name: as_served(handle.get_tensor(name), want[name]) for name, handle in where.items()}

@@ -116,14 +116,19 @@ class SharedMemoryWriter:
         """The latest file and the descriptor holding its lock."""
 
     def write(
-        self, buckets: list[Bucket], version: int, on_bucket: Callable[[SharedWeightsFile, int, int], None]
+        self,
+        buckets: list[Bucket],
+        version: int,
+        on_bucket: Callable[[SharedWeightsFile, int, int], None],
     ) -> SharedWeightsFile:
         """Write ``buckets`` into a file, calling ``on_bucket(file, index, checksum)`` as soon as
         each bucket's bytes are in place (so receivers read bucket 0 while bucket 1 is being
         written). Raises OSError (e.g. no space left); buckets announced before it stay valid."""
         offsets, aliases = _layout(buckets)
         header = _header(buckets, offsets, aliases, version)
-        size = len(header) + sum(tensor_nbytes(t) for b in buckets for n, t in b if n not in aliases)
+        size = len(header) + sum(
+            tensor_nbytes(t) for b in buckets for n, t in b if n not in aliases
+        )
         path = self.directory / f"{self.stem}-v{version}{SUFFIX}"
         fd = self._reuse(path, size)
         if fd is None:
@@ -139,8 +144,14 @@ class SharedMemoryWriter:
             os.ftruncate(fd, size)
         self._current = (path, fd)
         os.lseek(fd, 0, os.SEEK_SET)
-        file = SharedWeightsFile(version, str(path), size, host_id(self.directory),
-                       {n: len(header) + off for n, off in offsets.items()}, aliases)  # fmt: skip
+        file = SharedWeightsFile(
+            version,
+            str(path),
+            size,
+            host_id(self.directory),
+            {n: len(header) + off for n, off in offsets.items()},
+            aliases,
+        )
         _write_all(fd, memoryview(header))
         for index, bucket in enumerate(buckets):
             crc = 0
@@ -244,7 +255,9 @@ class SharedMemoryReader:
         self._last = None
 
 
-def map_readonly(path: str | os.PathLike[str], size: int | None = None, lock: bool = False) -> np.ndarray:
+def map_readonly(
+    path: str | os.PathLike[str], size: int | None = None, lock: bool = False
+) -> np.ndarray:
     """A regular file's bytes, mapped read-only. Pages are faulted in as they are read, never
     ahead: a file being written has holes where its later buckets go.
 
@@ -262,7 +275,9 @@ def map_readonly(path: str | os.PathLike[str], size: int | None = None, lock: bo
             raise ValueError(f"{path} has {info.st_size} bytes, expected {size}")
         if info.st_size == 0:
             raise ValueError(f"{path} is empty")
-        data = np.frombuffer(mmap.mmap(fd, info.st_size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ), np.uint8)
+        data = np.frombuffer(
+            mmap.mmap(fd, info.st_size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ), np.uint8
+        )
     except BaseException:
         os.close(fd)
         raise
@@ -317,9 +332,16 @@ def _layout(buckets: list[Bucket]) -> tuple[dict[str, int], dict[str, str]]:
     return offsets | {name: offsets[target] for name, target in aliases.items()}, aliases
 
 
-def _header(buckets: list[Bucket], offsets: dict[str, int], aliases: dict[str, str], version: int) -> bytes:
-    entries: dict[str, Any] = {"__metadata__": {"format": "pt", "arena_version": str(version),
-                                                "arena_aliases": json.dumps(aliases)}}  # fmt: skip
+def _header(
+    buckets: list[Bucket], offsets: dict[str, int], aliases: dict[str, str], version: int
+) -> bytes:
+    entries: dict[str, Any] = {
+        "__metadata__": {
+            "format": "pt",
+            "arena_version": str(version),
+            "arena_aliases": json.dumps(aliases),
+        }
+    }
     for bucket in buckets:
         for name, tensor in bucket:
             if name in aliases:
@@ -327,8 +349,11 @@ def _header(buckets: list[Bucket], offsets: dict[str, int], aliases: dict[str, s
             known = DTYPES.get(dtype_name(tensor.dtype))
             if known is None:
                 raise ValueError(f"{name}: safetensors has no dtype {tensor.dtype}")
-            entries[name] = {"dtype": known.safetensors, "shape": list(tensor.shape),
-                             "data_offsets": [offsets[name], offsets[name] + tensor_nbytes(tensor)]}  # fmt: skip
+            entries[name] = {
+                "dtype": known.safetensors,
+                "shape": list(tensor.shape),
+                "data_offsets": [offsets[name], offsets[name] + tensor_nbytes(tensor)],
+            }
     text = json.dumps(entries, separators=(",", ":")).encode()
     text += b" " * (-(len(text) + 8) % 8)  # tensor data starts 8-byte aligned
     return len(text).to_bytes(8, "little") + text

@@ -53,8 +53,7 @@ def convertible_games() -> dict[str, str | None]:
     """Every registered OpenSpiel game by short name, mapped to why it is unsupported (or None)."""
     pyspiel = require("pyspiel", "openspiel")
     return {
-        t.short_name: unsupported_reason(t, t.min_num_players)
-        for t in pyspiel.registered_games()
+        t.short_name: unsupported_reason(t, t.min_num_players) for t in pyspiel.registered_games()
     }
 
 
@@ -96,8 +95,9 @@ class OpenSpielGame(TextGame):
         else:
             size = num_players  # a one-hot of the player to move
         box = spaces.Box(-np.inf, np.inf, (size,), np.float32)
-        super().__init__(num_players, spaces.Discrete(self.game.num_distinct_actions()), box,
-                         **kwargs)
+        super().__init__(
+            num_players, spaces.Discrete(self.game.num_distinct_actions()), box, **kwargs
+        )
 
     def openspiel_state(self) -> Any:
         return self.state.clone()
@@ -160,8 +160,11 @@ class OpenSpielGame(TextGame):
 
     def _describe(self, agent: str) -> str:
         player = self.agent_index(agent)
-        view = (self.state.information_state_string(player) if self._use_info_state
-                else self.state.observation_string(player))
+        view = (
+            self.state.information_state_string(player)
+            if self._use_info_state
+            else self.state.observation_string(player)
+        )
         return f"{self.game.get_type().long_name} (you are player {player}).\n{view}"
 
 

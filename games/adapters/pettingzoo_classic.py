@@ -65,32 +65,41 @@ def _ttt_describe(game: PettingZooClassic, player: int) -> str:
     for action, mark in enumerate(squares):
         cell = _ttt_cell(action)
         shown[cell] = MARKS[mark] if mark else str(cell + 1)
-    grid = "\n---------\n".join(" | ".join(shown[r * 3:r * 3 + 3]) for r in range(3))
+    grid = "\n---------\n".join(" | ".join(shown[r * 3 : r * 3 + 3]) for r in range(3))
     return f"Tic-Tac-Toe. You play {MARKS[player + 1]}.\n{grid}"
 
 
 def _c4_describe(game: PettingZooClassic, player: int) -> str:
     board = game.inner.board  # row 0 is the top
     rows = [" ".join(MARKS[board[r * 7 + c]] for c in range(7)) for r in range(6)]
-    return (f"Connect Four. You play {MARKS[player + 1]}.\n" + " ".join(map(str, range(1, 8)))
-            + "\n" + "\n".join(rows))
+    return (
+        f"Connect Four. You play {MARKS[player + 1]}.\n"
+        + " ".join(map(str, range(1, 8)))
+        + "\n"
+        + "\n".join(rows)
+    )
 
 
 def _rps_describe(game: PettingZooClassic, player: int) -> str:
     inner = game.inner
     rounds = [(inner.history[i], inner.history[i + 1]) for i in range(0, 10, 2)]
-    done = [r for r in reversed(rounds[:inner.num_moves]) if r[0] >= 0]
-    lines = [f"Rock-Paper-Scissors, round {min(inner.num_moves + 1, inner.max_cycles)} of "
-             f"{inner.max_cycles}. Your total: {game.returns[f'player_{player}']:+g}."]
-    lines += [f"Earlier round: player_0 {inner._moves[a]}, player_1 {inner._moves[b]}"
-              for a, b in done]
+    done = [r for r in reversed(rounds[: inner.num_moves]) if r[0] >= 0]
+    lines = [
+        f"Rock-Paper-Scissors, round {min(inner.num_moves + 1, inner.max_cycles)} of "
+        f"{inner.max_cycles}. Your total: {game.returns[f'player_{player}']:+g}."
+    ]
+    lines += [
+        f"Earlier round: player_0 {inner._moves[a]}, player_1 {inner._moves[b]}" for a, b in done
+    ]
     return "\n".join(lines)
 
 
 def _chess_describe(game: PettingZooClassic, player: int) -> str:
     board = game.inner.board
-    return (f"Chess. You play {('white', 'black')[player]} (uppercase pieces are white).\n"
-            f"{board}\nFEN: {board.fen()}")
+    return (
+        f"Chess. You play {('white', 'black')[player]} (uppercase pieces are white).\n"
+        f"{board}\nFEN: {board.fen()}"
+    )
 
 
 def _chess_name(game: PettingZooClassic, player: int, action: int) -> str:
@@ -116,7 +125,8 @@ SPECS: dict[str, ClassicSpec] = {
         "Tic-Tac-Toe (PettingZoo tictactoe_v3), 2 players; player_0 plays X and moves first. "
         "Take turns marking an empty cell of a 3x3 grid; three in a row wins, a full grid is a "
         "draw. Name a cell 1-9, counted left to right and top to bottom.",
-        _ttt_describe, lambda game, player, action: str(_ttt_cell(action) + 1),
+        _ttt_describe,
+        lambda game, player, action: str(_ttt_cell(action) + 1),
         {"max_turns": 9, "strongest_bot": "random-v0"},
     ),
     "connect_four": ClassicSpec(
@@ -124,7 +134,8 @@ SPECS: dict[str, ClassicSpec] = {
         "Connect Four (PettingZoo connect_four_v3), 2 players; player_0 plays X and moves first. "
         "Drop a disc into a column 1-7 that is not full; four in a row (across, down or "
         "diagonally) wins, a full board is a draw.",
-        _c4_describe, lambda game, player, action: str(action + 1),
+        _c4_describe,
+        lambda game, player, action: str(action + 1),
         {"max_turns": 42, "strongest_bot": "random-v0"},
     ),
     "rps": ClassicSpec(
@@ -133,7 +144,8 @@ SPECS: dict[str, ClassicSpec] = {
         "choose ROCK, PAPER or SCISSORS; player_1 does not see player_0's choice until the round "
         "ends. Rock beats scissors, scissors beat paper, paper beats rock: +1 to the winner and "
         "-1 to the loser of each round.",
-        _rps_describe, lambda game, player, action: game.inner._moves[action],
+        _rps_describe,
+        lambda game, player, action: game.inner._moves[action],
         {"information": "hidden", "max_turns": 30, "strongest_bot": "random-v0"},
         {"max_cycles": 15},
     ),
@@ -142,7 +154,8 @@ SPECS: dict[str, ClassicSpec] = {
         "Chess (PettingZoo chess_v6), 2 players; player_0 plays white. Standard rules; a draw "
         "is claimed whenever possible. Write moves in UCI notation: from-square then to-square, "
         "plus the piece letter for a promotion (e2e4, e7e8q).",
-        _chess_describe, _chess_name,
+        _chess_describe,
+        _chess_name,
         {"max_turns": 200, "strongest_bot": "random-v0"},
     ),
 }
@@ -151,8 +164,9 @@ SPECS: dict[str, ClassicSpec] = {
 class PettingZooClassic(TextGame):
     """One of :data:`SPECS`, played through its PettingZoo ``raw_env``."""
 
-    def __init__(self, env: str, env_kwargs: Mapping[str, Any] | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, env: str, env_kwargs: Mapping[str, Any] | None = None, **kwargs: Any
+    ) -> None:
         if env not in SPECS:
             raise ValueError(f"unknown PettingZoo classic game {env!r}; one of {sorted(SPECS)}")
         self.spec = SPECS[env]
@@ -198,11 +212,15 @@ class PettingZooClassic(TextGame):
 
     def _apply(self, agent: str, action: int) -> Mapping[str, float]:
         self.inner.step(action)
-        return {ours: float(self.inner.rewards.get(inner, 0.0))
-                for ours, inner in zip(self.possible_agents, self._inner_agents, strict=True)}
+        return {
+            ours: float(self.inner.rewards.get(inner, 0.0))
+            for ours, inner in zip(self.possible_agents, self._inner_agents, strict=True)
+        }
 
     def _outcome(self) -> str | None:
-        ended = [self.inner.terminations[a] or self.inner.truncations[a] for a in self._inner_agents]
+        ended = [
+            self.inner.terminations[a] or self.inner.truncations[a] for a in self._inner_agents
+        ]
         if not all(ended):
             return None
         return "draw" if len(set(self.returns.values())) == 1 else "win"

@@ -48,8 +48,10 @@ def _kuhn_private(env: Any, player: int) -> list[str]:
     # the round number keeps an earlier round's own card from matching the opponent's card now
     game = env.state.game_state
     card = "JQK"[game["player_cards"][player]]
-    return [f"Starting round {game['current_round']} out of {env.max_rounds} rounds. "
-            f"Your card is: '{card}'"]
+    return [
+        f"Starting round {game['current_round']} out of {env.max_rounds} rounds. "
+        f"Your card is: '{card}'"
+    ]
 
 
 @dataclass(frozen=True)

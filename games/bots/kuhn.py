@@ -20,13 +20,21 @@ def kuhn_nash_policy(alpha: float = 0.0) -> PolicyTable:
         raise ValueError("alpha must lie in [0, 1/3]")
     bet = {
         # first player, opening
-        J: alpha, Q: 0.0, K: 3 * alpha,
+        J: alpha,
+        Q: 0.0,
+        K: 3 * alpha,
         # first player, after pass-bet: call?
-        J + "pb": 0.0, Q + "pb": alpha + 1.0 / 3.0, K + "pb": 1.0,
+        J + "pb": 0.0,
+        Q + "pb": alpha + 1.0 / 3.0,
+        K + "pb": 1.0,
         # second player, after a pass: bet?
-        J + "p": 1.0 / 3.0, Q + "p": 0.0, K + "p": 1.0,
+        J + "p": 1.0 / 3.0,
+        Q + "p": 0.0,
+        K + "p": 1.0,
         # second player, after a bet: call?
-        J + "b": 0.0, Q + "b": 1.0 / 3.0, K + "b": 1.0,
+        J + "b": 0.0,
+        Q + "b": 1.0 / 3.0,
+        K + "b": 1.0,
     }
     return {state: [1.0 - p, p] for state, p in bet.items()}
 

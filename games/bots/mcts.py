@@ -19,9 +19,20 @@ from games.text_env import TextGame
 class MCTSBot(Bot):
     """``open_spiel.python.algorithms.mcts.MCTSBot`` with a random-rollout evaluator."""
 
-    def __init__(self, simulations: int = 200, rollouts: int = 1, uct_c: float = 2.0,
-                 solve: bool = True, seed: int | None = None) -> None:
-        self.simulations, self.rollouts, self.uct_c, self.solve = simulations, rollouts, uct_c, solve
+    def __init__(
+        self,
+        simulations: int = 200,
+        rollouts: int = 1,
+        uct_c: float = 2.0,
+        solve: bool = True,
+        seed: int | None = None,
+    ) -> None:
+        self.simulations, self.rollouts, self.uct_c, self.solve = (
+            simulations,
+            rollouts,
+            uct_c,
+            solve,
+        )
         self._mcts = require("open_spiel.python.algorithms.mcts", "openspiel")
         super().__init__(seed)
 
@@ -35,6 +46,12 @@ class MCTSBot(Bot):
             raise unsupported(self, env, "a perfect-information game with an OpenSpiel state")
         state = env.openspiel_state()
         evaluator = self._mcts.RandomRolloutEvaluator(self.rollouts, self._random_state)
-        bot = self._mcts.MCTSBot(state.get_game(), self.uct_c, self.simulations, evaluator,
-                                 solve=self.solve, random_state=self._random_state)
+        bot = self._mcts.MCTSBot(
+            state.get_game(),
+            self.uct_c,
+            self.simulations,
+            evaluator,
+            solve=self.solve,
+            random_state=self._random_state,
+        )
         return int(bot.step(state))

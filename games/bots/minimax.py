@@ -38,14 +38,21 @@ class AlphaBetaBot(Bot):
         table: dict[tuple[Position, int | None], tuple[float, int]] = {}
         child_depth = None if self.depth is None else self.depth - 1
         values = {
-            move: -DISCOUNT * self._search(position.play(move), child_depth, -math.inf, math.inf, table)
+            move: -DISCOUNT
+            * self._search(position.play(move), child_depth, -math.inf, math.inf, table)
             for move in position.moves()
         }
         best = max(values.values())
         return [m for m, v in values.items() if v >= best - 1e-9]
 
-    def _search(self, pos: Position, depth: int | None, alpha: float, beta: float,
-                table: dict[tuple[Position, int | None], tuple[float, int]]) -> float:
+    def _search(
+        self,
+        pos: Position,
+        depth: int | None,
+        alpha: float,
+        beta: float,
+        table: dict[tuple[Position, int | None], tuple[float, int]],
+    ) -> float:
         """The position's value for the player to move, exact when it lies in (alpha, beta)."""
         result = pos.result()
         if result is not None:
@@ -55,13 +62,19 @@ class AlphaBetaBot(Bot):
         key = (pos, depth)
         if key in table:
             value, bound = table[key]
-            if bound == EXACT or (bound == LOWER and value >= beta) or (bound == UPPER and value <= alpha):
+            if (
+                bound == EXACT
+                or (bound == LOWER and value >= beta)
+                or (bound == UPPER and value <= alpha)
+            ):
                 return value
         low, best = alpha, -math.inf
         child_depth = None if depth is None else depth - 1
         for move in pos.moves():
             # window for the child, seen from its side: v = -DISCOUNT * w
-            w = self._search(pos.play(move), child_depth, -beta / DISCOUNT, -alpha / DISCOUNT, table)
+            w = self._search(
+                pos.play(move), child_depth, -beta / DISCOUNT, -alpha / DISCOUNT, table
+            )
             best = max(best, -DISCOUNT * w)
             alpha = max(alpha, best)
             if alpha >= beta:

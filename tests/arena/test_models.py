@@ -1,4 +1,7 @@
-"""Model loading: the tiny test model, local directories, the embedded SmolLM2, clear errors."""
+"""Model loading: the tiny test model, local directories, the embedded SmolLM2, clear errors.
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/test_models.py``.
+"""
 
 from __future__ import annotations
 
@@ -91,7 +94,11 @@ def test_embedded_smollm2_converts_once_then_loads_fast(
     model, tokenizer = load_model("smollm2-135m-instruct", cache=tmp_path)
     assert time.monotonic() - start < 5  # under 1 s on an idle machine
     assert "converting" not in capfd.readouterr().err
-    chat = tokenizer.apply_chat_template([{"role": "user", "content": "What is 2+2?"}], add_generation_prompt=True,
-                                         return_tensors="pt", return_dict=True)  # fmt: skip
+    chat = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "What is 2+2?"}],
+        add_generation_prompt=True,
+        return_tensors="pt",
+        return_dict=True,
+    )
     out = model.generate(**chat, max_new_tokens=16, do_sample=False)
     assert "4" in tokenizer.decode(out[0, chat["input_ids"].shape[1] :])

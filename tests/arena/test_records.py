@@ -1,4 +1,7 @@
-"""Turn and Episode records: validation and exact round trips through the bus codec."""
+"""Turn and Episode records: validation and exact round trips through the bus codec.
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/test_records.py``.
+"""
 
 from __future__ import annotations
 
@@ -11,23 +14,46 @@ from arena.records import Episode, RecordError, SeatAssignment, Turn
 
 def make_turn(index: int = 0, seat: str = "player_0", **changes) -> Turn:
     fields = dict(
-        episode_id="ep1", index=index, game="tictactoe-v0", seat=seat, role="player",
-        prompt_ids=np.array([1, 2, 3], np.int32), response_ids=np.array([7, 8], np.int32),
-        response_logprobs=np.array([-0.5, -1.25], np.float32), text="<answer>4</answer>",
-        action=4, valid=True, reward=0.0, policy_version=3, trained=True, group="g0",
-    )  # fmt: skip
+        episode_id="ep1",
+        index=index,
+        game="tictactoe-v0",
+        seat=seat,
+        role="player",
+        prompt_ids=np.array([1, 2, 3], np.int32),
+        response_ids=np.array([7, 8], np.int32),
+        response_logprobs=np.array([-0.5, -1.25], np.float32),
+        text="<answer>4</answer>",
+        action=4,
+        valid=True,
+        reward=0.0,
+        policy_version=3,
+        trained=True,
+        group="g0",
+    )
     fields.update(changes)
     return Turn(**fields)
 
 
 def make_episode() -> Episode:
-    seats = {"player_0": SeatAssignment("player", "main"),
-             "player_1": SeatAssignment("player", "random-v0", trained=False)}  # fmt: skip
-    turns = [make_turn(0), make_turn(1, seat="player_1", trained=False, action=None, valid=False),
-             make_turn(2, reward=1.0)]  # fmt: skip
-    return Episode(id="ep1", game="tictactoe-v0", seed=11, seats=seats, turns=turns,
-                   final_rewards={"player_0": 1.0, "player_1": -1.0}, termination="win",
-                   stats={"turns": 3})  # fmt: skip
+    seats = {
+        "player_0": SeatAssignment("player", "main"),
+        "player_1": SeatAssignment("player", "random-v0", trained=False),
+    }
+    turns = [
+        make_turn(0),
+        make_turn(1, seat="player_1", trained=False, action=None, valid=False),
+        make_turn(2, reward=1.0),
+    ]
+    return Episode(
+        id="ep1",
+        game="tictactoe-v0",
+        seed=11,
+        seats=seats,
+        turns=turns,
+        final_rewards={"player_0": 1.0, "player_1": -1.0},
+        termination="win",
+        stats={"turns": 3},
+    )
 
 
 def test_episode_roundtrips_exactly_through_the_codec() -> None:
@@ -41,7 +67,13 @@ def test_episode_roundtrips_exactly_through_the_codec() -> None:
         np.testing.assert_array_equal(a.prompt_ids, b.prompt_ids)
         np.testing.assert_array_equal(a.response_logprobs, b.response_logprobs)
         assert a.response_ids.dtype == np.int32 and a.response_logprobs.dtype == np.float32
-        assert (a.action, a.valid, a.reward, a.trained, a.group) == (b.action, b.valid, b.reward, b.trained, b.group)
+        assert (a.action, a.valid, a.reward, a.trained, a.group) == (
+            b.action,
+            b.valid,
+            b.reward,
+            b.trained,
+            b.group,
+        )
     assert [t.index for t in back.trained_turns()] == [0, 2]
 
 

@@ -1,4 +1,7 @@
-"""The conformance kit over every registered game, and proof that it catches broken games."""
+"""The conformance kit over every registered game, and proof that it catches broken games.
+
+Run with ``.venv/bin/python -m pytest -q tests/games/test_conformance.py``.
+"""
 
 from __future__ import annotations
 
@@ -19,8 +22,14 @@ def test_every_registered_game_passes_the_kit(game_id: str) -> None:
     report = check_game(game_id)
     assert report.passed, report.table()
     assert [r.name for r in report.results] == [
-        "construct", "api_test", "seed_test", "text_roundtrip", "determinism", "hidden_info",
-        "finishes", "bad_input",
+        "construct",
+        "api_test",
+        "seed_test",
+        "text_roundtrip",
+        "determinism",
+        "hidden_info",
+        "finishes",
+        "bad_input",
     ]
 
 

@@ -1,4 +1,7 @@
-"""Connect Four wins in every direction, full columns, and agreement with OpenSpiel."""
+"""Connect Four wins in every direction, full columns, and agreement with OpenSpiel.
+
+Run with ``.venv/bin/python -m pytest -q tests/games/test_connect_four.py``.
+"""
 
 from __future__ import annotations
 
@@ -48,8 +51,50 @@ def test_a_full_column_is_illegal() -> None:
 
 def test_full_board_draw() -> None:
     # columns filled in pairs, shifted so that no four ever line up
-    order = [1, 2, 1, 2, 1, 2, 2, 1, 2, 1, 2, 1, 3, 4, 3, 4, 3, 4, 4, 3, 4, 3, 4, 3,
-             5, 6, 5, 6, 5, 6, 6, 5, 6, 5, 6, 5, 7, 7, 7, 7, 7, 7]
+    order = [
+        1,
+        2,
+        1,
+        2,
+        1,
+        2,
+        2,
+        1,
+        2,
+        1,
+        2,
+        1,
+        3,
+        4,
+        3,
+        4,
+        3,
+        4,
+        4,
+        3,
+        4,
+        3,
+        4,
+        3,
+        5,
+        6,
+        5,
+        6,
+        5,
+        6,
+        6,
+        5,
+        6,
+        5,
+        6,
+        5,
+        7,
+        7,
+        7,
+        7,
+        7,
+        7,
+    ]
     env = play(order)
     assert env.termination_reason == "draw" and env.turn == 42
 

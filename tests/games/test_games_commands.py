@@ -1,4 +1,7 @@
-"""``arena games`` and ``arena check-game``."""
+"""``arena games`` and ``arena check-game``.
+
+Run with ``.venv/bin/python -m pytest -q tests/games/test_games_commands.py``.
+"""
 
 from __future__ import annotations
 
@@ -41,10 +44,13 @@ def test_arena_games_lists_every_good_game_and_names_the_broken_ones(
     assert rows == {"nim-v0": ["2", "competitive", "perfect", "nim-optimal-v0"]}
     broken = err.splitlines()[-3:]
     assert broken[0] == "  Bad (pkg:Bad, plugin bad-dist): id 'Bad' must look like ..."
-    assert broken[1].startswith("  gone-v0 (no_such_module_xyz:Game): cannot import it: "
-                                "ModuleNotFoundError")
-    assert broken[2] == (f"  plain-v0 ({__name__}:PlainEnv, plugin plain-dist): "
-                         "PlainEnv is not a games.TextGame (its bases: pettingzoo.utils.env.AECEnv)")
+    assert broken[1].startswith(
+        "  gone-v0 (no_such_module_xyz:Game): cannot import it: ModuleNotFoundError"
+    )
+    assert broken[2] == (
+        f"  plain-v0 ({__name__}:PlainEnv, plugin plain-dist): "
+        "PlainEnv is not a games.TextGame (its bases: pettingzoo.utils.env.AECEnv)"
+    )
     assert "3 registered games cannot be listed" in err
     assert main(["games", "--ids"]) == 0
     assert capsys.readouterr().out.split() == ["gone-v0", "nim-v0", "plain-v0"]
@@ -67,7 +73,9 @@ def test_check_game_rejects_unknown_ids(capsys: pytest.CaptureFixture[str]) -> N
     assert main(["check-game"]) == 2
 
 
-def test_check_game_takes_an_unregistered_module_factory(capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_game_takes_an_unregistered_module_factory(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     assert main(["check-game", "games.nim:Nim", "-p", "heaps=[2, 2]"]) == 0
     assert "games.nim:Nim: PASSED" in capsys.readouterr().out
     assert main(["check-game", "games.nim:Nope"]) == 2

@@ -1,4 +1,7 @@
-"""The package API: games.make, ids, spec (a typed GameSpec), and the games registry."""
+"""The package API: games.make, ids, spec (a typed GameSpec), and the games registry.
+
+Run with ``.venv/bin/python -m pytest -q tests/games/test_games_init.py``.
+"""
 
 from __future__ import annotations
 
@@ -50,10 +53,17 @@ def test_a_spec_is_frozen() -> None:
 
 def test_adapter_samples_are_registered() -> None:
     ids = set(games.ids())
-    for game_id in ("openspiel-tic_tac_toe-v0", "openspiel-kuhn_poker-v0",
-                    "openspiel-connect_four-v0", "openspiel-leduc_poker-v0",
-                    "pettingzoo-tictactoe-v0", "pettingzoo-connect_four-v0",
-                    "pettingzoo-rps-v0", "pettingzoo-chess-v0", "textarena-tictactoe-v0"):
+    for game_id in (
+        "openspiel-tic_tac_toe-v0",
+        "openspiel-kuhn_poker-v0",
+        "openspiel-connect_four-v0",
+        "openspiel-leduc_poker-v0",
+        "pettingzoo-tictactoe-v0",
+        "pettingzoo-connect_four-v0",
+        "pettingzoo-rps-v0",
+        "pettingzoo-chess-v0",
+        "textarena-tictactoe-v0",
+    ):
         assert game_id in ids
 
 
@@ -89,8 +99,9 @@ def test_the_spec_of_an_adapter_sample_needs_no_import(monkeypatch: pytest.Monke
 def test_available_follows_the_required_module(monkeypatch: pytest.MonkeyPatch) -> None:
     assert games.spec("tictactoe-v0").available()
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "pyspiel" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "pyspiel" else real(name, *a)
+    )
     assert not games.spec("openspiel-kuhn_poker-v0").available()
     assert games.spec("kuhn-poker-v0").available()  # native: its OpenSpiel mirror is optional
 
@@ -138,15 +149,22 @@ def test_a_missing_or_bad_field_is_named_with_its_class() -> None:
 
 def test_an_import_error_is_named() -> None:
     assert spec_error("no_such_module_xyz:Game").startswith(
-        "cannot import it: ModuleNotFoundError: No module named 'no_such_module_xyz'")
+        "cannot import it: ModuleNotFoundError: No module named 'no_such_module_xyz'"
+    )
     assert spec_error("games.nim:Nope").startswith("cannot import it: AttributeError")
 
 
 def test_registered_fields_win_over_the_class_and_need_no_import() -> None:
-    entry = Entry("lazy-v0", "no_such_module_xyz:Game",
-                  metadata={"seats": (2, 4), "kind": "cooperative", "information": "hidden"})
+    entry = Entry(
+        "lazy-v0",
+        "no_such_module_xyz:Game",
+        metadata={"seats": (2, 4), "kind": "cooperative", "information": "hidden"},
+    )
     spec = GameSpec.from_entry(entry)  # imports nothing
     assert (spec.seats, spec.zero_sum, spec.strongest_bot) == ((2, 4), False, "random-v0")
     over = GameSpec.from_entry(Entry("nim-v0", Nim, metadata={"strongest_bot": "random-v0"}))
     assert (over.strongest_bot, over.max_turns, over.entry_point) == (
-        "random-v0", 12, "games.nim:Nim")
+        "random-v0",
+        12,
+        "games.nim:Nim",
+    )

@@ -1,4 +1,7 @@
-"""Kuhn poker: payoffs, hidden cards, and agreement with OpenSpiel's kuhn_poker."""
+"""Kuhn poker: payoffs, hidden cards, and agreement with OpenSpiel's kuhn_poker.
+
+Run with ``.venv/bin/python -m pytest -q tests/games/test_kuhn_poker.py``.
+"""
 
 from __future__ import annotations
 

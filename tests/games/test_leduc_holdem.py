@@ -1,4 +1,7 @@
-"""Leduc hold'em: betting rules, showdowns, hidden cards, and agreement with OpenSpiel."""
+"""Leduc hold'em: betting rules, showdowns, hidden cards, and agreement with OpenSpiel.
+
+Run with ``.venv/bin/python -m pytest -q tests/games/test_leduc_holdem.py``.
+"""
 
 from __future__ import annotations
 

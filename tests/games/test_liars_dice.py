@@ -1,4 +1,7 @@
-"""Liar's Dice for 2 to 6 players: bids, challenges, zero-sum rewards, hidden dice."""
+"""Liar's Dice for 2 to 6 players: bids, challenges, zero-sum rewards, hidden dice.
+
+Run with ``.venv/bin/python -m pytest -q tests/games/test_liars_dice.py``.
+"""
 
 from __future__ import annotations
 
@@ -35,8 +38,9 @@ def test_a_false_bid_makes_the_bidder_lose(num_players: int) -> None:
     env.step_text("liar")
     loser = f"player_{num_players - 2}"
     assert env.returns[loser] == -1.0 and env.termination_reason == "win"
-    assert all(r == pytest.approx(1 / (num_players - 1))
-               for a, r in env.returns.items() if a != loser)
+    assert all(
+        r == pytest.approx(1 / (num_players - 1)) for a, r in env.returns.items() if a != loser
+    )
 
 
 def test_bids_must_rise_and_the_first_turn_cannot_challenge() -> None:
@@ -74,7 +78,8 @@ def test_dice_are_hidden_until_the_challenge() -> None:
         env.step_text("bid 1 3s")
     texts = [env.observe("player_0")["text"] for env in views]
     assert texts[0] == texts[1] and "Your dice: [1 2]" in texts[0]
-    assert np.array_equal(views[0].observe("player_2")["observation"],
-                          views[1].observe("player_2")["observation"])
+    assert np.array_equal(
+        views[0].observe("player_2")["observation"], views[1].observe("player_2")["observation"]
+    )
     views[0].step_text("liar")
     assert "player_1 had [6 6]" in views[0].observe("player_0")["text"]

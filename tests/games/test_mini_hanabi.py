@@ -1,4 +1,7 @@
-"""Mini Hanabi: plays, misplays, hints, the end of the deck, and hands hidden from their owner."""
+"""Mini Hanabi: plays, misplays, hints, the end of the deck, and hands hidden from their owner.
+
+Run with ``.venv/bin/python -m pytest -q tests/games/test_mini_hanabi.py``.
+"""
 
 from __future__ import annotations
 

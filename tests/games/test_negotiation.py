@@ -1,4 +1,7 @@
-"""Simple Negotiation: strict free-text parsing, every genuine offer legal, deals and no deals."""
+"""Simple Negotiation: strict free-text parsing, every genuine offer legal, deals and no deals.
+
+Run with ``.venv/bin/python -m pytest -q tests/games/test_negotiation.py``.
+"""
 
 from __future__ import annotations
 
@@ -53,13 +56,17 @@ def test_accepting_splits_the_pool_by_the_offer(env: Negotiation) -> None:
     env.step_text("offer books=2 hats=0 balls=1")  # player_0 keeps 2 books and a ball
     env.step_text("accept")
     assert env.termination_reason == "agreement"
-    assert env.returns == {"player_0": (2 * 2 + 1) / POOL_VALUE,
-                           "player_1": (4 + 2 * 2) / POOL_VALUE}
+    assert env.returns == {
+        "player_0": (2 * 2 + 1) / POOL_VALUE,
+        "player_1": (4 + 2 * 2) / POOL_VALUE,
+    }
 
 
 def test_accept_and_reject_need_an_opponents_offer(env: Negotiation) -> None:
     env.step_text("accept")
-    assert env.infos["player_0"]["invalid_reason"] == "there is no offer from your opponent to accept"
+    assert (
+        env.infos["player_0"]["invalid_reason"] == "there is no offer from your opponent to accept"
+    )
     env.step_text("offer books=1 hats=1 balls=1")
     env.step_text("offer books=1 hats=0 balls=2")  # a counter-offer replaces the first
     env.step_text("reject")

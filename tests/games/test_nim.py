@@ -1,4 +1,7 @@
-"""Nim: rules, the exact nim-sum bot, and alpha-beta agreeing with it."""
+"""Nim: rules, the exact nim-sum bot, and alpha-beta agreeing with it.
+
+Run with ``.venv/bin/python -m pytest -q tests/games/test_nim.py``.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""games.play.play_game."""
+"""games.play.play_game.
+
+Run with ``.venv/bin/python -m pytest -q tests/games/test_play.py``.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ def test_play_game_reports_the_outcome() -> None:
     assert outcome.termination_reason == "win" and outcome.turns == env.turn
     assert sorted(outcome.returns.values()) == [-1.0, 0.5, 0.5]
     assert outcome.invalid_counts == {"player_0": 0, "player_1": 0, "player_2": 0}
-    again = play_game(env, {a: RandomBot(seed=i) for i, a in enumerate(env.possible_agents)},
-                      seed=4)
+    again = play_game(
+        env, {a: RandomBot(seed=i) for i, a in enumerate(env.possible_agents)}, seed=4
+    )
     assert again == outcome

@@ -1,4 +1,7 @@
-"""Iterated Prisoner's Dilemma: payoffs per round, and simultaneous moves the AEC way."""
+"""Iterated Prisoner's Dilemma: payoffs per round, and simultaneous moves the AEC way.
+
+Run with ``.venv/bin/python -m pytest -q tests/games/test_prisoners_dilemma.py``.
+"""
 
 from __future__ import annotations
 

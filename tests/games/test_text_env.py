@@ -1,4 +1,7 @@
-"""The shared machinery of games.text_env.TextGame: invalid actions, step_text, bad input, limits."""
+"""The shared machinery of games.text_env.TextGame: invalid actions, step_text, bad input, limits.
+
+Run with ``.venv/bin/python -m pytest -q tests/games/test_text_env.py``.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Tic-Tac-Toe positions with known outcomes."""
+"""Tic-Tac-Toe positions with known outcomes.
+
+Run with ``.venv/bin/python -m pytest -q tests/games/test_tictactoe.py``.
+"""
 
 from __future__ import annotations
 

@@ -1,3 +1,8 @@
+"""Roles: the registry, the player role's prompts, output formats and reply parsing.
+
+Run with ``.venv/bin/python -m pytest -q tests/roles/test_roles.py``.
+"""
+
 from __future__ import annotations
 
 import pytest

@@ -29,11 +29,22 @@ def turn(
     if logprobs is None:
         logprobs = np.full(len(response), -1.0, dtype=np.float32)
     return Turn(
-        episode_id=episode_id, index=index, game=game, seat=seat, role=role,
-        prompt_ids=np.asarray(prompt, dtype=np.int32), response_ids=response,
-        response_logprobs=np.asarray(logprobs, dtype=np.float32), text="", action=None,
-        valid=valid, reward=reward, policy_version=version, trained=trained, group=group,
-    )  # fmt: skip
+        episode_id=episode_id,
+        index=index,
+        game=game,
+        seat=seat,
+        role=role,
+        prompt_ids=np.asarray(prompt, dtype=np.int32),
+        response_ids=response,
+        response_logprobs=np.asarray(logprobs, dtype=np.float32),
+        text="",
+        action=None,
+        valid=valid,
+        reward=reward,
+        policy_version=version,
+        trained=trained,
+        group=group,
+    )
 
 
 def episode(
@@ -49,19 +60,41 @@ def episode(
     seats = {t.seat for t in turns}
     roles = roles or {}
     return Episode(
-        id=episode_id, game=game, seed=0,
-        seats={s: SeatAssignment(role=roles.get(s, "player"), policy=policy, trained=s not in untrained)
-               for s in sorted(seats)},
-        turns=turns, final_rewards=dict(final_rewards or {}), termination="done",
-    )  # fmt: skip
+        id=episode_id,
+        game=game,
+        seed=0,
+        seats={
+            s: SeatAssignment(
+                role=roles.get(s, "player"), policy=policy, trained=s not in untrained
+            )
+            for s in sorted(seats)
+        },
+        turns=turns,
+        final_rewards=dict(final_rewards or {}),
+        termination="done",
+    )
 
 
 def bandit_episode(
-    episode_id: str, prompt: Sequence[int], token: int, logprob: float, reward: float, version: int = 0
+    episode_id: str,
+    prompt: Sequence[int],
+    token: int,
+    logprob: float,
+    reward: float,
+    version: int = 0,
 ) -> Episode:
     """A one-turn, one-seat episode: the policy answered ``token`` to ``prompt``."""
-    t = turn(episode_id, 0, "p0", prompt=prompt, response=[token], logprobs=[logprob],
-             reward=reward, version=version, group="bandit")  # fmt: skip
+    t = turn(
+        episode_id,
+        0,
+        "p0",
+        prompt=prompt,
+        response=[token],
+        logprobs=[logprob],
+        reward=reward,
+        version=version,
+        group="bandit",
+    )
     return episode(episode_id, [t], final_rewards={"p0": reward})
 
 
@@ -78,7 +111,17 @@ def two_seat_episodes(count: int, start: int = 0, version: int = 0) -> list[Epis
             response = rng.integers(3, 500, size=int(rng.integers(1, 6)))
             lps = -rng.uniform(0.5, 3.0, size=len(response))
             reward = float(rng.choice([-1.0, 0.0, 1.0])) if k >= 2 else 0.0
-            turns.append(turn(eid, k, seat, prompt=prompt, response=response, logprobs=lps,
-                              reward=reward, version=version))  # fmt: skip
+            turns.append(
+                turn(
+                    eid,
+                    k,
+                    seat,
+                    prompt=prompt,
+                    response=response,
+                    logprobs=lps,
+                    reward=reward,
+                    version=version,
+                )
+            )
         out.append(episode(eid, turns))
     return out

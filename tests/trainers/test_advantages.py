@@ -1,4 +1,7 @@
-"""Returns and advantages against numbers worked out by hand (the arithmetic is in comments)."""
+"""Returns and advantages against numbers worked out by hand (the arithmetic is in comments).
+
+Run with ``.venv/bin/python -m pytest -q tests/trainers/test_advantages.py``.
+"""
 
 from __future__ import annotations
 
@@ -22,8 +25,10 @@ def three_turn_two_seat(roles: dict[str, str] | None = None):
     """Seats a and b alternate a0 b0 a1 b1 a2 b2; a wins (+1 on its last turn), b loses (-1)."""
     roles = roles or {"a": "player", "b": "player"}
     rewards = {4: 1.0, 5: -1.0}
-    turns = [turn("e", k, "ab"[k % 2], role=roles["ab"[k % 2]], reward=rewards.get(k, 0.0))
-             for k in range(6)]  # fmt: skip
+    turns = [
+        turn("e", k, "ab"[k % 2], role=roles["ab"[k % 2]], reward=rewards.get(k, 0.0))
+        for k in range(6)
+    ]
     return episode("e", turns, roles=roles, final_rewards={"a": 1.0, "b": -1.0})
 
 
@@ -52,8 +57,9 @@ def test_batch_mode_pooled_and_per_role() -> None:
     keys = [(s.game, s.role) for s in samples]
     adv = compute_advantages("batch", [s.ret for s in samples], [0.0] * 6, keys, [""] * 6)
     got = {s.turn_index: a for s, a in zip(samples, adv, strict=True)}
-    assert got == pytest.approx({0: 0.893388, 2: 0.992653, 4: 1.102948,
-                                 1: -0.893388, 3: -0.992653, 5: -1.102948}, abs=1e-5)  # fmt: skip
+    assert got == pytest.approx(
+        {0: 0.893388, 2: 0.992653, 4: 1.102948, 1: -0.893388, 3: -0.992653, 5: -1.102948}, abs=1e-5
+    )
     # Keyed by role (a attacks, b defends), each role normalizes alone:
     # attacker [0.81, 0.9, 1]: mean 0.9033333, deviations [-0.0933333, -0.0033333, 0.0966667],
     #   var = (0.00871111 + 0.00001111 + 0.00934444) / 3 = 0.00602222, std = 0.0776030
@@ -62,8 +68,9 @@ def test_batch_mode_pooled_and_per_role() -> None:
     keys = [(s.game, s.role) for s in samples]
     adv = compute_advantages("batch", [s.ret for s in samples], [0.0] * 6, keys, [""] * 6)
     got = {s.turn_index: a for s, a in zip(samples, adv, strict=True)}
-    assert got == pytest.approx({0: -1.202702, 2: -0.042953, 4: 1.245655,
-                                 1: 1.202702, 3: 0.042953, 5: -1.245655}, abs=1e-4)  # fmt: skip
+    assert got == pytest.approx(
+        {0: -1.202702, 2: -0.042953, 4: 1.245655, 1: 1.202702, 3: 0.042953, 5: -1.245655}, abs=1e-4
+    )
 
 
 def test_three_player_game() -> None:
@@ -90,8 +97,13 @@ def test_broadcast_three_players_uses_final_outcome_on_every_turn() -> None:
             turns.append(turn("b3", 3 * k + i, f"p{i}", reward=reward, group="q"))
     samples = episode_samples(episode("b3", turns, final_rewards=final), gamma=1.0)
     keys = [(s.game, s.role) for s in samples]
-    adv = compute_advantages("broadcast", [s.ret for s in samples], [s.outcome for s in samples],
-                             keys, [s.group for s in samples])  # fmt: skip
+    adv = compute_advantages(
+        "broadcast",
+        [s.ret for s in samples],
+        [s.outcome for s in samples],
+        keys,
+        [s.group for s in samples],
+    )
     expected = {"p0": 1.414213, "p1": -0.707107, "p2": -0.707107}
     for s, a in zip(samples, adv, strict=True):
         assert a == pytest.approx(expected[s.seat], abs=1e-5)
@@ -111,8 +123,13 @@ def test_group_mode_grpo() -> None:
     assert adv[:4] == pytest.approx([1, -1, -1, 1], abs=1e-5)
     assert list(adv[4:]) == [0.0, 0.0, 0.0]
     # The same prompt group id under two roles stays two groups: proposer [2, 4] -> [-1, 1].
-    adv = compute_advantages("group", [2.0, 4.0, 7.0], [0.0] * 3,
-                             [("g", "proposer"), ("g", "proposer"), ("g", "solver")], ["q"] * 3)  # fmt: skip
+    adv = compute_advantages(
+        "group",
+        [2.0, 4.0, 7.0],
+        [0.0] * 3,
+        [("g", "proposer"), ("g", "proposer"), ("g", "solver")],
+        ["q"] * 3,
+    )
     assert adv == pytest.approx([-1.0, 1.0, 0.0], abs=1e-5)
 
 
@@ -123,7 +140,9 @@ def test_single_sample_and_zero_variance_keys_are_exactly_zero() -> None:
     assert list(out) == [0.0, 0.0, 0.0, 0.0]
     assert not np.any(np.isnan(out))
     # Without the std division, A = G - mean: [1, 3] -> [-1, 1]
-    assert normalize_by_key([1.0, 3.0], [("k",)] * 2, scale_by_std=False) == pytest.approx([-1.0, 1.0])
+    assert normalize_by_key([1.0, 3.0], [("k",)] * 2, scale_by_std=False) == pytest.approx(
+        [-1.0, 1.0]
+    )
 
 
 def test_ema_reads_the_baseline_before_updating_it() -> None:
@@ -133,8 +152,9 @@ def test_ema_reads_the_baseline_before_updating_it() -> None:
     #   A3 = 2 - 1.75 = 0.25, then b = 0.5 * 1.75 + 0.5 * 2 = 1.875
     # (Updating first would give A1 = 1 - 0.5 = 0.5.) Key y is independent: A = 4 - 0 = 4.
     ema = EMABaseline(alpha=0.5)
-    adv = compute_advantages("ema", [1.0, 4.0, 3.0, 2.0], [0.0] * 4,
-                             [("x",), ("y",), ("x",), ("x",)], [""] * 4, ema=ema)  # fmt: skip
+    adv = compute_advantages(
+        "ema", [1.0, 4.0, 3.0, 2.0], [0.0] * 4, [("x",), ("y",), ("x",), ("x",)], [""] * 4, ema=ema
+    )
     assert adv == pytest.approx([1.0, 4.0, 2.5, 0.25])
     assert ema.baselines == pytest.approx({("x",): 1.875, ("y",): 2.0})
     # The baseline carries over to the next batch: A = 3 - 1.875 = 1.125.
@@ -150,8 +170,14 @@ def test_whiten() -> None:
     # [1, 2, 3]: mean 2, std sqrt(2/3) = 0.816497 -> [-1.224743, 0, 1.224743] (eps 1e-6)
     assert whiten([1.0, 2.0, 3.0]) == pytest.approx([-1.224743, 0.0, 1.224743], abs=1e-5)
     assert list(whiten([4.0, 4.0])) == [4.0, 4.0]
-    adv = compute_advantages("group", [1.0, 3.0, 10.0, 30.0], [0.0] * 4, [("k",)] * 4,
-                             ["a", "a", "b", "b"], whiten_all=True)  # fmt: skip
+    adv = compute_advantages(
+        "group",
+        [1.0, 3.0, 10.0, 30.0],
+        [0.0] * 4,
+        [("k",)] * 4,
+        ["a", "a", "b", "b"],
+        whiten_all=True,
+    )
     # group-normalized [-1, 1, -1, 1] already has mean 0 and std 1
     assert adv == pytest.approx([-1.0, 1.0, -1.0, 1.0], abs=1e-5)
 

@@ -1,4 +1,7 @@
-"""The in-process learner: input hygiene, one update, accumulation, NaN guard, LoRA, weights."""
+"""The in-process learner: input hygiene, one update, accumulation, NaN guard, LoRA, weights.
+
+Run with ``.venv/bin/python -m pytest -q tests/trainers/test_learner.py``.
+"""
 
 from __future__ import annotations
 
@@ -41,11 +44,17 @@ def test_bad_episodes_are_rejected_and_the_batch_goes_on(fresh_tiny, caplog) -> 
         for t in bad["turns"]:
             t["episode_id"] = bad["id"]
     not_a_map = "garbage"
-    accepted = learner.add_episodes([good[0], missing, wrong_dtype, not_a_map, mismatched, good[1], good[2]])
+    accepted = learner.add_episodes(
+        [good[0], missing, wrong_dtype, not_a_map, mismatched, good[1], good[2]]
+    )
     assert accepted == 3
     assert learner.state.counters["rejected_bad_record"] == 4
     reasons = " ".join(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
-    assert "missing field 'reward'" in reasons and "dtype" in reasons and "response_logprobs" in reasons
+    assert (
+        "missing field 'reward'" in reasons
+        and "dtype" in reasons
+        and "response_logprobs" in reasons
+    )
     # Duplicates are dropped by id.
     assert learner.add_episodes([good[0]]) == 0
     assert learner.state.counters["rejected_duplicate"] == 1
@@ -61,8 +70,19 @@ def test_one_step_moves_weights_and_reports_metrics(fresh_tiny) -> None:
     metrics = learner.step()
     after = params(learner.model)
     assert any(not torch.equal(before[n], after[n]) for n in before)
-    for name in ("loss", "pg_loss", "entropy", "clip_frac", "grad_norm", "tokens_per_s", "lr",
-                 "adv/g/player/mean", "adv/g/player/std", "return/g/player/mean", "sampler_kl"):
+    for name in (
+        "loss",
+        "pg_loss",
+        "entropy",
+        "clip_frac",
+        "grad_norm",
+        "tokens_per_s",
+        "lr",
+        "adv/g/player/mean",
+        "adv/g/player/std",
+        "return/g/player/mean",
+        "sampler_kl",
+    ):
         assert name in metrics and np.isfinite(metrics[name]), name
     assert metrics["adv/g/player/mean"] == pytest.approx(0.0, abs=1e-9)
     assert learner.state.step == 1 and learner.version == 1
@@ -74,8 +94,10 @@ def test_gradient_accumulation_equals_one_big_batch() -> None:
     results = []
     for budget in (512, 24):  # one micro-batch vs many
         model, tokenizer = tiny_model(seed=0)
-        config = make_config(batch={"micro_batch_tokens": budget, "max_seq_len": 24},
-                             loss={"aggregation": "seq-mean-token-mean"})  # fmt: skip
+        config = make_config(
+            batch={"micro_batch_tokens": budget, "max_seq_len": 24},
+            loss={"aggregation": "seq-mean-token-mean"},
+        )
         learner = Learner(config, model, tokenizer)
         learner.add_episodes(two_seat_episodes(4))
         metrics = learner.step()
@@ -120,7 +142,9 @@ def test_stale_turns_are_rejected(fresh_tiny) -> None:
     learner = Learner(make_config(batch={"max_staleness": 0}), *fresh_tiny)
     learner.add_episodes(two_seat_episodes(2))
     learner.step()  # now at version 1
-    learner.add_episodes(two_seat_episodes(2, start=10, version=0) + two_seat_episodes(2, start=20, version=1))
+    learner.add_episodes(
+        two_seat_episodes(2, start=10, version=0) + two_seat_episodes(2, start=20, version=1)
+    )
     metrics = learner.step()
     assert metrics["filtered/stale_rejected"] == 8 and metrics["samples"] == 8
 
@@ -140,8 +164,9 @@ def test_ppo_epochs_kl_and_entropy_terms(fresh_tiny) -> None:
 def test_lora_trains_adapters_only_and_exports_merged_hf_weights(fresh_tiny) -> None:
     model, tokenizer = fresh_tiny
     base_before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    config = make_config(lora={"enabled": True, "r": 4, "alpha": 8}, loss={"kl_coef": 0.05},
-                         optim={"lr": 1e-2})  # fmt: skip
+    config = make_config(
+        lora={"enabled": True, "r": 4, "alpha": 8}, loss={"kl_coef": 0.05}, optim={"lr": 1e-2}
+    )
     learner = Learner(config, model, tokenizer)
     learner.add_episodes(two_seat_episodes(4))
     metrics = learner.step()
@@ -151,8 +176,11 @@ def test_lora_trains_adapters_only_and_exports_merged_hf_weights(fresh_tiny) -> 
     exported = learner.export_weights()
     assert set(exported) == set(base_before) | {"lm_head.weight"}
     assert not any("lora" in n for n in exported)
-    frozen = {n.replace("base_model.model.", "").replace(".base_layer", ""): p
-              for n, p in learner.model.named_parameters() if "lora_" not in n}  # fmt: skip
+    frozen = {
+        n.replace("base_model.model.", "").replace(".base_layer", ""): p
+        for n, p in learner.model.named_parameters()
+        if "lora_" not in n
+    }
     assert all(torch.equal(frozen[n], base_before[n]) for n in base_before)
     changed = [n for n in base_before if not torch.equal(exported[n], base_before[n])]
     assert changed and all("proj" in n for n in changed)  # only adapted layers moved
@@ -175,8 +203,9 @@ def test_weight_buckets_assemble_to_the_exported_state(fresh_tiny) -> None:
 
 
 def test_autocast_and_gradient_checkpointing(fresh_tiny) -> None:
-    config = LearnerConfig.from_dict({**make_config().to_dict(), "autocast": "bfloat16",
-                                      "gradient_checkpointing": True})  # fmt: skip
+    config = LearnerConfig.from_dict(
+        {**make_config().to_dict(), "autocast": "bfloat16", "gradient_checkpointing": True}
+    )
     learner = Learner(config, *fresh_tiny)
     before = params(learner.model)
     learner.add_episodes(two_seat_episodes(3))

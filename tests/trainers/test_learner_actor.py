@@ -1,4 +1,7 @@
-"""The learner actor on a real broker: episodes in, an update, weight buckets and metrics out."""
+"""The learner actor on a real broker: episodes in, an update, weight buckets and metrics out.
+
+Run with ``.venv/bin/python -m pytest -q tests/trainers/test_learner_actor.py``.
+"""
 
 from __future__ import annotations
 
@@ -65,11 +68,14 @@ def test_learner_actor_end_to_end(tmp_path: Path, fresh_tiny) -> None:
     broker_thread = threading.Thread(target=broker.serve_forever, daemon=True)
     broker_thread.start()
     model, tokenizer = fresh_tiny
-    config = LearnerConfig.from_dict({
-        "optim": {"lr": 1e-3}, "bucket_bytes": 1 << 20,
-        "batch": {"micro_batch_tokens": 256, "max_seq_len": 64, "batch_samples": 12},
-        "checkpoint": {"dir": str(tmp_path / "ckpt"), "every": 1000},
-    })  # fmt: skip
+    config = LearnerConfig.from_dict(
+        {
+            "optim": {"lr": 1e-3},
+            "bucket_bytes": 1 << 20,
+            "batch": {"micro_batch_tokens": 256, "max_seq_len": 64, "batch_samples": 12},
+            "checkpoint": {"dir": str(tmp_path / "ckpt"), "every": 1000},
+        }
+    )
     learner = Learner(config, model, tokenizer)
     assembler = WeightAssembler({k: v.clone() for k, v in model.state_dict().items()})
     updates: queue.Queue = queue.Queue()
@@ -92,7 +98,9 @@ def test_learner_actor_end_to_end(tmp_path: Path, fresh_tiny) -> None:
     try:
         version, state = wait_for(updates, lambda u: True)  # published once at start
         assert forms == {True}
-        assert version == 0 and torch.equal(state["model.embed_tokens.weight"], model.model.embed_tokens.weight)
+        assert version == 0 and torch.equal(
+            state["model.embed_tokens.weight"], model.model.embed_tokens.weight
+        )
         episodes = [e.to_dict() for e in two_seat_episodes(3)]
         bad = dict(episodes[0], id="bad")
         del bad["final_rewards"]
@@ -111,7 +119,9 @@ def test_learner_actor_end_to_end(tmp_path: Path, fresh_tiny) -> None:
         # Acknowledged input, a forced step, a checkpoint, and a bad op.
         more = [e.to_dict() for e in two_seat_episodes(1, start=40)]
         assert client.call({"op": "add", "episodes": more}, service="learner", timeout=10) == {
-            "accepted": 1, "rejected": 0}  # fmt: skip
+            "accepted": 1,
+            "rejected": 0,
+        }
         forced = client.call({"op": "step"}, service="learner", timeout=60)
         assert forced["version"] == 2.0
         saved = client.call({"op": "checkpoint"}, service="learner", timeout=60)
@@ -135,16 +145,23 @@ def test_an_actor_that_subscribes_late_gets_the_current_weights(tmp_path: Path, 
     broker_thread.start()
     model, tokenizer = fresh_tiny
     served = {k: v.clone() for k, v in model.state_dict().items()}  # version 0, as loaded
-    config = LearnerConfig.from_dict({
-        "optim": {"lr": 1e-3}, "bucket_bytes": 1 << 20,
-        "batch": {"micro_batch_tokens": 256, "max_seq_len": 64, "batch_samples": 0},
-        "checkpoint": {"dir": str(tmp_path / "ckpt"), "every": 1000},
-    })  # fmt: skip
+    config = LearnerConfig.from_dict(
+        {
+            "optim": {"lr": 1e-3},
+            "bucket_bytes": 1 << 20,
+            "batch": {"micro_batch_tokens": 256, "max_seq_len": 64, "batch_samples": 0},
+            "checkpoint": {"dir": str(tmp_path / "ckpt"), "every": 1000},
+        }
+    )
     learner = Learner(config, model, tokenizer)
     seen: list[tuple[int, bool]] = []  # (version, by reference) of each update's first bucket
     client = BlockingActor("client", address)
-    client.actor.subscribe("weights.main", lambda m: seen.append((m.body["version"], "shm" in m.body))
-                           if m.body["bucket"] == 0 else None)  # fmt: skip
+    client.actor.subscribe(
+        "weights.main",
+        lambda m: (
+            seen.append((m.body["version"], "shm" in m.body)) if m.body["bucket"] == 0 else None
+        ),
+    )
     client.start()
     server = ActorThread(LearnerActor(learner, address))
     server.thread.start()
@@ -167,7 +184,12 @@ def test_an_actor_that_subscribes_late_gets_the_current_weights(tmp_path: Path, 
 
     try:
         episodes = [e.to_dict() for e in two_seat_episodes(3)]
-        assert client.call({"op": "add", "episodes": episodes}, service="learner", timeout=30)["accepted"] == 3
+        assert (
+            client.call({"op": "add", "episodes": episodes}, service="learner", timeout=30)[
+                "accepted"
+            ]
+            == 3
+        )
         assert client.call({"op": "step"}, service="learner", timeout=60)["version"] == 1.0
         assert seen == [(0, True), (1, True)]  # at start, then after the step (before its reply)
         # An actor that hears no weights joins: nothing is sent for it. (Its join reaches the
@@ -200,7 +222,10 @@ def test_an_actor_that_subscribes_late_gets_the_current_weights(tmp_path: Path, 
 def test_weight_transport_can_be_the_bus(fresh_tiny) -> None:
     learner = Learner(LearnerConfig.from_dict({"bucket_bytes": 1 << 20}), *fresh_tiny)
     assert LearnerActor(learner, "ipc:///tmp/unused.sock").publisher.transport == "shm"
-    assert LearnerActor(learner, "ipc:///tmp/unused.sock", shm_weights=False).publisher.transport == "bus"
+    assert (
+        LearnerActor(learner, "ipc:///tmp/unused.sock", shm_weights=False).publisher.transport
+        == "bus"
+    )
 
 
 def test_load_config_merges_yaml_and_overrides(tmp_path: Path) -> None:
@@ -216,6 +241,11 @@ def test_load_config_merges_yaml_and_overrides(tmp_path: Path) -> None:
 
 
 def test_arena_learner_help() -> None:
-    out = subprocess.run([sys.executable, "-m", "arena", "learner", "--help"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "arena", "learner", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0 and "--address" in out.stdout

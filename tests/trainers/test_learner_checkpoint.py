@@ -1,4 +1,7 @@
-"""Checkpoints: HF-loadable, pickle-free, atomic under kill -9, and an exact resume."""
+"""Checkpoints: HF-loadable, pickle-free, atomic under kill -9, and an exact resume.
+
+Run with ``.venv/bin/python -m pytest -q tests/trainers/test_learner_checkpoint.py``.
+"""
 
 from __future__ import annotations
 
@@ -21,13 +24,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def config(directory: Path, every: int = 2, keep: int = 3) -> LearnerConfig:
-    return LearnerConfig.from_dict({
-        "model": "tiny",
-        "optim": {"lr": 1e-3, "warmup_steps": 2, "schedule": "cosine", "total_steps": 10},
-        "batch": {"micro_batch_tokens": 128, "max_seq_len": 64},
-        "advantage": {"mode": "ema", "ema_alpha": 0.8},
-        "checkpoint": {"dir": str(directory), "every": every, "keep": keep},
-    })  # fmt: skip
+    return LearnerConfig.from_dict(
+        {
+            "model": "tiny",
+            "optim": {"lr": 1e-3, "warmup_steps": 2, "schedule": "cosine", "total_steps": 10},
+            "batch": {"micro_batch_tokens": 128, "max_seq_len": 64},
+            "advantage": {"mode": "ema", "ema_alpha": 0.8},
+            "checkpoint": {"dir": str(directory), "every": every, "keep": keep},
+        }
+    )
 
 
 def batch(i: int):
@@ -66,8 +71,14 @@ def test_checkpoint_is_hf_loadable_and_pickle_free(tmp_path: Path) -> None:
     assert [s for s, _ in list_checkpoints(tmp_path)] == [2, 3]  # keep = 2 pruned step 1
     path = latest_checkpoint(tmp_path)
     files = {p.name for p in path.rglob("*") if p.is_file()}
-    assert {"optimizer.safetensors", "optimizer.json", "rng.safetensors", "state.json",
-            "model.safetensors", "config.json"} <= files  # fmt: skip
+    assert {
+        "optimizer.safetensors",
+        "optimizer.json",
+        "rng.safetensors",
+        "state.json",
+        "model.safetensors",
+        "config.json",
+    } <= files
     assert not any(f.endswith((".bin", ".pt", ".pth", ".pkl", ".pickle")) for f in files)
     hf = AutoModelForCausalLM.from_pretrained(path / "model")
     exported = learner.export_weights()
@@ -80,8 +91,10 @@ def test_optimizer_state_round_trip(tmp_path: Path) -> None:
     opt = torch.optim.AdamW(model.parameters(), lr=0.1, betas=(0.8, 0.9))
     model(torch.randn(4, 3)).sum().backward()
     opt.step()
-    state = {"state": {"w": opt.state_dict()["state"][0], "b": opt.state_dict()["state"][1]},
-             "param_groups": [dict(opt.state_dict()["param_groups"][0], params=["w", "b"])]}  # fmt: skip
+    state = {
+        "state": {"w": opt.state_dict()["state"][0], "b": opt.state_dict()["state"][1]},
+        "param_groups": [dict(opt.state_dict()["param_groups"][0], params=["w", "b"])],
+    }
     save_optimizer(tmp_path, state)
     loaded = load_optimizer(tmp_path)
     assert loaded["param_groups"][0]["betas"] == (0.8, 0.9)  # tuples survive JSON
@@ -119,9 +132,15 @@ for i in range(4):
 
 def test_kill_9_mid_checkpoint_leaves_the_previous_one_loadable(tmp_path: Path) -> None:
     directory = tmp_path / "ckpt"
-    script = KILLER.format(root=str(ROOT), tests=str(Path(__file__).parent), directory=str(directory))
-    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+    script = KILLER.format(
+        root=str(ROOT), tests=str(Path(__file__).parent), directory=str(directory)
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         lines = []
         for line in proc.stdout:
@@ -137,11 +156,20 @@ def test_kill_9_mid_checkpoint_leaves_the_previous_one_loadable(tmp_path: Path) 
     assert "STEP 2" in lines and "STEP 4" not in lines
     partial = [p for p in directory.iterdir() if p.name.startswith(".tmp-")]
     assert partial, "the kill should have left a partial temporary directory"
-    assert (partial[0] / "optimizer.safetensors").exists() and not (partial[0] / "state.json").exists()
+    assert (partial[0] / "optimizer.safetensors").exists() and not (
+        partial[0] / "state.json"
+    ).exists()
     assert latest_checkpoint(directory).name == "step-00000002"
-    resumed = Learner(LearnerConfig.from_dict({
-        "model": "tiny", "optim": {"lr": 1e-3}, "batch": {"micro_batch_tokens": 128, "max_seq_len": 64},
-        "checkpoint": {"dir": str(directory), "every": 1}}))  # fmt: skip
+    resumed = Learner(
+        LearnerConfig.from_dict(
+            {
+                "model": "tiny",
+                "optim": {"lr": 1e-3},
+                "batch": {"micro_batch_tokens": 128, "max_seq_len": 64},
+                "checkpoint": {"dir": str(directory), "every": 1},
+            }
+        )
+    )
     assert resumed.state.step == 2
     resumed.add_episodes(two_seat_episodes(3, start=99))
     resumed.step()
@@ -151,11 +179,15 @@ def test_kill_9_mid_checkpoint_leaves_the_previous_one_loadable(tmp_path: Path) 
 
 def test_lora_checkpoint_resumes_adapters_and_exports_merged_weights(tmp_path: Path) -> None:
     def lora_config() -> LearnerConfig:
-        return LearnerConfig.from_dict({
-            "model": "tiny", "optim": {"lr": 1e-2}, "lora": {"enabled": True, "r": 4},
-            "batch": {"micro_batch_tokens": 128, "max_seq_len": 64},
-            "checkpoint": {"dir": str(tmp_path), "every": 2},
-        })  # fmt: skip
+        return LearnerConfig.from_dict(
+            {
+                "model": "tiny",
+                "optim": {"lr": 1e-2},
+                "lora": {"enabled": True, "r": 4},
+                "batch": {"micro_batch_tokens": 128, "max_seq_len": 64},
+                "checkpoint": {"dir": str(tmp_path), "every": 2},
+            }
+        )
 
     first = Learner(lora_config())
     for i in range(2):
@@ -169,12 +201,16 @@ def test_lora_checkpoint_resumes_adapters_and_exports_merged_weights(tmp_path: P
         assert torch.allclose(tensor, merged[name], atol=1e-6), name
     resumed = Learner(lora_config())
     assert resumed.state.step == 2
-    for (name, a), b in zip(first.model.named_parameters(), resumed.model.parameters(), strict=True):
+    for (name, a), b in zip(
+        first.model.named_parameters(), resumed.model.parameters(), strict=True
+    ):
         assert torch.equal(a, b), name
     for i in (2, 3):
         first.add_episodes(batch(i))
         resumed.add_episodes(batch(i))
         first.step()
         resumed.step()
-    for (name, a), b in zip(first.model.named_parameters(), resumed.model.parameters(), strict=True):
+    for (name, a), b in zip(
+        first.model.named_parameters(), resumed.model.parameters(), strict=True
+    ):
         assert torch.equal(a, b), name

@@ -3,6 +3,8 @@
 Rank 0 takes the episodes and leads; rank 1 follows. After the updates both ranks must hold
 identical parameters, equal to those of a single process trained on the same turns (the
 aggregation weights count the global batch, so sharding changes nothing but float order).
+
+Run with ``.venv/bin/python -m pytest -q tests/trainers/test_learner_distributed.py``.
 """
 
 from __future__ import annotations
@@ -25,16 +27,25 @@ STEPS = 2
 
 
 def learner_config(strategy: str) -> LearnerConfig:
-    return LearnerConfig.from_dict({
-        "model": "tiny", "device": "cpu", "optim": {"lr": 1e-3},
-        "batch": {"micro_batch_tokens": 48, "max_seq_len": 48},
-        "distributed": {"strategy": strategy, "backend": "gloo"},
-    })  # fmt: skip
+    return LearnerConfig.from_dict(
+        {
+            "model": "tiny",
+            "device": "cpu",
+            "optim": {"lr": 1e-3},
+            "batch": {"micro_batch_tokens": 48, "max_seq_len": 48},
+            "distributed": {"strategy": strategy, "backend": "gloo"},
+        }
+    )
 
 
 def run_rank(rank: int, world: int, port: int, strategy: str, out: str) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                      WORLD_SIZE=str(world), LOCAL_RANK=str(rank))  # fmt: skip
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        RANK=str(rank),
+        WORLD_SIZE=str(world),
+        LOCAL_RANK=str(rank),
+    )
     torch.set_num_threads(1)
     learner = Learner(learner_config(strategy))
     assert learner.dist.world == world
@@ -49,8 +60,10 @@ def run_rank(rank: int, world: int, port: int, strategy: str, out: str) -> None:
         learner.follow()
         weights = learner.export_weights() if strategy == "ddp" else None
     if weights is not None:
-        save_file({k: v.contiguous() for k, v in weights.items() if k != "lm_head.weight"},
-                  f"{out}/rank{rank}.safetensors")  # fmt: skip
+        save_file(
+            {k: v.contiguous() for k, v in weights.items() if k != "lm_head.weight"},
+            f"{out}/rank{rank}.safetensors",
+        )
     dist.barrier()
     dist.destroy_process_group()
 
@@ -63,7 +76,9 @@ def free_port() -> int:
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp2"])
-def test_two_gloo_ranks_match_each_other_and_one_process(tmp_path: Path, strategy: str, monkeypatch) -> None:
+def test_two_gloo_ranks_match_each_other_and_one_process(
+    tmp_path: Path, strategy: str, monkeypatch
+) -> None:
     mp.spawn(run_rank, args=(2, free_port(), strategy, str(tmp_path)), nprocs=2, join=True)
     rank0 = load_file(str(tmp_path / "rank0.safetensors"))
     if strategy == "ddp":  # every DDP rank holds full weights: they must be identical

@@ -1,4 +1,7 @@
-"""Every loss term against a hand computation on small tensors (arithmetic in comments)."""
+"""Every loss term against a hand computation on small tensors (arithmetic in comments).
+
+Run with ``.venv/bin/python -m pytest -q tests/trainers/test_losses.py``.
+"""
 
 from __future__ import annotations
 
@@ -32,8 +35,9 @@ def test_ppo_clip_and_dual_clip_by_hand() -> None:
     #  1.0  +2   -2.0   -2.0                 -2.0    no     (A > 0)       -2.0   no
     ratios = t([1.5, 0.5, 0.5, 5.0, 1.0])
     adv = t([1.0, 1.0, -1.0, -1.0, 2.0])
-    loss, clipped, dual = ppo_clip_loss(ratios.log(), torch.zeros(5, dtype=torch.float64), adv,
-                                        0.2, 0.2, dual_clip=3.0)  # fmt: skip
+    loss, clipped, dual = ppo_clip_loss(
+        ratios.log(), torch.zeros(5, dtype=torch.float64), adv, 0.2, 0.2, dual_clip=3.0
+    )
     assert loss.tolist() == pytest.approx([-1.2, -0.5, 0.8, 3.0, -2.0])
     assert clipped.tolist() == [True, False, True, False, False]
     assert dual.tolist() == [False, False, False, True, False]
@@ -122,10 +126,16 @@ def test_policy_loss_total_by_hand() -> None:
     config = LossConfig(kl_coef=0.1, entropy_coef=0.01, tis_cap=2.0)
     logp = t([-1.0, -2.0]).requires_grad_(True)
     out = policy_loss(
-        logprobs=logp, entropy=t([0.4, 0.6]), old_logprobs=logp.detach(),
-        sampler_logprobs=t([-1.5, -0.5]), advantages=t([1.0, -2.0]), weights=t([1.0, 0.5]),
-        agg_weights=t([0.5, 0.5]), config=config, ref_logprobs=t([-1.2, -2.0]),
-    )  # fmt: skip
+        logprobs=logp,
+        entropy=t([0.4, 0.6]),
+        old_logprobs=logp.detach(),
+        sampler_logprobs=t([-1.5, -0.5]),
+        advantages=t([1.0, -2.0]),
+        weights=t([1.0, 0.5]),
+        agg_weights=t([0.5, 0.5]),
+        config=config,
+        ref_logprobs=t([-1.2, -2.0]),
+    )
     assert out.sums["pg_loss"].item() == pytest.approx(-0.712796, abs=1e-6)
     assert out.sums["kl"].item() == pytest.approx(0.009365, abs=1e-6)
     assert out.loss.item() == pytest.approx(-0.715360, abs=1e-6)
@@ -141,5 +151,13 @@ def test_policy_loss_total_by_hand() -> None:
 
 def test_kl_needs_reference() -> None:
     with pytest.raises(ValueError):
-        policy_loss(t([-1.0]), t([0.1]), t([-1.0]), t([-1.0]), t([1.0]), t([1.0]), t([1.0]),
-                    LossConfig(kl_coef=0.1))  # fmt: skip
+        policy_loss(
+            t([-1.0]),
+            t([0.1]),
+            t([-1.0]),
+            t([-1.0]),
+            t([1.0]),
+            t([1.0]),
+            t([1.0]),
+            LossConfig(kl_coef=0.1),
+        )

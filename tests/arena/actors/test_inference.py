@@ -4,6 +4,8 @@ Serves the tiny model. Covers batching across requester processes, logprobs agai
 forcing, weight updates (applied, and refused when partial or corrupt) by bytes on the bus, by a
 same-host shared-memory file and by fetching the bytes, checkpoint loads, pause/resume, the busy
 limit, malformed requests, and a dead actor turning into an error instead of a hang.
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/actors/test_inference.py``.
 """
 
 from __future__ import annotations
@@ -52,8 +54,17 @@ with BlockingActor("requester-" + tag, address) as actor:
 def broker() -> Iterator[str]:
     folder = tempfile.mkdtemp(prefix="arena-", dir="/tmp")
     address = f"ipc://{folder}/b.sock"
-    proc = spawn("-m", "arena", "broker", "--bind", address, "--heartbeat-interval", "0.2",
-                 "--heartbeat-timeout", "2.0")  # fmt: skip
+    proc = spawn(
+        "-m",
+        "arena",
+        "broker",
+        "--bind",
+        address,
+        "--heartbeat-interval",
+        "0.2",
+        "--heartbeat-timeout",
+        "2.0",
+    )
     assert "listening" in proc.stdout.readline()
     yield address
     stop(proc)
@@ -65,8 +76,20 @@ def start_inference(broker: str) -> Iterator[Callable[..., Any]]:
     procs = []
 
     def start(name: str, *flags: str) -> Any:
-        proc = spawn("-m", "arena", "inference", "--address", broker, "--model", "tiny", "--name", name,
-                     "--heartbeat-interval", "0.2", *flags)  # fmt: skip
+        proc = spawn(
+            "-m",
+            "arena",
+            "inference",
+            "--address",
+            broker,
+            "--model",
+            "tiny",
+            "--name",
+            name,
+            "--heartbeat-interval",
+            "0.2",
+            *flags,
+        )
         procs.append(proc)
         wait_for_service(broker, f"policy:{name}", timeout=120)
         return proc
@@ -134,8 +157,13 @@ class Learner:
         for publisher in publishers:
             publisher.attach(self.actor.actor)
 
-    def publish(self, publisher: WeightPublisher, state: dict[str, torch.Tensor], version: int,
-                before_send: Callable[[dict[str, Any]], None] = lambda body: None) -> None:  # fmt: skip
+    def publish(
+        self,
+        publisher: WeightPublisher,
+        state: dict[str, torch.Tensor],
+        version: int,
+        before_send: Callable[[dict[str, Any]], None] = lambda body: None,
+    ) -> None:
         def send(body: dict[str, Any]) -> None:
             before_send(body)
             self.actor.publish(publisher.topic, body, mtype="weights")
@@ -170,15 +198,21 @@ def test_served_logprobs_match_teacher_forcing(main_actor: Any, client: Blocking
 
 @pytest.mark.parametrize(
     ("body", "code", "match"),
-    [("hello", "bad_request", "must be a map"),
-     ({"params": {}}, "bad_request", "lacks 'prompt'"),
-     ({"promt": CHAT}, "bad_request", "did you mean 'prompt'"),
-     ({"prompt": CHAT, "params": {"temperature": -1}}, "bad_request", "temperature"),
-     ({"prompt": CHAT, "params": {"max_tokens": 5}}, "bad_request", "did you mean 'max_new_tokens'"),
-     ({"prompt": {"ids": np.array([0.5])}}, "bad_request", "1-D array of ints"),
-     ({"prompt": {"messages": "hi"}}, "bad_request", "must be a list"),
-     ({"prompt": {"ids": np.ones(4096, np.int32)}}, "context_overflow", "leaves no room")],
-)  # fmt: skip
+    [
+        ("hello", "bad_request", "must be a map"),
+        ({"params": {}}, "bad_request", "lacks 'prompt'"),
+        ({"promt": CHAT}, "bad_request", "did you mean 'prompt'"),
+        ({"prompt": CHAT, "params": {"temperature": -1}}, "bad_request", "temperature"),
+        (
+            {"prompt": CHAT, "params": {"max_tokens": 5}},
+            "bad_request",
+            "did you mean 'max_new_tokens'",
+        ),
+        ({"prompt": {"ids": np.array([0.5])}}, "bad_request", "1-D array of ints"),
+        ({"prompt": {"messages": "hi"}}, "bad_request", "must be a list"),
+        ({"prompt": {"ids": np.ones(4096, np.int32)}}, "context_overflow", "leaves no room"),
+    ],
+)
 def test_malformed_requests_get_clear_errors(
     main_actor: Any, client: BlockingActor, body: Any, code: str, match: str
 ) -> None:
@@ -246,8 +280,11 @@ def test_weight_updates_apply_and_corrupt_ones_are_refused(
         data = flipped[1]["tensors"][0]["data"].copy()
         data[0] ^= 0xFF
         flipped[1]["tensors"][0]["data"] = data
-        for version, corrupt, reason in [(2, wrong_shape, "got float32"), (3, wrong_dtype, "got int32"),
-                                         (4, flipped, "checksum mismatch")]:  # fmt: skip
+        for version, corrupt, reason in [
+            (2, wrong_shape, "got float32"),
+            (3, wrong_dtype, "got int32"),
+            (4, flipped, "checksum mismatch"),
+        ]:
             publish(corrupt)
             ack = acks.get(timeout=60)
             assert (ack["version"], ack["applied"], ack["serving"]) == (version, False, 1)
@@ -274,7 +311,10 @@ def test_same_host_updates_map_shared_memory_and_match_the_bus(
     start_inference("s")
     original_state = tiny_model(seed=0)[0].state_dict()
     state = noisy(original_state, seed=1)
-    shm, bus = WeightPublisher("s", bucket_bytes=1 << 20), WeightPublisher("s", shm=False, bucket_bytes=1 << 20)
+    shm, bus = (
+        WeightPublisher("s", bucket_bytes=1 << 20),
+        WeightPublisher("s", shm=False, bucket_bytes=1 << 20),
+    )
     assert shm.transport == "shm"
     with Learner(broker, "s", shm) as learner:
         original = ask(client, "s")
@@ -300,7 +340,9 @@ def test_same_host_updates_map_shared_memory_and_match_the_bus(
 
         learner.publish(shm, original_state, 4, before_send=tamper)
         ack = learner.ack(4)
-        assert (ack["applied"], ack["serving"]) == (False, 3) and "checksum mismatch" in ack["reason"]
+        assert (ack["applied"], ack["serving"]) == (False, 3) and "checksum mismatch" in ack[
+            "reason"
+        ]
         assert ask(client, "s").token_ids.tolist() == via_shm.token_ids.tolist()
         learner.publish(shm, original_state, 5)
         assert learner.ack(5)["applied"]
@@ -343,16 +385,21 @@ def test_load_serves_a_checkpoint_and_refuses_bad_ones(
     type(model)(config).save_pretrained(tmp_path / "narrow")
     with Learner(broker, "l") as learner:
         original = ask(client, "l")
-        learner.actor.send("control", {"command": "load", "path": str(checkpoint), "version": 7},
-                           dst="inference-l")  # fmt: skip
+        learner.actor.send(
+            "control", {"command": "load", "path": str(checkpoint), "version": 7}, dst="inference-l"
+        )
         ack = learner.ack(7)
         assert (ack["applied"], ack["transport"], ack["serving"]) == (True, "load", 7)
         loaded = ask(client, "l", params={"max_new_tokens": 8, "seed": 3})
         assert loaded.version == 7
-        np.testing.assert_allclose(loaded.logprobs, teacher_forced(model, loaded), atol=LOGPROB_ATOL)
-        for version, path, reason in [(8, tmp_path / "missing", "no directory"),
-                                      (9, tmp_path / "narrow", "model has float32"),
-                                      (10, None, "needs a 'path'")]:  # fmt: skip
+        np.testing.assert_allclose(
+            loaded.logprobs, teacher_forced(model, loaded), atol=LOGPROB_ATOL
+        )
+        for version, path, reason in [
+            (8, tmp_path / "missing", "no directory"),
+            (9, tmp_path / "narrow", "model has float32"),
+            (10, None, "needs a 'path'"),
+        ]:
             body = {"command": "load", "version": version, **({"path": str(path)} if path else {})}
             learner.actor.publish("control.policy.l", body)  # the topic works as well
             ack = learner.ack(version)
@@ -360,7 +407,9 @@ def test_load_serves_a_checkpoint_and_refuses_bad_ones(
         learner.actor.publish("control.policy.l", {"command": "load", "path": str(original_dir)})
         assert "integer 'version'" in learner.ack(-1)["reason"]
         # Population play goes back in time: an older version is served as asked.
-        learner.actor.publish("control.policy.l", {"command": "load", "path": str(original_dir), "version": 2})
+        learner.actor.publish(
+            "control.policy.l", {"command": "load", "path": str(original_dir), "version": 2}
+        )
         assert learner.ack(2)["applied"]
         back = ask(client, "l")
         assert back.version == 2 and back.token_ids.tolist() == original.token_ids.tolist()

@@ -22,8 +22,13 @@ def free_tcp_port() -> int:
 
 def spawn(*args: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen([sys.executable, *args], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def stop(proc: subprocess.Popen) -> None:
@@ -58,8 +63,19 @@ def address(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 @pytest.fixture
 def broker(address: str) -> Iterator[str]:
     """A broker process with a 1 MiB message limit and a 1 s heartbeat timeout."""
-    proc = spawn("-m", "arena", "broker", "--bind", address, "--heartbeat-interval", "0.2",
-                 "--heartbeat-timeout", "1.0", "--max-message-mb", "1")  # fmt: skip
+    proc = spawn(
+        "-m",
+        "arena",
+        "broker",
+        "--bind",
+        address,
+        "--heartbeat-interval",
+        "0.2",
+        "--heartbeat-timeout",
+        "1.0",
+        "--max-message-mb",
+        "1",
+    )
     line = proc.stdout.readline()
     assert "listening" in line, line
     yield address
@@ -69,8 +85,18 @@ def broker(address: str) -> Iterator[str]:
 
 @pytest.fixture
 def echo_actor(broker: str) -> Iterator[subprocess.Popen]:
-    proc = spawn("-m", "arena", "echo", broker, "--name", "echo-1", "--service", "test.echo",
-                 "--heartbeat-interval", "0.2")  # fmt: skip
+    proc = spawn(
+        "-m",
+        "arena",
+        "echo",
+        broker,
+        "--name",
+        "echo-1",
+        "--service",
+        "test.echo",
+        "--heartbeat-interval",
+        "0.2",
+    )
     wait_for_service(broker, "test.echo")
     yield proc
     stop(proc)

@@ -1,4 +1,7 @@
-"""Actor internals that the process-level tests cannot isolate: in one process, over inproc://."""
+"""Actor internals that the process-level tests cannot isolate: in one process, over inproc://.
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/bus/test_actor.py``.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +20,9 @@ from arena.bus import Actor, Broker, BusTimeout
 def inproc_broker() -> Iterator[tuple[zmq.Context, str]]:
     ctx = zmq.Context()
     # Slow heartbeats: no message but the test's own may wake an actor up.
-    broker = Broker("inproc://bus-test", context=ctx, heartbeat_interval=30.0, heartbeat_timeout=60.0)
+    broker = Broker(
+        "inproc://bus-test", context=ctx, heartbeat_interval=30.0, heartbeat_timeout=60.0
+    )
     thread = threading.Thread(target=broker.serve_forever, daemon=True)
     thread.start()
     yield ctx, "inproc://bus-test"
@@ -30,8 +35,13 @@ def test_failure_mid_drain_does_not_strand_queued_messages(inproc_broker) -> Non
     ctx, address = inproc_broker
 
     async def scenario() -> tuple[list[object], dict[str, int]]:
-        echo = Actor("echo", address, context=ctx, heartbeat_interval=30.0,
-                     services={"echo": lambda m: m.body})  # fmt: skip
+        echo = Actor(
+            "echo",
+            address,
+            context=ctx,
+            heartbeat_interval=30.0,
+            services={"echo": lambda m: m.body},
+        )
         client = Actor("client", address, context=ctx, heartbeat_interval=30.0)
         await echo.start()
         await client.start()

@@ -1,4 +1,7 @@
-"""The broker and actors in real processes over real ipc:// and tcp:// sockets."""
+"""The broker and actors in real processes over real ipc:// and tcp:// sockets.
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/bus/test_broker.py``.
+"""
 
 from __future__ import annotations
 
@@ -26,8 +29,18 @@ def test_request_reply_through_broker_to_actor_process(broker: str, echo_actor) 
 
 
 def test_load_is_balanced_across_actors_of_one_service(broker: str, echo_actor) -> None:
-    second = spawn("-m", "arena", "echo", broker, "--name", "echo-2", "--service", "test.echo",
-                   "--heartbeat-interval", "0.2")  # fmt: skip
+    second = spawn(
+        "-m",
+        "arena",
+        "echo",
+        broker,
+        "--name",
+        "echo-2",
+        "--service",
+        "test.echo",
+        "--heartbeat-interval",
+        "0.2",
+    )
     try:
         deadline = time.monotonic() + 20
         with BlockingActor("client", broker) as client:
@@ -50,7 +63,11 @@ def test_publish_reaches_subscribers_only(broker: str) -> None:
 
     listener = BlockingActor("listener", broker, topics=())
     listener.actor.subscribe("news.", on_news)
-    with listener, BlockingActor("deaf", broker) as deaf, BlockingActor("speaker", broker) as speaker:
+    with (
+        listener,
+        BlockingActor("deaf", broker) as deaf,
+        BlockingActor("speaker", broker) as speaker,
+    ):
         deaf.actor.on("control", lambda m: received.append(("deaf", m.body)))
         speaker.publish("news.sports", {"score": 3})
         assert got.wait(5)
@@ -91,8 +108,18 @@ def test_sigkill_actor_fails_pending_request_and_notifies(broker: str, echo_acto
 
 
 def test_request_timeout_is_a_clear_error_not_a_hang(broker: str) -> None:
-    stopped = spawn("-m", "arena", "echo", broker, "--name", "sleepy", "--service", "test.sleepy",
-                    "--heartbeat-interval", "0.2")  # fmt: skip
+    stopped = spawn(
+        "-m",
+        "arena",
+        "echo",
+        broker,
+        "--name",
+        "sleepy",
+        "--service",
+        "test.sleepy",
+        "--heartbeat-interval",
+        "0.2",
+    )
     try:
         wait_for_service(broker, "test.sleepy")
         stopped.send_signal(signal.SIGSTOP)  # alive for a moment, but never answers
@@ -138,9 +165,20 @@ class Raw:
         return header, msgpack.unpackb(header["body"])
 
     def register(self) -> None:
-        self.send(*self.message("register", {"name": self.name, "kind": "raw", "services": [],
-                                             "topics": [], "host": "h", "pid": os.getpid()},
-                                service="broker"))  # fmt: skip
+        self.send(
+            *self.message(
+                "register",
+                {
+                    "name": self.name,
+                    "kind": "raw",
+                    "services": [],
+                    "topics": [],
+                    "host": "h",
+                    "pid": os.getpid(),
+                },
+                service="broker",
+            )
+        )
         header, body = self.recv()
         assert header["type"] == "reply" and body["ok"] is True
 
@@ -159,14 +197,21 @@ BAD_INPUTS = {
     "reply_to_unknown_request": lambda raw: raw.message("reply", 1, dst="client", reply_to="f00"),
 }
 EXPECTED_CODE = {
-    "garbage": "malformed", "truncated": "malformed", "header_not_a_map": "malformed",
-    "unknown_type": "unknown_type", "wrong_version": "bad_version", "oversize": "too_large",
-    "unknown_service": "unknown_service", "reply_to_unknown_request": "unknown_request",
-}  # fmt: skip
+    "garbage": "malformed",
+    "truncated": "malformed",
+    "header_not_a_map": "malformed",
+    "unknown_type": "unknown_type",
+    "wrong_version": "bad_version",
+    "oversize": "too_large",
+    "unknown_service": "unknown_service",
+    "reply_to_unknown_request": "unknown_request",
+}
 
 
 @pytest.mark.parametrize("case", sorted(BAD_INPUTS))
-def test_bad_input_gets_error_reply_and_broker_keeps_serving(broker: str, echo_actor, case: str) -> None:
+def test_bad_input_gets_error_reply_and_broker_keeps_serving(
+    broker: str, echo_actor, case: str
+) -> None:
     raw = Raw(broker)
     try:
         raw.register()
@@ -210,12 +255,20 @@ def test_malformed_body_reaches_actor_which_answers_with_error(broker: str, echo
 
 
 def test_arena_ping_exit_codes(broker: str, tmp_path) -> None:
-    ok = subprocess.run([sys.executable, "-m", "arena", "ping", broker, "-n", "2"],
-                        capture_output=True, text=True, timeout=60)  # fmt: skip
+    ok = subprocess.run(
+        [sys.executable, "-m", "arena", "ping", broker, "-n", "2"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert ok.returncode == 0, ok.stderr
     assert "2 round trips" in ok.stdout
-    dead = subprocess.run([sys.executable, "-m", "arena", "ping", f"ipc://{tmp_path}/none",
-                           "--timeout", "0.5"], capture_output=True, text=True, timeout=60)  # fmt: skip
+    dead = subprocess.run(
+        [sys.executable, "-m", "arena", "ping", f"ipc://{tmp_path}/none", "--timeout", "0.5"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert dead.returncode == 1
     assert "no broker" in dead.stderr
 

@@ -1,4 +1,7 @@
-"""The wire codec: exact round trips, zero-copy frames, validation, and decoder fuzzing."""
+"""The wire codec: exact round trips, zero-copy frames, validation, and decoder fuzzing.
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/bus/test_codec.py``.
+"""
 
 from __future__ import annotations
 
@@ -126,7 +129,12 @@ def _header(**changes) -> bytes:
         ([_header(service=None)], "malformed"),  # a request needs dst or service
         ([_header(), b"extra"], "malformed"),  # frame count disagrees with the header
         ([_header(surprise=1)], "malformed"),
-        ([_header(), ], None),
+        (
+            [
+                _header(),
+            ],
+            None,
+        ),
     ],
 )
 def test_decode_validates_header(frames, code) -> None:
@@ -157,8 +165,10 @@ def test_body_schema() -> None:
     with pytest.raises(ProtocolError, match="lacks field 'message'"):
         validate_body("error", {"code": "x"})
     with pytest.raises(ProtocolError, match="'pid' has type str"):
-        validate_body("register", {"name": "a", "kind": "k", "services": [], "topics": [],
-                                   "host": "h", "pid": "1"})  # fmt: skip
+        validate_body(
+            "register",
+            {"name": "a", "kind": "k", "services": [], "topics": [], "host": "h", "pid": "1"},
+        )
 
 
 @settings(max_examples=400, deadline=None)
@@ -172,7 +182,14 @@ def test_fuzz_random_bytes_never_escape_as_other_exceptions(frames) -> None:
 
 
 def _values(floats: st.SearchStrategy) -> st.SearchStrategy:
-    scalars = st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | floats | st.text() | st.binary()
+    scalars = (
+        st.none()
+        | st.booleans()
+        | st.integers(-(2**63), 2**64 - 1)
+        | floats
+        | st.text()
+        | st.binary()
+    )
     return st.recursive(
         scalars,
         lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
@@ -201,14 +218,35 @@ def test_fuzz_mutated_valid_messages(value, data) -> None:
 
 
 _field_values = st.sampled_from(
-    [None, "", "x", "request", "reply", "episode", "weights", "control", "heartbeat", "gossip",
-     1, 2, True, 1.5, b"", b"\x90", [], [["int32", [1]]], {}]
-)  # fmt: skip
+    [
+        None,
+        "",
+        "x",
+        "request",
+        "reply",
+        "episode",
+        "weights",
+        "control",
+        "heartbeat",
+        "gossip",
+        1,
+        2,
+        True,
+        1.5,
+        b"",
+        b"\x90",
+        [],
+        [["int32", [1]]],
+        {},
+    ]
+)
 
 
 @settings(max_examples=500, deadline=None)
 @given(
-    st.sampled_from(["request", "reply", "error", "episode", "weights", "control", "heartbeat", "register"]),
+    st.sampled_from(
+        ["request", "reply", "error", "episode", "weights", "control", "heartbeat", "register"]
+    ),
     st.dictionaries(st.sampled_from(sorted(_HEADER_FIELDS) + ["extra"]), _field_values, max_size=4),
     st.lists(st.sampled_from(sorted(_HEADER_FIELDS)), max_size=2),
     st.integers(0, 2),

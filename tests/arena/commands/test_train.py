@@ -1,6 +1,8 @@
 """`arena train` end to end on configs/smoke.yaml: real processes, the tiny model.
 
 These runs take tens of seconds each (process start-up and model loading dominate).
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/commands/test_train.py``.
 """
 
 from __future__ import annotations
@@ -21,13 +23,23 @@ SMOKE = str(ROOT / "configs" / "smoke.yaml")
 
 
 def arena(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "arena", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "arena", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
 
 
 def start(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "arena", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, cwd=ROOT)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-m", "arena", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=ROOT,
+    )
 
 
 def run_dir_of(output_dir: Path) -> Path:
@@ -66,12 +78,18 @@ def pids_of(pattern: str) -> list[int]:
 def test_smoke_run_end_to_end(tmp_path: Path, mode: str) -> None:
     # A learner that also stepped on its own (as a standalone one does past batch_samples) would
     # take batches the trainer then finds missing, and skip step numbers.
-    result = arena("train", SMOKE, f"output_dir={tmp_path}", f"mode={mode}", "learner.batch.batch_samples=1")
+    result = arena(
+        "train", SMOKE, f"output_dir={tmp_path}", f"mode={mode}", "learner.batch.batch_samples=1"
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     run_dir = run_dir_of(tmp_path)
     rows = metrics(run_dir)
     assert [r["step"] for r in rows] == [1, 2]
-    assert all(r["episodes"] >= 8 for r in rows) if mode == "sync" else all(r["episodes"] > 0 for r in rows)
+    assert (
+        all(r["episodes"] >= 8 for r in rows)
+        if mode == "sync"
+        else all(r["episodes"] > 0 for r in rows)
+    )
     assert all("learner/loss" in r and "invalid_rate/tictactoe-v0/player" in r for r in rows)
     checkpoint = sorted((run_dir / "checkpoints").glob("step-*"))[-1]
     model = AutoModelForCausalLM.from_pretrained(checkpoint / "model")  # HF format, no conversion
@@ -79,8 +97,12 @@ def test_smoke_run_end_to_end(tmp_path: Path, mode: str) -> None:
     summary = json.loads((run_dir / "eval_summary.json").read_text())
     for game in ("tictactoe-v0", "kuhn-poker-v0"):
         row = summary[game]
-        for key in ("invalid_rate_before", "invalid_rate_after", "score_vs_random_before",
-                    "score_vs_random_after"):  # fmt: skip
+        for key in (
+            "invalid_rate_before",
+            "invalid_rate_after",
+            "score_vs_random_before",
+            "score_vs_random_after",
+        ):
             assert 0.0 <= row[key] <= 1.0
             low, high = row[f"{key}_ci"]
             assert low <= row[key] <= high
@@ -96,7 +118,10 @@ def test_dry_run_prints_plan_and_bad_config_fails_first(tmp_path: Path) -> None:
     ok = arena("train", SMOKE, "--dry-run")
     assert ok.returncode == 0 and "rollout x2" in ok.stdout and "tictactoe-v0" in ok.stdout
     # overrides may come after a flag (argparse's nargs="*" used to swallow or refuse them)
-    for argv in (("--dry-run", "steps=3", "rollout.actors=1"), ("steps=3", "--dry-run", "rollout.actors=1")):
+    for argv in (
+        ("--dry-run", "steps=3", "rollout.actors=1"),
+        ("steps=3", "--dry-run", "rollout.actors=1"),
+    ):
         mixed = arena("train", SMOKE, *argv)
         assert mixed.returncode == 0, mixed.stderr
         assert "3 steps" in mixed.stdout and "rollout x1" in mixed.stdout
@@ -108,10 +133,18 @@ def test_dry_run_prints_plan_and_bad_config_fails_first(tmp_path: Path) -> None:
 def test_killed_rollout_actor_is_restarted_and_run_completes(tmp_path: Path) -> None:
     proc = start("train", SMOKE, f"output_dir={tmp_path}", "steps=4")
     try:
-        wait_for(lambda: (tmp_path / "smoke").exists() and pids_of("--index 0"), 120, "rollout-0 never started")
+        wait_for(
+            lambda: (tmp_path / "smoke").exists() and pids_of("--index 0"),
+            120,
+            "rollout-0 never started",
+        )
         run_dir = run_dir_of(tmp_path)
         wait_for(lambda: len(metrics(run_dir)) >= 1, 300, "no step finished")
-        victims = [p for p in pids_of("--index 0") if str(run_dir) in Path(f"/proc/{p}/cmdline").read_text()]
+        victims = [
+            p
+            for p in pids_of("--index 0")
+            if str(run_dir) in Path(f"/proc/{p}/cmdline").read_text()
+        ]
         os.kill(victims[0], signal.SIGKILL)
         out, _ = proc.communicate(timeout=600)
     finally:
@@ -148,16 +181,27 @@ def test_resume_after_kill_continues_without_lost_or_repeated_steps(tmp_path: Pa
 
 
 def test_population_mode_draws_opponents_from_past_checkpoints(tmp_path: Path) -> None:
-    result = arena("train", SMOKE, f"output_dir={tmp_path}", "steps=3", "opponents.mode=population",
-                   "opponents.latest_prob=0.0", "rollout.transcripts_every=1")  # fmt: skip
+    result = arena(
+        "train",
+        SMOKE,
+        f"output_dir={tmp_path}",
+        "steps=3",
+        "opponents.mode=population",
+        "opponents.latest_prob=0.0",
+        "rollout.transcripts_every=1",
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     run_dir = run_dir_of(tmp_path)
-    transcripts = [json.loads(line) for line in (run_dir / "transcripts.jsonl").read_text().splitlines()]
+    transcripts = [
+        json.loads(line) for line in (run_dir / "transcripts.jsonl").read_text().splitlines()
+    ]
     assert len(transcripts) == 3
     for transcript in transcripts:
         seats = transcript["seats"].values()
         assert sum(policy == "main" for policy in seats) == 1  # one trained seat
         opponents = [p for p in seats if p != "main"]
-        assert opponents and all(p.startswith("pool@") and p.endswith("(not trained)") for p in opponents)
+        assert opponents and all(
+            p.startswith("pool@") and p.endswith("(not trained)") for p in opponents
+        )
     labels = {p.split()[0] for t in transcripts for p in t["seats"].values() if p != "main"}
     assert labels <= {"pool@initial", "pool@step-00000001", "pool@step-00000002"}, labels

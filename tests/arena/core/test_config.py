@@ -53,7 +53,12 @@ def test_yaml_then_overrides_with_extends(tmp_path: Path) -> None:
     (tmp_path / "base.yaml").write_text("count: 7\ninner:\n  rate: 0.25\n")
     (tmp_path / "run.yaml").write_text("extends: base.yaml\nname: run\n")
     config = load_config(Outer, tmp_path / "run.yaml", ["inner.rate=0.75", "tags=[a,b]"])
-    assert (config.name, config.count, config.inner.rate, config.tags) == ("run", 7, 0.75, ["a", "b"])
+    assert (config.name, config.count, config.inner.rate, config.tags) == (
+        "run",
+        7,
+        0.75,
+        ["a", "b"],
+    )
 
 
 def test_unknown_keys_name_the_nearest_valid_key(tmp_path: Path) -> None:
@@ -80,12 +85,20 @@ def test_flags_are_derived_from_the_fields_with_their_defaults() -> None:
     parser = argparse.ArgumentParser()
     add_arguments(parser, Child, exclude=("count",))
     flags = {a.dest: a for a in parser._actions}
-    assert "count" not in flags and "inner" not in flags and "tags" not in flags  # excluded, structured
+    assert (
+        "count" not in flags and "inner" not in flags and "tags" not in flags
+    )  # excluded, structured
     assert flags["limit"].default is None and flags["extra"].default == 1.0
     assert "Only the child has it. (default: 1.0)" in flags["extra"].help
     args = parser.parse_args(["--name", "n", "--verbose", "--limit", "4", "--extra", "2.5"])
     config = from_arguments(Child, args, count=9)
-    assert (config.name, config.verbose, config.limit, config.extra, config.count) == ("n", True, 4, 2.5, 9)
+    assert (config.name, config.verbose, config.limit, config.extra, config.count) == (
+        "n",
+        True,
+        4,
+        2.5,
+        9,
+    )
     assert from_arguments(Child, parser.parse_args(["--no-verbose"])).verbose is False
 
 

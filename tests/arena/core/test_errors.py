@@ -18,6 +18,9 @@ def test_did_you_mean_quotes_the_nearest_choices() -> None:
 
 def test_check_choice_raises_a_config_error_with_the_hint() -> None:
     check_choice("mode", "sync", ["sync", "async"])
-    with pytest.raises(ConfigError, match=r"mode = 'asynch' is not one of \['sync', 'async'\]; did you mean 'async'\?"):
+    with pytest.raises(
+        ConfigError,
+        match=r"mode = 'asynch' is not one of \['sync', 'async'\]; did you mean 'async'\?",
+    ):
         check_choice("mode", "asynch", ["sync", "async"])
     assert issubclass(ConfigError, ValueError)

@@ -45,7 +45,9 @@ time.sleep(600)
 
 
 def test_serve_stops_on_sigterm_and_returns_the_result() -> None:
-    proc = subprocess.Popen([sys.executable, "-c", SERVE], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SERVE], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 7

@@ -1,4 +1,7 @@
-"""The one registry of Arena (``arena.core.registry``): ids, laziness, errors and plugins."""
+"""The one registry of Arena (``arena.core.registry``): ids, laziness, errors and plugins.
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/core/test_registry.py``.
+"""
 
 from __future__ import annotations
 
@@ -21,8 +24,20 @@ def write_module(root: Path, name: str, body: str = "") -> None:
 
 
 # -- ids ----------------------------------------------------------------------------------------
-@pytest.mark.parametrize("bad", ["tictactoe", "tictactoe-v", "tictactoe-vx", "tictactoe_v0",
-                                 "-v0", "tic tac toe-v0", "tictactoe-v0 ", "", "TicTacToe-V0"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "tictactoe",
+        "tictactoe-v",
+        "tictactoe-vx",
+        "tictactoe_v0",
+        "-v0",
+        "tic tac toe-v0",
+        "tictactoe-v0 ",
+        "",
+        "TicTacToe-V0",
+    ],
+)
 def test_malformed_versioned_ids_are_refused(bad: str) -> None:
     registry: Registry[Thing] = Registry("thing")
     with pytest.raises(RegistryError, match="must look like 'name-vN'"):
@@ -130,11 +145,15 @@ GROUP = "arena.test_registry_things"
 
 def install_distribution(root: Path, entry_points: str, name: str = "arena_thing_plugin") -> None:
     """A real installed distribution under ``root``: a module and its ``.dist-info``."""
-    write_module(root, name, """
+    write_module(
+        root,
+        name,
+        """
         class Thing:
             def __init__(self, size=1):
                 self.size = size
-    """)
+    """,
+    )
     info = root / f"{name}-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
@@ -144,7 +163,9 @@ def install_distribution(root: Path, entry_points: str, name: str = "arena_thing
 def test_plugins_register_from_their_entry_point_group_on_first_lookup(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    install_distribution(tmp_path, f"""
+    install_distribution(
+        tmp_path,
+        f"""
         [{GROUP}]
         thing-v0 = arena_thing_plugin:Thing
         native-v0 = arena_thing_plugin:Thing
@@ -152,7 +173,8 @@ def test_plugins_register_from_their_entry_point_group_on_first_lookup(
 
         [some.other.group]
         other-v0 = arena_thing_plugin:Thing
-    """)
+    """,
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "arena_thing_plugin", raising=False)
     registry: Registry[object] = Registry("thing", entry_point_group=GROUP)

@@ -1,4 +1,7 @@
-"""Evaluation statistics and the before/after summary, against hand-computed values."""
+"""Evaluation statistics and the before/after summary, against hand-computed values.
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/eval/test_evaluate.py``.
+"""
 
 from __future__ import annotations
 
@@ -39,9 +42,18 @@ def test_game_score_handles_n_players_and_ties() -> None:
 
 
 def test_summary_flags_changes_beyond_the_before_interval() -> None:
-    def result(invalid: float, invalid_ci: list[float], score: float, score_ci: list[float]) -> dict:
-        return {"game": "g", "opponent": "random-v0", "games": 200, "invalid_rate": invalid,
-                "invalid_ci": invalid_ci, "score": score, "score_ci": score_ci}  # fmt: skip
+    def result(
+        invalid: float, invalid_ci: list[float], score: float, score_ci: list[float]
+    ) -> dict:
+        return {
+            "game": "g",
+            "opponent": "random-v0",
+            "games": 200,
+            "invalid_rate": invalid,
+            "invalid_ci": invalid_ci,
+            "score": score,
+            "score_ci": score_ci,
+        }
 
     before = [result(0.6, [0.55, 0.65], 0.30, [0.25, 0.35])]
     after = [result(0.4, [0.35, 0.45], 0.34, [0.29, 0.39])]

@@ -1,4 +1,7 @@
-"""Chat templates and token-in/token-out continuation with SmolLM2's real tokenizer."""
+"""Chat templates and token-in/token-out continuation with SmolLM2's real tokenizer.
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/policies/test_chat.py``.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""The transformers backend on the tiny model: logprobs, sampling params, stops, weight updates."""
+"""The transformers backend on the tiny model: logprobs, sampling params, stops, weight updates.
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/policies/test_hf.py``.
+"""
 
 from __future__ import annotations
 
@@ -39,11 +42,13 @@ def teacher_forced(model: torch.nn.Module, gen: Generation) -> np.ndarray:
 
 @pytest.mark.parametrize(
     "params",
-    [SamplingParams(temperature=1.0, max_new_tokens=12, seed=1),
-     SamplingParams(temperature=0.7, top_k=20, top_p=0.9, max_new_tokens=12),
-     SamplingParams(temperature=0.0, max_new_tokens=12)],
+    [
+        SamplingParams(temperature=1.0, max_new_tokens=12, seed=1),
+        SamplingParams(temperature=0.7, top_k=20, top_p=0.9, max_new_tokens=12),
+        SamplingParams(temperature=0.0, max_new_tokens=12),
+    ],
     ids=["plain", "truncated", "greedy"],
-)  # fmt: skip
+)
 def test_logprobs_match_teacher_forcing(policy: HFPolicy, params: SamplingParams) -> None:
     generations = policy.generate(CHATS, params)
     for gen in generations:
@@ -56,9 +61,12 @@ def test_logprobs_match_teacher_forcing(policy: HFPolicy, params: SamplingParams
 def test_greedy_is_argmax_and_seeds_reproduce(policy: HFPolicy) -> None:
     greedy = policy.generate(CHATS[:1], SamplingParams(temperature=0, max_new_tokens=8))[0]
     reference = policy.model.generate(
-        torch.from_numpy(greedy.prompt_ids.astype(np.int64))[None], max_new_tokens=8, do_sample=False,
-        attention_mask=torch.ones(1, len(greedy.prompt_ids), dtype=torch.long), eos_token_id=None,
-    )[0, len(greedy.prompt_ids) :]  # fmt: skip
+        torch.from_numpy(greedy.prompt_ids.astype(np.int64))[None],
+        max_new_tokens=8,
+        do_sample=False,
+        attention_mask=torch.ones(1, len(greedy.prompt_ids), dtype=torch.long),
+        eos_token_id=None,
+    )[0, len(greedy.prompt_ids) :]
     assert greedy.token_ids.tolist() == reference.tolist()[: len(greedy.token_ids)]
     seeded = [SamplingParams(max_new_tokens=10, seed=s) for s in (5, 5, 6)]
     a, b, c = policy.generate([CHATS[1]] * 3, seeded)

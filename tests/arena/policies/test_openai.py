@@ -1,4 +1,7 @@
-"""The OpenAI-compatible backend against a stub HTTP server on 127.0.0.1."""
+"""The OpenAI-compatible backend against a stub HTTP server on 127.0.0.1.
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/policies/test_openai.py``.
+"""
 
 from __future__ import annotations
 
@@ -30,11 +33,31 @@ class Stub(BaseHTTPRequestHandler):
                 {"token": "token_id:42", "logprob": -0.25},
                 {"token": "token_id:7", "logprob": -1.5},
             ]
-            self._send(200, {"choices": [{"message": {"role": "assistant", "content": "Hi!"},
-                                          "logprobs": {"content": entries}, "finish_reason": "stop"}]})  # fmt: skip
+            self._send(
+                200,
+                {
+                    "choices": [
+                        {
+                            "message": {"role": "assistant", "content": "Hi!"},
+                            "logprobs": {"content": entries},
+                            "finish_reason": "stop",
+                        }
+                    ]
+                },
+            )
         else:
-            self._send(200, {"choices": [{"text": " go", "finish_reason": "length",
-                                          "logprobs": {"tokens": [" go"], "token_logprobs": [-0.5]}}]})  # fmt: skip
+            self._send(
+                200,
+                {
+                    "choices": [
+                        {
+                            "text": " go",
+                            "finish_reason": "length",
+                            "logprobs": {"tokens": [" go"], "token_logprobs": [-0.5]},
+                        }
+                    ]
+                },
+            )
 
     def _send(self, status: int, payload: dict[str, Any]) -> None:
         data = json.dumps(payload).encode()
@@ -61,8 +84,10 @@ def server() -> Iterator[str]:
 
 def test_chat_and_token_prompts(server: str, tiny_tokenizer) -> None:
     policy = OpenAIPolicy(server, "smol", api_key="k", tokenizer=tiny_tokenizer)
-    chat, ids = policy.generate([[{"role": "user", "content": "hello"}], np.array([1, 2, 3])],
-                                SamplingParams(temperature=0.5, max_new_tokens=7, stop=["\n"], seed=9))  # fmt: skip
+    chat, ids = policy.generate(
+        [[{"role": "user", "content": "hello"}], np.array([1, 2, 3])],
+        SamplingParams(temperature=0.5, max_new_tokens=7, stop=["\n"], seed=9),
+    )
     assert chat.text == "Hi!" and chat.token_ids.tolist() == [42, 7] and chat.extra["exact_ids"]
     np.testing.assert_allclose(chat.logprobs, [-0.25, -1.5])
     assert ids.finish_reason == "length" and ids.prompt_ids.tolist() == [1, 2, 3]

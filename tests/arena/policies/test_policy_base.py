@@ -1,4 +1,7 @@
-"""The policy interface's value types: validation, wire round trips, clear errors."""
+"""The policy interface's value types: validation, wire round trips, clear errors.
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/policies/test_policy_base.py``.
+"""
 
 from __future__ import annotations
 
@@ -20,10 +23,20 @@ from arena.policies.types import (
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("temperature", -0.1), ("temperature", float("nan")), ("top_p", 0.0), ("top_p", 1.5),
-     ("top_k", -1), ("top_k", 2.5), ("max_new_tokens", 0), ("stop", [""]), ("stop_token_ids", [-3]),
-     ("seed", "7"), ("temperature", True)],
-)  # fmt: skip
+    [
+        ("temperature", -0.1),
+        ("temperature", float("nan")),
+        ("top_p", 0.0),
+        ("top_p", 1.5),
+        ("top_k", -1),
+        ("top_k", 2.5),
+        ("max_new_tokens", 0),
+        ("stop", [""]),
+        ("stop_token_ids", [-3]),
+        ("seed", "7"),
+        ("temperature", True),
+    ],
+)
 def test_invalid_sampling_params_name_the_field(field: str, value: object) -> None:
     with pytest.raises(InvalidRequest, match=field):
         SamplingParams(**{field: value})
@@ -61,9 +74,15 @@ def test_prompts_from_messages_ids_or_both() -> None:
 
 
 def test_generation_travels_as_frames() -> None:
-    gen = Generation(prompt_ids=np.arange(5, dtype=np.int32), token_ids=np.array([7, 8], np.int32),
-                     logprobs=np.array([-0.5, -1.5], np.float32), text="ab", finish_reason="stop",
-                     version=3, extra={"action": 2})  # fmt: skip
+    gen = Generation(
+        prompt_ids=np.arange(5, dtype=np.int32),
+        token_ids=np.array([7, 8], np.int32),
+        logprobs=np.array([-0.5, -1.5], np.float32),
+        text="ab",
+        finish_reason="stop",
+        version=3,
+        extra={"action": 2},
+    )
     _, frames = encode("reply", gen.to_dict(), src="a", dst="b", reply_to="x")
     assert len(frames) == 4  # header + three arrays as raw frames, no msgpack lists
     back = Generation.from_dict(decode(frames).body)

@@ -1,4 +1,7 @@
-"""The batch sampler: frequencies, truncation, seeds, and raw logprobs."""
+"""The batch sampler: frequencies, truncation, seeds, and raw logprobs.
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/policies/test_sampling.py``.
+"""
 
 from __future__ import annotations
 

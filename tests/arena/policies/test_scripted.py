@@ -1,4 +1,7 @@
-"""The scripted adapter: bots with act(env, agent), plain callables, and text responders."""
+"""The scripted adapter: bots with act(env, agent), plain callables, and text responders.
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/policies/test_scripted.py``.
+"""
 
 from __future__ import annotations
 

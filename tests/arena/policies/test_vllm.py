@@ -4,6 +4,8 @@ One engine start (about 35 s on an idle 2-core machine, 1.5 min on a busy one, p
 torch.compile) covers generation, engine logprobs against a transformers teacher-forced
 recomputation, and two weight updates applied without a restart: bytes over the bus, then a
 same-host shared-memory file.
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/policies/test_vllm.py``.
 """
 
 from __future__ import annotations
@@ -52,8 +54,24 @@ def vllm_service() -> Iterator[str]:
     assert "listening" in broker.stdout.readline()
     # vLLM logs a lot: to a file, so a full pipe can never block it.
     log = open(f"{folder}/vllm.log", "w")  # noqa: SIM115 -- closed below
-    server = subprocess.Popen([sys.executable, "-m", "arena", "inference", "--address", address, "--backend", "vllm",
-                               "--model", "smollm2-135m", "--name", "v"], stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "arena",
+            "inference",
+            "--address",
+            address,
+            "--backend",
+            "vllm",
+            "--model",
+            "smollm2-135m",
+            "--name",
+            "v",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         wait_for_service(address, "policy:v", timeout=540)
         yield address
@@ -90,7 +108,9 @@ def test_vllm_generates_with_engine_logprobs_and_takes_weight_updates(vllm_servi
     def update(state: dict[str, torch.Tensor], version: int, transport: str = "bus") -> float:
         start = time.monotonic()
         if transport == "shm":
-            shm.publish(state, version, functools.partial(client.publish, shm.topic, mtype="weights"))
+            shm.publish(
+                state, version, functools.partial(client.publish, shm.topic, mtype="weights")
+            )
         else:
             for bucket in make_buckets(state, version):
                 client.publish("weights.v", bucket, mtype="weights")

@@ -1,4 +1,7 @@
-"""Run configs: merging, overrides, and errors that name the key and its nearest valid name."""
+"""Run configs: merging, overrides, and errors that name the key and its nearest valid name.
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/run/test_config.py``.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Run setup: how CPU threads are split among the processes that compute at once, and that a
-launched child gets them."""
+launched child gets them.
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/run/test_plan.py``.
+"""
 
 from __future__ import annotations
 
@@ -28,8 +31,16 @@ def no_omp_env(monkeypatch: pytest.MonkeyPatch) -> None:
         (["mode=async"], 2, {"inference": 1, "learner": 1}),
         (["mode=async"], 8, {"inference": 4, "learner": 4}),
         # 2 inference actors + the population pool generate together: 8 // 3 = 2 each
-        (["mode=sync", "inference.actors=2", "opponents.mode=population"], 8, {"inference": 2, "learner": 8}),
-        (["mode=async", "inference.actors=2", "opponents.mode=population"], 8, {"inference": 2, "learner": 2}),
+        (
+            ["mode=sync", "inference.actors=2", "opponents.mode=population"],
+            8,
+            {"inference": 2, "learner": 8},
+        ),
+        (
+            ["mode=async", "inference.actors=2", "opponents.mode=population"],
+            8,
+            {"inference": 2, "learner": 2},
+        ),
         (["mode=async", "inference.actors=3"], 2, {"inference": 1, "learner": 1}),  # never 0
         (["mode=async", "cpu_threads=3"], 2, {"inference": 3, "learner": 3}),  # as configured
     ],
@@ -45,7 +56,10 @@ def test_omp_num_threads_in_the_environment_wins_over_auto(monkeypatch: pytest.M
     config = load_run_config("configs/smoke.yaml", ["mode=async"])
     assert cpu_threads(config, 2) == {}
     assert "from OMP_NUM_THREADS" in plan(config)
-    assert cpu_threads(load_run_config("configs/smoke.yaml", ["cpu_threads=2"]), 8) == {"inference": 2, "learner": 2}
+    assert cpu_threads(load_run_config("configs/smoke.yaml", ["cpu_threads=2"]), 8) == {
+        "inference": 2,
+        "learner": 2,
+    }
 
 
 def test_a_child_gets_its_own_environment(tmp_path: Path) -> None:
@@ -53,14 +67,18 @@ def test_a_child_gets_its_own_environment(tmp_path: Path) -> None:
     own additions, and the launcher's pid (so it dies with it)."""
     launcher = Launcher(tmp_path, env={"SHARED": "a"})
     try:
-        own = launcher.start("own", ["broker", "--bind", f"ipc://{tmp_path}/own.sock"], env={"OMP_NUM_THREADS": "1"})
+        own = launcher.start(
+            "own", ["broker", "--bind", f"ipc://{tmp_path}/own.sock"], env={"OMP_NUM_THREADS": "1"}
+        )
         other = launcher.start("other", ["broker", "--bind", f"ipc://{tmp_path}/other.sock"])
         for child, threads in ((own, "1"), (other, None)):
             environ = _environ(child.pid)
             assert environ["SHARED"] == "a" and environ.get("OMP_NUM_THREADS") == threads
             assert environ["ARENA_PARENT_PID"] == str(os.getpid())
         deadline = time.monotonic() + 60
-        while "listening on" not in (tmp_path / "own.log").read_text() and time.monotonic() < deadline:
+        while (
+            "listening on" not in (tmp_path / "own.log").read_text() and time.monotonic() < deadline
+        ):
             time.sleep(0.1)
         assert "arena broker listening on" in (tmp_path / "own.log").read_text()
         launcher.check()  # both alive: no ChildDied

@@ -29,28 +29,59 @@ def commands_for(tmp_path: Path, *overrides: str) -> dict[str, object]:
 
 def test_a_run_starts_a_broker_inference_learner_and_rollout_actors(tmp_path: Path) -> None:
     commands, config = commands_for(tmp_path, "rollout.actors=2", "inference.actors=2")
-    assert list(commands) == ["broker", "inference-0", "inference-1", "learner", "rollout-0", "rollout-1"]
+    assert list(commands) == [
+        "broker",
+        "inference-0",
+        "inference-1",
+        "learner",
+        "rollout-0",
+        "rollout-1",
+    ]
     address = f"ipc://{tmp_path.resolve()}/bus.sock"
     assert commands["broker"].argv[:3] == ["broker", "--bind", address]
-    assert commands["learner"].argv == ["-v", "learner", "--address", address, "--config", str(tmp_path / "learner.yaml")]
+    assert commands["learner"].argv == [
+        "-v",
+        "learner",
+        "--address",
+        address,
+        "--config",
+        str(tmp_path / "learner.yaml"),
+    ]
     assert commands["rollout-1"].argv[-2:] == ["--index", "1"] and commands["rollout-1"].restartable
     assert not commands["learner"].restartable and not commands["inference-0"].restartable
     assert commands["inference-0"].env == {"OMP_NUM_THREADS": "1"}
 
 
 def test_inference_flags_parse_back_into_the_runs_inference_section(tmp_path: Path) -> None:
-    config = load_run_config(ROOT / "configs/smoke.yaml", ["inference.max_wait_ms=7.5", "inference.shm_weights=false"])
+    config = load_run_config(
+        ROOT / "configs/smoke.yaml", ["inference.max_wait_ms=7.5", "inference.shm_weights=false"]
+    )
     engine = {"max_model_len": 512, "enforce_eager": True, "kv_cache_dtype": "auto"}
-    config = resolve_for_run(replace(config, inference=replace(config.inference, engine=engine)), tmp_path)
+    config = resolve_for_run(
+        replace(config, inference=replace(config.inference, engine=engine)), tmp_path
+    )
     argv = actor_commands(config, tmp_path)[1].argv
     assert argv[:2] == ["-v", "inference"]
     parser = argparse.ArgumentParser()
     inference_command.add_arguments(parser)
     args = parser.parse_args(argv[2:])
-    served = from_arguments(InferenceConfig, args, address=args.address, engine=parse_assignments(args.engine))
+    served = from_arguments(
+        InferenceConfig, args, address=args.address, engine=parse_assignments(args.engine)
+    )
     expected = config.inference
-    for name in ("backend", "model", "name", "dtype", "max_batch", "max_wait_ms", "max_queue",
-                 "weight_timeout", "shm_weights", "attention", "engine"):  # fmt: skip
+    for name in (
+        "backend",
+        "model",
+        "name",
+        "dtype",
+        "max_batch",
+        "max_wait_ms",
+        "max_queue",
+        "weight_timeout",
+        "shm_weights",
+        "attention",
+        "engine",
+    ):
         assert getattr(served, name) == getattr(expected, name), name
     assert served.max_wait_ms == 7.5 and served.shm_weights is False
     assert served.device in ("cpu", "cuda")  # "auto" is resolved before the actor starts

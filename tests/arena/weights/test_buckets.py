@@ -1,4 +1,7 @@
-"""The bucket format: tensor specs, sizes, and entries garbled in transit (in one process)."""
+"""The bucket format: tensor specs, sizes, and entries garbled in transit (in one process).
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/weights/test_buckets.py``.
+"""
 
 from __future__ import annotations
 
@@ -37,12 +40,14 @@ def test_every_dtype_of_the_table_can_travel() -> None:
 
 @pytest.mark.parametrize(
     ("field", "value", "match"),
-    [("name", ["w"], "unknown tensor"),
-     ("dtype", ["float32"], r"got \['float32'\]\[4\]"),
-     ("dtype", "complex64", "got complex64"),
-     ("shape", 4, "got float32 shape 4,"),
-     ("shape", [2, 2], r"got float32\[2, 2\]")],
-)  # fmt: skip
+    [
+        ("name", ["w"], "unknown tensor"),
+        ("dtype", ["float32"], r"got \['float32'\]\[4\]"),
+        ("dtype", "complex64", "got complex64"),
+        ("shape", 4, "got float32 shape 4,"),
+        ("shape", [2, 2], r"got float32\[2, 2\]"),
+    ],
+)
 def test_garbled_entries_are_refused_not_raised_through(field: str, value: Any, match: str) -> None:
     body = next(make_buckets({"w": torch.zeros(4)}, version=1))
     body["tensors"][0][field] = value

@@ -1,4 +1,7 @@
-"""Float weights may change float dtype in transit (a float32 learner, a bfloat16 server)."""
+"""Float weights may change float dtype in transit (a float32 learner, a bfloat16 server).
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/weights/test_cast.py``.
+"""
 
 from __future__ import annotations
 

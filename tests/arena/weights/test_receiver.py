@@ -1,5 +1,8 @@
 """Reading a checkpoint for the ``load`` command: a Hugging Face directory checked against the
-served parameters before any tensor is used (tiny model, in one process)."""
+served parameters before any tensor is used (tiny model, in one process).
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/weights/test_receiver.py``.
+"""
 
 from __future__ import annotations
 
@@ -26,7 +29,9 @@ def saved(folder: Path, seed: int = 1, **kwargs: object) -> tuple[Path, dict[str
     return folder, model.state_dict()
 
 
-def test_a_saved_model_loads_with_its_tied_embedding_left_out(served: dict[str, torch.Tensor], tmp_path: Path) -> None:
+def test_a_saved_model_loads_with_its_tied_embedding_left_out(
+    served: dict[str, torch.Tensor], tmp_path: Path
+) -> None:
     folder, expected = saved(tmp_path)
     state = read_checkpoint(str(folder), served)
     assert set(state) == set(served) - {"lm_head.weight"}  # save_pretrained drops the tied copy
@@ -48,7 +53,9 @@ def test_a_float32_checkpoint_is_cast_for_a_bfloat16_server(tmp_path: Path) -> N
     assert torch.equal(state["model.norm.weight"], expected["model.norm.weight"].bfloat16())
 
 
-def test_mismatches_and_bad_paths_are_refused(served: dict[str, torch.Tensor], tmp_path: Path) -> None:
+def test_mismatches_and_bad_paths_are_refused(
+    served: dict[str, torch.Tensor], tmp_path: Path
+) -> None:
     with pytest.raises(WeightUpdateError, match="no directory"):
         read_checkpoint(str(tmp_path / "missing"), served)
     with pytest.raises(WeightUpdateError, match="neither model.safetensors"):

@@ -4,6 +4,8 @@ In one process, with the tiny model: the file is valid safetensors, references a
 exact state, a tampered or foreign file is refused, buckets are announced only once written,
 orphans are swept, a version sent again keeps to shared memory, and a failed write falls back
 to byte buckets for the same version.
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/weights/test_shm.py``.
 """
 
 from __future__ import annotations
@@ -57,13 +59,17 @@ def noisy(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {k: v + 1.0 for k, v in state.items()}
 
 
-def published(publisher: WeightPublisher, state: dict[str, torch.Tensor], version: int) -> list[dict[str, Any]]:
+def published(
+    publisher: WeightPublisher, state: dict[str, torch.Tensor], version: int
+) -> list[dict[str, Any]]:
     bodies: list[dict[str, Any]] = []
     publisher.publish(state, version, bodies.append)
     return bodies
 
 
-def assemble(assembler: WeightAssembler, bodies: list[dict[str, Any]]) -> tuple[int, dict[str, torch.Tensor]]:
+def assemble(
+    assembler: WeightAssembler, bodies: list[dict[str, Any]]
+) -> tuple[int, dict[str, torch.Tensor]]:
     result = None
     for body in bodies:
         result = assembler.add(body) or result
@@ -71,11 +77,15 @@ def assemble(assembler: WeightAssembler, bodies: list[dict[str, Any]]) -> tuple[
     return result
 
 
-def test_references_assemble_to_the_exact_state(state: dict[str, torch.Tensor], shm_dir: Path) -> None:
+def test_references_assemble_to_the_exact_state(
+    state: dict[str, torch.Tensor], shm_dir: Path
+) -> None:
     publisher = WeightPublisher("main", directory=shm_dir, bucket_bytes=1 << 20)
     bodies = published(publisher, state, version=3)
     assert publisher.transport == "shm" and len(bodies) > 1
-    assert all("shm" in b and all("offset" in t and "data" not in t for t in b["tensors"]) for b in bodies)
+    assert all(
+        "shm" in b and all("offset" in t and "data" not in t for t in b["tensors"]) for b in bodies
+    )
     version, got = assemble(WeightAssembler(state), bodies)
     assert version == 3 and set(got) == set(state)
     for name, tensor in state.items():
@@ -92,7 +102,9 @@ def test_equal_tensors_are_stored_once_even_when_copied_apart(
 ) -> None:
     exported = {k: v.clone() for k, v in state.items()}  # a learner's export unties the head
     exported["model.norm.weight"] = -torch.zeros_like(exported["model.norm.weight"])
-    exported["model.layers.0.input_layernorm.weight"] = torch.zeros_like(exported["model.norm.weight"])
+    exported["model.layers.0.input_layernorm.weight"] = torch.zeros_like(
+        exported["model.norm.weight"]
+    )
     aliases = duplicate_names(exported)  # the head, and the tiny model's all-ones norms
     assert aliases["lm_head.weight"] == "model.embed_tokens.weight"
     assert "model.norm.weight" not in aliases  # -0.0 is not 0.0, byte for byte
@@ -105,7 +117,9 @@ def test_equal_tensors_are_stored_once_even_when_copied_apart(
     publisher.close()
 
 
-def test_an_alias_must_lie_where_its_target_lies(state: dict[str, torch.Tensor], shm_dir: Path) -> None:
+def test_an_alias_must_lie_where_its_target_lies(
+    state: dict[str, torch.Tensor], shm_dir: Path
+) -> None:
     publisher = WeightPublisher("main", directory=shm_dir, bucket_bytes=1 << 20)
     bodies = published(publisher, state, version=1)
     head = next(t for b in bodies for t in b["tensors"] if t["name"] == "lm_head.weight")
@@ -115,7 +129,9 @@ def test_an_alias_must_lie_where_its_target_lies(state: dict[str, torch.Tensor],
     publisher.close()
 
 
-def test_the_file_is_safetensors_and_only_the_latest_is_kept(state: dict[str, torch.Tensor], shm_dir: Path) -> None:
+def test_the_file_is_safetensors_and_only_the_latest_is_kept(
+    state: dict[str, torch.Tensor], shm_dir: Path
+) -> None:
     publisher = WeightPublisher("main", directory=shm_dir)
     path = published(publisher, state, version=1)[0]["shm"]["path"]
     loaded = load_file(path)
@@ -132,7 +148,9 @@ def test_the_file_is_safetensors_and_only_the_latest_is_kept(state: dict[str, to
     assert not list(shm_dir.iterdir())
 
 
-def test_a_file_is_reused_only_when_no_receiver_holds_it(state: dict[str, torch.Tensor], shm_dir: Path) -> None:
+def test_a_file_is_reused_only_when_no_receiver_holds_it(
+    state: dict[str, torch.Tensor], shm_dir: Path
+) -> None:
     publisher = WeightPublisher("main", directory=shm_dir, bucket_bytes=1 << 20)
     first = published(publisher, state, version=1)
     inode = os.stat(first[0]["shm"]["path"]).st_ino
@@ -152,7 +170,9 @@ def test_a_file_is_reused_only_when_no_receiver_holds_it(state: dict[str, torch.
     publisher.close()
 
 
-def test_the_same_version_again_stays_in_shared_memory(state: dict[str, torch.Tensor], shm_dir: Path) -> None:
+def test_the_same_version_again_stays_in_shared_memory(
+    state: dict[str, torch.Tensor], shm_dir: Path
+) -> None:
     publisher = WeightPublisher("main", directory=shm_dir, bucket_bytes=1 << 20)
     first = published(publisher, state, version=1)
     _, got = assemble(WeightAssembler(state, files=SharedMemoryReader()), first)  # holds the lock
@@ -188,7 +208,9 @@ def test_each_bucket_is_announced_only_once_its_bytes_are_written(
     writer.close()
 
 
-def test_a_tampered_file_is_refused_and_the_update_dropped(state: dict[str, torch.Tensor], shm_dir: Path) -> None:
+def test_a_tampered_file_is_refused_and_the_update_dropped(
+    state: dict[str, torch.Tensor], shm_dir: Path
+) -> None:
     publisher = WeightPublisher("main", directory=shm_dir, bucket_bytes=1 << 20)
     bodies = published(publisher, state, version=1)
     entry = bodies[1]["tensors"][0]
@@ -207,12 +229,14 @@ def test_a_tampered_file_is_refused_and_the_update_dropped(state: dict[str, torc
 
 @pytest.mark.parametrize(
     ("change", "match"),
-    [(lambda b: b["tensors"][0].update(offset=1 << 40), "outside the"),
-     (lambda b: b["shm"].update(host="another-host:1"), "another host"),
-     (lambda b: b["shm"].update(size=b["shm"]["size"] + 1), "expected"),
-     (lambda b: b["shm"].update(path="/etc/passwd"), "not an arena weights file"),
-     (lambda b: b["shm"].update(path=b["shm"]["path"] + ".gone.safetensors"), "No such file")],
-)  # fmt: skip
+    [
+        (lambda b: b["tensors"][0].update(offset=1 << 40), "outside the"),
+        (lambda b: b["shm"].update(host="another-host:1"), "another host"),
+        (lambda b: b["shm"].update(size=b["shm"]["size"] + 1), "expected"),
+        (lambda b: b["shm"].update(path="/etc/passwd"), "not an arena weights file"),
+        (lambda b: b["shm"].update(path=b["shm"]["path"] + ".gone.safetensors"), "No such file"),
+    ],
+)
 def test_bad_references_are_refused(
     state: dict[str, torch.Tensor], shm_dir: Path, change: Any, match: str
 ) -> None:
@@ -233,7 +257,9 @@ def test_the_host_id_names_this_kernel_and_filesystem(
     publisher = WeightPublisher("main", directory=shm_dir)
     ref = published(publisher, state, version=1)[0]["shm"]
     assert SharedMemoryReader().readable(ref)
-    assert not SharedMemoryReader().readable({**ref, "host": "another-host:1"})  # so it fetches instead
+    assert not SharedMemoryReader().readable(
+        {**ref, "host": "another-host:1"}
+    )  # so it fetches instead
     publisher.close()
 
 
@@ -257,7 +283,9 @@ def test_a_failed_write_falls_back_to_bytes_for_the_same_version(
     publisher = WeightPublisher("main", directory=shm_dir, bucket_bytes=1 << 20)
     write = SharedMemoryWriter.write
 
-    def fail_after_the_first_bucket(self: SharedMemoryWriter, groups: Any, version: int, on_bucket: Any) -> Any:
+    def fail_after_the_first_bucket(
+        self: SharedMemoryWriter, groups: Any, version: int, on_bucket: Any
+    ) -> Any:
         def once(file: Any, index: int, checksum: int) -> None:
             on_bucket(file, index, checksum)
             raise OSError(28, "No space left on device")
@@ -279,15 +307,24 @@ def test_a_failed_write_falls_back_to_bytes_for_the_same_version(
     assert version == 1 and all(torch.equal(got[k], v) for k, v in state.items())
 
 
-def test_no_shared_memory_means_byte_buckets(state: dict[str, torch.Tensor], tmp_path: Path) -> None:
-    for publisher in (WeightPublisher("main", shm=False), WeightPublisher("main", directory=tmp_path / "none")):
+def test_no_shared_memory_means_byte_buckets(
+    state: dict[str, torch.Tensor], tmp_path: Path
+) -> None:
+    for publisher in (
+        WeightPublisher("main", shm=False),
+        WeightPublisher("main", directory=tmp_path / "none"),
+    ):
         bodies = published(publisher, state, version=1)
         assert publisher.transport == "bus"
-        assert all("shm" not in b and isinstance(b["tensors"][0]["data"], np.ndarray) for b in bodies)
+        assert all(
+            "shm" not in b and isinstance(b["tensors"][0]["data"], np.ndarray) for b in bodies
+        )
 
 
 def test_orphans_of_dead_writers_are_swept(state: dict[str, torch.Tensor], shm_dir: Path) -> None:
-    orphan, alive, fresh = (shm_dir / f"arena-weights-x-{tag}-v1.safetensors" for tag in ("dead", "alive", "new"))
+    orphan, alive, fresh = (
+        shm_dir / f"arena-weights-x-{tag}-v1.safetensors" for tag in ("dead", "alive", "new")
+    )
     for path in (orphan, alive, fresh):
         path.write_bytes(b"x")
     for path in (orphan, alive):

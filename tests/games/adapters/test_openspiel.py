@@ -1,4 +1,7 @@
-"""The OpenSpiel adapter: conversion rules, chance sampling, text actions, rewards."""
+"""The OpenSpiel adapter: conversion rules, chance sampling, text actions, rewards.
+
+Run with ``.venv/bin/python -m pytest -q tests/games/adapters/test_openspiel.py``.
+"""
 
 from __future__ import annotations
 
@@ -12,8 +15,11 @@ from games.adapters.openspiel import OpenSpielGame, UnsupportedGame, convertible
 
 @pytest.mark.parametrize(
     ("game", "reason"),
-    [("goofspiel", "simultaneous"), ("matrix_pd", "simultaneous"),
-     ("mfg_crowd_modelling", "mean-field")],
+    [
+        ("goofspiel", "simultaneous"),
+        ("matrix_pd", "simultaneous"),
+        ("mfg_crowd_modelling", "mean-field"),
+    ],
 )
 def test_unconvertible_games_say_why(game: str, reason: str) -> None:
     assert reason in convertible_games()[game]

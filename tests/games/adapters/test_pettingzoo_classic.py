@@ -1,4 +1,7 @@
-"""The PettingZoo classic adapter: seat names, cell and move text, hidden simultaneous moves."""
+"""The PettingZoo classic adapter: seat names, cell and move text, hidden simultaneous moves.
+
+Run with ``.venv/bin/python -m pytest -q tests/games/adapters/test_pettingzoo_classic.py``.
+"""
 
 from __future__ import annotations
 

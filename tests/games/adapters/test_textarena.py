@@ -1,4 +1,7 @@
-"""The TextArena adapter: transcripts, legal bracketed moves, isolation of global randomness."""
+"""The TextArena adapter: transcripts, legal bracketed moves, isolation of global randomness.
+
+Run with ``.venv/bin/python -m pytest -q tests/games/adapters/test_textarena.py``.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Rule-based baselines: tit-for-tat, Mini Hanabi rules, Liar's Dice expectations."""
+"""Rule-based baselines: tit-for-tat, Mini Hanabi rules, Liar's Dice expectations.
+
+Run with ``.venv/bin/python -m pytest -q tests/games/bots/test_baseline_bots.py``.
+"""
 
 from __future__ import annotations
 
@@ -29,11 +32,18 @@ def test_hanabi_rules_bot_scores_far_above_random() -> None:
     env = games.make("mini-hanabi-v0")
 
     def mean_score(bot_cls: type) -> float:
-        return float(np.mean([
-            play_game(env, {a: bot_cls(seed=s + i) for i, a in enumerate(env.possible_agents)},
-                      seed=s).returns["player_0"]
-            for s in range(60)
-        ]))
+        return float(
+            np.mean(
+                [
+                    play_game(
+                        env,
+                        {a: bot_cls(seed=s + i) for i, a in enumerate(env.possible_agents)},
+                        seed=s,
+                    ).returns["player_0"]
+                    for s in range(60)
+                ]
+            )
+        )
 
     assert mean_score(HanabiRulesBot) > mean_score(RandomBot) + 0.2
 

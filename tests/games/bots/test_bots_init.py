@@ -1,4 +1,7 @@
-"""The bot registry and the strongest bot of every game."""
+"""The bot registry and the strongest bot of every game.
+
+Run with ``.venv/bin/python -m pytest -q tests/games/bots/test_bots_init.py``.
+"""
 
 from __future__ import annotations
 
@@ -13,8 +16,15 @@ from games.play import play_game
 
 def test_registered_bot_ids() -> None:
     assert set(bots.registry.ids()) >= {
-        "random-v0", "minimax-v0", "minimax-depth4-v0", "nim-optimal-v0", "mcts-v0",
-        "kuhn-nash-v0", "leduc-cfr-v0", "tit-for-tat-v0", "hanabi-rules-v0",
+        "random-v0",
+        "minimax-v0",
+        "minimax-depth4-v0",
+        "nim-optimal-v0",
+        "mcts-v0",
+        "kuhn-nash-v0",
+        "leduc-cfr-v0",
+        "tit-for-tat-v0",
+        "hanabi-rules-v0",
         "liars-dice-heuristic-v0",
     }
     bot = bots.make("minimax-depth4-v0", seed=3)

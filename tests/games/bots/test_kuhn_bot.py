@@ -1,4 +1,7 @@
-"""The Kuhn poker equilibrium family: exploitability 0 and value -1/18, checked with OpenSpiel."""
+"""The Kuhn poker equilibrium family: exploitability 0 and value -1/18, checked with OpenSpiel.
+
+Run with ``.venv/bin/python -m pytest -q tests/games/bots/test_kuhn_bot.py``.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""The Leduc CFR+ policy: solved once, cached as JSON, low exploitability, plays both versions."""
+"""The Leduc CFR+ policy: solved once, cached as JSON, low exploitability, plays both versions.
+
+Run with ``.venv/bin/python -m pytest -q tests/games/bots/test_leduc_bot.py``.
+"""
 
 from __future__ import annotations
 
@@ -23,7 +26,9 @@ from games.play import play_game  # noqa: E402
 ITERATIONS = 100
 
 
-def test_the_solution_is_cached_as_json(policy_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_solution_is_cached_as_json(
+    policy_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     solved = leduc_policy(ITERATIONS)
     path = policy_cache / f"leduc_poker-cfr_plus-{ITERATIONS}.json"
     on_disk = json.loads(path.read_text())
@@ -49,7 +54,8 @@ def test_exploitability_is_low_and_matches_the_recorded_value() -> None:
     solved = leduc_policy(ITERATIONS)
     assert solved["exploitability"] < 0.03
     assert exploitability("leduc_poker", solved["policy"]) == pytest.approx(
-        solved["exploitability"], abs=1e-9)
+        solved["exploitability"], abs=1e-9
+    )
     assert leduc_policy(5)["exploitability"] > solved["exploitability"]
 
 

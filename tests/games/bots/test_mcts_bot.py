@@ -1,4 +1,7 @@
-"""OpenSpiel's MCTS bot on the native Connect Four and on an adapted game."""
+"""OpenSpiel's MCTS bot on the native Connect Four and on an adapted game.
+
+Run with ``.venv/bin/python -m pytest -q tests/games/bots/test_mcts_bot.py``.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Alpha-beta: exact on Tic-Tac-Toe, depth-limited on Connect Four."""
+"""Alpha-beta: exact on Tic-Tac-Toe, depth-limited on Connect Four.
+
+Run with ``.venv/bin/python -m pytest -q tests/games/bots/test_minimax_bot.py``.
+"""
 
 from __future__ import annotations
 
@@ -31,8 +34,11 @@ def test_exact_search_never_loses_tictactoe() -> None:
     env = TicTacToe()
     for seed in range(10):
         search, rand = AlphaBetaBot(seed=seed), RandomBot(seed=seed)
-        seats = {"player_0": search, "player_1": rand} if seed % 2 else {
-            "player_0": rand, "player_1": search}
+        seats = (
+            {"player_0": search, "player_1": rand}
+            if seed % 2
+            else {"player_0": rand, "player_1": search}
+        )
         outcome = play_game(env, seats, seed=seed)
         mine = "player_0" if seed % 2 else "player_1"
         assert outcome.returns[mine] >= 0

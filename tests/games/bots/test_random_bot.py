@@ -1,4 +1,7 @@
-"""The random-legal bot on index and free-text games."""
+"""The random-legal bot on index and free-text games.
+
+Run with ``.venv/bin/python -m pytest -q tests/games/bots/test_random_bot.py``.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +11,10 @@ import games
 from games.bots.random_bot import RandomBot
 
 
-@pytest.mark.parametrize("game_id", ["connect-four-v0", "leduc-holdem-v0", "liars-dice-v0",
-                                     "mini-hanabi-v0", "negotiation-v0"])
+@pytest.mark.parametrize(
+    "game_id",
+    ["connect-four-v0", "leduc-holdem-v0", "liars-dice-v0", "mini-hanabi-v0", "negotiation-v0"],
+)
 def test_only_legal_actions_are_played(game_id: str) -> None:
     env, bot = games.make(game_id, max_retries=0), RandomBot(seed=0)
     for seed in range(20):

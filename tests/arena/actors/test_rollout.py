@@ -1,0 +1,287 @@
+"""arena/actors/rollout.py: a RolloutActor behind a real broker, over real ipc:// sockets.
+
+Everything runs in this process: the broker on a thread; on one asyncio loop, the rollout actor
+under test, a fake inference actor serving ``policy:main`` (and ``policy:pool``) that always
+names the first legal action, a fake learner that keeps every ``episode`` message sent to
+service ``learner``, and a coordinator that sends collect orders to service ``rollout``.
+
+Covers: a collect of N episodes sends N complete episodes with unique ids and a reply whose
+counts and stats match them; malformed collect orders get error replies and the actor keeps
+serving; a policy that fails mid-episode turns into ``failed`` counts, and no part of those
+episodes reaches the learner; population opponents are served by the policy the order names.
+
+Run with `.venv/bin/python -m pytest -q tests/arena/actors/test_rollout.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pytest
+
+from arena.actors.rollout import RolloutActor
+from arena.bus import Actor, Broker, BusError, Message
+from arena.play.config import GameConfig, OpponentConfig, PlayConfig
+from arena.policies.types import Generation, Prompt, SamplingParams
+from arena.records import Episode
+
+MAIN_VERSION, POOL_VERSION = 5, 2
+ANSWER_TOKENS = 8
+"""``<answer>N</answer>`` is 7 tokens with SmolLM2's tokenizer, plus the sampled <|im_end|>."""
+TICTACTOE_TURNS = 7
+"""Both seats always name the first legal cell: X 1, O 2, X 3, O 4, X 5, O 6, X 7 wins (3-5-7)."""
+
+
+class FirstLegal:
+    """A fake inference service: reads the prompt ids, answers the first legal action.
+
+    With ``fail_kuhn`` it fails every Kuhn request after the first bet of an episode, so each
+    Kuhn episode dies half-played (one turn done, the second refused).
+    """
+
+    def __init__(self, tokenizer, version: int, fail_kuhn: bool = False) -> None:
+        self.tokenizer = tokenizer
+        self.version = version
+        self.fail_kuhn = fail_kuhn
+        self.end_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
+        self.counts: Counter[str] = Counter()
+
+    def __call__(self, msg: Message) -> dict[str, Any]:
+        prompt = Prompt.from_dict(msg.body["prompt"])
+        SamplingParams.from_dict(msg.body["params"])  # a well-formed request, as served for real
+        text = self.tokenizer.decode(prompt.ids.tolist())
+        if self.fail_kuhn and "Kuhn Poker" in text and "Betting so far: none" not in text:
+            self.counts["failed"] += 1
+            raise RuntimeError("the fake policy fell over")
+        self.counts["answered"] += 1
+        move = re.findall(r"Legal actions: ([^\n]*)", text)[-1].split(", ")[0]
+        ids = [
+            *self.tokenizer.encode(f"<answer>{move}</answer>", add_special_tokens=False),
+            self.end_id,
+        ]
+        return Generation(
+            prompt_ids=prompt.ids,
+            token_ids=np.asarray(ids, np.int32),
+            logprobs=np.full(len(ids), -0.5, np.float32),
+            text=f"<answer>{move}",
+            finish_reason="stop",
+            version=self.version,
+        ).to_dict()
+
+
+@pytest.fixture
+def broker(ipc_dir: str) -> Iterator[str]:
+    address = f"ipc://{ipc_dir}/bus.sock"
+    # A generous liveness timeout: every actor shares one loop with the episodes it plays.
+    server = Broker(address, heartbeat_interval=0.2, heartbeat_timeout=10.0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield address
+    server.stop()
+    thread.join(timeout=5)
+
+
+@dataclass
+class World:
+    rollout: RolloutActor
+    coordinator: Actor
+    main: FirstLegal
+    episodes: list[Episode] = field(default_factory=list)
+
+    async def collect(self, body: Any) -> dict[str, Any]:
+        reply = await self.coordinator.request(body, service="rollout", timeout=120)
+        return reply.body
+
+    async def settle(self, count: int, timeout: float = 10.0) -> list[Episode]:
+        """The episodes received once ``count`` have arrived, and a little after (so that an
+        extra one would be seen too)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while len(self.episodes) < count and loop.time() < deadline:
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.3)
+        return list(self.episodes)
+
+
+@asynccontextmanager
+async def world(
+    address: str, tokenizer, play: PlayConfig, *, fail_kuhn: bool = False
+) -> AsyncIterator[World]:
+    main = FirstLegal(tokenizer, MAIN_VERSION, fail_kuhn)
+    inference = Actor(
+        "fake-inference",
+        address,
+        heartbeat_interval=0.2,
+        services={"policy:main": main, "policy:pool": FirstLegal(tokenizer, POOL_VERSION)},
+    )
+    learner = Actor(
+        "fake-learner", address, heartbeat_interval=0.2, services={"learner": lambda m: None}
+    )
+    coordinator = Actor("coordinator", address, heartbeat_interval=0.2)
+    rollout = RolloutActor(play, address, 0, model="tiny", concurrency=4, heartbeat_interval=0.2)
+    w = World(rollout, coordinator, main)
+    learner.on("episode", lambda m: w.episodes.append(Episode.from_dict(m.body)))
+    for actor in (inference, learner, coordinator):
+        await actor.start()
+    stop = asyncio.Event()
+    task = asyncio.get_running_loop().create_task(rollout.run(stop))
+    try:
+        for _ in range(500):  # the rollout actor loads its tokenizer, then registers
+            actors = (await coordinator.request(service="broker.actors", timeout=5)).body
+            if any("rollout" in a["services"] for a in actors):
+                break
+            assert not task.done(), task.exception()
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("the rollout actor never registered")
+        yield w
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+        for actor in (coordinator, learner, inference):
+            await actor.close()
+
+
+def tictactoe() -> PlayConfig:
+    return PlayConfig(games=[GameConfig("tictactoe-v0")])
+
+
+def assert_complete_tictactoe(ep: Episode) -> None:
+    """A whole self-play game of the first-legal policy, as the learner must receive it."""
+    assert ep.game == "tictactoe-v0" and ep.termination == "win"
+    assert [t.index for t in ep.turns] == list(range(TICTACTOE_TURNS))
+    assert [t.action for t in ep.turns] == list(range(TICTACTOE_TURNS))
+    assert ep.final_rewards == {"player_0": 1.0, "player_1": -1.0}
+    assert [t.reward for t in ep.turns][-2:] == [-1.0, 1.0]
+    for t in ep.turns:
+        assert t.trained and t.valid and t.policy_version == MAIN_VERSION
+        assert t.prompt_ids.dtype == np.int32 and len(t.prompt_ids) > 0
+        assert len(t.response_ids) == len(t.response_logprobs) == ANSWER_TOKENS
+
+
+def test_a_collect_sends_each_episode_once_and_reports_it(broker: str, tiny_tokenizer) -> None:
+    async def scenario() -> None:
+        async with world(broker, tiny_tokenizer, tictactoe()) as w:
+            reply = await w.collect({"op": "collect", "episodes": 6, "seed": 3})
+            got = await w.settle(6)
+            assert reply["episodes"] == 6 and reply["failed"] == 0 and reply["seconds"] > 0
+            assert len(got) == 6
+            ids = [e.id for e in got]
+            assert len(set(ids)) == 6
+            # Episode seeds are seed * 1000 + i, and the id names the actor and the seed.
+            assert sorted(ids) == [f"rollout-0-{3000 + i}" for i in range(6)]
+            assert sorted(e.seed for e in got) == [3000 + i for i in range(6)]
+            for ep in got:
+                assert_complete_tictactoe(ep)
+            # Self-play: both seats trained, +1 and -1 -> mean reward 0; 6 x 7 turns of 8 tokens.
+            stats = reply["stats"]
+            assert stats["reward"] == {"tictactoe-v0/player": 0.0}
+            assert stats["invalid_rate"] == {"tictactoe-v0/player": 0.0}
+            assert stats["policy_turns"] == 6 * TICTACTOE_TURNS == w.main.counts["answered"]
+            assert stats["generated_tokens"] == 6 * TICTACTOE_TURNS * ANSWER_TOKENS
+            assert stats["min_version"] == stats["max_version"] == MAIN_VERSION
+            assert (
+                reply["transcript"]["id"] in ids
+                and len(reply["transcript"]["turns"]) == TICTACTOE_TURNS
+            )
+            # A second order with another seed: new ids, none repeated across the two.
+            reply = await w.collect({"op": "collect", "episodes": 3, "seed": 4})
+            got = await w.settle(9)
+            assert reply["episodes"] == 3 and len(got) == 9
+            assert len({e.id for e in got}) == 9
+
+    asyncio.run(scenario())
+
+
+MALFORMED = [
+    None,  # no body
+    ["collect", 2],  # not a map
+    {"op": "train", "episodes": 2, "seed": 1},  # unknown op
+    {"op": "collect", "seed": 1},  # no count
+    {"op": "collect", "episodes": "many", "seed": 1},  # a count that is no number
+    {"op": "collect", "episodes": 2, "seed": 1, "opponent": {"policy": "pool"}},  # no label
+]
+
+
+def test_malformed_orders_get_errors_and_the_actor_keeps_serving(
+    broker: str, tiny_tokenizer
+) -> None:
+    async def scenario() -> None:
+        async with world(broker, tiny_tokenizer, tictactoe()) as w:
+            for n, order in enumerate(MALFORMED, 1):
+                with pytest.raises(BusError) as info:
+                    await w.collect(order)
+                assert info.value.code == "handler_error", order
+                assert w.rollout.actor.counters["handler_error"] == n
+            reply = await w.collect({"op": "collect", "episodes": 2, "seed": 5})
+            got = await w.settle(2)
+            assert reply["episodes"] == 2 and reply["failed"] == 0
+            # Nothing was played for the refused orders.
+            assert sorted(e.id for e in got) == ["rollout-0-5000", "rollout-0-5001"]
+
+    asyncio.run(scenario())
+
+
+def test_failed_episodes_are_counted_and_never_half_sent(broker: str, tiny_tokenizer) -> None:
+    # Tic-Tac-Toe and Kuhn in equal measure; every Kuhn episode fails on its second request.
+    play = PlayConfig(games=[GameConfig("tictactoe-v0"), GameConfig("kuhn-poker-v0")])
+
+    async def scenario() -> None:
+        async with world(broker, tiny_tokenizer, play, fail_kuhn=True) as w:
+            reply = await w.collect({"op": "collect", "episodes": 12, "seed": 2})
+            got = await w.settle(reply["episodes"])
+            failed = reply["failed"]
+            assert failed >= 1 and reply["episodes"] >= 1, reply  # this seed draws both games
+            assert reply["episodes"] + failed == 12
+            # Each failed episode had played its first turn and died on its second request.
+            assert w.main.counts["failed"] == failed
+            assert w.rollout.counters["episodes_failed"] == failed
+            # Only the finished episodes reached the learner, each whole; nothing of Kuhn.
+            assert len(got) == reply["episodes"]
+            for ep in got:
+                assert_complete_tictactoe(ep)
+            assert reply["stats"]["policy_turns"] == len(got) * TICTACTOE_TURNS
+            assert list(reply["stats"]["reward"]) == ["tictactoe-v0/player"]
+
+    asyncio.run(scenario())
+
+
+def test_population_opponents_play_the_policy_the_order_names(broker: str, tiny_tokenizer) -> None:
+    play = PlayConfig(
+        games=[GameConfig("tictactoe-v0")], opponents=OpponentConfig(mode="population")
+    )
+    order = {
+        "op": "collect",
+        "episodes": 8,
+        "seed": 1,
+        "opponent": {"policy": "pool", "label": "pool@step-2"},
+    }
+
+    async def scenario() -> None:
+        async with world(broker, tiny_tokenizer, play) as w:
+            reply = await w.collect(order)
+            got = await w.settle(8)
+            assert reply["episodes"] == 8 and len(got) == 8
+            trained_seats = Counter()
+            for ep in got:
+                (mine,) = [s for s, a in ep.seats.items() if a.trained]
+                (other,) = [s for s, a in ep.seats.items() if not a.trained]
+                assert ep.seats[mine].policy == "main" and ep.seats[other].policy == "pool@step-2"
+                for t in ep.turns:
+                    expected = (True, MAIN_VERSION) if t.seat == mine else (False, POOL_VERSION)
+                    assert (t.trained, t.policy_version) == expected
+                trained_seats[mine] += 1
+            assert set(trained_seats) == {"player_0", "player_1"}  # the trained seat is drawn
+            # Only the trained seats' outcomes count in the reward.
+            wins = sum(ep.final_rewards[s] for ep in got for s, a in ep.seats.items() if a.trained)
+            assert reply["stats"]["reward"]["tictactoe-v0/player"] == pytest.approx(wins / 8)
+
+    asyncio.run(scenario())

@@ -1,0 +1,170 @@
+"""arena/play/seating.py: SeatFactory in each opponent mode, resolve_opponent and Opponent.
+
+Self-play fills every seat with a trained seat of the served policy; ``fixed`` mode seats one
+trained seat, drawn uniformly, and bots elsewhere; ``population`` mode puts the remote policy an
+:class:`Opponent` names in the other seats, recorded under its label; ``strongest`` resolves to
+each game's strongest reference bot. Seats are built, not played (no model, no bus).
+
+Run with `.venv/bin/python -m pytest -q tests/arena/play/test_seating.py`.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+
+from arena.play.config import GameConfig, OpponentConfig, PlayConfig, SamplingConfig
+from arena.play.episode import BotSeat, PolicySeat
+from arena.play.seating import Opponent, SeatFactory, resolve_opponent
+from arena.policies.chat import ChatFormat
+from arena.policies.types import SamplingParams
+from games.bots.kuhn import KuhnNashBot
+from games.bots.minimax import AlphaBetaBot
+from games.bots.random_bot import RandomBot
+
+AGENTS = ["player_0", "player_1"]
+
+
+class Named:
+    """Stands in for a policy: seating only passes policies around."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+@pytest.fixture
+def chat(tiny_tokenizer) -> ChatFormat:
+    return ChatFormat(tiny_tokenizer)
+
+
+def factory(
+    chat: ChatFormat, mode: str = "self-play", fixed: str = "random-v0", **play
+) -> SeatFactory:
+    config = PlayConfig(
+        games=[
+            GameConfig("tictactoe-v0"),
+            GameConfig("kuhn-poker-v0", role_kwargs={"prefill": True}),
+        ],
+        opponents=OpponentConfig(mode=mode, fixed=fixed),
+        **play,
+    )
+    remotes: dict[str, Named] = {}
+    return SeatFactory(
+        config, Named("main"), chat, lambda name: remotes.setdefault(name, Named(name))
+    )
+
+
+def test_self_play_fills_every_seat_with_the_trained_policy(chat: ChatFormat) -> None:
+    f = factory(chat)
+    seats = f.seats("tictactoe-v0", AGENTS, random.Random(0), seed=0)
+    assert list(seats) == AGENTS
+    for s in seats.values():
+        assert isinstance(s, PolicySeat)
+        assert s.policy is f.policy and s.trained and s.policy_name == "main"
+    # Each seat has its own PolicySeat (its own conversation), not one shared object.
+    assert seats["player_0"] is not seats["player_1"]
+    # Three seats, three trained seats: self-play knows no opponent.
+    assert len(f.seats("tictactoe-v0", ["a", "b", "c"], random.Random(0), 0)) == 3
+
+
+def test_fixed_mode_seats_one_trained_seat_and_bots_elsewhere(chat: ChatFormat) -> None:
+    f = factory(chat, mode="fixed")
+    trained = Counter()
+    for seed in range(40):
+        seats = f.seats("tictactoe-v0", AGENTS, random.Random(seed), seed)
+        policy_seats = [a for a, s in seats.items() if isinstance(s, PolicySeat)]
+        assert len(policy_seats) == 1
+        (mine,) = policy_seats
+        assert seats[mine].trained and seats[mine].policy is f.policy
+        (other,) = set(AGENTS) - {mine}
+        bot = seats[other]
+        assert (
+            isinstance(bot, BotSeat) and bot.name == "random-v0" and isinstance(bot.bot, RandomBot)
+        )
+        trained[mine] += 1
+    # The trained seat is drawn uniformly: over 40 draws both seats occur, neither dominates
+    # (a fair coin gives 20 +- 3.2; 8..32 is more than 3.5 standard deviations either side).
+    assert set(trained) == set(AGENTS)
+    assert 8 <= trained["player_0"] <= 32, trained
+    # With three seats, still exactly one trained seat and two bots.
+    seats = f.seats("tictactoe-v0", ["a", "b", "c"], random.Random(1), 1)
+    assert sorted(type(s).__name__ for s in seats.values()) == ["BotSeat", "BotSeat", "PolicySeat"]
+
+
+def test_the_draw_follows_the_rng(chat: ChatFormat) -> None:
+    f = factory(chat, mode="fixed")
+
+    def trained_seat(seed: int) -> str:
+        seats = f.seats("tictactoe-v0", AGENTS, random.Random(seed), seed)
+        return next(a for a, s in seats.items() if isinstance(s, PolicySeat))
+
+    # The draw is random.Random(seed).choice(agents): same seed, same seat.
+    assert [trained_seat(s) for s in range(10)] == [
+        random.Random(s).choice(AGENTS) for s in range(10)
+    ]
+
+
+def test_strongest_resolves_per_game(chat: ChatFormat) -> None:
+    assert resolve_opponent("strongest", "tictactoe-v0") == "minimax-v0"
+    assert resolve_opponent("strongest", "kuhn-poker-v0") == "kuhn-nash-v0"
+    assert resolve_opponent("random-v0", "kuhn-poker-v0") == "random-v0"
+    f = factory(chat, mode="fixed", fixed="strongest")
+    for game_id, name, kind in [
+        ("tictactoe-v0", "minimax-v0", AlphaBetaBot),
+        ("kuhn-poker-v0", "kuhn-nash-v0", KuhnNashBot),
+    ]:
+        seats = f.seats(game_id, AGENTS, random.Random(0), 0)
+        (bot,) = [s for s in seats.values() if isinstance(s, BotSeat)]
+        assert bot.name == name and isinstance(bot.bot, kind)
+
+
+def test_population_mode_seats_the_named_remote_policy(chat: ChatFormat) -> None:
+    f = factory(chat, mode="population")
+    opponent = Opponent(policy="pool", label="pool@step-4")
+    seen = set()
+    for seed in range(10):
+        seats = f.seats("tictactoe-v0", AGENTS, random.Random(seed), seed, opponent)
+        assert all(isinstance(s, PolicySeat) for s in seats.values())
+        (mine,) = [a for a, s in seats.items() if s.trained]
+        (other,) = [a for a, s in seats.items() if not s.trained]
+        assert seats[mine].policy is f.policy and seats[mine].policy_name == "main"
+        assert seats[other].policy.name == "pool" and seats[other].policy is f.remote("pool")
+        assert seats[other].policy_name == "pool@step-4"
+        seen.add(mine)
+    assert seen == set(AGENTS)
+    # The latest policy as the opponent: the same policy object, still untrained and labelled.
+    seats = f.seats("tictactoe-v0", AGENTS, random.Random(0), 0, Opponent("main", "main@7"))
+    (other,) = [s for s in seats.values() if not s.trained]
+    assert other.policy.name == "main" and other.policy_name == "main@7"
+    # Without an opponent for the collect, population mode falls back to the fixed bot.
+    seats = f.seats("tictactoe-v0", AGENTS, random.Random(0), 0)
+    assert sorted(type(s).__name__ for s in seats.values()) == ["BotSeat", "PolicySeat"]
+
+
+def test_policy_seats_carry_the_config(chat: ChatFormat) -> None:
+    f = factory(
+        chat,
+        sampling=SamplingConfig(temperature=0.7, top_p=0.9, top_k=5, max_new_tokens=12),
+        policy_name="hero",
+        invalid_penalty=0.3,
+    )
+    s = f.policy_seat("kuhn-poker-v0")
+    assert (s.params.temperature, s.params.top_p, s.params.top_k, s.params.max_new_tokens) == (
+        0.7,
+        0.9,
+        5,
+        12,
+    )
+    assert s.params.stop == ("</answer>",)  # the role's closing tag ends generation
+    assert (s.policy_name, s.invalid_penalty, s.chat) == ("hero", 0.3, chat)
+    assert s.role.name == "player" and s.role.prefill  # this game's role_kwargs
+    assert not f.policy_seat("tictactoe-v0").role.prefill
+    # Extra stop strings are kept, in order, with the role's added once.
+    mine = f.policy_seat(
+        "tictactoe-v0", params=SamplingParams(stop=("\n\n", "</answer>")), trained=False
+    )
+    assert mine.params.stop == ("\n\n", "</answer>") and not mine.trained
+    with pytest.raises(KeyError):
+        f.policy_seat("nim-v0")  # not in this config's game mixture

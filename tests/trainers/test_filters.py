@@ -1,0 +1,57 @@
+"""trainers/filters.py: the staleness bound and the overlong, void and zero-advantage filters.
+
+Run with ``.venv/bin/python -m pytest -q tests/trainers/test_filters.py``.
+"""
+
+from __future__ import annotations
+
+from synthetic import episode, turn
+
+from trainers.batch import episode_samples
+from trainers.config import BatchConfig
+from trainers.filters import apply_staleness, filter_samples
+
+
+def test_staleness_reject_and_downweight() -> None:
+    # Learner at version 10, bound 2: lags 0, 2 are fresh; lags 3, 5 exceed it by 1 and 3.
+    samples = [
+        s
+        for e in [episode("e", [turn("e", i, "p", version=v) for i, v in enumerate([10, 8, 7, 5])])]
+        for s in episode_samples(e, 1.0)
+    ]
+    kept, counts = apply_staleness(samples, 10, BatchConfig(max_staleness=2))
+    assert [s.policy_version for s in kept] == [10, 8] and counts["stale_rejected"] == 2
+    config = BatchConfig(max_staleness=2, stale_mode="downweight", stale_decay=0.5)
+    kept, counts = apply_staleness(samples, 10, config)
+    # weights: 1, 1, 0.5^1 = 0.5, 0.5^3 = 0.125
+    assert [s.weight for s in kept] == [1.0, 1.0, 0.5, 0.125]
+    assert counts["stale_downweighted"] == 2
+
+
+def test_filters_count_each_reason() -> None:
+    turns = [
+        turn("e", 0, "p", response=[4, 5, 6, 7]),  # hits max_response_tokens 4
+        turn("e", 1, "p", prompt=list(range(1, 30))),  # longer than max_seq_len 20
+        turn("e", 2, "p", valid=False),  # void
+        turn("e", 3, "p"),  # zero advantage
+        turn("e", 4, "p"),  # kept
+    ]
+    samples = episode_samples(episode("e", turns), 1.0)
+    for s, a in zip(samples, [1.0, 1.0, 1.0, 0.0, 1.0], strict=True):
+        s.advantage = a
+    config = BatchConfig(
+        max_seq_len=20, micro_batch_tokens=64, max_response_tokens=4, filter_void=True
+    )
+    kept, counts = filter_samples(samples, config)
+    assert [s.turn_index for s in kept] == [4]
+    assert counts == {"overlong": 2, "void": 1, "zero_advantage": 1}
+    # With the optional filters off, only the turn that cannot fit is dropped.
+    config = BatchConfig(
+        max_seq_len=20,
+        micro_batch_tokens=64,
+        max_response_tokens=4,
+        filter_overlong=False,
+        filter_zero_advantage=False,
+    )
+    kept, counts = filter_samples(samples, config)
+    assert len(kept) == 4 and counts == {"overlong": 1}
