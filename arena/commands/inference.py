@@ -11,14 +11,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-_NOT_FLAGS = ("actors", "engine", "address")
-"""``actors`` is run-level (how many actors), ``engine`` a mapping (``--engine KEY=VALUE``), and
-the policy's own ``address`` is the actor's (``--address``)."""
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from arena.core.config import add_arguments as add_config_arguments
-    from arena.policies.config import InferenceConfig
+    from arena.policies.config import NOT_FLAGS, InferenceConfig
 
     parser.add_argument("--address", required=True, help="broker address (ipc:// or tcp://)")
     parser.add_argument(
@@ -27,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--heartbeat-interval", type=float, default=1.0, help="seconds between heartbeats"
     )
-    add_config_arguments(parser, InferenceConfig, exclude=_NOT_FLAGS)
+    add_config_arguments(parser, InferenceConfig, exclude=NOT_FLAGS)
     parser.add_argument(
         "--engine",
         action="append",

@@ -103,10 +103,7 @@ def _explain(err: OmegaConfBaseException, schema: type) -> str:
     if "not in" in message or "Key" in name or "ConfigAttributeError" in name:
         parent, _, leaf = str(key).rpartition(".")
         valid = field_names(schema, parent)
-        hint = did_you_mean(leaf, valid)
-        if hint:
-            near = hint.split("'")[1]
-            hint = f"; did you mean {'.'.join(filter(None, [parent, near]))!r}?"
+        hint = did_you_mean(leaf, valid, prefix=f"{parent}." if parent else "")
         return f"unknown key {key!r}{hint} (valid here: {', '.join(valid)})"
     return f"{key}: {message}" if key else message
 
@@ -173,6 +170,25 @@ def add_arguments(
             )
         else:
             parser.add_argument(flag, type=kind, default=f.default, dest=f.name, help=help_text)
+
+
+def to_arguments(config: Any, exclude: Sequence[str] = ()) -> list[str]:
+    """The flags that :func:`add_arguments` parses back into ``config`` (a dataclass
+    instance): ``--max-batch 32``, ``--no-shm-weights``; None values are left out (their
+    flags default to None)."""
+    argv: list[str] = []
+    hints = get_type_hints(type(config))
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if f.name in exclude or f.default is dataclasses.MISSING or value is None:
+            continue
+        kind = _scalar(hints[f.name])
+        flag = "--" + f.name.replace("_", "-")
+        if kind is bool:
+            argv.append(flag if value else "--no-" + flag[2:])
+        elif kind is not None:
+            argv += [flag, str(value)]
+    return argv
 
 
 def from_arguments(schema: type[S], args: argparse.Namespace, **fields: Any) -> S:

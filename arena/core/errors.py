@@ -20,10 +20,13 @@ def nearest(word: str, choices: Iterable[str], n: int = 1, cutoff: float = 0.6) 
     return difflib.get_close_matches(str(word), list(choices), n=n, cutoff=cutoff)
 
 
-def did_you_mean(word: str, choices: Iterable[str], n: int = 1, cutoff: float = 0.6) -> str:
-    """``"; did you mean 'x'?"`` for the nearest choices, or ``""`` when none is near."""
+def did_you_mean(
+    word: str, choices: Iterable[str], n: int = 1, cutoff: float = 0.6, prefix: str = ""
+) -> str:
+    """``"; did you mean 'x'?"`` for the nearest choices, or ``""`` when none is near. ``prefix``
+    is prepended to each suggestion (``learner.optim.`` for a nested config key)."""
     close = nearest(word, choices, n, cutoff)
-    return f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    return f"; did you mean {', '.join(repr(prefix + c) for c in close)}?" if close else ""
 
 
 def check_choice(where: str, value: str, choices: Iterable[str]) -> None:

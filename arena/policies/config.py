@@ -74,6 +74,8 @@ class InferenceConfig(PolicyConfig):
     shm_weights: bool = True
     """Map same-host shared-memory weight files; off, their bytes are fetched over the bus."""
 
-    def policy(self) -> PolicyConfig:
-        """The :class:`PolicyConfig` part, for :func:`arena.policies.factory.make_policy`."""
-        return PolicyConfig(**{f.name: getattr(self, f.name) for f in fields(PolicyConfig)})
+
+NOT_FLAGS = ("actors", "engine", "address")
+"""Fields of :class:`InferenceConfig` that ``arena inference`` takes no flag for: ``actors`` is
+run-level (how many actors), ``engine`` a mapping (``--engine KEY=VALUE``), and the policy's own
+``address`` is the actor's (``--address``)."""

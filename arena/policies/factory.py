@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from arena.core.registry import Registry, RegistryError
 from arena.core.registry import load_object as resolve
-from arena.policies.config import InferenceConfig, PolicyConfig
+from arena.policies.config import PolicyConfig
 from arena.policies.types import InvalidRequest
 
 if TYPE_CHECKING:
@@ -38,9 +38,7 @@ def backend_class(backend: str) -> type[Policy]:
 
 def make_policy(config: PolicyConfig | Mapping[str, Any]) -> Policy:
     """Build the policy a config describes (an :class:`InferenceConfig` is one too)."""
-    if isinstance(config, InferenceConfig):
-        config = config.policy()
-    elif not isinstance(config, PolicyConfig):
+    if not isinstance(config, PolicyConfig):
         config = PolicyConfig.from_dict(config)
     return backend_class(config.backend).from_config(config)  # type: ignore[attr-defined]
 

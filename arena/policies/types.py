@@ -15,7 +15,6 @@ produced it.
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -23,6 +22,8 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from arena.core.errors import did_you_mean
 
 FINISH_REASONS = frozenset({"stop", "length"})
 """``stop``: an end-of-turn token or a stop string; ``length``: ``max_new_tokens`` ran out."""
@@ -54,8 +55,7 @@ def check_keys(data: Mapping[str, Any], allowed: Sequence[str], what: str) -> No
     """Reject unknown keys, naming the nearest valid one (a typo should not pass silently)."""
     for key in data:
         if key not in allowed:
-            near = difflib.get_close_matches(str(key), allowed, n=1)
-            hint = f"; did you mean {near[0]!r}?" if near else f"; valid keys: {sorted(allowed)}"
+            hint = did_you_mean(str(key), allowed) or f"; valid keys: {sorted(allowed)}"
             raise InvalidRequest(f"unknown {what} key {key!r}{hint}")
 
 

@@ -225,7 +225,8 @@ class RunCoordinator:
                 sampled_with, t_wait = self.version, time.monotonic() - t0
                 # The learner takes every turn that reached it; episodes reported from here on
                 # go to the next step.
-                collected = merge_since(since_step)
+                collected = merge_collects(since_step)
+                since_step.clear()
                 consumed += collected["episodes"]
                 metrics = await self.learner("step")
                 self.step = self._next_step(metrics)
@@ -270,13 +271,6 @@ class RunCoordinator:
         c = self.config
         if c.eval.every and self.step % c.eval.every == 0 and self.step < c.steps:
             await self.evaluate(f"step {self.step}")
-
-
-def merge_since(replies: list[dict[str, Any]]) -> dict[str, Any]:
-    """Merge and empty ``replies`` (the collects a step consumed)."""
-    merged = merge_collects(replies)
-    replies.clear()
-    return merged
 
 
 def train(config_path: str, overrides: list[str], dry_run: bool = False) -> int:

@@ -8,10 +8,11 @@ without starting anything; :func:`start_processes` hands them to a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from arena.core.config import to_yaml
+from arena.core.config import to_arguments, to_yaml
+from arena.policies.config import NOT_FLAGS
 from arena.run.config import RunConfig
 from arena.run.launcher import Launcher
 from arena.run.plan import cpu_threads, device_for
@@ -62,8 +63,14 @@ def actor_commands(config: RunConfig, run_dir: Path) -> list[ActorCommand]:
     inference = [(f"inference-{i}", c.learner.name, c.seed + i) for i in range(c.inference.actors)]
     if c.opponents.mode == "population":
         inference.append(("inference-pool", POOL, c.seed + 99))
-    i = c.inference
     for actor_name, policy_name, seed in inference:
+        served = replace(
+            c.inference,
+            name=policy_name,
+            model=c.model,
+            seed=seed,
+            device=device_for(c.inference.device),
+        )
         argv = [
             "-v",
             "inference",
@@ -73,30 +80,8 @@ def actor_commands(config: RunConfig, run_dir: Path) -> list[ActorCommand]:
             actor_name,
             "--heartbeat-interval",
             heartbeat,
-            "--name",
-            policy_name,
-            "--backend",
-            i.backend,
-            "--model",
-            c.model,
-            "--dtype",
-            i.dtype,
-            "--device",
-            device_for(i.device),
-            "--seed",
-            str(seed),
-            "--max-batch",
-            str(i.max_batch),
-            "--max-wait-ms",
-            str(i.max_wait_ms),
-            "--max-queue",
-            str(i.max_queue),
-            "--weight-timeout",
-            str(i.weight_timeout),
-            "--attention",
-            i.attention,
-            "--shm-weights" if i.shm_weights else "--no-shm-weights",
-            *(f"--engine={key}={value!r}" for key, value in i.engine.items()),
+            *to_arguments(served, exclude=NOT_FLAGS),
+            *(f"--engine={key}={value!r}" for key, value in served.engine.items()),
         ]
         commands.append(ActorCommand(actor_name, argv, inference_env))
     commands.append(

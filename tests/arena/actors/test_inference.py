@@ -30,7 +30,7 @@ from arena.policies.remote import RemotePolicy
 from arena.policies.types import Generation, SamplingParams
 from arena.weights.buckets import make_buckets
 from arena.weights.publisher import WeightPublisher
-from tests.arena.bus.conftest import spawn, stop, wait_for_service
+from tests.arena.bus.conftest import spawn, spawn_broker, stop, wait_for_service
 
 LOGPROB_ATOL = 1e-4  # fp32 served vs teacher forced: see tests/arena/policies/test_hf.py
 GREEDY = {"temperature": 0.0, "max_new_tokens": 6}
@@ -54,18 +54,7 @@ with BlockingActor("requester-" + tag, address) as actor:
 def broker() -> Iterator[str]:
     folder = tempfile.mkdtemp(prefix="arena-", dir="/tmp")
     address = f"ipc://{folder}/b.sock"
-    proc = spawn(
-        "-m",
-        "arena",
-        "broker",
-        "--bind",
-        address,
-        "--heartbeat-interval",
-        "0.2",
-        "--heartbeat-timeout",
-        "2.0",
-    )
-    assert "listening" in proc.stdout.readline()
+    proc = spawn_broker(address, "--heartbeat-timeout", "2.0")
     yield address
     stop(proc)
     shutil.rmtree(folder, ignore_errors=True)

@@ -60,24 +60,18 @@ def address(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     return f"tcp://127.0.0.1:{free_tcp_port()}"
 
 
+def spawn_broker(address: str, *flags: str) -> subprocess.Popen:
+    """An ``arena broker`` on ``address`` (heartbeats every 0.2 s), once it listens."""
+    proc = spawn("-m", "arena", "broker", "--bind", address, "--heartbeat-interval", "0.2", *flags)
+    line = proc.stdout.readline()
+    assert "listening" in line, line
+    return proc
+
+
 @pytest.fixture
 def broker(address: str) -> Iterator[str]:
     """A broker process with a 1 MiB message limit and a 1 s heartbeat timeout."""
-    proc = spawn(
-        "-m",
-        "arena",
-        "broker",
-        "--bind",
-        address,
-        "--heartbeat-interval",
-        "0.2",
-        "--heartbeat-timeout",
-        "1.0",
-        "--max-message-mb",
-        "1",
-    )
-    line = proc.stdout.readline()
-    assert "listening" in line, line
+    proc = spawn_broker(address, "--heartbeat-timeout", "1.0", "--max-message-mb", "1")
     yield address
     stop(proc)
     assert proc.returncode == 0, f"broker exited with {proc.returncode}"

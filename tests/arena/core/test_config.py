@@ -18,6 +18,7 @@ from arena.core.config import (
     from_dict,
     load_config,
     parse_assignments,
+    to_arguments,
 )
 from arena.core.errors import ConfigError
 
@@ -112,3 +113,13 @@ def test_parse_assignments_reads_literals_and_keeps_text() -> None:
     }
     with pytest.raises(ConfigError, match="KEY=VALUE"):
         parse_assignments(["novalue"])
+
+
+def test_to_arguments_is_what_add_arguments_parses_back() -> None:
+    config = Child(name="n", count=9, verbose=True, limit=None, extra=2.5)
+    argv = to_arguments(config, exclude=("count",))
+    assert argv == ["--name", "n", "--verbose", "--extra", "2.5"]  # None and excluded left out
+    parser = argparse.ArgumentParser()
+    add_arguments(parser, Child, exclude=("count",))
+    assert from_arguments(Child, parser.parse_args(argv), count=9) == config
+    assert "--no-verbose" in to_arguments(Child(verbose=False))
