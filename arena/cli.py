@@ -38,6 +38,10 @@ for _name, _help in {
     "games": "list the registered games: id, seats, kind, information, strongest bot",
     "check-game": "run the games conformance kit on a game and print a pass/fail table",
     "plot": "write PNG curves (reward, win rate, invalid rate, KL, entropy) of a run directory",
+    "tournament": "play participants against each other (round robin or gauntlet) and rate them",
+    "ratings": "Bradley-Terry ratings with confidence intervals from a matches.jsonl log",
+    "eval": "evaluate one checkpoint, model or bot against reference opponents",
+    "play": "play a game in the terminal against a checkpoint, a model or a bot",
 }.items():
     commands.register(_name, f"arena.commands.{_name.replace('-', '_')}", help=_help)
 

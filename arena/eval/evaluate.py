@@ -20,22 +20,10 @@ from typing import Any
 
 import games
 import games.bots
+from arena.eval.ratings import Z95, wilson
 from arena.play.episode import BotSeat, PolicySeat, play_episode
 from arena.play.seating import resolve_opponent
 from arena.records import Episode
-
-Z95 = 1.959964
-
-
-def wilson(successes: int, n: int) -> tuple[float, float]:
-    """Wilson score interval for a proportion (well-behaved at 0 and 1)."""
-    if n == 0:
-        return (0.0, 1.0)
-    p = successes / n
-    denom = 1 + Z95**2 / n
-    centre = (p + Z95**2 / (2 * n)) / denom
-    half = Z95 * math.sqrt(p * (1 - p) / n + Z95**2 / (4 * n * n)) / denom
-    return (max(0.0, centre - half), min(1.0, centre + half))
 
 
 def mean_ci(values: Sequence[float], low: float = 0.0, high: float = 1.0) -> tuple[float, float]:
@@ -101,6 +89,16 @@ class MatchResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in self.__dict__.items()}
+
+    def line(self) -> str:
+        """One console line: score and W/D/L and invalid rate with their intervals."""
+        return (
+            f"{self.game} vs {self.opponent}: score {self.score:.3f} "
+            f"[{self.score_ci[0]:.3f}, {self.score_ci[1]:.3f}]  "
+            f"W/D/L {self.win:.2f}/{self.draw:.2f}/{self.loss:.2f}  "
+            f"invalid {self.invalid_rate:.3f} [{self.invalid_ci[0]:.3f}, {self.invalid_ci[1]:.3f}]"
+            f"  ({self.games} games)"
+        )
 
 
 async def evaluate(

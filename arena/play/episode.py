@@ -78,7 +78,12 @@ Seat = PolicySeat | BotSeat
 
 
 class EpisodeError(RuntimeError):
-    """An episode that could not finish (its policy failed); it is dropped, never half-sent."""
+    """An episode that could not finish (a seat's policy or bot failed); it is dropped, never
+    half-sent. ``seat`` names the agent whose filler failed."""
+
+    def __init__(self, message: str, seat: str | None = None) -> None:
+        super().__init__(message)
+        self.seat = seat
 
 
 async def play_episode(
@@ -109,7 +114,12 @@ async def play_episode(
             continue
         seat = seats[agent]
         if isinstance(seat, BotSeat):
-            action = seat.bot.act(env, agent)
+            try:
+                action = seat.bot.act(env, agent)
+            except Exception as err:
+                raise EpisodeError(
+                    f"{game_id} episode {episode_id}: bot {seat.name} failed: {err!r}", agent
+                ) from err
             text = env.action_to_text(agent, action)
             env.step(action)
             turns.append(_turn(episode_id, len(turns), game_id, agent, "bot", text, action, env))
@@ -123,7 +133,7 @@ async def play_episode(
             break
         except Exception as err:
             raise EpisodeError(
-                f"{game_id} episode {episode_id}: {seat.policy_name} failed: {err}"
+                f"{game_id} episode {episode_id}: {seat.policy_name} failed: {err}", agent
             ) from err
         seat.remember(generation)
         # Decode the sampled ids whole: the generation's text stops before a matched stop

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from arena.core.config import to_arguments, to_yaml
-from arena.policies.config import NOT_FLAGS
+from arena.policies.config import NOT_FLAGS, InferenceConfig
 from arena.run.config import RunConfig
 from arena.run.launcher import Launcher
 from arena.run.plan import cpu_threads, device_for
@@ -42,22 +42,12 @@ def actor_commands(config: RunConfig, run_dir: Path) -> list[ActorCommand]:
     c = config
     address = c.bus.address
     assert address is not None, "resolve_for_run sets the bus address"
-    heartbeat = str(c.bus.heartbeat_interval)
     threads = cpu_threads(c)
     inference_env = {"OMP_NUM_THREADS": str(threads["inference"])} if threads else {}
     learner_env = {"OMP_NUM_THREADS": str(threads["learner"])} if threads else {}
     commands = [
         ActorCommand(
-            "broker",
-            [
-                "broker",
-                "--bind",
-                address,
-                "--heartbeat-interval",
-                heartbeat,
-                "--heartbeat-timeout",
-                str(c.bus.heartbeat_timeout),
-            ],
+            "broker", broker_argv(address, c.bus.heartbeat_interval, c.bus.heartbeat_timeout)
         )
     ]
     inference = [(f"inference-{i}", c.learner.name, c.seed + i) for i in range(c.inference.actors)]
@@ -71,18 +61,7 @@ def actor_commands(config: RunConfig, run_dir: Path) -> list[ActorCommand]:
             seed=seed,
             device=device_for(c.inference.device),
         )
-        argv = [
-            "-v",
-            "inference",
-            "--address",
-            address,
-            "--actor-name",
-            actor_name,
-            "--heartbeat-interval",
-            heartbeat,
-            *to_arguments(served, exclude=NOT_FLAGS),
-            *(f"--engine={key}={value!r}" for key, value in served.engine.items()),
-        ]
+        argv = inference_argv(actor_name, address, served, c.bus.heartbeat_interval)
         commands.append(ActorCommand(actor_name, argv, inference_env))
     commands.append(
         ActorCommand(
@@ -104,6 +83,37 @@ def actor_commands(config: RunConfig, run_dir: Path) -> list[ActorCommand]:
         ]
         commands.append(ActorCommand(f"rollout-{index}", argv, restartable=True))
     return commands
+
+
+def broker_argv(address: str, heartbeat_interval: float, heartbeat_timeout: float) -> list[str]:
+    """``arena broker`` bound to ``address``."""
+    return [
+        "broker",
+        "--bind",
+        address,
+        "--heartbeat-interval",
+        str(heartbeat_interval),
+        "--heartbeat-timeout",
+        str(heartbeat_timeout),
+    ]
+
+
+def inference_argv(
+    actor_name: str, address: str, served: InferenceConfig, heartbeat_interval: float
+) -> list[str]:
+    """``arena inference`` serving ``served`` (its flags derived from the config itself)."""
+    return [
+        "-v",
+        "inference",
+        "--address",
+        address,
+        "--actor-name",
+        actor_name,
+        "--heartbeat-interval",
+        str(heartbeat_interval),
+        *to_arguments(served, exclude=NOT_FLAGS),
+        *(f"--engine={key}={value!r}" for key, value in served.engine.items()),
+    ]
 
 
 def write_configs(config: RunConfig, run_dir: Path) -> None:

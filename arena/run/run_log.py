@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from arena.eval.evaluate import MatchResult
+from arena.eval.progress import Progress
 from arena.run.config import RunConfig
 
 
@@ -41,16 +41,10 @@ class RunLog:
     # -- console ---------------------------------------------------------------------------
     @contextlib.contextmanager
     def progress(self, label: str, total: int, completed: int = 0) -> Iterator[Callable[[], None]]:
-        """A progress bar over ``total`` items; yields the function that advances it."""
-        columns = (
-            TextColumn(f"[bold]{label}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-        )
-        with Progress(*columns, console=self.console, transient=True) as bar:
-            task = bar.add_task(label, total=total, completed=completed)
-            yield lambda: bar.advance(task)
+        """A progress bar over ``total`` items (a line every 30 s off a terminal); yields the
+        function that advances it."""
+        with Progress(label, total, completed=completed, console=self.console) as progress:
+            yield progress.advance
 
     @contextlib.contextmanager
     def training(self, first_step: int) -> Iterator[None]:
@@ -145,11 +139,7 @@ class RunLog:
         if label == "before":
             (self.run_dir / "eval_before.json").write_text(json.dumps(rows, indent=1))
         for r in results:
-            self.console.print(
-                f"eval {label}: {r.game} vs {r.opponent}: score {r.score:.3f} "
-                f"[{r.score_ci[0]:.3f}, {r.score_ci[1]:.3f}]  W/D/L {r.win:.2f}/{r.draw:.2f}/{r.loss:.2f}  "
-                f"invalid {r.invalid_rate:.3f} [{r.invalid_ci[0]:.3f}, {r.invalid_ci[1]:.3f}]  ({r.games} games)"
-            )
+            self.console.print(f"eval {label}: {r.line()}")
             if self._tb is not None:
                 self._tb.add_scalar(f"eval/{r.game}/{r.opponent}/score", r.score, step)
                 self._tb.add_scalar(

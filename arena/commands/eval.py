@@ -1,0 +1,110 @@
+"""``arena eval PARTICIPANT [--games ID ...] [--opponents BOT ...] [--n N]``: evaluate one
+checkpoint, model or bot against reference bots, the way training evaluates its policy.
+
+PARTICIPANT is a checkpoint directory (``runs/selfplay/<time>/checkpoints/step-00000012``), a
+Hugging Face directory, ``smollm2-135m``, ``tiny``, or a registered bot id. A checkpoint inside a
+run directory takes that run's games (with their ``kwargs`` and role settings) and its evaluation
+opponents, games and temperature unless the flags say otherwise. The participant plays every
+seat in turn; the code is :func:`arena.eval.evaluate.evaluate`, the one training's evaluations
+call, and a model is served by an inference actor on a private broker as in a tournament.
+
+Prints one line per game and opponent (score with a 95% interval, W/D/L, invalid rate) and, with
+``--json PATH``, writes the results as a JSON list. Exit 2 when the participant cannot be loaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from arena.run.config import RunConfig
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("participant", help="checkpoint dir, HF dir, smollm2-135m, tiny or bot id")
+    parser.add_argument("--games", nargs="+", default=None, help="game ids (default: the run's)")
+    parser.add_argument(
+        "--opponents",
+        nargs="+",
+        default=None,
+        help="bot ids; `strongest` is each game's strongest bot (default: random-v0 strongest)",
+    )
+    parser.add_argument("--n", type=int, default=None, help="games per game and opponent (200)")
+    parser.add_argument("--temperature", type=float, default=None, help="0 is greedy (default)")
+    parser.add_argument("--max-new-tokens", type=int, default=None, help="longest reply (24)")
+    parser.add_argument("--seed", type=int, default=10_000, help="seed of the first game")
+    parser.add_argument("--concurrency", type=int, default=64, help="games played at once")
+    parser.add_argument("--json", default=None, metavar="PATH", help="write the results here")
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+    import json
+    import tempfile
+
+    from arena.eval.evaluate import evaluate
+    from arena.eval.progress import Progress
+    from arena.play.config import GameConfig
+    from arena.run.config import RunConfig
+    from arena.tournament.config import TournamentConfig
+    from arena.tournament.participants import parse_participant, resolve_participants
+    from arena.tournament.serving import Seating
+
+    run_config = _run_config(args.participant) or RunConfig()
+    known = {g.id: g for g in run_config.games}
+    games = (
+        [known.get(game_id, GameConfig(id=game_id)) for game_id in args.games]
+        if args.games
+        else run_config.games
+    )
+    opponents = args.opponents or run_config.eval.opponents
+    n = args.n or run_config.eval.games
+    participant = parse_participant(args.participant)
+    participant.sampling.temperature = (
+        run_config.eval.temperature if args.temperature is None else args.temperature
+    )
+    if args.max_new_tokens is not None:
+        participant.sampling.max_new_tokens = args.max_new_tokens
+    elif participant.model is not None:
+        participant.sampling.max_new_tokens = run_config.sampling.max_new_tokens
+    config = TournamentConfig(participants=[participant], games=games)
+    (resolved,) = resolve_participants([participant], games, minimum=1)
+    print(f"evaluating {resolved.name} ({resolved.describe()})", flush=True)
+
+    async def main() -> list:
+        seating = Seating(config, [resolved], Path(tempfile.mkdtemp(prefix="arena-eval-")))
+        try:
+            await seating.start()
+            with Progress("eval", n * len(games) * len(opponents)) as progress:
+                return await evaluate(
+                    lambda game_id: seating.seat(resolved.name, seating.game(game_id), 0),
+                    [g.id for g in games],
+                    opponents,
+                    games_per_match=n,
+                    seed=args.seed,
+                    concurrency=args.concurrency,
+                    game_kwargs={g.id: g.kwargs for g in games},
+                    on_episode=progress.advance,
+                )
+        finally:
+            await seating.close()
+
+    results = asyncio.run(main())
+    for result in results:
+        print(result.line())
+    if args.json:
+        Path(args.json).write_text(json.dumps([r.to_dict() for r in results], indent=1) + "\n")
+    return 0
+
+
+def _run_config(participant: str) -> RunConfig | None:
+    """The config of the run a checkpoint belongs to (``<run>/checkpoints/step-N``), if any."""
+    from arena.run.config import load_run_config
+
+    path = Path(participant)
+    run_dir = path.parent.parent if path.parent.name == "checkpoints" else None
+    if run_dir is None or not (run_dir / "config.yaml").is_file():
+        return None
+    return load_run_config(str(run_dir / "config.yaml"), [])

@@ -1,0 +1,255 @@
+"""``arena play GAME --against PARTICIPANT``: play a game in the terminal against a model or a bot.
+
+PARTICIPANT is a reference bot (``minimax-v0``, see ``arena games`` for each game's strongest),
+the embedded model (``smollm2-135m``), the tiny test model (``tiny``), a Hugging Face model
+directory, or a checkpoint directory (``runs/<run>/checkpoints/step-00000012``: its ``model/``
+plays). A model is loaded in this process (transformers, float32) and plays through its role
+exactly as in a tournament: the rules and its view of the board as a prompt, a reply whose
+``<answer>`` is its move. Its raw reply is shown, and the game's own retry and forfeit rules
+apply to it. A checkpoint inside a run directory is prompted as it was trained: that run's
+settings for GAME (its ``kwargs``, role and role kwargs, such as a prefilled answer tag) and its
+reply length, unless ``--game-arg``, ``--role-arg`` or ``--max-new-tokens`` say otherwise. The
+opponent fills every seat but yours.
+
+The rules are shown once; before each of your moves, your view of the board and the legal
+moves. Type a move at ``your move>``: one that cannot be read or played now is explained and
+asked again (it never counts against you). ``quit`` (or end of input, Ctrl-D) resigns; ``rules``
+shows the rules again. At the end: the final board and the result from your side (win, draw or
+loss, and every seat's return). Plain text in and out, so any terminal works.
+
+Examples:
+
+    arena play tictactoe-v0 --against minimax-v0 --seat first
+    arena play connect-four-v0 --against runs/selfplay/x/checkpoints/step-00000012 --seat random
+    arena play nim-v0 --against smollm2-135m --temperature 0.7 --game-arg max_retries=0
+
+Exit status: 0 when the game ends or you resign; 2 for an unknown game, a bad --game-arg or
+--seat, or a participant that cannot be loaded (named, before the game starts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import random
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from arena.play.config import GameConfig
+    from arena.play.episode import Seat
+    from arena.tournament.participants import Participant
+    from games.text_env import TextGame
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("game", help="registered game id (see `arena games`)")
+    parser.add_argument(
+        "--against",
+        required=True,
+        metavar="PARTICIPANT",
+        help="a bot id, smollm2-135m, tiny, a Hugging Face directory or a checkpoint directory",
+    )
+    parser.add_argument(
+        "--seat",
+        default="first",
+        help="your seat: first, second, random, or a player index (1 is player_1); default first",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=None, help="game and bot seed (default: a fresh one, printed)"
+    )
+    parser.add_argument(
+        "--temperature",
+        type=float,
+        default=0.0,
+        help="a model opponent's sampling temperature (default 0: greedy)",
+    )
+    parser.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=None,
+        help="longest reply of a model opponent per turn (default: its run's, else 24)",
+    )
+    parser.add_argument(
+        "--game-arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="game constructor argument, value read as a Python literal (repeatable)",
+    )
+    parser.add_argument(
+        "--role-arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a model opponent's role argument, e.g. prefill=True (repeatable)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from arena.core.config import parse_assignments
+    from arena.play.config import GameConfig
+    from arena.tournament.human import pick_seat, play_human
+
+    check_game_id(args.game)
+    trained, max_new_tokens = trained_defaults(args.against, args.game)
+    game = GameConfig(
+        id=args.game,
+        kwargs={**trained.kwargs, **parse_assignments(args.game_arg)},
+        role=trained.role,
+        role_kwargs={**trained.role_kwargs, **parse_assignments(args.role_arg)},
+    )
+    if args.max_new_tokens is None:
+        args.max_new_tokens = max_new_tokens
+    env = make_env(game)
+    seed = args.seed if args.seed is not None else random.randrange(2**31)
+    human = pick_seat(args.seat, env.possible_agents, random.Random(seed))
+    participant = resolve_one(args.against, game)
+    fill = seat_filler(participant, game, args, seed)
+    opponents = {agent: fill(agent) for agent in env.possible_agents if agent != human}
+    print(f"{game.id} against {participant.describe()}, seed {seed}")
+    try:
+        play_human(env, human, opponents, seed=seed)
+    except KeyboardInterrupt:
+        print("\nyou resigned; bye")
+        return 130
+    return 0
+
+
+def trained_defaults(spec: str, game_id: str) -> tuple[GameConfig, int | None]:
+    """The game settings (``kwargs``, role, role kwargs) and reply length a checkpoint was
+    trained with, read from its run's ``config.yaml``: a model trained with a prefilled answer
+    tag and no rules in its prompt plays far worse when prompted any other way. Plain defaults
+    for anything else (a bot, a Hugging Face directory, a checkpoint outside a run)."""
+    from arena.play.config import GameConfig
+
+    path = Path(spec).expanduser()
+    config_file = path.parent.parent / "config.yaml"
+    if path.parent.name != "checkpoints" or not config_file.is_file():
+        return GameConfig(id=game_id), None
+    from arena.run.config import load_run_config
+
+    try:
+        run_config = load_run_config(str(config_file), [])
+    except Exception as err:  # an old or foreign run config: play with the defaults
+        print(f"note: not reading {config_file} ({err}); playing with the default role")
+        return GameConfig(id=game_id), None
+    trained = next((g for g in run_config.games if g.id == game_id), None)
+    max_new_tokens = run_config.sampling.max_new_tokens
+    if trained is None:
+        print(f"note: {spec} was not trained on {game_id}; playing with the default role")
+        return GameConfig(id=game_id), max_new_tokens
+    print(
+        f"as trained: game {trained.kwargs}, role {trained.role} {trained.role_kwargs}, "
+        f"replies of at most {max_new_tokens} tokens"
+    )
+    return trained, max_new_tokens
+
+
+def check_game_id(game_id: str) -> None:
+    """An unknown id ends the command (exit 2) naming the nearest registered ids."""
+    import games
+    from arena.core.errors import ConfigError, nearest
+
+    if game_id in games.ids():
+        return
+    close = nearest(game_id, games.ids(), n=3, cutoff=0.3)
+    hint = (
+        f"; did you mean {', '.join(map(repr, close))}?"
+        if close
+        else f"; registered games: {', '.join(games.ids())}"
+    )
+    raise ConfigError(f"unknown game {game_id!r}{hint} (see `arena games`)")
+
+
+def make_env(game: GameConfig) -> TextGame:
+    """The game, built once here so that a bad ``--game-arg`` is a config error, not a crash."""
+    import games
+    from arena.core.errors import ConfigError
+
+    try:
+        return games.make(game.id, **game.kwargs)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"{game.id} with --game-arg {game.kwargs}: {err}") from None
+
+
+def resolve_one(text: str, game: GameConfig) -> Participant:
+    """The opponent, checked as a tournament checks its participants (an unknown bot names the
+    nearest, a path must be a model, a bot must be able to play the game).
+
+    A word shaped like a bot id (``name-vN``) that is no path is read as a bot, so a typo gets
+    the nearest bot id rather than "no model".
+    """
+    import games.bots
+    from arena.core.errors import ConfigError
+    from arena.tournament.config import ParticipantConfig
+    from arena.tournament.participants import parse_participant, resolve_participants
+
+    config = parse_participant(text)
+    if (
+        config.bot is None
+        and re.search(r"-v\d+$", text)
+        and not Path(text).expanduser().exists()
+        and text not in games.bots.registry.ids()
+    ):
+        config = ParticipantConfig(name=text, bot=text)
+    resolved = resolve_participants([config], [game], minimum=1)
+    if len(resolved) != 1:
+        names = ", ".join(p.name for p in resolved)
+        raise ConfigError(f"--against {text!r} names {len(resolved)} models ({names}); pick one")
+    return resolved[0]
+
+
+def seat_filler(
+    participant: Participant, game: GameConfig, args: argparse.Namespace, seed: int
+) -> Callable[[str], Seat]:
+    """A function from an agent to a fresh seat of ``participant``; a model is loaded once,
+    here, and a model that fails to load is a config error naming it."""
+    import games.bots
+    import roles
+    from arena.core.errors import ConfigError
+    from arena.play.config import PlayConfig, SamplingConfig
+    from arena.play.episode import BotSeat
+
+    if participant.kind == "bot":
+        c = participant.config
+        counter = itertools.count()
+
+        def bot_seat(agent: str) -> Seat:
+            bot = games.bots.make(str(c.bot), seed=seed + next(counter), **c.bot_kwargs)
+            return BotSeat(bot, participant.name)
+
+        return bot_seat
+
+    from arena.models import load_tokenizer
+    from arena.play.seating import SeatFactory
+    from arena.policies.chat import ChatFormat
+    from arena.policies.config import PolicyConfig
+    from arena.policies.factory import make_policy
+    from arena.policies.types import SamplingParams
+
+    try:
+        roles.make(game.role, **game.role_kwargs)
+    except Exception as err:  # an unknown role or role argument, found before the model loads
+        raise ConfigError(f"role {game.role} with --role-arg {game.role_kwargs}: {err}") from None
+    try:
+        params = SamplingParams(
+            temperature=args.temperature,
+            max_new_tokens=args.max_new_tokens or SamplingConfig().max_new_tokens,
+        )
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"--temperature/--max-new-tokens: {err}") from None
+    print(f"loading {participant.model} ...", flush=True)
+    try:
+        policy = make_policy(
+            PolicyConfig(backend="hf", model=str(participant.model), dtype="float32", seed=seed)
+        )
+        chat = ChatFormat(load_tokenizer(str(participant.model)))
+    except Exception as err:
+        raise ConfigError(
+            f"participant {participant.name!r}: cannot load {participant.model}: {err}"
+        ) from None
+    factory = SeatFactory(PlayConfig(games=[game], policy_name=participant.name), policy, chat)
+    return lambda agent: factory.policy_seat(game.id, trained=False, params=params)

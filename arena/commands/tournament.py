@@ -1,0 +1,42 @@
+"""``arena tournament CONFIG [key=value ...]``: play participants against each other and rate them.
+
+CONFIG is a YAML file (see ``configs/tournament.yaml``); ``key=value`` overrides any field
+(``pairs=20``, ``out=runs/t1``, ``participants.0.sampling.temperature=0.7``). Participants are
+reference bots, checkpoints (or a glob over a run's checkpoints), Hugging Face directories, the
+embedded model, or OpenAI-compatible endpoints; each has a name and its own sampling settings.
+
+Two-player games are played in seat-swapped pairs with a shared seed; N-player games rotate the
+seats. Matches run concurrently, and each model participant's requests are batched across
+matches by its inference actor. Written to the output directory (``runs/tournaments/<name>``
+unless ``out`` is set):
+
+- ``matches.jsonl``: one line per match (game, seed, seats, scores, returns, moves, termination,
+  tokens, seconds, invalid, forfeit), appended as each finishes;
+- ``ratings.json``: the ``arena ratings --json`` object (Bradley-Terry ratings with 95%
+  bootstrap intervals, the first-mover term, per-pairing tables);
+- ``report.md`` and ``report.html`` (self-contained), with ``winrate.png`` and ``ratings.png``.
+
+Running it again on the same output directory resumes: finished matches are not replayed and
+none is recorded twice. A participant that cannot be loaded is named before any match starts
+(exit 2); one that fails mid-match forfeits that match only, and the reason is recorded.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("config", help="tournament YAML file")
+    parser.add_argument("overrides", nargs="*", help="key=value overrides")
+
+
+def run(args: argparse.Namespace) -> int:
+    from arena.tournament.config import load_tournament_config
+    from arena.tournament.runner import run_tournament
+
+    config = load_tournament_config(args.config, args.overrides)
+    result = run_tournament(config)
+    if result.forfeits:
+        print(f"{result.forfeits} matches forfeited (reasons in matches.jsonl)")
+    return 0

@@ -1,0 +1,124 @@
+"""The config of ``arena tournament``: who plays, which games, how often, and where it is written.
+
+``load_tournament_config("configs/tournament.yaml", ["pairs=20"])`` merges the schema's defaults,
+the YAML file and ``a.b=c`` overrides (:mod:`arena.core.config`); an unknown key or a wrong type
+is a :class:`~arena.core.errors.ConfigError` naming the key, before anything starts. A minimal
+config::
+
+    participants:
+      - {name: minimax, bot: minimax-v0}
+      - {name: random, bot: random-v0}
+      - {name: smollm, model: smollm2-135m}
+      - {name: run, model: "runs/selfplay/*/checkpoints/step-*"}   # one participant per match
+    games: [{id: tictactoe-v0}]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from arena.core.config import load_config
+from arena.core.errors import ConfigError, check_choice
+from arena.play.config import GameConfig, SamplingConfig
+
+SCHEDULES = ("round-robin", "gauntlet")
+MODEL_BACKENDS = ("hf", "vllm", "openai")
+
+
+def _greedy() -> SamplingConfig:
+    return SamplingConfig(temperature=0.0)
+
+
+@dataclass
+class ParticipantConfig:
+    """One participant: a reference bot, a model (checkpoint, HF directory, the embedded model)
+    or an OpenAI-compatible endpoint. Exactly one of ``bot`` and ``model`` is set."""
+
+    name: str | None = None
+    """Shown in tables and written in ``matches.jsonl``; defaults to the bot id or the model.
+    A checkpoint glob names each match ``<name>@step-N``."""
+    bot: str | None = None
+    """A registered reference bot id (see ``games.bots``), e.g. ``minimax-v0``, or a bot class
+    of your own as ``module:Factory`` (a :class:`games.bots.base.Bot`)."""
+    bot_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments for the bot (e.g. ``depth: 4``)."""
+    model: str | None = None
+    """``smollm2-135m`` (embedded), ``tiny`` (tests), a Hugging Face directory, a checkpoint
+    directory (``.../step-00000012``: its ``model/`` is played), or a glob over checkpoints
+    (``runs/selfplay/*/checkpoints/step-*``: one participant each). For ``openai``: the model
+    name sent to the endpoint."""
+    backend: str = "hf"
+    """How a model is served: ``hf`` or ``vllm`` (an inference actor on the bus, batching every
+    match's requests), or ``openai`` (an HTTP endpoint at ``base_url``)."""
+    dtype: str = "float32"
+    """Weights dtype of ``hf``/``vllm`` models: float32, bfloat16 or float16."""
+    base_url: str | None = None
+    """``openai``: the endpoint root, e.g. ``http://127.0.0.1:8000/v1``."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """``openai``: the environment variable holding the key."""
+    tokenizer: str = "smollm2-135m"
+    """``openai``: the model spec whose tokenizer and chat template build the prompts."""
+    sampling: SamplingConfig = field(default_factory=_greedy)
+    """How this participant samples (greedy by default: a tournament measures the policy's
+    best play; set ``temperature`` to rate the sampled policy)."""
+
+
+@dataclass
+class TournamentConfig:
+    """A tournament: participants, games, schedule and output."""
+
+    name: str = "tournament"
+    """Names the output directory ``runs/tournaments/<name>`` (unless ``out`` is set)."""
+    participants: list[ParticipantConfig] = field(default_factory=list)
+    """Who plays (at least two)."""
+    games: list[GameConfig] = field(default_factory=lambda: [GameConfig()])
+    """The games every pairing plays (``kwargs``, ``role`` and ``role_kwargs`` as in training)."""
+    schedule: str = "round-robin"
+    """``round-robin``: every pairing; ``gauntlet``: every participant against ``reference``."""
+    reference: str | None = None
+    """``gauntlet``: the participant everyone else plays."""
+    pairs: int = 10
+    """Two-player games: seat-swapped pairs per pairing and game (each pair shares a seed, and
+    each participant moves first once). N-player games: seat rotations per table."""
+    seed: int = 0
+    """Seeds every match (match ``k`` of a pairing uses ``seed + k``): reruns are identical."""
+    concurrency: int = 32
+    """Matches played at once; model participants' requests batch across them."""
+    out: str | None = None
+    """Output directory (``matches.jsonl``, ``ratings.json``, ``report.md``, ``report.html``).
+    An existing one is resumed: finished matches are not replayed."""
+    anchor: str | None = None
+    """The participant rated 1000 (default: the first name in sorted order)."""
+    resamples: int = 500
+    """Bootstrap resamples of the rating intervals."""
+    max_batch: int = 32
+    """Inference actors: most requests generated together."""
+    max_wait_ms: float = 10.0
+    """Inference actors: how long a batch waits for more requests."""
+    device: str = "auto"
+    """Inference actors' torch device (``auto``: CUDA when there is one)."""
+    request_timeout: float = 600.0
+    """Seconds one model reply may take before that match is forfeited."""
+
+    def __post_init__(self) -> None:
+        check_choice("schedule", self.schedule, SCHEDULES)
+        if self.pairs < 1:
+            raise ConfigError(f"pairs must be at least 1, got {self.pairs}")
+        if self.concurrency < 1:
+            raise ConfigError(f"concurrency must be at least 1, got {self.concurrency}")
+        if not self.games:
+            raise ConfigError("games: a tournament needs at least one game")
+        for index, participant in enumerate(self.participants):
+            where = f"participants[{index}]"
+            if (participant.bot is None) == (participant.model is None):
+                raise ConfigError(f"{where}: set exactly one of bot and model")
+            check_choice(f"{where}.backend", participant.backend, MODEL_BACKENDS)
+            if participant.backend == "openai" and not participant.base_url:
+                raise ConfigError(f"{where}: backend openai needs base_url")
+
+
+def load_tournament_config(path: str | None, overrides: Sequence[str] = ()) -> TournamentConfig:
+    """The tournament config at ``path`` (``None``: defaults) with ``a.b=c`` overrides."""
+    return load_config(TournamentConfig, path, overrides)

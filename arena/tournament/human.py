@@ -1,0 +1,256 @@
+"""A person plays one game against bots or a model: the loop behind ``arena play``.
+
+The loop reads and writes through two callables (``read_line`` behaves like :func:`input`:
+it takes the prompt, returns a line and raises :class:`EOFError` at the end of input; ``write``
+behaves like :func:`print`), so tests drive it with scripted lines and ``arena play`` with the
+terminal, and it needs no curses: any terminal, a pipe or tmux works.
+
+The person's moves are checked here, with the game's own ``parse_action`` and
+``legal_actions``, before anything reaches the game: a typo is explained and asked again, and
+never counts as one of the game's invalid attempts (which would end in a forfeit). The
+opponents' moves go through the game exactly as in a tournament (:mod:`arena.play.episode`):
+a bot's action is stepped, a model's reply is read by its role and stepped as text, so the
+game's retry and forfeit rules apply to the model, and its raw reply is shown.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from arena.core.errors import ConfigError
+from arena.play.episode import BotSeat, Seat
+from arena.policies.types import ContextOverflow
+from games.text_env import TextGame
+
+ReadLine = Callable[[str], str]
+"""Like :func:`input`: shows the prompt, returns one line, raises :class:`EOFError` at the end."""
+Write = Callable[[str], None]
+"""Like :func:`print` with one argument: writes one block of text and a newline."""
+
+PROMPT = "your move> "
+QUIT_WORDS = frozenset({"quit", "exit", "resign", "q"})
+RULES_WORDS = frozenset({"rules", "help", "?"})
+LISTED_MOVES_MAX = 60
+"""Legal moves are spelled out when there are at most this many (else the first few)."""
+
+
+@dataclass(frozen=True)
+class HumanResult:
+    """How the game went, from the person's point of view."""
+
+    outcome: str
+    """``win``, ``draw`` or ``loss`` (compared with the best other seat); ``team`` in a
+    cooperative game; ``resigned`` (quit or end of input); ``stopped`` (the model's context
+    overflowed)."""
+    returns: dict[str, float]
+    termination_reason: str | None
+    """The game's own word for how it ended (``win``, ``draw``, ``illegal``, ...), or None
+    when it did not end."""
+    turns: int
+
+
+def pick_seat(choice: str, agents: Sequence[str], rng: random.Random) -> str:
+    """The agent the person plays: ``first``, ``second``, ``random``, a 0-based player index
+    (``1`` is ``player_1``) or an agent name; a bad choice is a :class:`ConfigError`."""
+    text = choice.strip().casefold()
+    if text == "random":
+        return rng.choice(list(agents))
+    index = {"first": 0, "second": 1}.get(text)
+    if index is None and text.isdigit():
+        index = int(text)
+    if index is None:
+        if choice in agents:
+            return choice
+        raise ConfigError(
+            f"--seat {choice!r}: expected first, second, random, a player index 0.."
+            f"{len(agents) - 1} or one of {list(agents)}"
+        )
+    if not 0 <= index < len(agents):
+        raise ConfigError(f"--seat {choice!r}: this game seats {len(agents)} players")
+    return agents[index]
+
+
+def seat_label(seat: Seat) -> str:
+    """How an opponent is named on screen: the bot's or the model's participant name."""
+    return seat.name if isinstance(seat, BotSeat) else seat.policy_name
+
+
+def play_human(
+    env: TextGame,
+    human: str,
+    opponents: Mapping[str, Seat],
+    *,
+    seed: int | None = None,
+    read_line: ReadLine = input,
+    write: Write = print,
+) -> HumanResult:
+    """Reset ``env`` with ``seed`` and play it to the end: ``human`` is asked for each of its
+    moves through ``read_line``; every other agent is played by its seat in ``opponents``."""
+    env.reset(seed=seed)
+    missing = set(env.possible_agents) - set(opponents) - {human}
+    if missing:
+        raise ValueError(f"no seat filler for {sorted(missing)}")
+    others = ", ".join(
+        f"{seat_label(opponents[a])} ({a})" for a in env.possible_agents if a != human
+    )
+    write(f"You play {human}, against {others}. Type 'quit' to resign, 'rules' for the rules.")
+    write("")
+    write(env.rules(human))
+    # A bug in a game must not loop forever: every step of a live game is a move or a retry.
+    steps_left = env.max_turns * (env.max_retries + 1) + 1
+    while not env.is_over:
+        if steps_left == 0:
+            raise RuntimeError(f"{env.metadata['name']} did not end within its turn limit")
+        steps_left -= 1
+        agent = env.agent_selection
+        if agent == human:
+            action = ask_move(env, human, read_line, write)
+            if action is None:
+                write("you resigned; bye")
+                return _result(env, human, "resigned")
+            env.step(action)
+            continue
+        try:
+            opponent_move(env, agent, opponents[agent], write)
+        except ContextOverflow:
+            write(f"{seat_label(opponents[agent])}'s context is full; the game stops here")
+            return _result(env, human, "stopped")
+    write("")
+    write(env.observe(human)["text"])
+    result = _result(env, human, outcome_for(env, human))
+    write(result_line(result, human, opponents))
+    return result
+
+
+def ask_move(env: TextGame, human: str, read_line: ReadLine, write: Write) -> Any | None:
+    """Show ``human`` its view and legal moves, and read lines until one is a legal move; the
+    action, or None when the person quits (``quit`` or the end of input)."""
+    legal = env.legal_actions(human)
+    listing = _listing([env.action_to_text(human, action) for action in legal])
+    write("")
+    write(env.observe(human)["text"])
+    write(f"legal moves: {listing}")
+    while True:
+        try:
+            line = read_line(PROMPT)
+        except EOFError:
+            write("")
+            return None
+        text = line.strip()
+        if not text:
+            continue
+        if text.casefold() in QUIT_WORDS:
+            return None
+        if text.casefold() in RULES_WORDS:
+            write(env.rules(human))
+            write(f"legal moves: {listing}; type 'quit' to resign")
+            continue
+        action, reason = check_move(env, human, text, legal)
+        if reason is None:
+            return action
+        write(f"not a legal move: {reason}; legal moves: {listing}")
+
+
+def check_move(
+    env: TextGame, agent: str, text: str, legal: Sequence[Any]
+) -> tuple[Any, str | None]:
+    """The action ``text`` names and, if it may not be played now, why not. Checked without
+    stepping the game, so a person's typo never counts as an invalid attempt."""
+    try:
+        action = env.parse_action(agent, text)
+    except Exception:  # a game's parser that chokes on odd text is still just unreadable text
+        action = None
+    if action is None:
+        return None, f"cannot read {text!r} as a move"
+    # Free-text games may have no finite list; their parser already judged the move.
+    if legal and action not in legal:
+        return action, f"{env.action_to_text(agent, action)!r} cannot be played now"
+    return action, None
+
+
+def opponent_move(env: TextGame, agent: str, seat: Seat, write: Write) -> None:
+    """Play one move (or one rejected attempt) of ``agent`` and say what happened."""
+    label = seat_label(seat)
+    if isinstance(seat, BotSeat):
+        action = seat.bot.act(env, agent)
+        text = env.action_to_text(agent, action)
+        env.step(action)
+        write(f"{label} ({agent}) played: {text}")
+        return
+    write(f"{label} ({agent}) is thinking...")
+    observation = env.observe(agent)["text"]
+    prompt = seat.prompt(env, agent, observation)
+    generation = seat.policy.generate([prompt], seat.params)[0]
+    seat.remember(generation)
+    # Decode the ids whole, as an episode does: the role must see whether the tag was closed.
+    written = seat.chat.tokenizer.decode(generation.token_ids.tolist(), skip_special_tokens=True)
+    reply = seat.role.read(written, ended=generation.finish_reason == "stop")
+    shown = (seat.role.assistant_prefix() + written).strip() or "(nothing)"
+    write("model replied: " + shown.replace("\n", "\n  "))
+    played = _played_text(env, agent, reply.action_text)
+    env.step_text(reply.action_text if reply.action_text is not None else generation.text)
+    info = env.infos[agent]
+    if not info["invalid"]:
+        write(f"{label} ({agent}) played: {played}")
+        return
+    why = info["invalid_reason"] or reply.reason
+    if info["forfeit"]:
+        write(f"{label}'s reply is not a valid move ({why}); it forfeits the game")
+    else:
+        left = env.max_retries - info["retries"] + 1
+        write(
+            f"{label}'s reply is not a valid move ({why}); "
+            f"it tries again ({left} attempt(s) left before it forfeits)"
+        )
+
+
+def outcome_for(env: TextGame, human: str) -> str:
+    """``win``, ``draw`` or ``loss``: the person's return against the best other seat's
+    (``team`` in a cooperative game, where every seat shares the score)."""
+    if env.kind == "cooperative":
+        return "team"
+    mine = env.returns[human]
+    best_other = max(env.returns[a] for a in env.possible_agents if a != human)
+    return "win" if mine > best_other else "loss" if mine < best_other else "draw"
+
+
+def result_line(result: HumanResult, human: str, opponents: Mapping[str, Seat]) -> str:
+    """The last line of a game: the outcome, everyone's return and how the game ended."""
+    words = {"win": "you win", "draw": "a draw", "loss": "you lose", "team": "team game over"}
+    returns = ", ".join(
+        f"{'you' if agent == human else seat_label(opponents[agent])} {value:+g}"
+        for agent, value in result.returns.items()
+    )
+    ended = f" (ended: {result.termination_reason})" if result.termination_reason else ""
+    return f"result: {words.get(result.outcome, result.outcome)}; returns: {returns}{ended}"
+
+
+def _result(env: TextGame, human: str, outcome: str) -> HumanResult:
+    return HumanResult(
+        outcome=outcome,
+        returns={agent: float(env.returns[agent]) for agent in env.possible_agents},
+        termination_reason=env.termination_reason,
+        turns=env.turn,
+    )
+
+
+def _played_text(env: TextGame, agent: str, action_text: str | None) -> str:
+    """The canonical text of the move a reply names (read before the game steps past it)."""
+    if action_text is None:
+        return "nothing"
+    try:
+        action = env.parse_action(agent, action_text)
+    except Exception:
+        action = None
+    return action_text if action is None else env.action_to_text(agent, action)
+
+
+def _listing(names: Sequence[str]) -> str:
+    if not names:
+        return "(any well-formed move; see the rules)"
+    if len(names) <= LISTED_MOVES_MAX:
+        return ", ".join(names)
+    return f"{', '.join(names[:LISTED_MOVES_MAX])}, ... ({len(names)} in all)"

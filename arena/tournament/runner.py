@@ -1,0 +1,171 @@
+"""Run a tournament: play every scheduled match not yet in the log, then rate and report.
+
+Matches run concurrently (``concurrency`` at once) as asyncio tasks in this process; a model
+participant's turns are requests to its inference actor, which batches them across matches.
+Each finished match is appended to ``matches.jsonl`` at once (:mod:`arena.tournament.records`),
+so an interrupted tournament resumes where it stopped: finished matches are never replayed, and
+none is recorded twice.
+
+A participant that fails mid-match (its model errors or times out, its actor dies, its bot
+raises) forfeits that match only: the record says who and why, and the tournament goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import games
+from arena.core.config import to_yaml
+from arena.eval.progress import Progress
+from arena.play.episode import EpisodeError, play_episode
+from arena.tournament.config import TournamentConfig
+from arena.tournament.participants import Participant, resolve_participants
+from arena.tournament.records import (
+    MatchLog,
+    finished_ids,
+    forfeit_record,
+    match_record,
+)
+from arena.tournament.schedule import ScheduledMatch, schedule
+from arena.tournament.serving import Seating
+
+log = logging.getLogger("arena.tournament")
+
+
+@dataclass
+class TournamentResult:
+    out_dir: Path
+    played: int
+    """Matches played by this call (not counting those resumed from the log)."""
+    skipped: int
+    """Matches already in the log."""
+    forfeits: int
+    seconds: float
+    report: dict[str, Any]
+
+
+def output_dir(config: TournamentConfig) -> Path:
+    return Path(config.out) if config.out else Path("runs") / "tournaments" / config.name
+
+
+async def play_matches(
+    seating: Seating,
+    matches: list[ScheduledMatch],
+    concurrency: int,
+    record: Callable[[dict[str, Any]], None],
+) -> int:
+    """Play ``matches`` with at most ``concurrency`` at once; ``record`` gets each line.
+    Returns the number of forfeits."""
+    limit = asyncio.Semaphore(concurrency)
+    forfeits = 0
+
+    async def one(match: ScheduledMatch) -> None:
+        nonlocal forfeits
+        async with limit:
+            game = seating.game(match.game)
+            env = games.make(game.id, **game.kwargs)
+            agents = list(env.possible_agents)
+            started = time.monotonic()
+            try:
+                seats = {
+                    agent: seating.seat(name, game, match.seed)
+                    for agent, name in zip(agents, match.seats, strict=True)
+                }
+                episode = await play_episode(
+                    env, game.id, seats, seed=match.seed, episode_id=match.id
+                )
+            except EpisodeError as err:
+                seat = agents.index(err.seat) if err.seat in agents else 0
+                forfeits += 1
+                log.warning("%s: %s forfeits: %s", match.id, match.seats[seat], err)
+                record(forfeit_record(match, seat, str(err), time.monotonic() - started))
+                return
+            record(match_record(match, episode, agents))
+
+    await asyncio.gather(*(one(m) for m in matches))
+    return forfeits
+
+
+def run_tournament(
+    config: TournamentConfig, *, on_line: Callable[[str], None] = print
+) -> TournamentResult:
+    """Everything ``arena tournament`` does; returns what it played and the ratings report."""
+    from arena.eval.ratings import ratings_report, read_match_log
+    from arena.eval.report import ratings_table, write_report
+
+    participants = resolve_participants(config.participants, config.games)
+    matches = schedule(
+        [p.name for p in participants],
+        config.games,
+        kind=config.schedule,
+        reference=config.reference,
+        pairs=config.pairs,
+        seed=config.seed,
+    )
+    out = output_dir(config)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "tournament.yaml").write_text(to_yaml(config))
+    log_path = out / "matches.jsonl"
+    done = finished_ids(log_path)
+    todo = [m for m in matches if m.id not in done]
+    on_line(_plan_line(participants, matches, len(matches) - len(todo)))
+    started = time.monotonic()
+    forfeits = asyncio.run(
+        _play(config, participants, todo, out, log_path, len(matches) - len(todo), len(matches))
+    )
+    seconds = time.monotonic() - started
+    report = ratings_report(
+        read_match_log(log_path), anchor=config.anchor, resamples=config.resamples
+    )
+    (out / "ratings.json").write_text(json.dumps(report, indent=2) + "\n")
+    write_report(
+        out, report, title=f"Arena tournament: {config.name}", games=[g.id for g in config.games]
+    )
+    on_line(ratings_table(report))
+    on_line(f"matches: {log_path}\nreport:  {out / 'report.html'}")
+    return TournamentResult(out, len(todo), len(matches) - len(todo), forfeits, seconds, report)
+
+
+async def _play(
+    config: TournamentConfig,
+    participants: list[Participant],
+    todo: list[ScheduledMatch],
+    out: Path,
+    log_path: Path,
+    done: int,
+    total: int,
+) -> int:
+    if not todo:
+        return 0
+    seating = Seating(config, participants, out / "logs")
+    writer = MatchLog(log_path)
+    try:
+        await seating.start()
+        with Progress("matches", total, completed=done) as progress:
+
+            def record(line: dict[str, Any]) -> None:
+                writer.append(line)
+                progress.advance()
+
+            play = asyncio.create_task(play_matches(seating, todo, config.concurrency, record))
+            while not play.done():
+                for event in seating.check():
+                    log.warning(event)
+                await asyncio.wait({play}, timeout=0.5)
+            return play.result()
+    finally:
+        writer.close()
+        await seating.close()
+
+
+def _plan_line(participants: list[Participant], matches: list[ScheduledMatch], done: int) -> str:
+    who = ", ".join(f"{p.name} ({p.describe()})" for p in participants)
+    resumed = f"; {done} already in the log" if done else ""
+    return f"{len(participants)} participants: {who}\n{len(matches)} matches{resumed}"

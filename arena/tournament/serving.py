@@ -1,0 +1,191 @@
+"""Serving the model participants, and filling a match's seats.
+
+Every ``hf``/``vllm`` model participant is served by an ``arena inference`` actor on a private
+broker (both started as child processes, the same programs ``arena train`` starts). Participants
+that share a model, backend and dtype share one actor, since sampling settings travel with each
+request; the actor batches the requests of every match in flight. ``openai`` participants call
+their endpoint from this process. Bots play in this process.
+
+A model that fails to load stops the tournament before the first match, naming the participant
+and the end of its actor's log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from arena.bus import Actor, BusError
+from arena.play.config import GameConfig, PlayConfig
+from arena.play.episode import BotSeat, Seat
+from arena.play.seating import SeatFactory
+from arena.policies.chat import ChatFormat
+from arena.policies.config import InferenceConfig, PolicyConfig
+from arena.policies.factory import make_policy
+from arena.policies.remote import RemotePolicy
+from arena.run.launcher import ChildDied, Launcher
+from arena.run.plan import device_for
+from arena.run.processes import broker_argv, inference_argv
+from arena.tournament.config import TournamentConfig
+from arena.tournament.participants import Participant, make_bot
+
+HEARTBEAT_INTERVAL = 1.0
+HEARTBEAT_TIMEOUT = 10.0
+
+
+class Seating:
+    """Serves the participants of one tournament and builds the seats of its matches."""
+
+    def __init__(
+        self, config: TournamentConfig, participants: list[Participant], log_dir: Path
+    ) -> None:
+        self.config = config
+        self.participants = {p.name: p for p in participants}
+        self.log_dir = log_dir
+        self.launcher: Launcher | None = None
+        self.actor: Actor | None = None
+        self._servers: dict[tuple[str, str, str], str] = {}
+        """Server key -> the policy name its inference actor serves."""
+        self._factories: dict[str, SeatFactory] = {}
+        self._games = {g.id: g for g in config.games}
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    async def start(self) -> None:
+        served = [p for p in self.participants.values() if p.kind == "model"]
+        for participant in served:
+            self._servers.setdefault(participant.server_key, f"model-{len(self._servers)}")
+        if self._servers:
+            await self._start_servers(served)
+        for participant in self.participants.values():
+            if participant.kind == "model":
+                policy = RemotePolicy(
+                    self.actor,  # type: ignore[arg-type]
+                    self._servers[participant.server_key],
+                    timeout=self.config.request_timeout,
+                )
+                tokenizer = participant.model
+            elif participant.kind == "endpoint":
+                c = participant.config
+                policy = make_policy(
+                    PolicyConfig(
+                        backend="openai",
+                        model=str(participant.model),
+                        base_url=c.base_url,
+                        api_key_env=c.api_key_env,
+                        timeout=self.config.request_timeout,
+                    )
+                )
+                tokenizer = c.tokenizer
+            else:
+                continue
+            self._factories[participant.name] = SeatFactory(
+                PlayConfig(games=list(self.config.games), policy_name=participant.name),
+                policy,
+                _chat(str(tokenizer)),
+            )
+
+    async def _start_servers(self, served: list[Participant]) -> None:
+        address = f"ipc://{tempfile.mkdtemp(prefix='arena-tournament-')}/bus.sock"
+        self.launcher = Launcher(self.log_dir)
+        self.launcher.start("broker", broker_argv(address, HEARTBEAT_INTERVAL, HEARTBEAT_TIMEOUT))
+        owners: dict[str, list[str]] = {}
+        for participant in served:
+            policy_name = self._servers[participant.server_key]
+            owners.setdefault(policy_name, []).append(participant.name)
+            if len(owners[policy_name]) > 1:
+                continue
+            config = InferenceConfig(
+                backend=participant.config.backend,
+                model=str(participant.model),
+                name=policy_name,
+                dtype=participant.config.dtype,
+                device=device_for(self.config.device),
+                max_batch=self.config.max_batch,
+                max_wait_ms=self.config.max_wait_ms,
+                seed=self.config.seed,
+            )
+            self.launcher.start(
+                f"inference-{policy_name}",
+                inference_argv(f"inference-{policy_name}", address, config, HEARTBEAT_INTERVAL),
+                restartable=True,
+                max_restarts=2,
+            )
+        self.actor = Actor("tournament", address, kind="tournament")
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                await self.actor.start(timeout=5)
+                break
+            except BusError:
+                await self.actor.close()
+                self._check_children(owners)
+                if time.monotonic() > deadline:
+                    raise
+                self.actor = Actor("tournament", address, kind="tournament")
+        needed = {f"policy:{name}" for name in owners}
+        deadline = time.monotonic() + 900
+        while True:
+            actors = (await self.actor.request(service="broker.actors")).body
+            missing = needed - {s for a in actors for s in a["services"]}
+            if not missing:
+                return
+            self._check_children(owners)
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"inference actors never came up: {sorted(missing)}")
+            await asyncio.sleep(0.5)
+
+    def _check_children(self, owners: dict[str, list[str]]) -> None:
+        """Before the first match, any dead actor is fatal and names its participants."""
+        assert self.launcher is not None
+        for child in self.launcher.children.values():
+            code = child.process.poll() if child.process is not None else None
+            if code is None:
+                continue
+            served = owners.get(child.name.removeprefix("inference-"), [])
+            who = f" (participants {', '.join(map(repr, served))})" if served else ""
+            raise ChildDied(
+                f"{child.name}{who} exited with code {code} before the first match; "
+                f"end of its log:\n{self.launcher.tail(child.name)}"
+            )
+
+    def check(self) -> list[str]:
+        """Restart a crashed inference actor (its matches in flight are forfeited)."""
+        return self.launcher.check() if self.launcher is not None else []
+
+    async def close(self) -> None:
+        if self.actor is not None:
+            await self.actor.close()
+        if self.launcher is not None:
+            self.launcher.stop_all()
+
+    # -- seats -------------------------------------------------------------------------------
+    def seat(self, name: str, game: GameConfig, seed: int) -> Seat:
+        """A fresh seat filler for participant ``name`` in one match of ``game``."""
+        participant = self.participants[name]
+        if participant.kind == "bot":
+            return BotSeat(make_bot(participant.config, seed), name)
+        return self._factories[name].policy_seat(
+            game.id, trained=False, params=participant.sampling()
+        )
+
+    def game(self, game_id: str) -> GameConfig:
+        return self._games[game_id]
+
+
+_CHATS: dict[str, ChatFormat] = {}
+
+
+def _chat(model: str) -> ChatFormat:
+    """One chat format per tokenizer (loading one takes a moment)."""
+    if model not in _CHATS:
+        from arena.models import load_tokenizer
+
+        _CHATS[model] = ChatFormat(load_tokenizer(model))
+    return _CHATS[model]
+
+
+def describe(participants: list[Participant]) -> list[dict[str, Any]]:
+    return [{"name": p.name, "kind": p.kind, "what": p.describe()} for p in participants]

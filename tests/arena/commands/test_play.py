@@ -1,0 +1,174 @@
+"""Run: .venv/bin/python -m pytest -q tests/arena/commands/test_play.py
+
+``arena play`` as a person meets it: in a real terminal (a detached tmux session), typing an
+illegal move and then legal ones until the result; and the exit status 2, with the nearest
+names, for an unknown game or participant.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+PROMPT = "your move>"
+
+
+class Tmux:
+    """One detached tmux session on a private server (its own socket), killed by ``close``."""
+
+    def __init__(self, command: str) -> None:
+        self.dir = tempfile.mkdtemp(prefix="arena-tmux-")  # short: socket paths are limited
+        self.name = f"arena-play-{uuid.uuid4().hex[:8]}"
+        self.env = {**os.environ, "TMUX_TMPDIR": self.dir}
+        self.env.pop("TMUX", None)  # a test run inside tmux still starts its own server
+        self.tmux(
+            "new-session", "-d", "-s", self.name, "-x", "200", "-y", "50", "-c", str(ROOT), command
+        )
+
+    def tmux(self, *args: str) -> str:
+        done = subprocess.run(
+            ["tmux", "-L", self.name, *args],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env=self.env,
+            check=True,
+        )
+        return done.stdout
+
+    def screen(self) -> str:
+        """Everything the session printed (the scrollback too), lines joined where wrapped."""
+        return self.tmux("capture-pane", "-p", "-J", "-S", "-", "-t", self.name)
+
+    def send(self, keys: str) -> None:
+        self.tmux("send-keys", "-t", self.name, keys, "Enter")
+
+    def wait_for(self, done: Callable[[str], bool], what: str, timeout: float = 60) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            screen = self.screen()
+            if done(screen):
+                return screen
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{what} never appeared; the screen:\n{screen}")
+            time.sleep(0.2)
+
+    def close(self) -> None:
+        subprocess.run(
+            ["tmux", "-L", self.name, "kill-server"], capture_output=True, env=self.env, timeout=30
+        )
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def test_a_person_plays_minimax_in_a_terminal() -> None:
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed (apt-get install tmux)")
+    command = (
+        f"{sys.executable} -m arena play tictactoe-v0 --against minimax-v0 --seat first "
+        "--seed 0; sleep 30"
+    )
+    session = Tmux(command)
+    try:
+        screen = session.wait_for(lambda s: PROMPT in s, "the first prompt")
+        assert "legal moves: 1, 2, 3, 4, 5, 6, 7, 8, 9" in screen
+        session.send("10")  # no such cell
+        screen = session.wait_for(
+            lambda s: "not a legal move" in s and s.count(PROMPT) == 2, "the explanation"
+        )
+        assert "not a legal move: cannot read '10' as a move; legal moves: 1, 2" in screen
+        for cell in "123456789":  # the taken cells are refused and asked again
+            prompts = screen.count(PROMPT)
+            session.send(cell)
+            screen = session.wait_for(
+                lambda s, n=prompts: "result: " in s or s.count(PROMPT) > n, f"a reply to {cell}"
+            )
+            if "result: " in screen:
+                break
+        assert "result: " in screen
+        assert "Game over" in screen
+        assert "you win" not in screen
+        assert "minimax-v0 (player_1) played: " in screen
+        assert "Traceback" not in screen
+    finally:
+        session.close()
+
+
+def arena(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "arena", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+@pytest.mark.parametrize(
+    ("game", "named"),
+    [("tictactoe", "'tictactoe-v0'"), ("nosuchgame", "did you mean")],
+)
+def test_an_unknown_game_exits_2_naming_the_nearest(game: str, named: str) -> None:
+    done = arena("play", game, "--against", "random-v0")
+    assert done.returncode == 2, done.stderr
+    assert f"unknown game {game!r}" in done.stderr
+    assert named in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_an_unknown_participant_exits_2_naming_it() -> None:
+    done = arena("play", "tictactoe-v0", "--against", "nosuchbot-v0")
+    assert done.returncode == 2, done.stderr
+    assert "participant 'nosuchbot-v0'" in done.stderr
+    assert "no bot 'nosuchbot-v0'" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert PROMPT not in done.stdout  # refused before the game starts
+
+
+def test_a_model_that_cannot_load_exits_2_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from arena.cli import main
+
+    broken = tmp_path / "broken-model"
+    broken.mkdir()
+    (broken / "config.json").write_text("{}")  # looks like a model, loads as none
+    assert main(["play", "tictactoe-v0", "--against", str(broken)]) == 2
+    captured = capsys.readouterr()
+    assert "participant 'broken-model': cannot load" in captured.err
+    assert PROMPT not in captured.out
+
+
+def test_a_checkpoint_is_prompted_as_its_run_trained_it(tmp_path: Path) -> None:
+    from arena.commands.play import trained_defaults
+
+    run_dir = tmp_path / "run"
+    checkpoint = run_dir / "checkpoints" / "step-00000003"
+    checkpoint.mkdir(parents=True)
+    (run_dir / "config.yaml").write_text(
+        "games:\n"
+        "- id: tictactoe-v0\n"
+        "  kwargs: {max_retries: 1}\n"
+        "  role_kwargs: {prefill: true, show_rules: false}\n"
+        "sampling: {max_new_tokens: 6}\n"
+    )
+    game, max_new_tokens = trained_defaults(str(checkpoint), "tictactoe-v0")
+    assert (game.kwargs, game.role_kwargs, max_new_tokens) == (
+        {"max_retries": 1},
+        {"prefill": True, "show_rules": False},
+        6,
+    )
+    game, max_new_tokens = trained_defaults(str(checkpoint), "nim-v0")  # not trained on it
+    assert (game.id, game.role_kwargs, max_new_tokens) == ("nim-v0", {}, 6)
+    game, max_new_tokens = trained_defaults("minimax-v0", "nim-v0")
+    assert (game.kwargs, game.role_kwargs, max_new_tokens) == ({}, {}, None)

@@ -1,0 +1,169 @@
+"""Run: .venv/bin/python -m pytest -q tests/arena/tournament/test_runner.py
+
+Tournaments of reference bots, played for real (no model needed): the records, forfeits, and
+an exact resume after SIGKILL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from arena.core.errors import ConfigError
+from arena.play.config import GameConfig
+from arena.tournament.config import ParticipantConfig, TournamentConfig
+from arena.tournament.records import finished_ids
+from arena.tournament.runner import run_tournament
+
+ROOT = Path(__file__).resolve().parents[3]
+TTT = GameConfig("tictactoe-v0")
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_records_have_every_field_and_scores_match_returns(tmp_path: Path) -> None:
+    config = TournamentConfig(
+        participants=[ParticipantConfig(bot="random-v0"), ParticipantConfig(bot="minimax-v0")],
+        games=[TTT],
+        pairs=3,
+        out=str(tmp_path),
+    )
+    result = run_tournament(config, on_line=lambda _: None)
+    records = lines(tmp_path / "matches.jsonl")
+    assert result.played == len(records) == 6
+    for record in records:
+        for key in ("game", "seed", "seats", "scores", "returns", "moves", "termination"):
+            assert key in record
+        assert len(record["tokens"]) == len(record["invalid"]) == 2
+        assert sorted(record["seats"]) == ["minimax-v0", "random-v0"]
+        minimax = record["seats"].index("minimax-v0")
+        assert record["scores"][minimax] in (0.5, 1.0)  # minimax is never beaten
+        assert sum(record["scores"]) == 1.0
+        assert record["moves"] == sum(record["turns"])
+    ratings = json.loads((tmp_path / "ratings.json").read_text())["ratings"]
+    assert ratings["minimax-v0"]["rating"] > ratings["random-v0"]["rating"]
+
+
+def test_a_crashing_participant_forfeits_only_its_matches(tmp_path: Path) -> None:
+    crash = ParticipantConfig(name="crash", bot="tests.arena.tournament.crashing_bot:CrashingBot")
+    config = TournamentConfig(
+        participants=[crash, ParticipantConfig(bot="random-v0")],
+        games=[TTT],
+        pairs=4,
+        out=str(tmp_path),
+    )
+    result = run_tournament(config, on_line=lambda _: None)
+    records = lines(tmp_path / "matches.jsonl")
+    assert len(records) == 8
+    forfeits = [r for r in records if r["forfeit"] is not None]
+    # the bot crashes on its second move whenever the seed is odd: seeds 1 and 3, both seatings
+    assert result.forfeits == len(forfeits) == 4
+    assert {r["seed"] for r in forfeits} == {1, 3}
+    for record in forfeits:
+        seat = record["forfeit"]["seat"]
+        assert record["seats"][seat] == "crash"
+        assert record["forfeit"]["participant"] == "crash"
+        assert "fell over" in record["forfeit"]["reason"]
+        assert record["scores"][seat] == 0.0 and record["scores"][1 - seat] == 1.0
+        assert record["termination"] == "forfeit"
+    assert all(r["forfeit"] is None for r in records if r["seed"] in (0, 2))
+
+
+def test_unloadable_participants_are_named_before_any_match(tmp_path: Path) -> None:
+    config = TournamentConfig(
+        participants=[
+            ParticipantConfig(bot="minimax-v9"),
+            ParticipantConfig(name="ghost", model=str(tmp_path / "nothing-here")),
+            ParticipantConfig(name="empty", model=str(tmp_path / "ckpt" / "step-*")),
+            ParticipantConfig(bot="random-v0"),
+        ],
+        games=[TTT],
+        out=str(tmp_path / "out"),
+    )
+    with pytest.raises(ConfigError) as err:
+        run_tournament(config, on_line=lambda _: None)
+    text = str(err.value)
+    assert "'minimax-v9'" in text and "minimax-v0" in text  # the nearest bot
+    assert "'ghost'" in text and "no model" in text
+    assert "'empty'" in text and "matches nothing" in text
+    assert not (tmp_path / "out" / "matches.jsonl").exists()
+
+
+def test_a_bot_that_cannot_play_a_game_is_refused_up_front(tmp_path: Path) -> None:
+    config = TournamentConfig(
+        participants=[ParticipantConfig(bot="minimax-v0"), ParticipantConfig(bot="random-v0")],
+        games=[GameConfig("kuhn-poker-v0")],
+        out=str(tmp_path),
+    )
+    with pytest.raises(ConfigError, match="minimax-v0.*cannot play kuhn-poker-v0"):
+        run_tournament(config, on_line=lambda _: None)
+
+
+def test_finished_ids_cuts_a_torn_last_line(tmp_path: Path) -> None:
+    path = tmp_path / "matches.jsonl"
+    path.write_text('{"id": "a"}\n{"id": "b"}\n{"id": "c", "ga')
+    assert finished_ids(path) == {"a", "b"}
+    assert path.read_text() == '{"id": "a"}\n{"id": "b"}\n'
+
+
+def test_resume_after_sigkill_replays_nothing_and_duplicates_nothing(tmp_path: Path) -> None:
+    """Kill ``arena tournament`` mid-run (SIGKILL, so no cleanup), tear its last line, run it
+    again: the log then holds exactly the matches of an uninterrupted run, each once."""
+    config = tmp_path / "t.yaml"
+    config.write_text(
+        "participants:\n"
+        "  - {bot: mcts-v0}\n"
+        "  - {bot: random-v0}\n"
+        "  - {bot: minimax-depth4-v0}\n"
+        "games: [{id: tictactoe-v0}]\n"
+        "pairs: 6\n"
+        "concurrency: 2\n"
+    )
+    arena = [sys.executable, "-m", "arena", "tournament", str(config)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    reference = tmp_path / "reference"
+    subprocess.run([*arena, f"out={reference}"], cwd=ROOT, env=env, check=True, capture_output=True)
+    expected = lines(reference / "matches.jsonl")
+    assert len(expected) == 36
+
+    out = tmp_path / "resumed"
+    log = out / "matches.jsonl"
+    child = subprocess.Popen(
+        [*arena, f"out={out}"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    deadline = time.monotonic() + 120
+    while not (log.exists() and len(log.read_text().splitlines()) >= 8):
+        assert child.poll() is None, child.stderr.read().decode() if child.stderr else ""
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    before = log.read_text()
+    with open(log, "a") as torn:
+        torn.write('{"id": "tictactoe-v0/99/x|y", "game": "tic')  # a write cut short
+    done_before = len(before.splitlines())
+    assert done_before < 36
+
+    rerun = subprocess.run(
+        [*arena, f"out={out}"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"{done_before} already in the log" in rerun.stdout
+    after = log.read_text()
+    assert after.startswith(before)  # nothing finished was replayed or rewritten
+    records = lines(log)
+    assert len(records) == 36 == len({r["id"] for r in records})
+
+    def comparable(record: dict) -> tuple:
+        return tuple((k, json.dumps(v)) for k, v in sorted(record.items()) if k != "seconds")
+
+    assert sorted(map(comparable, records)) == sorted(map(comparable, expected))
