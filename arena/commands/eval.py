@@ -16,10 +16,6 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from arena.run.config import RunConfig
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,10 +45,14 @@ def run(args: argparse.Namespace) -> int:
     from arena.play.config import GameConfig
     from arena.run.config import RunConfig
     from arena.tournament.config import TournamentConfig
-    from arena.tournament.participants import parse_participant, resolve_participants
+    from arena.tournament.participants import (
+        parse_participant,
+        resolve_participants,
+        run_config_of,
+    )
     from arena.tournament.serving import Seating
 
-    run_config = _run_config(args.participant) or RunConfig()
+    run_config = run_config_of(args.participant) or RunConfig()
     known = {g.id: g for g in run_config.games}
     games = (
         [known.get(game_id, GameConfig(id=game_id)) for game_id in args.games]
@@ -97,14 +97,3 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps([r.to_dict() for r in results], indent=1) + "\n")
     return 0
-
-
-def _run_config(participant: str) -> RunConfig | None:
-    """The config of the run a checkpoint belongs to (``<run>/checkpoints/step-N``), if any."""
-    from arena.run.config import load_run_config
-
-    path = Path(participant)
-    run_dir = path.parent.parent if path.parent.name == "checkpoints" else None
-    if run_dir is None or not (run_dir / "config.yaml").is_file():
-        return None
-    return load_run_config(str(run_dir / "config.yaml"), [])

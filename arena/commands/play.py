@@ -32,9 +32,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import random
-import re
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -124,17 +122,14 @@ def trained_defaults(spec: str, game_id: str) -> tuple[GameConfig, int | None]:
     tag and no rules in its prompt plays far worse when prompted any other way. Plain defaults
     for anything else (a bot, a Hugging Face directory, a checkpoint outside a run)."""
     from arena.play.config import GameConfig
-
-    path = Path(spec).expanduser()
-    config_file = path.parent.parent / "config.yaml"
-    if path.parent.name != "checkpoints" or not config_file.is_file():
-        return GameConfig(id=game_id), None
-    from arena.run.config import load_run_config
+    from arena.tournament.participants import run_config_of
 
     try:
-        run_config = load_run_config(str(config_file), [])
+        run_config = run_config_of(spec)
     except Exception as err:  # an old or foreign run config: play with the defaults
-        print(f"note: not reading {config_file} ({err}); playing with the default role")
+        print(f"note: not reading the run config of {spec} ({err}); playing with the default role")
+        return GameConfig(id=game_id), None
+    if run_config is None:
         return GameConfig(id=game_id), None
     trained = next((g for g in run_config.games if g.id == game_id), None)
     max_new_tokens = run_config.sampling.max_new_tokens
@@ -177,24 +172,11 @@ def make_env(game: GameConfig) -> TextGame:
 
 def resolve_one(text: str, game: GameConfig) -> Participant:
     """The opponent, checked as a tournament checks its participants (an unknown bot names the
-    nearest, a path must be a model, a bot must be able to play the game).
-
-    A word shaped like a bot id (``name-vN``) that is no path is read as a bot, so a typo gets
-    the nearest bot id rather than "no model".
-    """
-    import games.bots
+    nearest, a path must be a model, a bot must be able to play the game)."""
     from arena.core.errors import ConfigError
-    from arena.tournament.config import ParticipantConfig
     from arena.tournament.participants import parse_participant, resolve_participants
 
     config = parse_participant(text)
-    if (
-        config.bot is None
-        and re.search(r"-v\d+$", text)
-        and not Path(text).expanduser().exists()
-        and text not in games.bots.registry.ids()
-    ):
-        config = ParticipantConfig(name=text, bot=text)
     resolved = resolve_participants([config], [game], minimum=1)
     if len(resolved) != 1:
         names = ", ".join(p.name for p in resolved)

@@ -91,6 +91,9 @@ class TournamentConfig:
     An existing one is resumed: finished matches are not replayed."""
     anchor: str | None = None
     """The participant rated 1000 (default: the first name in sorted order)."""
+    exploitability: bool = True
+    """Read each Kuhn/Leduc participant's policy at every information state and report its
+    exact exploitability (bots with a table, and ``hf`` models: seconds per model)."""
     resamples: int = 500
     """Bootstrap resamples of the rating intervals."""
     max_batch: int = 32

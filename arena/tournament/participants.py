@@ -17,6 +17,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import games
 import games.bots
@@ -27,9 +28,13 @@ from arena.policies.types import SamplingParams
 from arena.tournament.config import ParticipantConfig
 from games.bots.base import Bot
 
+if TYPE_CHECKING:
+    from arena.run.config import RunConfig
+
 SERVED_BACKENDS = ("hf", "vllm")
 """Backends whose models an inference actor serves (and batches) on the bus."""
 _STEP = re.compile(r"^step-0*(\d+)$")
+_BOT_ID = re.compile(r"-v\d+$")
 
 
 @dataclass(frozen=True)
@@ -69,10 +74,29 @@ class Participant:
 
 
 def parse_participant(text: str, name: str | None = None) -> ParticipantConfig:
-    """``minimax-v0`` (a registered bot), or a model spec or path (a checkpoint or HF dir)."""
-    if text in games.bots.registry.ids():
+    """The one-word form of the command line: a registered bot id (``minimax-v0``), or a model
+    spec or path (``smollm2-135m``, a checkpoint or Hugging Face directory). A word shaped like
+    a bot id (``name-vN``) that is no path is read as a bot, so a typo gets the nearest bot id
+    rather than "no model"."""
+    is_bot = text in games.bots.registry.ids() or (
+        _BOT_ID.search(text) is not None and not Path(text).expanduser().exists()
+    )
+    if is_bot:
         return ParticipantConfig(name=name or text, bot=text)
     return ParticipantConfig(name=name, model=text)
+
+
+def run_config_of(spec: str) -> RunConfig | None:
+    """The config of the run a checkpoint belongs to (``<run>/checkpoints/step-N``), if any:
+    a model trained with a prefilled answer tag and no rules in its prompt plays far worse when
+    prompted any other way, so evaluating or playing it uses the run's game and role settings."""
+    from arena.run.config import load_run_config
+
+    path = Path(spec).expanduser()
+    config_file = path.parent.parent / "config.yaml"
+    if path.parent.name != "checkpoints" or not config_file.is_file():
+        return None
+    return load_run_config(str(config_file), [])
 
 
 def resolve_participants(

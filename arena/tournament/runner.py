@@ -35,6 +35,7 @@ from arena.tournament.records import (
 )
 from arena.tournament.schedule import ScheduledMatch, schedule
 from arena.tournament.serving import Seating
+from arena.tournament.strategy import exploitabilities
 
 log = logging.getLogger("arena.tournament")
 
@@ -48,6 +49,7 @@ class TournamentResult:
     """Matches already in the log."""
     forfeits: int
     seconds: float
+    """Seconds spent playing this call's matches (after every participant was loaded)."""
     report: dict[str, Any]
 
 
@@ -116,19 +118,23 @@ def run_tournament(
     done = finished_ids(log_path)
     todo = [m for m in matches if m.id not in done]
     on_line(_plan_line(participants, matches, len(matches) - len(todo)))
-    started = time.monotonic()
-    forfeits = asyncio.run(
+    forfeits, seconds = asyncio.run(
         _play(config, participants, todo, out, log_path, len(matches) - len(todo), len(matches))
     )
-    seconds = time.monotonic() - started
     report = ratings_report(
         read_match_log(log_path), anchor=config.anchor, resamples=config.resamples
     )
+    if config.exploitability:
+        report["exploitability"] = exploitabilities(participants, list(config.games))
     (out / "ratings.json").write_text(json.dumps(report, indent=2) + "\n")
     write_report(
         out, report, title=f"Arena tournament: {config.name}", games=[g.id for g in config.games]
     )
     on_line(ratings_table(report))
+    for name, reading in report.get("exploitability", {}).items():
+        invalid = reading.get("invalid_mass")
+        extra = f" (invalid-reply mass {invalid:.3f})" if invalid is not None else ""
+        on_line(f"{name}: {reading['game']} exploitability {reading['exploitability']:.4f}{extra}")
     on_line(f"matches: {log_path}\nreport:  {out / 'report.html'}")
     return TournamentResult(out, len(todo), len(matches) - len(todo), forfeits, seconds, report)
 
@@ -141,13 +147,15 @@ async def _play(
     log_path: Path,
     done: int,
     total: int,
-) -> int:
+) -> tuple[int, float]:
+    """Play ``todo``; returns the forfeits and the seconds of play (model loading excluded)."""
     if not todo:
-        return 0
+        return 0, 0.0
     seating = Seating(config, participants, out / "logs")
     writer = MatchLog(log_path)
     try:
         await seating.start()
+        started = time.monotonic()
         with Progress("matches", total, completed=done) as progress:
 
             def record(line: dict[str, Any]) -> None:
@@ -159,7 +167,7 @@ async def _play(
                 for event in seating.check():
                     log.warning(event)
                 await asyncio.wait({play}, timeout=0.5)
-            return play.result()
+            return play.result(), time.monotonic() - started
     finally:
         writer.close()
         await seating.close()

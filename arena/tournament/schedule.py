@@ -2,9 +2,10 @@
 
 Two-player games are played in seat-swapped pairs: match ``k`` of pairing (a, b) is played twice
 with seed ``seed + k``, a in seat 0 once and b in seat 0 once, so a deal or an opening that
-favours one seat favours both participants equally. N-player games seat every table of N
-participants in each of its N rotations. A match's id names the game, the seed and the seats,
-so the same config always yields the same ids: resuming skips the ids already in the log.
+favours one seat favours both participants equally. An N-player game (as its ``kwargs`` build
+it, e.g. ``num_players: 3``) seats every table of N participants in each of its N rotations. A
+match's id names the game, the seed and the seats, so the same config always yields the same
+ids: resuming skips the ids already in the log.
 """
 
 from __future__ import annotations
@@ -53,8 +54,7 @@ def schedule(
             raise ConfigError(f"reference {reference!r} is not a participant; have {list(names)}")
     matches: list[ScheduledMatch] = []
     for game in game_configs:
-        low, high = games.spec(game.id).seats
-        size = 2 if low <= 2 <= high else low
+        size = len(games.make(game.id, **game.kwargs).possible_agents)
         if size > len(names):
             raise ConfigError(
                 f"{game.id} seats {size}; the tournament has {len(names)} participants"

@@ -13,6 +13,7 @@ and the end of its actor's log.
 from __future__ import annotations
 
 import asyncio
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -23,8 +24,8 @@ from arena.play.config import GameConfig, PlayConfig
 from arena.play.episode import BotSeat, Seat
 from arena.play.seating import SeatFactory
 from arena.policies.chat import ChatFormat
-from arena.policies.config import InferenceConfig, PolicyConfig
-from arena.policies.factory import make_policy
+from arena.policies.config import InferenceConfig
+from arena.policies.openai import OpenAIPolicy
 from arena.policies.remote import RemotePolicy
 from arena.run.launcher import ChildDied, Launcher
 from arena.run.plan import device_for
@@ -69,16 +70,17 @@ class Seating:
                 tokenizer = participant.model
             elif participant.kind == "endpoint":
                 c = participant.config
-                policy = make_policy(
-                    PolicyConfig(
-                        backend="openai",
-                        model=str(participant.model),
-                        base_url=c.base_url,
-                        api_key_env=c.api_key_env,
-                        timeout=self.config.request_timeout,
-                    )
-                )
                 tokenizer = c.tokenizer
+                # token-id prompts (built here with the chat template) and replies re-tokenized
+                # with the same tokenizer when the server sends no ids
+                policy = OpenAIPolicy(
+                    str(c.base_url),
+                    str(participant.model),
+                    api_key=os.environ.get(c.api_key_env),
+                    name=participant.name,
+                    timeout=self.config.request_timeout,
+                    tokenizer=_chat(tokenizer).tokenizer,
+                )
             else:
                 continue
             self._factories[participant.name] = SeatFactory(

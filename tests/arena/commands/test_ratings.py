@@ -95,8 +95,20 @@ def test_the_anchor_sits_at_exactly_the_anchor_rating(log: Path) -> None:
     assert report["ratings"]["yan"] == {"rating": 1000.0, "ci": [1000.0, 1000.0]}
     assert report["ratings"]["zoe"]["rating"] > 1000.0 > report["ratings"]["xia"]["rating"]
     assert {p["game"] for p in report["pairs"]} == {"tictactoe-v0", "*"}
-    shifted = json.loads(arena(log, "--json", "--anchor", "yan", "--anchor-rating", "1500",
-                               "--resamples", "0", "--game", "tictactoe-v0").stdout)  # fmt: skip
+    shifted = json.loads(
+        arena(
+            log,
+            "--json",
+            "--anchor",
+            "yan",
+            "--anchor-rating",
+            "1500",
+            "--resamples",
+            "0",
+            "--game",
+            "tictactoe-v0",
+        ).stdout
+    )
     assert shifted["ratings"]["yan"] == {"rating": 1500.0, "ci": [1500.0, 1500.0]}
     gap = report["ratings"]["zoe"]["rating"] - 1000.0
     assert shifted["ratings"]["zoe"]["rating"] - 1500.0 == pytest.approx(gap, abs=0.11)

@@ -257,8 +257,11 @@ def _line(**fields: Any) -> str:
 
 
 def test_malformed_lines_are_skipped_with_their_line_numbers(tmp_path: Path) -> None:
-    good = [match(x, y, s, seed).to_dict() for seed in range(5) for x, y, s in
-            (("alice", "bob", 1.0), ("bob", "alice", 0.5))]  # fmt: skip
+    good = [
+        match(x, y, s, seed).to_dict()
+        for seed in range(5)
+        for x, y, s in (("alice", "bob", 1.0), ("bob", "alice", 0.5))
+    ]
     lines = [json.dumps(good[0]), "{not json", json.dumps(good[1]), ""]  # line 4 blank: silent
     missing = {k: v for k, v in good[2].items() if k != "seed"}
     lines += [json.dumps(missing), _line(tokens=[1, 2, 3]), _line(scores=[0.3, 0.7])]

@@ -11,7 +11,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -167,3 +169,79 @@ def test_resume_after_sigkill_replays_nothing_and_duplicates_nothing(tmp_path: P
         return tuple((k, json.dumps(v)) for k, v in sorted(record.items()) if k != "seconds")
 
     assert sorted(map(comparable, records)) == sorted(map(comparable, expected))
+
+
+class AlwaysFive(BaseHTTPRequestHandler):
+    """An OpenAI-compatible endpoint that always answers ``5``."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        choice = {
+            "text": "5",
+            "finish_reason": "stop",
+            "logprobs": {"tokens": ["5"], "token_logprobs": [-0.1]},
+        }
+        data = json.dumps({"choices": [choice]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_an_openai_endpoint_participant_plays_its_replies(tmp_path: Path) -> None:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), AlwaysFive)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        endpoint = ParticipantConfig(
+            name="five",
+            model="stub",
+            backend="openai",
+            base_url=f"http://127.0.0.1:{httpd.server_address[1]}/v1",
+        )
+        config = TournamentConfig(
+            participants=[endpoint, ParticipantConfig(bot="random-v0")],
+            games=[
+                GameConfig("tictactoe-v0", kwargs={"max_retries": 0}, role_kwargs={"prefill": True})
+            ],
+            pairs=2,
+            out=str(tmp_path),
+            exploitability=False,
+        )
+        run_tournament(config, on_line=lambda _: None)
+    finally:
+        httpd.shutdown()
+    records = lines(tmp_path / "matches.jsonl")
+    assert len(records) == 4 and all(r["forfeit"] is None for r in records)
+    for record in records:
+        seat = record["seats"].index("five")
+        assert record["tokens"][seat] >= 1
+        if seat == 0:  # moving first, "5" is legal and taken; the next "5" is not
+            assert record["invalid"][seat] == 1 and record["termination"] == "illegal"
+            assert record["scores"][seat] == 0.0
+
+
+def test_a_three_player_game_is_rated_with_openskill(tmp_path: Path) -> None:
+    config = TournamentConfig(
+        participants=[
+            ParticipantConfig(name="heuristic", bot="liars-dice-heuristic-v0"),
+            ParticipantConfig(name="random-a", bot="random-v0"),
+            ParticipantConfig(name="random-b", bot="random-v0"),
+        ],
+        games=[GameConfig("liars-dice-v0", kwargs={"num_players": 3})],
+        pairs=10,
+        out=str(tmp_path),
+    )
+    run_tournament(config, on_line=lambda _: None)
+    records = lines(tmp_path / "matches.jsonl")
+    assert len(records) == 30 and all(len(r["seats"]) == 3 for r in records)
+    report = json.loads((tmp_path / "ratings.json").read_text())
+    multiplayer = report["multiplayer"]
+    assert set(multiplayer) == {"heuristic", "random-a", "random-b"}
+    assert multiplayer["heuristic"]["mu"] > max(
+        multiplayer["random-a"]["mu"], multiplayer["random-b"]["mu"]
+    )
+    assert "Multi-player" in (tmp_path / "report.md").read_text()

@@ -52,3 +52,12 @@ def test_the_same_config_gives_the_same_ids() -> None:
     one = schedule(["a", "b", "c"], [GameConfig()], pairs=4, seed=7)
     two = schedule(["a", "b", "c"], [GameConfig()], pairs=4, seed=7)
     assert [m.id for m in one] == [m.id for m in two]
+
+
+def test_n_player_tables_rotate_the_seats() -> None:
+    game = GameConfig("liars-dice-v0", kwargs={"num_players": 3})
+    matches = schedule(["a", "b", "c", "d"], [game], pairs=2)
+    assert len(matches) == 4 * 2 * 3  # tables of three x repetitions x rotations
+    table = [m for m in matches if set(m.seats) == {"a", "b", "c"} and m.seed == 0]
+    assert [m.seats for m in table] == [("a", "b", "c"), ("b", "c", "a"), ("c", "a", "b")]
+    assert len({m.pair for m in table}) == 1

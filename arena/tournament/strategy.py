@@ -1,0 +1,90 @@
+"""The exact exploitability of each poker participant, shown beside its rating.
+
+Where a participant's policy can be read at every information state of Kuhn or Leduc poker, its
+exploitability is exact (:mod:`arena.eval.exploitability`): a tabular bot gives its table, the
+random bot the uniform policy, and an ``hf`` model is read by scoring every legal reply by its
+sequence log-probability (:mod:`arena.eval.policy_reader`) under the participant's own sampling
+temperature. A greedy participant (temperature 0) plays the most likely legal reply at every
+state, so its table puts all its mass there. Other bots, and endpoints, are not read.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from arena.eval.exploitability import bot_table, exploitability, openspiel_name
+from arena.play.config import GameConfig, PlayConfig
+from arena.tournament.participants import Participant, make_bot
+
+log = logging.getLogger("arena.tournament")
+POKER = ("kuhn_poker", "leduc_poker")
+"""OpenSpiel games small enough to read a policy at every information state."""
+
+
+def readable_game(game_id: str) -> bool:
+    """Kuhn and Leduc poker (ours or OpenSpiel's): games whose every state can be read."""
+    try:
+        return openspiel_name(game_id) in POKER
+    except (KeyError, ValueError, TypeError):
+        return False
+
+
+def greedy(table: dict[str, list[float]]) -> dict[str, list[float]]:
+    """All of each state's mass on its most likely action (ties split evenly)."""
+    out = {}
+    for state, row in table.items():
+        best = max(row)
+        winners = [i for i, p in enumerate(row) if p == best and p > 0]
+        out[state] = [1.0 / len(winners) if i in winners else 0.0 for i in range(len(row))]
+    return out
+
+
+def participant_exploitability(participant: Participant, game: GameConfig) -> dict[str, Any] | None:
+    """``{"game", "exploitability", "invalid_mass"}`` for one participant, or None where its
+    policy cannot be read."""
+    if participant.kind == "bot":
+        try:
+            table = bot_table(game.id, make_bot(participant.config, 0))
+        except TypeError:
+            return None
+        return {"game": game.id, "exploitability": exploitability(game.id, table)}
+    if participant.kind != "model" or participant.config.backend != "hf":
+        return None
+    from arena.eval.policy_reader import read_seat
+    from arena.play.seating import SeatFactory
+    from arena.policies.config import PolicyConfig
+    from arena.policies.factory import make_policy
+
+    policy = make_policy(
+        PolicyConfig(backend="hf", model=str(participant.model), dtype=participant.config.dtype)
+    )
+    chat = policy.chat  # type: ignore[attr-defined]
+    factory = SeatFactory(PlayConfig(games=[game], policy_name=participant.name), policy, chat)
+    seat = factory.policy_seat(game.id, trained=False, params=participant.sampling())
+    temperature = participant.config.sampling.temperature
+    reading = read_seat(game.id, seat, temperature=temperature if temperature > 0 else 1.0)
+    table = reading.table if temperature > 0 else greedy(reading.table)
+    return {
+        "game": game.id,
+        "exploitability": exploitability(game.id, table),
+        "invalid_mass": reading.invalid_mass,
+    }
+
+
+def exploitabilities(
+    participants: list[Participant], games: list[GameConfig]
+) -> dict[str, dict[str, Any]]:
+    """Participant name -> its reading in the first readable game it plays."""
+    out: dict[str, dict[str, Any]] = {}
+    for game in games:
+        if not readable_game(game.id):
+            continue
+        for participant in participants:
+            if participant.name in out:
+                continue
+            reading = participant_exploitability(participant, game)
+            if reading is not None:
+                out[participant.name] = reading
+                log.info("%s: exploitability %.4f", participant.name, reading["exploitability"])
+    return out

@@ -1,0 +1,121 @@
+"""Run: .venv/bin/python -m pytest -q tests/arena/commands/test_tournament.py
+
+``arena tournament`` and ``arena eval`` as a user runs them: real processes, real reports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def arena(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "arena", *args],
+        cwd=ROOT,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_three_bots_on_two_games_rate_and_report(tmp_path: Path) -> None:
+    config = tmp_path / "bots.yaml"
+    config.write_text(
+        "name: bots\n"
+        "participants:\n"
+        "  - {name: random, bot: random-v0}\n"
+        "  - {name: minimax, bot: minimax-v0}\n"
+        "  - {name: shallow, bot: minimax-depth4-v0}\n"
+        "games: [{id: tictactoe-v0}, {id: nim-v0}]\n"
+        "pairs: 5\n"
+        "anchor: random\n"
+    )
+    done = arena("tournament", str(config), f"out={tmp_path / 'out'}")
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "out"
+    for name in ("matches.jsonl", "ratings.json", "report.md", "report.html", "winrate.png"):
+        assert (out / name).is_file(), name
+    records = [json.loads(line) for line in (out / "matches.jsonl").read_text().splitlines()]
+    assert len(records) == 2 * 3 * 5 * 2  # games x pairings x pairs x seatings
+    for record in records:
+        if record["game"] == "tictactoe-v0" and "minimax" in record["seats"]:
+            assert record["scores"][record["seats"].index("minimax")] >= 0.5  # never beaten
+    report = json.loads((out / "ratings.json").read_text())
+    assert report["ratings"]["random"]["rating"] == 1000.0
+    assert report["ratings"]["minimax"]["rating"] > 1000.0
+    assert "first_mover" in report and len(report["pairs"]) >= 6
+    assert "minimax" in done.stdout and "report.html" in done.stdout  # the console table
+
+    # `arena ratings` reads the same log and gives the same ratings
+    rated = arena("ratings", str(out / "matches.jsonl"), "--anchor", "random", "--json")
+    assert rated.returncode == 0, rated.stderr
+    again = json.loads(rated.stdout)
+    assert set(again["ratings"]) == {"random", "minimax", "shallow"}
+    assert again["ratings"]["random"]["rating"] == 1000.0
+
+
+def test_model_participants_share_one_inference_actor(tmp_path: Path) -> None:
+    config = tmp_path / "models.yaml"
+    config.write_text(
+        "participants:\n"
+        "  - {name: random, bot: random-v0}\n"
+        "  - {name: greedy, model: tiny, sampling: {max_new_tokens: 4}}\n"
+        "  - {name: hot, model: tiny, sampling: {temperature: 1.0, max_new_tokens: 4}}\n"
+        "games: [{id: tictactoe-v0, kwargs: {max_retries: 1}, role_kwargs: {prefill: true}}]\n"
+        "pairs: 2\n"
+    )
+    done = arena("tournament", str(config), f"out={tmp_path / 'out'}")
+    assert done.returncode == 0, done.stderr
+    logs = sorted(p.name for p in (tmp_path / "out" / "logs").iterdir())
+    assert logs == ["broker.log", "inference-model-0.log"]  # one actor serves both
+    records = [
+        json.loads(line) for line in (tmp_path / "out" / "matches.jsonl").read_text().splitlines()
+    ]
+    assert len(records) == 3 * 2 * 2
+    for record in records:
+        for seat, name in enumerate(record["seats"]):
+            if name in ("greedy", "hot") and record["turns"][seat]:
+                assert record["tokens"][seat] > 0
+
+
+def test_eval_one_participant(tmp_path: Path) -> None:
+    out = tmp_path / "eval.json"
+    done = arena(
+        "eval",
+        "tiny",
+        "--games",
+        "tictactoe-v0",
+        "--opponents",
+        "random-v0",
+        "--n",
+        "4",
+        "--max-new-tokens",
+        "4",
+        "--json",
+        str(out),
+    )
+    assert done.returncode == 0, done.stderr
+    (result,) = json.loads(out.read_text())
+    assert result["game"] == "tictactoe-v0" and result["opponent"] == "random-v0"
+    assert result["games"] == 4
+    assert "tictactoe-v0 vs random-v0: score" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("participant", "message"),
+    [("minimax-v9", "no bot 'minimax-v9'"), ("/nonexistent/model", "no model")],
+)
+def test_eval_names_a_participant_that_cannot_load(participant: str, message: str) -> None:
+    done = arena("eval", participant, "--games", "tictactoe-v0", "--n", "2")
+    assert done.returncode == 2
+    assert message in done.stderr

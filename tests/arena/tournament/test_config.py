@@ -1,0 +1,53 @@
+"""Run: .venv/bin/python -m pytest -q tests/arena/tournament/test_config.py"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from arena.core.errors import ConfigError
+from arena.tournament.config import load_tournament_config
+from arena.tournament.participants import parse_participant, resolve_participants
+
+CONFIGS = Path(__file__).resolve().parents[3] / "configs"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in CONFIGS.glob("tournament*.yaml")))
+def test_every_shipped_tournament_config_resolves(name: str) -> None:
+    config = load_tournament_config(str(CONFIGS / name))
+    participants = resolve_participants(config.participants, config.games)
+    assert len({p.name for p in participants}) == len(participants) >= 2
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["schedule=swiss"], "not one of"),
+        (["pairs=0"], "pairs must be at least 1"),
+        (["participants.0.model=tiny"], "exactly one of bot and model"),
+        (["participants.2.backend=openai"], "needs base_url"),
+        (["pairz=3"], "did you mean 'pairs'"),
+    ],
+)
+def test_bad_configs_name_the_key(overrides: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_tournament_config(str(CONFIGS / "tournament.yaml"), overrides)
+
+
+def test_checkpoint_globs_become_one_participant_per_step(tmp_path: Path) -> None:
+    for step in (4, 12, 8):
+        model = tmp_path / "run" / "checkpoints" / f"step-{step:08d}" / "model"
+        model.mkdir(parents=True)
+        (model / "config.json").write_text("{}")
+    config = parse_participant(str(tmp_path / "run" / "checkpoints" / "step-*"), name="mine")
+    resolved = resolve_participants([config, parse_participant("random-v0")])
+    assert [p.name for p in resolved] == ["mine@step-4", "mine@step-8", "mine@step-12", "random-v0"]
+    assert resolved[0].model == str(tmp_path / "run" / "checkpoints" / "step-00000004" / "model")
+    assert resolved[0].server_key != resolved[1].server_key
+
+
+def test_the_command_line_form_reads_bots_and_models() -> None:
+    assert parse_participant("minimax-v0").bot == "minimax-v0"
+    assert parse_participant("minimax-v9").bot == "minimax-v9"  # a typo is named as a bot
+    assert parse_participant("smollm2-135m").model == "smollm2-135m"
