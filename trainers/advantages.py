@@ -6,20 +6,46 @@
 
 The rollout side puts a seat's final outcome on the seat's last turn (``Turn.reward``), so
 G_k already carries it; ``Episode.final_rewards`` is read only by the ``broadcast`` mode.
+A seat's *trajectory* is its turns in one episode, (episode, seat); its return R is G_1, the
+return of its first turn (with gamma = 1, the seat's total reward in the episode).
 
-**Advantages** are computed per *key*: a tuple of sample fields, (game, role) by default, so
-that a proposer's returns never set the baseline of a solver.
+**Keys.** Advantages are computed per *key*: a tuple of sample fields, (game, agent) by
+default, so that agents whose expected returns differ never share a baseline. The fields are
+``game``, ``role``, ``seat``, ``group`` and ``agent``, where::
 
-- ``batch`` (MARS):      A = (G - mu_key) / (sigma_key + eps), mu and sigma over this batch
-- ``ema`` (SPIRAL RAE):  A = G - b_key, then b_key <- alpha * b_key + (1 - alpha) * G.
-  b_key is read *before* its update, one sample at a time in batch order, starts at 0, and
-  lives for the whole run (the learner checkpoints it).
-- ``group`` (GRPO):      as ``batch``, over samples sharing (key, prompt group id)
+    agent = seat   if the turn's role is "player" (every seat plays the same role: self-play)
+    agent = role   otherwise (a role game: proposer, solver, judge, ...)
+
+In self-play every seat plays the ``player`` role, yet seat 0 and seat 1 of Tic-Tac-Toe do not
+expect the same return (the first mover wins more), so each seat keeps its own statistics, as
+MARS normalizes per player and SPIRAL keeps one baseline per (game, player). In a role game the
+roles are what differ: seats proposer_0, solver_0 and solver_1 give the keys proposer, solver
+and solver, so k symmetric solver seats share one baseline.
+
+**Modes.**
+
+- ``batch`` (MARS):      A = (G - mu_key) / (sigma_key + eps), mu and sigma over this batch.
+- ``ema`` (SPIRAL RAE):  A = G_k - b_key for every turn k of a trajectory, with b_key read
+  *before* the trajectory's update b_key <- alpha * b_key + (1 - alpha) * R. The update runs
+  once per trajectory (per (episode, seat) and key), with the trajectory's return R = G_1,
+  trajectories taken in the batch order of their first turn, so a second trajectory of the
+  same key in the batch reads the baseline the first one left. This is SPIRAL's
+  ``role_baseline_ema``: one update per player per game, read before the update so that the
+  baseline is independent of the return it is subtracted from. (SPIRAL discounts R - b by
+  gamma^(steps from the end); with gamma = 1, as it trains, that equals G_k - b.) b_key starts
+  at 0 and lives for the whole run (the learner checkpoints it). A trajectory that one
+  batch's ``max_batch_samples`` cuts in two updates its baseline once in each part.
+- ``ema-turn``:          the per-turn variant: A = G - b_key and b_key <- alpha * b_key +
+  (1 - alpha) * G after each turn, one sample at a time in batch order. A K-turn trajectory
+  then moves b by 1 - alpha^K of the way instead of 1 - alpha (about 23 % instead of 5 % for
+  5 turns at alpha 0.95), so long games weigh more than short ones in the baseline.
+- ``group`` (GRPO):      as ``batch``, over samples sharing (key, prompt group id).
 - ``broadcast`` (Flow-GRPO): every turn's value is the seat's final outcome, then ``group``.
 
 sigma is the population standard deviation (ddof = 0). With ``scale_by_std`` off, the division
 is dropped (A = G - mu, as Dr. GRPO). A key or group with a single sample, or whose values are
-all equal, has no spread to compare against: its advantages are exactly 0 (never NaN). The
+all equal, has no spread to compare against: its advantages are exactly 0 (never NaN), and the
+sample stays in the batch (the zero-advantage filter may drop it later, and counts it). The
 optional whitening rescales all advantages of the batch to mean 0 and std 1 afterwards (left
 unchanged when they are all equal).
 
@@ -35,6 +61,16 @@ from typing import Any
 import numpy as np
 
 Key = tuple[Hashable, ...]
+
+SELF_PLAY_ROLE = "player"
+"""The role every seat plays in symmetric self-play (roles/player.py); its seats are the agents."""
+
+
+def agent_of(role: str, seat: str) -> str:
+    """The ``agent`` key field: the seat when the role is ``player`` (every seat plays the same
+    role, so only the seat tells agents apart), otherwise the role (seats of one role in a role
+    game, such as k solvers, are one agent). See the module docstring."""
+    return seat if role == SELF_PLAY_ROLE else role
 
 
 def discounted_returns(rewards: Sequence[float], gamma: float) -> np.ndarray:
@@ -80,7 +116,12 @@ def whiten(values: Sequence[float], eps: float = 1e-6) -> np.ndarray:
 
 
 class EMABaseline:
-    """Per-key running baselines b_key, shared by every rollout of a run (SPIRAL's RAE)."""
+    """Per-key running baselines b_key, shared by every rollout of a run (SPIRAL's RAE).
+
+    :meth:`advantages` updates once per trajectory (mode ``ema``), :meth:`turn_advantages` once
+    per turn (mode ``ema-turn``); both read b before updating it. The state is a dict of
+    floats, checkpointed by the learner through :meth:`state_dict`.
+    """
 
     def __init__(self, alpha: float) -> None:
         if not 0.0 <= alpha < 1.0:
@@ -88,13 +129,50 @@ class EMABaseline:
         self.alpha = alpha
         self.baselines: dict[Key, float] = {}
 
-    def advantages(self, values: Sequence[float], keys: Sequence[Key]) -> np.ndarray:
-        """A_i = G_i - b_key(i) with b read before b <- alpha * b + (1 - alpha) * G_i, in order."""
+    def _update(self, key: Key, value: float) -> float:
+        """b_key <- alpha * b_key + (1 - alpha) * value; returns b_key as it was before."""
+        baseline = self.baselines.get(key, 0.0)
+        self.baselines[key] = self.alpha * baseline + (1.0 - self.alpha) * value
+        return baseline
+
+    def advantages(
+        self,
+        values: Sequence[float],
+        keys: Sequence[Key],
+        trajectories: Sequence[Hashable],
+        trajectory_returns: Sequence[float | None] | None = None,
+    ) -> np.ndarray:
+        """A_i = G_i - b_key(i), one baseline update per (trajectory, key) (mode ``ema``).
+
+        ``trajectories`` names each sample's trajectory, (episode id, seat) in the learner.
+        Each trajectory's baseline is read once, all its turns get G_k minus that value, then
+        b_key moves once toward the trajectory's return R: ``trajectory_returns`` of its first
+        sample in batch order, or, where that is None or not given, that sample's own value
+        (its G_k: G_1 when the trajectory's first turn is in the batch, as batch order
+        follows turn order). Trajectories are taken in the order of their first sample.
+        """
+        values = np.asarray(values, dtype=np.float64)
+        if not len(values) == len(keys) == len(trajectories):
+            raise ValueError(
+                f"{len(values)} values, {len(keys)} keys and {len(trajectories)} trajectories"
+            )
+        if trajectory_returns is not None and len(trajectory_returns) != len(values):
+            raise ValueError(f"{len(trajectory_returns)} trajectory returns for {len(values)}")
+        units = _indices_by_key(list(zip(trajectories, keys, strict=True)))
+        out = np.zeros_like(values)
+        for (_, key), idx in units.items():  # dicts keep first-appearance order
+            first = idx[0]
+            ret = None if trajectory_returns is None else trajectory_returns[first]
+            baseline = self._update(key, float(values[first] if ret is None else ret))
+            out[idx] = values[idx] - baseline
+        return out
+
+    def turn_advantages(self, values: Sequence[float], keys: Sequence[Key]) -> np.ndarray:
+        """A_i = G_i - b_key(i), then b_key <- alpha * b_key + (1 - alpha) * G_i, per sample in
+        batch order (mode ``ema-turn``)."""
         out = np.zeros(len(values), dtype=np.float64)
         for i, (value, key) in enumerate(zip(values, keys, strict=True)):
-            baseline = self.baselines.get(key, 0.0)
-            out[i] = float(value) - baseline
-            self.baselines[key] = self.alpha * baseline + (1.0 - self.alpha) * float(value)
+            out[i] = float(value) - self._update(key, float(value))
         return out
 
     def state_dict(self) -> dict[str, Any]:
@@ -117,18 +195,28 @@ def compute_advantages(
     scale_by_std: bool = True,
     whiten_all: bool = False,
     ema: EMABaseline | None = None,
+    trajectories: Sequence[Hashable] | None = None,
+    trajectory_returns: Sequence[float | None] | None = None,
 ) -> np.ndarray:
     """Advantages of one batch of turns in the given mode (see the module docstring).
 
     ``returns`` are the turn-level G_k, ``outcomes`` each turn's seat's final outcome (used by
-    ``broadcast`` only), ``keys`` the agent keys and ``groups`` the prompt-group ids.
+    ``broadcast`` only), ``keys`` the agent keys and ``groups`` the prompt-group ids. The
+    ``ema`` mode also needs ``trajectories`` (each sample's (episode, seat)) and takes
+    ``trajectory_returns`` (each sample's trajectory return R = G_1, see
+    :meth:`EMABaseline.advantages`); ``ema`` and ``ema-turn`` need the run's ``ema``.
     """
     if mode == "batch":
         adv = normalize_by_key(returns, keys, eps, scale_by_std)
-    elif mode == "ema":
+    elif mode in ("ema", "ema-turn"):
         if ema is None:
-            raise ValueError("mode 'ema' needs an EMABaseline")
-        adv = ema.advantages(returns, keys)
+            raise ValueError(f"mode {mode!r} needs an EMABaseline")
+        if mode == "ema-turn":
+            adv = ema.turn_advantages(returns, keys)
+        elif trajectories is None:
+            raise ValueError("mode 'ema' needs each sample's trajectory id")
+        else:
+            adv = ema.advantages(returns, keys, trajectories, trajectory_returns)
     elif mode in ("group", "broadcast"):
         values = returns if mode == "group" else outcomes
         group_keys = [(*key, group) for key, group in zip(keys, groups, strict=True)]

@@ -1,9 +1,11 @@
 """From Episode records to per-turn samples, and from samples to padded micro-batches.
 
 A :class:`Sample` is one trained turn: the exact prompt and response ids the sampler saw, its
-logprobs, the keys that normalize advantages (game, role, seat, group) and the turn-level
-return. Only the trained policy's own generated tokens are trained on: turns of untrained
-seats (bots, simulators, frozen models) yield no sample, and the prompt is masked out.
+logprobs, the keys that normalize advantages (game, role, seat, group, and agent, derived from
+role and seat), the turn-level return G_k and its trajectory's return G_1. Only the trained
+policy's own generated tokens are trained on: turns of untrained seats (bots, simulators,
+frozen models) yield no sample, and the prompt is masked out. A seat none of whose turns is
+trained (or an episode with no trained turn at all) yields no sample.
 
 A :class:`MicroBatch` holds rows ``prompt + response`` right-padded to the longest row. The
 model reads ``seq[:-1]`` and predicts ``seq[1:]``; the loss mask selects the targets that are
@@ -22,7 +24,7 @@ import numpy as np
 import torch
 
 from arena.records import Episode, RecordError, Turn
-from trainers.advantages import discounted_returns
+from trainers.advantages import agent_of, discounted_returns
 
 
 @dataclass
@@ -48,10 +50,20 @@ class Sample:
     advantage: float = 0.0
     weight: float = 1.0
     """Loss weight (below 1 for stale turns in ``downweight`` mode)."""
+    traj_return: float | None = None
+    """Return R = G_1 of this seat's whole trajectory in the episode (its first turn's return,
+    trained or not), which the ``ema`` mode updates its baseline with once per trajectory.
+    None when unknown: that mode then uses the trajectory's first sample's ``ret``."""
 
     @property
     def num_tokens(self) -> int:
         return len(self.prompt_ids) + len(self.response_ids)
+
+    @property
+    def agent(self) -> str:
+        """The seat in self-play (role ``player``), else the role: the default advantage key's
+        agent (trainers/advantages.py)."""
+        return agent_of(self.role, self.seat)
 
     def key(self, fields: list[str] | tuple[str, ...]) -> tuple[str, ...]:
         return tuple(getattr(self, name) for name in fields)
@@ -120,6 +132,7 @@ def episode_samples(
                     policy_version=turn.policy_version,
                     ret=float(ret),
                     outcome=float(outcome),
+                    traj_return=float(returns[0]),
                 )
             )
     return samples

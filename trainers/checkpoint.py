@@ -192,3 +192,33 @@ def save_rng(path: Path) -> dict[str, Any]:
 
 def load_rng(path: Path, rest: dict[str, Any]) -> None:
     restore_rng(load_file(str(path / "rng.safetensors")), rest)
+
+
+# -- a learner checkpoint --------------------------------------------------------------------
+def save_training(
+    root: str | os.PathLike[str],
+    keep: int,
+    state: dict[str, Any],
+    optimizer: dict[str, Any],
+    write_model: Callable[[Path], None],
+    adapter: dict[str, torch.Tensor] | None = None,
+) -> Path:
+    """Write a learner checkpoint (the layout above) atomically under ``root`` at
+    ``state["step"]``: ``write_model(dir)`` writes the HF model directory, the RNG states are
+    captured now, and ``state`` (JSON) goes to state.json."""
+
+    def write(tmp: Path) -> None:
+        write_model(tmp / "model")
+        if adapter is not None:
+            save_file(adapter, str(tmp / "adapter.safetensors"))
+        save_optimizer(tmp, optimizer)
+        save_json(tmp / "state.json", {**state, "rng": save_rng(tmp)})
+
+    return write_atomically(root, state["step"], write, keep)
+
+
+def load_training(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The optimizer state and state.json of a learner checkpoint; restores the RNG states."""
+    saved = load_json(path / "state.json")
+    load_rng(path, saved["rng"])
+    return load_optimizer(path), saved

@@ -14,7 +14,7 @@ from typing import Any
 from arena.core.config import from_dict
 from arena.core.errors import check_choice
 
-ADVANTAGE_MODES = ("batch", "ema", "group", "broadcast")
+ADVANTAGE_MODES = ("batch", "ema", "ema-turn", "group", "broadcast")
 AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "constant")
 STALE_MODES = ("reject", "downweight")
 SCHEDULES = ("constant", "linear", "cosine")
@@ -25,18 +25,23 @@ STRATEGIES = ("ddp", "fsdp2")
 class AdvantageConfig:
     mode: str = "batch"
     """How returns become advantages: ``batch`` (per-key mean/std, MARS), ``ema`` (per-key
-    running baseline, SPIRAL's RAE), ``group`` (GRPO per prompt group) or ``broadcast`` (episode
-    outcome on every turn, then group-normalized, Flow-GRPO). Formulas in trainers/advantages.py."""
+    running baseline updated once per trajectory, SPIRAL's RAE), ``ema-turn`` (the same baseline
+    updated once per turn), ``group`` (GRPO per prompt group) or ``broadcast`` (episode outcome
+    on every turn, then group-normalized, Flow-GRPO). Formulas in trainers/advantages.py."""
     gamma: float = 1.0
     """Discount per turn of the same seat (never per token)."""
-    key: list[str] = field(default_factory=lambda: ["game", "role"])
-    """Sample fields that key the normalization statistics (any of game, role, seat, group)."""
+    key: list[str] = field(default_factory=lambda: ["game", "agent"])
+    """Sample fields that key the normalization statistics and baselines: any of game, agent,
+    role, seat, group. ``agent`` is the seat when the turn's role is ``player`` (self-play, where
+    every seat plays the same role: seat 0 and seat 1 keep separate statistics), otherwise the
+    role (role games: the k solver seats of a proposer/solver game share one key)."""
     eps: float = 1e-6
     """Added to the standard deviation before dividing."""
     scale_by_std: bool = True
     """Divide by the key's (or group's) std; False keeps only the mean subtraction (Dr. GRPO)."""
     ema_alpha: float = 0.95
-    """EMA decay: b <- alpha * b + (1 - alpha) * G, after reading b for the advantage."""
+    """EMA decay: b <- alpha * b + (1 - alpha) * R, after reading b for the advantages; R is a
+    trajectory's return G_1 once per (episode, seat) in ``ema``, each turn's G in ``ema-turn``."""
     whiten: bool = False
     """After the mode's normalization, whiten all advantages of the batch to mean 0, std 1."""
 
@@ -46,7 +51,7 @@ class AdvantageConfig:
             raise ValueError(f"advantage.gamma must be in [0, 1], got {self.gamma}")
         if not 0.0 <= self.ema_alpha < 1.0:
             raise ValueError(f"advantage.ema_alpha must be in [0, 1), got {self.ema_alpha}")
-        allowed = {"game", "role", "seat", "group"}
+        allowed = {"game", "agent", "role", "seat", "group"}
         if not self.key or not set(self.key) <= allowed:
             raise ValueError(
                 f"advantage.key {list(self.key)} must be a non-empty subset of {sorted(allowed)}"
@@ -78,8 +83,17 @@ class LossConfig:
     """Sampling temperature the sampler used; learner logits are divided by it so its logprobs
     are comparable with the sampler's."""
     ppo_epochs: int = 1
-    """Optimizer updates per batch. The first pass's logprobs become the proximal (old) policy
-    of the PPO ratio, so more epochs cost no extra forward."""
+    """Passes over the batch's mini-batches: ppo_epochs * minibatches optimizer steps per
+    learner step. With one step in all, the ratio is 1 and nothing is clipped (the loss is
+    REINFORCE with truncated IS); later steps see the moved policy, so the clips act."""
+    minibatches: int = 1
+    """Optimizer steps per epoch. The batch's turns are shuffled (seeded by ``seed`` and the
+    learner step: the same split on every rank and after a resume) into this many near-equal
+    mini-batches, kept for every epoch; each is normalized on its own (its turns and tokens)
+    and micro-batched by ``batch.micro_batch_tokens``. The old policy of the PPO ratio is the
+    one before the batch's first step: mini-batch 0's first pass gives its logprobs for free,
+    the others cost one no-grad forward before any step. The LR schedule moves per learner
+    step, not per optimizer step. Capped at the number of turns."""
 
     def __post_init__(self) -> None:
         check_choice("loss.aggregation", self.aggregation, AGGREGATIONS)
@@ -89,14 +103,17 @@ class LossConfig:
             raise ValueError(f"loss.dual_clip must be > 1 (or None), got {self.dual_clip}")
         if self.tis_cap is not None and self.tis_cap <= 0:
             raise ValueError(f"loss.tis_cap must be > 0 (or None), got {self.tis_cap}")
-        if self.temperature <= 0 or self.ppo_epochs < 1:
-            raise ValueError("loss.temperature must be > 0 and loss.ppo_epochs >= 1")
+        if self.temperature <= 0 or self.ppo_epochs < 1 or self.minibatches < 1:
+            raise ValueError(
+                "loss.temperature must be > 0, loss.ppo_epochs >= 1 and loss.minibatches >= 1"
+            )
 
 
 @dataclass
 class BatchConfig:
     micro_batch_tokens: int = 4096
-    """Token budget of one micro-batch, padding included (rows x longest row)."""
+    """Token budget of one micro-batch, padding included (rows x longest row). Micro-batches
+    accumulate gradients: all those of one mini-batch (loss.minibatches) make one step."""
     max_seq_len: int = 2048
     """A turn whose prompt + response is longer is dropped (counted as overlong)."""
     max_response_tokens: int | None = None
@@ -225,7 +242,9 @@ class LearnerConfig:
     whose forward post-processes logits (e.g. soft-capping)."""
     autocast: str | None = None
     """``bfloat16``: mixed precision for forward and backward, weights and optimizer state stay
-    in ``dtype``. None runs in ``dtype``. (float16 would need loss scaling; not offered.)"""
+    in ``dtype``. ``auto``: bfloat16 where this machine computes it measurably faster than
+    float32 (a GPU with bf16, a CPU with AVX512-BF16 or AMX), none elsewhere (emulated bf16 is
+    far slower). None runs in ``dtype``. (float16 would need loss scaling; not offered.)"""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass: less memory, about a third more compute."""
     bucket_bytes: int = 64 << 20
@@ -239,8 +258,8 @@ class LearnerConfig:
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
 
     def __post_init__(self) -> None:
-        if self.autocast not in (None, "bfloat16"):
-            raise ValueError(f"autocast = {self.autocast!r}; expected null or bfloat16")
+        if self.autocast not in (None, "bfloat16", "auto"):
+            raise ValueError(f"autocast = {self.autocast!r}; expected null, bfloat16 or auto")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LearnerConfig:

@@ -4,12 +4,16 @@ In-process use (a synchronous training loop)::
 
     learner = Learner(LearnerConfig(model="tiny"))
     learner.add_episodes(episodes)          # Episode objects or Episode.to_dict() bodies
-    metrics = learner.step()                # one optimizer update over the pending turns
+    metrics = learner.step()                # one update over the pending turns
     for body in learner.weight_buckets():   # publish on topic weights.<name>
         ...
 
 Rewards: a turn's ``reward`` is its own reward, and the rollout side adds the seat's final
 outcome to the seat's last turn; returns are discounted sums of those (trainers/advantages.py).
+
+One update is ``loss.ppo_epochs`` passes over ``loss.minibatches`` mini-batches of the turns,
+one optimizer step each, against the policy from before the first (trainers/losses.py); it
+counts as one step (the weights' version, the LR schedule, checkpoints) however many it took.
 
 Under ``torchrun`` every rank builds a Learner; rank 0 adds episodes and calls :meth:`step`,
 :meth:`weight_buckets` and :meth:`save_checkpoint`, and the other ranks call :meth:`follow`,
@@ -21,6 +25,7 @@ The bus actor around it is :class:`trainers.learner_actor.LearnerActor` (``arena
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import math
 import random
@@ -29,18 +34,18 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
     get_optimizer_state_dict,
     set_optimizer_state_dict,
 )
 
-from arena.models import resolve_device
+from arena.models import fast_dtype, resolve_device
 from arena.records import Episode
 from arena.weights.buckets import make_buckets
 from trainers import checkpoint as ckpt
@@ -66,6 +71,18 @@ from trainers.trained_model import (
 
 log = logging.getLogger("arena.learner")
 _FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
+# Loss metrics that are token sums (averaged per token and pass); the others are per step.
+_PER_TOKEN = (
+    "entropy",
+    "clip_frac",
+    "dual_clip_frac",
+    "tis_capped_frac",
+    "tis_weight",
+    "sampler_kl",
+    "ratio",
+    "ratio_dev",
+    "kl_token",
+)
 
 
 @dataclass
@@ -81,6 +98,15 @@ class LearnerState:
     @property
     def version(self) -> int:
         return self.step
+
+
+class _MiniBatch(NamedTuple):
+    """One optimizer step's share of a batch on this rank: its micro-batches (dummies pad them
+    to the busiest rank's count), how many hold turns, and the trained tokens of all ranks."""
+
+    batches: list[MicroBatch]
+    real: int
+    tokens: int
 
 
 class Learner:
@@ -237,6 +263,8 @@ class Learner:
             scale_by_std=acfg.scale_by_std,
             whiten_all=acfg.whiten,
             ema=self.ema,
+            trajectories=[(s.episode_id, s.seat) for s in samples],
+            trajectory_returns=[s.traj_return for s in samples],
         )
         for sample, advantage in zip(samples, advantages, strict=True):
             sample.advantage = float(advantage)
@@ -247,53 +275,53 @@ class Learner:
                     metrics[f"{name}/{game}/{role}/{stat}"] = value
 
     def _update(self, kept: list[Sample]) -> dict[str, float]:
-        cfg, world = self.config, self.dist.world
+        """ppo_epochs passes over the mini-batches of ``kept``, one optimizer step each.
+
+        Every rank holds all of ``kept`` (rank 0 broadcast it), splits it alike and trains its
+        shard of each mini-batch, so all ranks take the same optimizer steps in lockstep.
+        """
+        cfg = self.config
         start = time.perf_counter()
-        mine = shard(kept, self.dist.rank, world)
-        batches = [
-            mb.to(self.device) for mb in pack(mine, cfg.batch.micro_batch_tokens, self.pad_id)
-        ]
-        # Every rank runs as many forwards as the busiest (FSDP2 gathers weights in each).
-        count = int(ddist.all_reduce_max(float(len(batches)), self.dist, self.device))
-        real = len(batches)
-        batches += [self._dummy_batch() for _ in range(count - real)]
-        num_tokens = sum(len(s.response_ids) for s in kept)
-        constant = cfg.loss.norm_constant or cfg.batch.max_response_tokens
-        for mb in batches:
-            mb.agg_weights = aggregation_weights(
-                mb.seq_lengths, cfg.loss.aggregation, num_tokens, len(kept), constant
-            )
-        metrics: dict[str, float] = {}
-        for epoch in range(cfg.loss.ppo_epochs):
-            sums, finite = self._accumulate(batches, real, first=epoch == 0)
+        parts = [self._minibatch([kept[i] for i in idx]) for idx in self._split(len(kept))]
+        self._old_logprobs(parts[1:])  # mini-batch 0's first pass (before any step) gives its own
+        lr = learning_rate(self.state.step, cfg.optim)  # per learner step: see loss.minibatches
+        set_learning_rate(self.optimizer, lr)
+        totals: Counter[str] = Counter()
+        steps = passes = 0
+        for epoch, part in itertools.product(range(cfg.loss.ppo_epochs), parts):
+            sums, finite = self._accumulate(part.batches, part.real)
             grad_norm = self._clip_gradients()
             bad = not (finite and math.isfinite(grad_norm))
             if ddist.all_reduce_max(float(bad), self.dist, self.device) > 0:
                 self.optimizer.zero_grad(set_to_none=True)
                 self.state.counters["skipped_nonfinite"] += 1
                 log.warning(
-                    "non-finite loss or gradient at step %d (epoch %d): update skipped, "
-                    "weights kept",
+                    "non-finite loss or gradient at step %d (epoch %d, optimizer step %d): "
+                    "update skipped, weights kept",
                     self.state.step,
                     epoch,
+                    steps,
                 )
-                if epoch == 0:
+                if steps == 0:
                     return {"skipped": 1.0}
-                break  # earlier epochs already moved the weights: the step still counts
-            lr = learning_rate(self.state.step, cfg.optim)
-            set_learning_rate(self.optimizer, lr)
+                break  # earlier optimizer steps already moved the weights: the step still counts
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
-            metrics = self._loss_metrics(sums, num_tokens)
-            metrics.update(grad_norm=grad_norm, lr=lr)
+            steps += 1
+            passes += part.tokens
+            totals.update(sums)
+            totals["grad_norm"] += grad_norm
+        num_tokens = sum(part.tokens for part in parts)
         self.state.step += 1
         self.state.samples_trained += len(kept)
         self.state.tokens_trained += num_tokens
         elapsed = time.perf_counter() - start
-        tokens = ddist.all_reduce_sum(
-            {"in": float(sum(mb.num_input_tokens for mb in batches[:real]))}, self.dist, self.device
-        )["in"]
+        mine = sum(mb.num_input_tokens for part in parts for mb in part.batches[: part.real])
+        tokens = ddist.all_reduce_sum({"in": float(mine)}, self.dist, self.device)["in"]
+        metrics = self._loss_metrics(totals, passes, steps)
         metrics.update(
+            lr=lr,
+            optimizer_steps=float(steps),
             version=float(self.state.step),
             tokens=float(num_tokens),
             input_tokens=tokens,
@@ -303,10 +331,54 @@ class Learner:
         )
         return metrics
 
-    def _accumulate(
-        self, batches: list[MicroBatch], real: int, first: bool
-    ) -> tuple[dict[str, float], bool]:
-        """Forward and backward every micro-batch; gradients sync on the last one only."""
+    def _split(self, count: int) -> list[np.ndarray]:
+        """Sample indices of each mini-batch: a shuffle seeded by (seed, step), so every rank
+        (and a resumed run) splits alike without a message. One mini-batch keeps the order."""
+        parts = min(self.config.loss.minibatches, count)
+        if parts <= 1:
+            return [np.arange(count)]
+        seed = [self.config.seed % 2**32, self.state.step]
+        order = np.random.default_rng(seed).permutation(count)
+        return [np.sort(idx) for idx in np.array_split(order, parts)]
+
+    def _minibatch(self, samples: list[Sample]) -> _MiniBatch:
+        """This rank's micro-batches of one mini-batch, weighted to aggregate over all ranks."""
+        cfg = self.config
+        mine = shard(samples, self.dist.rank, self.dist.world)
+        batches = [
+            mb.to(self.device) for mb in pack(mine, cfg.batch.micro_batch_tokens, self.pad_id)
+        ]
+        # Every rank runs as many forwards as the busiest (FSDP2 gathers weights in each).
+        count = int(ddist.all_reduce_max(float(len(batches)), self.dist, self.device))
+        real = len(batches)
+        batches += [self._dummy_batch() for _ in range(count - real)]
+        num_tokens = sum(len(s.response_ids) for s in samples)
+        constant = cfg.loss.norm_constant or cfg.batch.max_response_tokens
+        for mb in batches:
+            mb.agg_weights = aggregation_weights(
+                mb.seq_lengths, cfg.loss.aggregation, num_tokens, len(samples), constant
+            )
+        return _MiniBatch(batches, real, num_tokens)
+
+    def _old_logprobs(self, parts: list[_MiniBatch]) -> None:
+        """Old-policy (and reference) logprobs of the mini-batches after the first.
+
+        Their first pass runs after earlier mini-batches moved the weights, so it cannot serve
+        as the old policy: one no-grad forward each, before the first optimizer step.
+        """
+        for mb in (mb for part in parts for mb in part.batches):
+            with torch.no_grad(), self._autocast():
+                args = (mb.input_ids, mb.attention_mask, mb.target_ids, mb.loss_mask)
+                mb.prox_logprobs = self.policy(*args)[0]
+            if self.config.loss.kl_coef > 0:
+                mb.ref_logprobs = self._reference_logprobs(mb)
+
+    def _accumulate(self, batches: list[MicroBatch], real: int) -> tuple[dict[str, float], bool]:
+        """Forward and backward every micro-batch; gradients sync on the last one only.
+
+        A micro-batch without old logprobs takes them from this pass: only its first, which
+        :meth:`_update` runs before any optimizer step.
+        """
         cfg = self.config.loss
         sums: Counter[str] = Counter()
         finite = True
@@ -320,7 +392,7 @@ class Learner:
                     mb.loss_mask,
                     entropy_grad=cfg.entropy_coef > 0,
                 )
-            if first:
+            if mb.prox_logprobs is None:
                 mb.prox_logprobs = logprobs.detach()
                 if cfg.kl_coef > 0:
                     mb.ref_logprobs = self._reference_logprobs(mb)
@@ -352,9 +424,12 @@ class Learner:
         return float(full() if callable(full) else norm)
 
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
-        if self.config.autocast is None:
+        dtype = self.config.autocast
+        if dtype == "auto":
+            dtype = "bfloat16" if fast_dtype(str(self.device)) == "bfloat16" else None
+        if dtype is None:
             return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=getattr(torch, self.config.autocast))
+        return torch.autocast(self.device.type, dtype=getattr(torch, dtype))
 
     def _reference_logprobs(self, mb: MicroBatch) -> torch.Tensor:
         with torch.no_grad(), self._autocast():
@@ -388,19 +463,12 @@ class Learner:
         return pack([sample], self.config.batch.micro_batch_tokens, self.pad_id)[0].to(self.device)
 
     @staticmethod
-    def _loss_metrics(sums: dict[str, float], num_tokens: int) -> dict[str, float]:
-        per_token = (
-            "entropy",
-            "clip_frac",
-            "dual_clip_frac",
-            "tis_capped_frac",
-            "tis_weight",
-            "sampler_kl",
-            "ratio",
-            "kl_token",
-        )
-        out = {k: sums[k] for k in ("loss", "pg_loss", "kl") if k in sums}
-        out.update({k: sums[k] / max(num_tokens, 1) for k in per_token if k in sums})
+    def _loss_metrics(totals: dict[str, float], passes: int, steps: int) -> dict[str, float]:
+        """Means over the optimizer steps: losses per step, the others per token and pass
+        (``passes`` counts each step's tokens), so clip_frac is the share of clipped tokens."""
+        per_step = ("loss", "pg_loss", "kl", "grad_norm")
+        out = {k: totals[k] / max(steps, 1) for k in per_step if k in totals}
+        out.update({k: totals[k] / max(passes, 1) for k in _PER_TOKEN if k in totals})
         return out
 
     # -- weights out ---------------------------------------------------------------------
@@ -430,29 +498,22 @@ class Learner:
         if not self.dist.is_main:
             ddist.barrier(self.dist)
             return None
-
-        def write(tmp: Path) -> None:
-            save_hf(self.model, weights, self.tokenizer, tmp / "model")
-            if adapter is not None:
-                save_file(adapter, str(tmp / "adapter.safetensors"))
-            ckpt.save_optimizer(tmp, optimizer)
-            rng = ckpt.save_rng(tmp)
-            ckpt.save_json(
-                tmp / "state.json",
-                {
-                    "step": self.state.step,
-                    "samples_trained": self.state.samples_trained,
-                    "tokens_trained": self.state.tokens_trained,
-                    "counters": dict(self.state.counters),
-                    "ema": self.ema.state_dict(),
-                    "seen_episodes": self.inbox.seen_ids(),
-                    "rng": rng,
-                    "config": asdict(cfg),
-                },
-            )
-
-        path = ckpt.write_atomically(
-            cfg.checkpoint.dir, self.state.step, write, cfg.checkpoint.keep
+        state = {
+            "step": self.state.step,
+            "samples_trained": self.state.samples_trained,
+            "tokens_trained": self.state.tokens_trained,
+            "counters": dict(self.state.counters),
+            "ema": self.ema.state_dict(),
+            "seen_episodes": self.inbox.seen_ids(),
+            "config": asdict(cfg),
+        }
+        path = ckpt.save_training(
+            cfg.checkpoint.dir,
+            cfg.checkpoint.keep,
+            state,
+            optimizer,
+            lambda out: save_hf(self.model, weights, self.tokenizer, out),
+            adapter,
         )
         log.info("checkpoint %s", path)
         ddist.barrier(self.dist)
@@ -463,17 +524,14 @@ class Learner:
         return ckpt.latest_checkpoint(cfg.dir) if cfg.dir and cfg.resume else None
 
     def _load_training_state(self, path: Path) -> None:
-        set_optimizer_state_dict(
-            self.policy, self.optimizer, ckpt.load_optimizer(path), options=_FULL
-        )
-        saved = ckpt.load_json(path / "state.json")
+        optimizer, saved = ckpt.load_training(path)
+        set_optimizer_state_dict(self.policy, self.optimizer, optimizer, options=_FULL)
         self.state.step = saved["step"]
         self.state.samples_trained = saved["samples_trained"]
         self.state.tokens_trained = saved["tokens_trained"]
         self.state.counters.update(saved["counters"])  # the inbox shares this Counter
         self.ema.load_state_dict(saved["ema"])
         self.inbox.load_seen_ids(saved["seen_episodes"])
-        ckpt.load_rng(path, saved["rng"])
 
 
 def _seed_everything(seed: int) -> None:

@@ -5,6 +5,12 @@ padded rows and applies the LM head only at the masked positions (``sparse``): p
 usually much longer than responses in multi-turn games, and the head over a 49k vocabulary is
 the largest matmul of a small model. It is an ``nn.Module`` so DDP and FSDP2 wrap it as their
 root: their hooks then see every forward, which calling submodules directly would bypass.
+
+Logits are divided by ``temperature`` (``loss.temperature``, set to the run's sampling
+temperature) before the softmax: the samplers report ``log_softmax(logits / T)`` of each sampled
+token (:mod:`arena.policies.sampling`), so the learner's logprobs, its entropy and the
+reference's are of the same tempered distribution that drew the samples. That distribution
+is the one the policy gradient is taken of, and the importance ratios compare it with itself.
 """
 
 from __future__ import annotations

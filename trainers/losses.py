@@ -10,8 +10,9 @@ Per token t of a turn with advantage A (the turn's, repeated on each of its toke
     L_t    = u_i * (w_t * pg_t + beta * kl_t - eta * H_t)
     loss   = sum_t a_t * L_t
 
-``logp_old`` is the learner's own logprob before this batch's first update (equal to
-``logp`` on the first pass, so r = 1 there and PPO clipping acts from the second epoch on);
+``logp_old`` is the learner's own logprob before this batch's first optimizer step (equal
+to ``logp`` in the first step, so r = 1 there and PPO clipping acts from the second step on:
+the next mini-batch or epoch, loss.minibatches and loss.ppo_epochs);
 the sampler's logprobs enter only through w, which corrects the sampler/learner mismatch and
 staleness (Yao et al., truncated IS). u_i is the turn's staleness weight. H is the entropy.
 
@@ -131,6 +132,7 @@ def policy_loss(
     if config.entropy_coef > 0:
         loss = loss - config.entropy_coef * entropy_share
     mismatch = k3_kl(sampler_logprobs, old_logprobs.detach())  # KL(sampler || learner) estimate
+    ratio = torch.exp(logprobs.detach() - old_logprobs.detach())
     sums = {
         "pg_loss": pg_share.detach(),
         "kl": kl_share.detach(),
@@ -140,7 +142,8 @@ def policy_loss(
         "tis_capped_frac": tis_capped.sum().float(),
         "tis_weight": tis.sum(),
         "sampler_kl": mismatch.detach().sum(),
-        "ratio": torch.exp(logprobs.detach() - old_logprobs.detach()).sum(),
+        "ratio": ratio.sum(),
+        "ratio_dev": (ratio - 1.0).abs().sum(),
     }
     if kl is not None:
         sums["kl_token"] = kl.detach().sum()

@@ -3,20 +3,33 @@
 A rollout actor is a bus actor named ``rollout-<i>`` that serves ``rollout`` requests from the
 coordinator of ``arena train``::
 
-    {"op": "collect", "episodes": 16, "seed": 1234,
+    {"op": "collect", "episodes": 16, "seed": 1234, "group_size": 4,   # group_size: default 1
      "opponent": {"policy": "pool", "label": "pool@step-4"}}     # population mode only
       -> {"episodes": 16, "failed": 0, "seconds": 3.2, "stats": {...}, "transcript": {...} | None}
 
-It samples each episode's game from the mixture, fills the seats with a
-:class:`~arena.play.seating.SeatFactory`, plays up to ``concurrency`` episodes at once on
-asyncio (their generation requests batch together in the inference actors), and sends every
-finished episode to service ``learner`` as an ``episode`` message, with every turn's tokens,
-logprobs and policy version. An episode that fails (its policy errored) is dropped whole and
-counted, never half-sent. A malformed collect order gets an error reply; the actor goes on.
+It plays the order as ``episodes / group_size`` groups (``episodes`` must be a multiple of
+``group_size``). The order's seed draws each group's game from the mixture and its episode seed;
+the ``group_size`` episodes of a group share both, so they start from the same deal or board
+with the same seats (the trained seat and the bots follow from the episode seed) and the same
+opponent, and differ only by what the policy samples. Their turns share a group id per seat
+(arena/play/episode.py), which the ``group`` and ``broadcast`` advantage modes normalize over.
+A group's finished episodes are sent to the learner back to back once the whole group is
+played, so that a learner step in between (async mode) does not split it (short of one that
+falls in that very instant; sync mode steps only after the collect). Episode ids are
+``rollout-<i>-<order seed>-<index>``: unique for any order size, as long as the coordinator
+never gives one actor the same order seed twice.
 
-Seats are randomized: in ``fixed`` and ``population`` modes the trained seat is drawn uniformly,
-so the policy plays first and second alike. Population opponents are served by a second
-inference actor (``policy:pool``) that the coordinator loads with a past checkpoint per collect.
+It fills the seats with a :class:`~arena.play.seating.SeatFactory`, plays up to ``concurrency``
+episodes at once on asyncio (their generation requests batch together in the inference actors),
+and sends every finished episode to service ``learner`` as an ``episode`` message, with every
+turn's tokens, logprobs and policy version. An episode that fails (its policy errored) is
+dropped whole and counted, never half-sent; the rest of its group still goes out. A malformed
+collect order gets an error reply; the actor goes on.
+
+Seats are randomized: in ``fixed`` and ``population`` modes the trained seat is drawn from the
+episode seed (uniformly over seeds, the same within a group), so the policy plays first and
+second alike. Population opponents are served by a second inference actor (``policy:pool``)
+that the coordinator loads with a past checkpoint per collect.
 Run it as ``arena rollout --address ADDR --config run.yaml --index 0``.
 """
 
@@ -94,21 +107,41 @@ class RolloutActor:
         if not isinstance(body, dict) or body.get("op") != "collect":
             raise ValueError("rollout takes {'op': 'collect', 'episodes': N, 'seed': S}")
         count, seed = int(body["episodes"]), int(body["seed"])
+        group_size = int(body.get("group_size", 1))
         opponent = body.get("opponent")
-        return await self.collect(count, seed, Opponent(**opponent) if opponent else None)
+        return await self.collect(
+            count, seed, Opponent(**opponent) if opponent else None, group_size=group_size
+        )
+
+    def plan(self, count: int, seed: int, group_size: int = 1) -> list[tuple[str, int]]:
+        """(game, episode seed) of each episode of an order, group by group: the order's seed
+        draws a game and a seed per group, and every episode of the group shares them.
+
+        Episode seeds are drawn (48 bits) rather than counted from the order's seed, so that
+        no two orders of a run share a start by construction (``seed * 1000 + i`` did once an
+        order held 1000 episodes); a chance repeat is harmless, as the same (game, seed, seat)
+        is the same start."""
+        if group_size < 1:
+            raise ValueError(f"group_size must be >= 1, got {group_size}")
+        if count < 0 or count % group_size:
+            raise ValueError(f"episodes ({count}) must be a multiple of group_size ({group_size})")
+        rng = random.Random(seed)
+        plans = []
+        for _ in range(count // group_size):
+            game_id = rng.choices(self._mixture, self._weights)[0]
+            plans += [(game_id, rng.getrandbits(48))] * group_size
+        return plans
 
     async def collect(
-        self, count: int, seed: int, opponent: Opponent | None = None
+        self, count: int, seed: int, opponent: Opponent | None = None, *, group_size: int = 1
     ) -> dict[str, Any]:
-        """Play ``count`` episodes, send each to the learner, and summarize them."""
-        rng = random.Random(seed)
+        """Play ``count`` episodes in groups of ``group_size``, send each group's to the
+        learner once the group is done, and summarize them."""
+        plans = self.plan(count, seed, group_size)
         limit = asyncio.Semaphore(self.concurrency)
         started = time.monotonic()
-        plans = [
-            (rng.choices(self._mixture, self._weights)[0], seed * 1000 + i) for i in range(count)
-        ]
 
-        async def one(game_id: str, episode_seed: int) -> Episode | None:
+        async def one(index: int, game_id: str, episode_seed: int) -> Episode | None:
             async with limit:
                 env = games.make(game_id, **self._game_kwargs[game_id])
                 agents = list(env.possible_agents)
@@ -116,23 +149,28 @@ class RolloutActor:
                     game_id, agents, random.Random(episode_seed), episode_seed, opponent
                 )
                 try:
-                    episode = await play_episode(
+                    return await play_episode(
                         env,
                         game_id,
                         seats,
                         seed=episode_seed,
-                        episode_id=f"{self.name}-{episode_seed}",
+                        episode_id=f"{self.name}-{seed}-{index}",
                     )
                 except EpisodeError as err:
                     self.counters["episodes_failed"] += 1
                     log.warning("%s dropped an episode: %s", self.name, err)
                     return None
-                self.actor.send("episode", episode.to_dict(), service="learner")
-                return episode
 
-        finished = [
-            e for e in await asyncio.gather(*(one(g, s) for g, s in plans)) if e is not None
-        ]
+        async def group(first: int) -> list[Episode]:
+            members = range(first, first + group_size)
+            played = await asyncio.gather(*(one(i, *plans[i]) for i in members))
+            finished = [e for e in played if e is not None]
+            for episode in finished:  # back to back, so one learner step takes them all
+                self.actor.send("episode", episode.to_dict(), service="learner")
+            return finished
+
+        groups = await asyncio.gather(*(group(i) for i in range(0, count, group_size)))
+        finished = [e for g in groups for e in g]
         return {
             "episodes": len(finished),
             "failed": count - len(finished),

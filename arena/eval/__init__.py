@@ -10,4 +10,5 @@
 - :mod:`arena.eval.report`: ``report.md`` and a self-contained ``report.html``.
 - :mod:`arena.eval.exploitability`: the exact exploitability of Kuhn and Leduc policies.
 - :mod:`arena.eval.policy_reader`: an LLM's policy read at every information state.
+- :mod:`arena.eval.optimal_moves`: the share of a policy's moves that minimax rates optimal.
 """

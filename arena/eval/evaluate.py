@@ -7,7 +7,14 @@ greedy by default. For each (game, opponent) it reports:
   with a normal-approximation 95% interval over games;
 - ``win``/``draw``/``loss`` rates, each with a Wilson 95% interval;
 - ``invalid_rate``: invalid actions over the policy's turns, with a Wilson 95% interval
-  (turns within a game are not independent, so read it as a slightly narrow interval).
+  (turns within a game are not independent, so read it as a slightly narrow interval);
+- ``optimal_move_rate``: in games solved exactly (Tic-Tac-Toe, Nim:
+  :mod:`arena.eval.optimal_moves`), the share of the policy's valid moves that keep the best
+  outcome minimax can force, with a Wilson interval read like the invalid rate's; None elsewhere.
+  Unlike the score it does not mix in forfeits or the opponent's blunders: it measures strategy.
+
+The seat filler ``make_seat`` gives is usually a policy seat; a bot seat works too, which is how
+a random-legal-mover baseline is measured with the same games and seeds.
 """
 
 from __future__ import annotations
@@ -20,10 +27,14 @@ from typing import Any
 
 import games
 import games.bots
+from arena.eval.optimal_moves import optimal_move_rate, solvable
 from arena.eval.ratings import Z95, wilson
-from arena.play.episode import BotSeat, PolicySeat, play_episode
+from arena.play.episode import BotSeat, Seat, play_episode
 from arena.play.seating import resolve_opponent
 from arena.records import Episode
+from games.bots.random_bot import RandomBot
+
+RANDOM_BOT = "random-v0"
 
 
 def mean_ci(values: Sequence[float], low: float = 0.0, high: float = 1.0) -> tuple[float, float]:
@@ -62,11 +73,25 @@ class MatchResult:
     invalid_rate: float
     invalid_ci: tuple[float, float]
     policy_turns: int
+    optimal_move_rate: float | None = None
+    """Share of the policy's valid moves that minimax rates optimal; None where not solved."""
+    optimal_move_ci: tuple[float, float] | None = None
+    optimal_moves_judged: int = 0
+    """Valid moves judged for :attr:`optimal_move_rate`."""
 
     @classmethod
     def from_episodes(
-        cls, game: str, opponent: str, played: list[tuple[Episode, str]]
+        cls,
+        game: str,
+        opponent: str,
+        played: list[tuple[Episode, str]],
+        game_kwargs: dict[str, Any] | None = None,
     ) -> MatchResult:
+        """The statistics of ``played`` (episode, the evaluated seat); ``game_kwargs`` are the
+        game's settings, which the optimal-move replay needs to rebuild its env."""
+        optimal = optimal_move_rate(played, game_kwargs) if solvable(game) else None
+        if optimal is not None and not optimal.moves:
+            optimal = None  # every move invalid: nothing to judge
         scores = [game_score(ep, seat) for ep, seat in played]
         n = len(scores)
         wins, draws = scores.count(1.0), scores.count(0.5)
@@ -85,24 +110,36 @@ class MatchResult:
             invalid_rate=invalid / max(len(turns), 1),
             invalid_ci=wilson(invalid, len(turns)),
             policy_turns=len(turns),
+            optimal_move_rate=None if optimal is None else optimal.rate,
+            optimal_move_ci=None if optimal is None else wilson(optimal.optimal, optimal.moves),
+            optimal_moves_judged=0 if optimal is None else optimal.moves,
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (intervals as lists), the rows of ``evals.jsonl``."""
         return {k: list(v) if isinstance(v, tuple) else v for k, v in self.__dict__.items()}
 
     def line(self) -> str:
-        """One console line: score and W/D/L and invalid rate with their intervals."""
+        """One console line: score, W/D/L, invalid rate and, where judged, the optimal-move rate,
+        with their intervals."""
+        optimal = ""
+        if self.optimal_move_rate is not None and self.optimal_move_ci is not None:
+            low, high = self.optimal_move_ci
+            optimal = (
+                f"  optimal moves {self.optimal_move_rate:.3f} [{low:.3f}, {high:.3f}] "
+                f"of {self.optimal_moves_judged}"
+            )
         return (
             f"{self.game} vs {self.opponent}: score {self.score:.3f} "
             f"[{self.score_ci[0]:.3f}, {self.score_ci[1]:.3f}]  "
             f"W/D/L {self.win:.2f}/{self.draw:.2f}/{self.loss:.2f}  "
             f"invalid {self.invalid_rate:.3f} [{self.invalid_ci[0]:.3f}, {self.invalid_ci[1]:.3f}]"
-            f"  ({self.games} games)"
+            f"{optimal}  ({self.games} games)"
         )
 
 
 async def evaluate(
-    make_seat: Callable[[str], PolicySeat],
+    make_seat: Callable[[str], Seat],
     game_ids: Sequence[str],
     opponents: Sequence[str],
     *,
@@ -113,7 +150,7 @@ async def evaluate(
     on_episode: Callable[[], None] | None = None,
 ) -> list[MatchResult]:
     """Play ``games_per_match`` games per (game, opponent); ``make_seat(game_id)`` gives a fresh
-    policy seat (its own conversation state) per game."""
+    seat filler (a policy seat with its own conversation state, or a bot seat) per game."""
     limit = asyncio.Semaphore(concurrency)
     game_kwargs = game_kwargs or {}
 
@@ -146,5 +183,34 @@ async def evaluate(
             played = await asyncio.gather(
                 *(one(game_id, opponent_id, i) for i in range(games_per_match))
             )
-            results.append(MatchResult.from_episodes(game_id, opponent_id, list(played)))
+            results.append(
+                MatchResult.from_episodes(
+                    game_id, opponent_id, list(played), game_kwargs.get(game_id)
+                )
+            )
     return results
+
+
+async def random_baseline(
+    game_ids: Sequence[str],
+    opponents: Sequence[str],
+    *,
+    games_per_match: int,
+    seed: int = 10_000,
+    concurrency: int = 64,
+    game_kwargs: dict[str, dict[str, Any]] | None = None,
+    on_episode: Callable[[], None] | None = None,
+) -> list[MatchResult]:
+    """A random legal mover in the evaluated seat, in the games :func:`evaluate` plays with the
+    same arguments: what a score (or an optimal-move rate) is worth with no skill at all. It
+    never plays an invalid move, so its invalid rate is 0 and its policy turns are none."""
+    return await evaluate(
+        lambda game_id: BotSeat(RandomBot(), RANDOM_BOT),
+        game_ids,
+        opponents,
+        games_per_match=games_per_match,
+        seed=seed,
+        concurrency=concurrency,
+        game_kwargs=game_kwargs,
+        on_episode=on_episode,
+    )

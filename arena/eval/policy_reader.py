@@ -232,6 +232,37 @@ def read_seat(
     )
 
 
+def greedy(table: dict[str, list[float]]) -> dict[str, list[float]]:
+    """All of each state's mass on its most likely action (ties split evenly): the policy a
+    greedy (temperature 0) seat plays, from a reading at any positive temperature."""
+    out = {}
+    for state, row in table.items():
+        best = max(row)
+        winners = [i for i, p in enumerate(row) if p == best and p > 0]
+        out[state] = [1.0 / len(winners) if i in winners else 0.0 for i in range(len(row))]
+    return out
+
+
+def read_seat_at(
+    game_id: str,
+    seat: PolicySeat,
+    *,
+    model: Any = None,
+    temperature: float,
+    batch_size: int = 16,
+) -> PolicyReading:
+    """:func:`read_seat` at the temperature the seat plays at, 0 (greedy) included: a greedy
+    seat is read at temperature 1 and its table made :func:`greedy` (the most likely legal
+    reply as a whole, which token-by-token greedy decoding approximates); the invalid mass
+    stays that of the temperature-1 read. The reading's ``temperature`` is the one asked."""
+    if temperature > 0:
+        return read_seat(game_id, seat, model=model, temperature=temperature, batch_size=batch_size)
+    reading = read_seat(game_id, seat, model=model, temperature=1.0, batch_size=batch_size)
+    return dataclasses.replace(
+        reading, table=greedy(reading.table), exploitability=float("nan"), temperature=0.0
+    )
+
+
 def read_policy(
     game_id: str,
     source: Bot | BotSeat | PolicySeat,

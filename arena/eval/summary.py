@@ -1,31 +1,131 @@
 """The before/after evaluation table that ends a training run.
 
-``eval_summary.json`` maps each game to ``invalid_rate_before``, ``invalid_rate_after``,
-``score_vs_random_before``, ``score_vs_random_after`` (each with a ``_ci`` companion
-``[low, high]``), ``games_per_eval`` and whether each change lies beyond the 95% interval of the
-before value. ``eval_summary.md`` is the same as a Markdown table.
+A score against the random bot mixes up format (an invalid reply forfeits), the opponent's
+blunders and strategy, so the summary sets beside it measures of strategy alone:
+
+- the **optimal-move rate** (Tic-Tac-Toe, Nim: :mod:`arena.eval.optimal_moves`), the share of
+  the policy's valid moves that keep the best outcome minimax can force;
+- the **exploitability** of the policy in Kuhn (and Leduc) poker, read exactly at every
+  information state (:mod:`arena.eval.policy_reader`), with the reply mass on no legal move;
+- the **score against the game's strongest bot** beside the score against random;
+- a **random legal mover** measured in the same games (random-v0 in the policy's seat): what
+  each number is worth with no skill at all.
+
+``eval_summary.json`` maps each game to a row of:
+
+- ``invalid_rate_before``/``_after``, ``score_vs_random_before``/``_after`` (each with a ``_ci``
+  companion ``[low, high]``), ``games_per_eval``, ``invalid_rate_improved``, ``score_improved``;
+- ``strongest_bot`` and ``score_vs_strongest_before``/``_after`` (with ``_ci``) and
+  ``score_vs_strongest_improved``, where the evaluation played the strongest bot;
+  ``score_vs_<bot>_before``/``_after`` for every opponent other than the random bot;
+- ``optimal_move_rate_before``/``_after`` (with ``_ci``) and ``optimal_move_rate_improved``,
+  where the game is solved, from the games against the random bot;
+- ``random_baseline_score``, ``random_baseline_optimal_move_rate`` and
+  ``random_baseline_score_vs_strongest`` (each with ``_ci``), where measured;
+- for Kuhn poker, ``kuhn_exploitability_before``/``_after``, ``kuhn_invalid_mass_before``/
+  ``_after``, ``kuhn_exploitability_improved``, ``kuhn_exploitability_temperature`` (the
+  evaluation's, 0 = greedy), ``kuhn_exploitability_after_step`` (the checkpoint read) and, when
+  the training sampling temperature differs, ``kuhn_exploitability_sampling_before``/``_after``,
+  ``kuhn_invalid_mass_sampling_before``/``_after`` and
+  ``kuhn_exploitability_sampling_temperature``; Leduc hold'em the same with ``leduc_``.
+
+"Improved" means the after value lies beyond the 95% interval of the before value (in the
+better direction); an exploitability is exact, so there it means strictly lower.
+``eval_summary.md`` shows the same as one row per game and measure, with the random mover's
+value and the exploitability references beside each.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import games
+from arena.eval.exploitability import (
+    KUHN_ALWAYS_BET,
+    KUHN_CARD_RULE,
+    KUHN_NASH,
+    KUHN_UNIFORM,
+    LEDUC_UNIFORM,
+)
+
 RANDOM_BOT = "random-v0"
+OPTIMAL_KEYS = (("", "_before"), ("", "_after"), ("random_baseline_", ""))
+EXPLOITABILITY_PREFIX = {"kuhn-poker-v0": "kuhn", "leduc-holdem-v0": "leduc"}
+"""Games whose exploitability the summary shows -> the prefix of their keys."""
+REFERENCES = {
+    "kuhn": (
+        ("uniform random", KUHN_UNIFORM),
+        ("always bet", KUHN_ALWAYS_BET),
+        ("card rule", KUHN_CARD_RULE),
+        ("Nash", KUHN_NASH),
+    ),
+    "leduc": (("uniform random", LEDUC_UNIFORM), ("CFR+ 200 iterations", 0.004963)),
+}
+"""Exploitability of reference policies, chips per hand (see :mod:`arena.eval.exploitability`)."""
+
+
+@dataclass(frozen=True)
+class StrategyReading:
+    """The exploitability of the run's weights at one point, read at every information state."""
+
+    game: str
+    label: str
+    """``before`` (the base model) or ``after`` (the final checkpoint)."""
+    temperature: float
+    """The temperature the policy plays at; 0 = greedy (read at 1, all mass on the argmax)."""
+    exploitability: float
+    invalid_mass: float
+    """Mean over information states of the reply mass on no legal move (at temperature 1 when
+    greedy: greedy decoding has no mass to report)."""
+    step: int
+    """The training step of the weights read (0: the base model)."""
+    model: str
+    """What was read: the model spec or the checkpoint's ``model/`` directory."""
+    sampling: bool = False
+    """Read at the training sampling temperature rather than the evaluation's."""
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _against(results: list[dict[str, Any]], opponent: str) -> dict[str, Any] | None:
+    """The result against ``opponent`` (a resolved bot id), if the evaluation played it."""
+    return next((r for r in results if r["opponent"] == opponent), None)
+
+
+def strongest_bot(game: str) -> str | None:
+    """The game's strongest reference bot, unless that is the random bot (or unknown)."""
+    try:
+        bot = games.spec(game).strongest_bot
+    except games.RegistryError:  # unknown, or a plugin whose spec cannot be read: no column
+        return None
+    return bot if bot and bot != RANDOM_BOT else None
 
 
 def before_after(
-    before: list[dict[str, Any]], after: list[dict[str, Any]]
+    before: list[dict[str, Any]],
+    after: list[dict[str, Any]],
+    baseline: list[dict[str, Any]] | None = None,
+    readings: list[dict[str, Any]] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Per game: invalid rate (over every opponent) and score against the random bot."""
+    """Per game: invalid rate (over every opponent), score against the random bot and the
+    strongest bot, optimal-move rate, the random mover's values (``baseline``: results of
+    random-v0 in the policy's seat) and exploitability (``readings``: :class:`StrategyReading`
+    dicts)."""
+    baseline, readings = baseline or [], readings or []
     out: dict[str, dict[str, Any]] = {}
-    games = sorted({r["game"] for r in before} | {r["game"] for r in after})
-    for game in games:
+    game_ids = sorted({r["game"] for r in before} | {r["game"] for r in after})
+    for game in game_ids:
         row: dict[str, Any] = {}
+        strongest = strongest_bot(game)
         for label, results in (("before", before), ("after", after)):
             mine = [r for r in results if r["game"] == game]
-            vs_random = next((r for r in mine if r["opponent"] == RANDOM_BOT), None)
+            vs_random = _against(mine, RANDOM_BOT)
             source = vs_random or (mine[0] if mine else None)
             if source is None:
                 continue
@@ -34,55 +134,196 @@ def before_after(
             if vs_random is not None:
                 row[f"score_vs_random_{label}"] = vs_random["score"]
                 row[f"score_vs_random_{label}_ci"] = vs_random["score_ci"]
+            if vs_random is not None and vs_random.get("optimal_move_rate") is not None:
+                row[f"optimal_move_rate_{label}"] = vs_random["optimal_move_rate"]
+                row[f"optimal_move_rate_{label}_ci"] = vs_random["optimal_move_ci"]
             row["games_per_eval"] = source["games"]
             for r in mine:
                 if r["opponent"] != RANDOM_BOT:
                     row[f"score_vs_{r['opponent']}_{label}"] = r["score"]
-        if "invalid_rate_after" in row and "invalid_rate_before_ci" in row:
-            row["invalid_rate_improved"] = (
-                row["invalid_rate_after"] < row["invalid_rate_before_ci"][0]
-            )
-        if "score_vs_random_after" in row and "score_vs_random_before_ci" in row:
-            row["score_improved"] = (
-                row["score_vs_random_after"] > row["score_vs_random_before_ci"][1]
-            )
+            vs_strongest = _against(mine, strongest) if strongest else None
+            if vs_strongest is not None:
+                row["strongest_bot"] = strongest
+                row[f"score_vs_strongest_{label}"] = vs_strongest["score"]
+                row[f"score_vs_strongest_{label}_ci"] = vs_strongest["score_ci"]
+        _flag(row, "invalid_rate_improved", "invalid_rate", lower=True)
+        _flag(row, "score_improved", "score_vs_random")
+        _flag(row, "score_vs_strongest_improved", "score_vs_strongest")
+        _flag(row, "optimal_move_rate_improved", "optimal_move_rate")
+        _baseline(row, [r for r in baseline if r["game"] == game], strongest)
+        _exploitability(row, game, [r for r in readings if r["game"] == game])
         out[game] = row
     return out
 
 
-def markdown(summary: dict[str, dict[str, Any]]) -> str:
-    def cell(row: dict[str, Any], key: str) -> str:
-        if key not in row:
-            return "n/a"
-        low, high = row[f"{key}_ci"]
-        return f"{row[key]:.3f} [{low:.3f}, {high:.3f}]"
+def _flag(row: dict[str, Any], name: str, key: str, lower: bool = False) -> None:
+    """``row[name]``: whether the after value lies beyond the before value's 95% interval."""
+    if f"{key}_after" not in row or f"{key}_before_ci" not in row:
+        return
+    low, high = row[f"{key}_before_ci"]
+    row[name] = row[f"{key}_after"] < low if lower else row[f"{key}_after"] > high
 
-    lines = [
-        "| game | invalid rate before | invalid rate after | improved | score vs random before "
-        "| score vs random after | improved | games |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for game, row in summary.items():
-        lines.append(
-            f"| {game} | {cell(row, 'invalid_rate_before')} | {cell(row, 'invalid_rate_after')} "
-            f"| {_yes(row.get('invalid_rate_improved'))} | {cell(row, 'score_vs_random_before')} "
-            f"| {cell(row, 'score_vs_random_after')} | {_yes(row.get('score_improved'))} "
-            f"| {row.get('games_per_eval', 'n/a')} |"
-        )
-    lines.append("")
-    lines.append("Improved: the after value lies beyond the 95% interval of the before value.")
-    return "\n".join(lines)
+
+def _baseline(row: dict[str, Any], results: list[dict[str, Any]], strongest: str | None) -> None:
+    vs_random = _against(results, RANDOM_BOT)
+    if vs_random is not None:
+        row["random_baseline_score"] = vs_random["score"]
+        row["random_baseline_score_ci"] = vs_random["score_ci"]
+        if vs_random.get("optimal_move_rate") is not None:
+            row["random_baseline_optimal_move_rate"] = vs_random["optimal_move_rate"]
+            row["random_baseline_optimal_move_rate_ci"] = vs_random["optimal_move_ci"]
+    vs_strongest = _against(results, strongest) if strongest else None
+    if vs_strongest is not None:
+        row["random_baseline_score_vs_strongest"] = vs_strongest["score"]
+        row["random_baseline_score_vs_strongest_ci"] = vs_strongest["score_ci"]
+
+
+def _exploitability(row: dict[str, Any], game: str, readings: list[dict[str, Any]]) -> None:
+    prefix = EXPLOITABILITY_PREFIX.get(game)
+    if prefix is None:
+        return
+    for r in readings:
+        kind = "_sampling" if r.get("sampling") else ""
+        row[f"{prefix}_exploitability{kind}_{r['label']}"] = r["exploitability"]
+        row[f"{prefix}_invalid_mass{kind}_{r['label']}"] = r["invalid_mass"]
+        row[f"{prefix}_exploitability{kind}_temperature"] = r["temperature"]
+        if r["label"] == "after" and not kind:
+            row[f"{prefix}_exploitability_after_step"] = r["step"]
+    before, after = (row.get(f"{prefix}_exploitability_{x}") for x in ("before", "after"))
+    if before is not None and after is not None:
+        row[f"{prefix}_exploitability_improved"] = after < before
+
+
+# -- Markdown ------------------------------------------------------------------------------------
+def _interval(row: dict[str, Any], key: str) -> str:
+    if row.get(key) is None:
+        return "n/a"
+    if f"{key}_ci" not in row:
+        return f"{row[key]:.3f}"
+    low, high = row[f"{key}_ci"]
+    return f"{row[key]:.3f} [{low:.3f}, {high:.3f}]"
 
 
 def _yes(flag: bool | None) -> str:
     return "n/a" if flag is None else ("yes" if flag else "no")
 
 
+def _temperature(t: float) -> str:
+    return "greedy" if t == 0 else f"T={t:g}"
+
+
+def markdown(summary: dict[str, dict[str, Any]]) -> str:
+    """One row per game and measure: before, after, whether it improved, and what a random
+    legal mover gets (the exploitability of the uniform policy, for poker)."""
+    lines = [
+        "| game | measure | before | after | improved | random mover |",
+        "|---|---|---|---|---|---|",
+    ]
+
+    def add(game: str, measure: str, before: str, after: str, improved: str, rnd: str) -> None:
+        lines.append(f"| {game} | {measure} | {before} | {after} | {improved} | {rnd} |")
+
+    notes: list[str] = []
+    # shown as soon as one side has it: n/a beside the random mover's rate says "all invalid"
+    for game, row in summary.items():
+        add(
+            game,
+            "invalid rate",
+            _interval(row, "invalid_rate_before"),
+            _interval(row, "invalid_rate_after"),
+            _yes(row.get("invalid_rate_improved")),
+            "0 (legal moves only)",
+        )
+        add(
+            game,
+            f"score vs {RANDOM_BOT}",
+            _interval(row, "score_vs_random_before"),
+            _interval(row, "score_vs_random_after"),
+            _yes(row.get("score_improved")),
+            _interval(row, "random_baseline_score"),
+        )
+        if "strongest_bot" in row:
+            add(
+                game,
+                f"score vs {row['strongest_bot']} (strongest)",
+                _interval(row, "score_vs_strongest_before"),
+                _interval(row, "score_vs_strongest_after"),
+                _yes(row.get("score_vs_strongest_improved")),
+                _interval(row, "random_baseline_score_vs_strongest"),
+            )
+        if any(f"{k}optimal_move_rate{x}" in row for k, x in OPTIMAL_KEYS):
+            add(
+                game,
+                f"optimal-move rate (vs {RANDOM_BOT})",
+                _interval(row, "optimal_move_rate_before"),
+                _interval(row, "optimal_move_rate_after"),
+                _yes(row.get("optimal_move_rate_improved")),
+                _interval(row, "random_baseline_optimal_move_rate"),
+            )
+        prefix = EXPLOITABILITY_PREFIX.get(game)
+        if prefix is not None:
+            _exploitability_rows(add, game, row, prefix, notes)
+    lines.append("")
+    lines.append(
+        "Improved: the after value lies beyond the 95% interval of the before value (for an "
+        "exploitability, which is exact: lower). Random mover: random-v0 in the policy's seat, "
+        "same games and seeds."
+    )
+    lines.extend(notes)
+    return "\n".join(lines)
+
+
+def _exploitability_rows(
+    add: Callable[[str, str, str, str, str, str], None],
+    game: str,
+    row: dict[str, Any],
+    prefix: str,
+    notes: list[str],
+) -> None:
+    uniform = REFERENCES[prefix][0][1]
+    for kind, what in (("", ""), ("_sampling", ", training sampling")):
+        t = row.get(f"{prefix}_exploitability{kind}_temperature")
+        if t is None:
+            continue
+        before = row.get(f"{prefix}_exploitability{kind}_before")
+        after = row.get(f"{prefix}_exploitability{kind}_after")
+        mass_before = row.get(f"{prefix}_invalid_mass{kind}_before")
+        mass_after = row.get(f"{prefix}_invalid_mass{kind}_after")
+        improved = None if before is None or after is None else after < before
+        add(
+            game,
+            f"exploitability, {_temperature(t)}{what} (chips/hand, lower is better)",
+            "n/a" if before is None else f"{before:.4f}",
+            "n/a" if after is None else f"{after:.4f}",
+            _yes(improved),
+            f"{uniform:.4f}",
+        )
+        mass_t = "T=1" if t == 0 else _temperature(t)
+        add(
+            game,
+            f"invalid reply mass, {mass_t}{what}",
+            "n/a" if mass_before is None else f"{mass_before:.4f}",
+            "n/a" if mass_after is None else f"{mass_after:.4f}",
+            _yes(None if mass_before is None or mass_after is None else mass_after < mass_before),
+            "0",
+        )
+    references = ", ".join(f"{name} {value:.3f}" for name, value in REFERENCES[prefix])
+    step = row.get(f"{prefix}_exploitability_after_step")
+    read = f" After: the weights of checkpoint step {step}." if step is not None else ""
+    notes.append(f"\n{game} exploitability references (chips/hand): {references}.{read}")
+
+
 def write_eval_summary(
-    run_dir: Path, before: list[dict[str, Any]], after: list[dict[str, Any]], run_name: str
+    run_dir: Path,
+    before: list[dict[str, Any]],
+    after: list[dict[str, Any]],
+    run_name: str,
+    *,
+    baseline: list[dict[str, Any]] | None = None,
+    readings: list[dict[str, Any]] | None = None,
 ) -> str:
     """Write ``eval_summary.json`` and ``.md``; return the Markdown table."""
-    summary = before_after(before, after)
+    summary = before_after(before, after, baseline, readings)
     (run_dir / "eval_summary.json").write_text(json.dumps(summary, indent=2))
     table = markdown(summary)
     (run_dir / "eval_summary.md").write_text(

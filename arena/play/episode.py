@@ -12,6 +12,16 @@ re-tokenized.
 
 Rewards: a turn's reward is its shaping (the role's format bonus, minus ``invalid_penalty`` for
 an invalid action); the seat's game return (win, loss, forfeit) is added to its last turn.
+
+Groups: each policy turn carries the prompt-group id that the ``group`` and ``broadcast``
+advantage modes normalize over (trainers/advantages.py). By default it is
+``f"{game}:{seed}:{seat}"``: the attempts of one seat from one start (the same deal or board).
+A rollout actor plays ``rollout.group_size`` episodes per seed with the same seats and opponent
+(arena/actors/rollout.py), so those attempts are comparable and their spread is the signal. An
+episode's own id must never be part of it: a group of one trajectory carries no signal.
+A game can set the group itself (role games, where what is comparable is the game's business,
+e.g. solvers of one proposed task): if ``env.infos[seat]`` holds a ``"group"`` key after the
+seat's step, its value (as a string, used as is) is that turn's group.
 """
 
 from __future__ import annotations
@@ -77,6 +87,12 @@ class BotSeat:
 Seat = PolicySeat | BotSeat
 
 
+def seat_seed(seed: int, index: int) -> int:
+    """A bot's seed in seat ``index`` of the game seeded ``seed``: reproducible, and different
+    per seat, so two identical bots (random against random) never draw the same stream."""
+    return int(np.random.SeedSequence([seed, index]).generate_state(1)[0])
+
+
 class EpisodeError(RuntimeError):
     """An episode that could not finish (a seat's policy or bot failed); it is dropped, never
     half-sent. ``seat`` names the agent whose filler failed."""
@@ -99,11 +115,12 @@ async def play_episode(
     missing = set(env.possible_agents) - set(seats)
     if missing:
         raise ValueError(f"{game_id}: no seat filler for {sorted(missing)}")
-    for seat in seats.values():
+    for index, agent in enumerate(env.possible_agents):
+        seat = seats[agent]
         if isinstance(seat, PolicySeat):
             seat._conversation = None
         else:
-            seat.bot.reset(seed)
+            seat.bot.reset(seat_seed(seed, index))
     turns: list[Turn] = []
     started = time.monotonic()
     termination: str | None = None
@@ -163,7 +180,7 @@ async def play_episode(
                 reward=shaping,
                 policy_version=generation.version,
                 trained=seat.trained,
-                group=f"{episode_id}:{agent}",
+                group=turn_group(env, game_id, seed, agent),
             )
         )
     final = {agent: float(env.returns[agent]) for agent in env.possible_agents}
@@ -194,6 +211,13 @@ async def play_episode(
         termination=termination,
         stats=stats,
     )
+
+
+def turn_group(env: TextGame, game_id: str, seed: int, agent: str) -> str:
+    """The prompt-group id of ``agent``'s turn just played (see the module docstring): the
+    game's own ``infos[agent]["group"]`` when it gives one, else game, seed and seat."""
+    group = env.infos[agent].get("group")
+    return str(group) if group is not None else f"{game_id}:{seed}:{agent}"
 
 
 def _credit_outcome(turns: list[Turn], final: Mapping[str, float]) -> None:

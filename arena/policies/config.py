@@ -27,8 +27,10 @@ class PolicyConfig:
     or a local Hugging Face directory; the model name sent to an ``openai`` endpoint."""
     name: str = "main"
     """Policy name: an inference actor serves it as ``policy:<name>``; ``remote`` calls that."""
-    dtype: str = "float32"
-    """Weights and compute dtype for local backends: float32, bfloat16 or float16."""
+    dtype: str = "auto"
+    """Weights and compute dtype for local backends: float32, bfloat16, float16, or ``auto``:
+    bfloat16 where this machine computes it measurably faster than float32 (a GPU, or a CPU
+    with native bf16), float32 elsewhere; measured once per process and logged."""
     device: str = "auto"
     """Torch device for local backends: ``auto`` (CUDA when there is one), cpu, cuda, cuda:1."""
     max_batch: int = 32

@@ -5,7 +5,10 @@ params. Prompts are left-padded so every row's next token sits in the last colum
 follow each row's own mask. A row that finishes (end-of-turn token, stop string, token budget)
 is dropped from the batch and its cache, so long requests do not make short ones pay.
 
-Works on CPU and GPU, in any dtype; logprobs are computed in float32.
+Works on CPU and GPU, in any dtype; logprobs are computed in float32, under the request's
+tempered but untruncated distribution ``log_softmax(logits / T)`` (T = 1 for greedy requests),
+which is what a learner with ``loss.temperature = T`` recomputes (see
+:mod:`arena.policies.sampling`).
 """
 
 from __future__ import annotations

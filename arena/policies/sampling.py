@@ -1,9 +1,19 @@
 """Next-token sampling for a batch whose rows may each have their own :class:`SamplingParams`.
 
-The returned logprob of a sampled token is always under the raw distribution
-(``log_softmax(logits)``, temperature 1, no truncation), as vLLM's default ``raw_logprobs``
-mode does: that is the quantity a learner recomputes by teacher forcing and compares in its
-importance ratio. Temperature, top-k and top-p only shape which token is drawn.
+The returned logprob of a sampled token is under the *tempered, untruncated* distribution:
+``log_softmax(logits / T)[token]`` with the row's temperature ``T``, top-k and top-p ignored.
+
+- Tempered, because that is (up to truncation) the distribution that drew the token: a learner
+  that divides its logits by the same ``T`` (``trainers/logprobs.py``, ``loss.temperature``)
+  then optimizes, and importance-weights against, the policy that actually sampled, as verl
+  does. Raw (T = 1) logprobs would make the ratios compare like with like but leave the
+  samples from another distribution than the one whose gradient is taken.
+- Untruncated, because that is what the learner can recompute by teacher forcing: it does not
+  know which tokens a top-k/top-p cut left out at each step. With top-k/top-p on, the sampled
+  token's logprob under the truncated distribution is higher by ``-log(kept mass)``; the
+  shipped training configs leave both off.
+- A greedy row (T = 0) reports the T = 1 logprob of its argmax: there is no distribution at
+  T = 0, and greedy decoding serves evaluation, whose logprobs are never trained on.
 """
 
 from __future__ import annotations
@@ -35,20 +45,24 @@ class BatchSampler:
 
     @torch.no_grad()
     def __call__(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``logits`` is ``[rows, vocab]``; returns sampled ids and their raw logprobs."""
+        """``logits`` is ``[rows, vocab]``; returns sampled ids and their logprobs under
+        ``log_softmax(logits / T)`` (T = 1 for greedy rows; see the module docstring)."""
         logits = logits.float()
-        raw = torch.log_softmax(logits, dim=-1)
         tokens = logits.argmax(dim=-1)
+        temperature = [p.temperature if not p.greedy else 1.0 for p in self.params]
+        if any(t != 1.0 for t in temperature):
+            logits = logits / torch.tensor(temperature, device=logits.device)[:, None]
         sampled = [i for i, p in enumerate(self.params) if not p.greedy]
         if sampled:
             index = torch.tensor(sampled, device=logits.device)
             probs = self._probs(logits[index], [self.params[i] for i in sampled])
             tokens[index] = self._draw(probs, [self.generators[i] for i in sampled])
-        return tokens, raw.gather(1, tokens[:, None]).squeeze(1)
+        chosen = logits.gather(1, tokens[:, None]).squeeze(1)
+        # The learner's formula (trainers/logprobs.py), so both sides round alike.
+        return tokens, chosen - torch.logsumexp(logits, dim=-1)
 
     def _probs(self, logits: torch.Tensor, params: list[SamplingParams]) -> torch.Tensor:
-        temperature = torch.tensor([p.temperature for p in params], device=logits.device)
-        logits = logits / temperature[:, None]
+        """Sampling probabilities from already tempered ``logits``: top-k, top-p, softmax."""
         top_k = torch.tensor([p.top_k for p in params], device=logits.device)
         top_p = torch.tensor([p.top_p for p in params], device=logits.device)
         if bool((top_k > 0).any()) or bool((top_p < 1).any()):

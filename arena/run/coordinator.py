@@ -5,19 +5,23 @@ actor(s), the learner and N rollout actors (:mod:`arena.run.processes`: every on
 subcommand), then drives them over the bus:
 
 - **sync:** each step, the rollout actors collect ``episodes_per_step`` episodes with the current
-  weights (:mod:`arena.run.collection`); the learner trains on them and publishes new weights;
-  the next step starts once every inference actor has applied them (:mod:`arena.run.weight_sync`).
-- **async:** rollout actors keep collecting while the learner trains; a rollout actor waits
-  while it is more than ``learner.batch.max_staleness`` steps ahead of the learner, and the
-  learner drops (or down-weights) turns older than that.
+  weights, in groups of ``rollout.group_size`` that share a seed (:mod:`arena.run.collection`),
+  so every group lands whole in the step's batch; the learner trains on them and publishes new
+  weights; the next step starts once every inference actor has applied them
+  (:mod:`arena.run.weight_sync`).
+- **async:** rollout actors keep collecting (whole groups per order) while the learner trains;
+  a rollout actor waits while it is more than ``learner.batch.max_staleness`` steps ahead of the
+  learner, and the learner drops (or down-weights) turns older than that.
 
 Opponents: ``self-play`` (every seat trained), ``fixed`` (a reference bot on the other seats), or
 ``population`` (:mod:`arena.run.population`).
 
 It evaluates before and after training (and every ``eval.every`` steps) against reference bots
-(:mod:`arena.run.evaluation`), writes ``metrics.jsonl``, TensorBoard events, transcripts and
-checkpoints under ``<output_dir>/<name>/<time>/`` (:mod:`arena.run.run_log`), and ends with a
-before/after table (``eval_summary.md`` and ``eval_summary.json``). A crashed rollout actor is
+(:mod:`arena.run.evaluation`), and a random legal mover once in the same games; at the end it
+reads the exploitability of the base model and of the final checkpoint in Kuhn and Leduc poker.
+It writes ``metrics.jsonl``, TensorBoard events, transcripts and checkpoints under
+``<output_dir>/<name>/<time>/`` (:mod:`arena.run.run_log`), and ends with a before/after table
+(``eval_summary.md`` and ``eval_summary.json``). A crashed rollout actor is
 restarted; any other dead child stops the run with an error that names it.
 """
 
@@ -34,13 +38,19 @@ from typing import Any
 
 from arena.bus import Actor, BusError
 from arena.core.config import to_yaml
-from arena.eval.summary import write_eval_summary
+from arena.eval.summary import StrategyReading, write_eval_summary
 from arena.models import load_tokenizer
 from arena.play.stats import merge_collects
 from arena.policies.chat import ChatFormat
 from arena.run.collection import Collector
 from arena.run.config import RunConfig, load_run_config
-from arena.run.evaluation import evaluate_policy
+from arena.run.evaluation import (
+    evaluate_baseline,
+    evaluate_policy,
+    final_checkpoint,
+    read_strategy,
+    readable_games,
+)
 from arena.run.launcher import ChildDied, Launcher
 from arena.run.plan import make_run_dir, plan, resolve_for_run, validate
 from arena.run.population import Population
@@ -90,7 +100,9 @@ class RunCoordinator:
                 if time.monotonic() > deadline:
                     raise
         self.actor = actor
-        self.collector = Collector(actor, c.rollout.actors, c.rollout.max_restarts, self.log.event)
+        self.collector = Collector(
+            actor, c.rollout.actors, c.rollout.max_restarts, self.log.event, c.rollout.group_size
+        )
         self.population = Population(c, self.run_dir, actor, self.weights)
         needed = {"learner", f"policy:{c.learner.name}", "rollout"}
         if c.opponents.mode == "population":
@@ -135,6 +147,28 @@ class RunCoordinator:
         )
         return [r.to_dict() for r in results]
 
+    async def read_strategy(self, checkpoint: str | None) -> list[StrategyReading]:
+        """Exploitability of the base model (before) and of the final checkpoint (after) in the
+        run's poker games. The reads run in a thread: they take seconds to minutes, and the
+        event loop must keep the bus's heartbeats going meanwhile."""
+        c = self.config
+        games = readable_games(c)
+        if not games:
+            return []
+        sources = [("before", c.model, 0)]
+        final = final_checkpoint(c, checkpoint)
+        if final is None:
+            self.log.event("no checkpoint with a model/ to read: no exploitability after training")
+        else:
+            sources.append(("after", str(final[1] / "model"), final[0]))
+        readings: list[StrategyReading] = []
+        for label, model, step in sources:
+            self.log.console.print(f"strategy {label}: reading {model} in {', '.join(games)}")
+            read = await asyncio.to_thread(read_strategy, c, self.chat, label, model, step)
+            self.log.strategy(read)
+            readings += read
+        return readings
+
     async def _train(self) -> int:
         await self.connect()
         status = await self.learner("status")
@@ -144,6 +178,9 @@ class RunCoordinator:
         before = self.log.load_eval("before")
         if before is None:
             before = await self.evaluate("before")
+        baseline = self.log.load_eval("baseline")
+        if baseline is None:
+            baseline = [r.to_dict() for r in await evaluate_baseline(self.config, self.log)]
         started = time.monotonic()
         with self.log.training(first_step=self.step):
             if self.config.mode == "sync":
@@ -151,9 +188,17 @@ class RunCoordinator:
             else:
                 episodes = await self._train_async()
         wall = time.monotonic() - started
-        await self.learner("checkpoint")
+        saved = await self.learner("checkpoint")
         after = await self.evaluate("after")
-        summary = write_eval_summary(self.run_dir, before, after, self.config.name)
+        readings = await self.read_strategy(saved.get("path") if saved else None)
+        summary = write_eval_summary(
+            self.run_dir,
+            before,
+            after,
+            self.config.name,
+            baseline=baseline,
+            readings=[r.to_dict() for r in readings],
+        )
         self.log.finish(summary, episodes_per_s=episodes / max(wall, 1e-9), mode=self.config.mode)
         return 0
 
@@ -195,7 +240,9 @@ class RunCoordinator:
 
     async def _train_async(self) -> int:
         c = self.config
-        per_actor = max(1, c.rollout.episodes_per_step // c.rollout.actors)
+        # Whole groups per order: the episodes of a group must come from one order (one seed).
+        size = c.rollout.group_size
+        per_actor = max(1, c.rollout.episodes_per_step // size // c.rollout.actors) * size
         consumed = 0  # episodes the steps trained on (the producers' last rounds may not be)
         since_step: list[dict[str, Any]] = []  # collect replies the next step's row summarizes
         stop = asyncio.Event()

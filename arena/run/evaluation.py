@@ -1,17 +1,40 @@
 """The evaluations of a run: the served policy against each opponent of ``eval.opponents``,
-before and after training (and every ``eval.every`` steps), logged to ``evals.jsonl``."""
+before and after training (and every ``eval.every`` steps), logged to ``evals.jsonl``; a random
+legal mover in the same games, once; and the exact strategy readings of the end-of-run summary.
+
+A score against the random bot mixes up format, the opponent's blunders and strategy. The
+summary therefore also shows the optimal-move rate (computed by :func:`arena.eval.evaluate
+.evaluate` itself, in solved games), the random mover's numbers (:func:`evaluate_baseline`) and,
+for Kuhn and Leduc poker, the exploitability of the weights before and after training, read at
+every information state (:func:`read_strategy`). Those reads need the model's logits, which the
+served policy does not expose, so the coordinator loads the weights itself: the base model
+(``config.model``) for *before*, the final checkpoint's ``model/`` directory for *after*.
+"""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
+from pathlib import Path
 
 from arena.bus import Actor
-from arena.eval.evaluate import MatchResult, evaluate
+from arena.eval.evaluate import MatchResult, evaluate, random_baseline
+from arena.eval.exploitability import information_states
+from arena.eval.policy_reader import read_seat_at
+from arena.eval.summary import EXPLOITABILITY_PREFIX, StrategyReading
+from arena.models import load_model
 from arena.play.seating import SeatFactory
 from arena.policies.chat import ChatFormat
+from arena.policies.hf import HFPolicy
 from arena.policies.remote import RemotePolicy
 from arena.run.config import RunConfig
 from arena.run.run_log import RunLog
+from trainers.checkpoint import list_checkpoints
+
+_STEP_DIR = re.compile(r"step-(\d+)$")
+SAMPLING_READ_STATES = 100
+"""Games with at most this many information states (Kuhn: 12; not Leduc: 936) are also read at
+the training sampling temperature: a second read is cheap there, minutes on a CPU in Leduc."""
 
 
 async def evaluate_policy(
@@ -35,3 +58,92 @@ async def evaluate_policy(
         )
     log.evaluation(label, step, results)
     return results
+
+
+async def evaluate_baseline(config: RunConfig, log: RunLog) -> list[MatchResult]:
+    """The random legal mover in the policy's seat, with the games and seeds of
+    :func:`evaluate_policy`: bots only, so it costs what the opponents' moves cost."""
+    c = config
+    total = c.eval.games * len(c.games) * len(c.eval.opponents)
+    with log.progress("eval baseline", total) as advance:
+        results = await random_baseline(
+            [g.id for g in c.games],
+            c.eval.opponents,
+            games_per_match=c.eval.games,
+            seed=c.seed + 10_000,
+            concurrency=c.eval.concurrency,
+            game_kwargs={g.id: g.kwargs for g in c.games},
+            on_episode=advance,
+        )
+    log.evaluation("baseline", 0, results)
+    return results
+
+
+def readable_games(config: RunConfig) -> list[str]:
+    """The run's games whose exploitability the summary shows (Kuhn, Leduc), unless
+    ``eval.exploitability`` is off."""
+    if not config.eval.exploitability:
+        return []
+    return [g.id for g in config.games if g.id in EXPLOITABILITY_PREFIX]
+
+
+def final_checkpoint(config: RunConfig, path: str | None = None) -> tuple[int, Path] | None:
+    """(step, directory) of the checkpoint to read as the run's final weights: ``path`` (what
+    the learner's last ``checkpoint`` request returned) when it holds a model, else the newest
+    complete one under ``learner.checkpoint.dir``; None when there is none."""
+    if path:
+        match = _STEP_DIR.search(Path(path).name)
+        if match and (Path(path) / "model").is_dir():
+            return int(match.group(1)), Path(path)
+    root = config.learner.checkpoint.dir
+    found = [(s, p) for s, p in list_checkpoints(root) if (p / "model").is_dir()] if root else []
+    return found[-1] if found else None
+
+
+def read_strategy(
+    config: RunConfig, chat: ChatFormat, label: str, model: str, step: int
+) -> list[StrategyReading]:
+    """Read the weights ``model`` (a model spec or an HF directory) at every information state
+    of each readable game of the run, loaded in the inference actors' dtype and device.
+
+    Each game is read at the evaluation's temperature (0: greedy) and, when it differs and the
+    game is small (:data:`SAMPLING_READ_STATES`), at the training sampling temperature: the
+    policy as evaluated and as trained. The seat is built as evaluation builds it (the game's
+    role and settings, the run's chat template). Blocking: call it off the event loop.
+
+    Cost, SmolLM2-135M in bf16 on 2 busy CPU cores: Kuhn (12 states) about 3 s a read, Leduc
+    (936 states, ~160-token prompts) about 13 minutes a read, plus a second or two per load.
+    """
+    game_ids = readable_games(config)
+    if not game_ids:
+        return []
+    policy = HFPolicy(
+        *load_model(model, dtype=config.inference.dtype, device=config.inference.device),
+        name=config.learner.name,
+    )
+    factory = SeatFactory(config.play, policy, chat)
+    out = []
+    for game_id in game_ids:
+        seat = factory.policy_seat(game_id, trained=False)
+        temperatures = [(config.eval.temperature, False)]
+        if (
+            config.sampling.temperature != config.eval.temperature
+            and len(information_states(game_id)) <= SAMPLING_READ_STATES
+        ):
+            temperatures.append((config.sampling.temperature, True))
+        for temperature, sampling in temperatures:
+            reading = read_seat_at(game_id, seat, temperature=temperature)
+            out.append(
+                StrategyReading(
+                    game=game_id,
+                    label=label,
+                    temperature=temperature,
+                    exploitability=reading.exploitability,
+                    invalid_mass=reading.invalid_mass,
+                    step=step,
+                    model=model,
+                    sampling=sampling,
+                    seconds=reading.seconds,
+                )
+            )
+    return out

@@ -44,9 +44,12 @@ def resolve_for_run(config: RunConfig, run_dir: Path) -> RunConfig:
             # its own as well would take batches the trainer then finds missing
             batch_samples=0,
         ),
-        # Samplers report logprobs of the raw distribution (temperature 1), so the learner's
-        # must be raw too for the importance ratios to compare like with like.
-        loss=replace(learner.loss, temperature=1.0),
+        # Training samples are drawn at sampling.temperature and the samplers report their
+        # logprobs under that tempered distribution (arena/policies/sampling.py). The learner
+        # divides its logits by the same T, so the policy it optimizes is the one that
+        # sampled, and its importance ratios (TIS, PPO) compare that policy with itself. A
+        # learner at T = 1 would take the gradient of another distribution than the samples'.
+        loss=replace(learner.loss, temperature=config.sampling.temperature),
     )
     address = config.bus.address or f"ipc://{run_dir.resolve()}/bus.sock"
     return replace(config, learner=learner, bus=replace(config.bus, address=address))

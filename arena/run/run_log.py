@@ -3,7 +3,9 @@
 Files in the run directory:
 
 - ``metrics.jsonl``: one line per learner step (learner metrics, rollout stats, timings);
-- ``evals.jsonl``: one line per evaluation (label, step, one entry per game and opponent);
+- ``evals.jsonl``: one line per evaluation (label, step, one entry per game and opponent; the
+  label ``baseline`` is the random mover's, ``strategy`` the exploitability readings);
+- ``eval_before.json``, ``eval_baseline.json``: those evaluations whole, for a resumed run;
 - ``events.log``: restarts, refused weight updates and other incidents;
 - ``transcripts.jsonl``: sampled episodes as conversations;
 - ``tb/``: TensorBoard event files (when tensorboard is installed).
@@ -23,6 +25,7 @@ from rich.console import Console
 
 from arena.eval.evaluate import MatchResult
 from arena.eval.progress import Progress
+from arena.eval.summary import StrategyReading
 from arena.run.config import RunConfig
 
 
@@ -134,17 +137,38 @@ class RunLog:
 
     # -- evaluation ------------------------------------------------------------------------
     def evaluation(self, label: str, step: int, results: list[MatchResult]) -> None:
+        """Log one evaluation (``baseline``: the random mover's, not on TensorBoard). The
+        ``before`` and ``baseline`` ones are also kept whole (``eval_<label>.json``): a resumed
+        run reuses them rather than measuring again what training has changed since."""
         rows = [r.to_dict() for r in results]
         self._append("evals.jsonl", {"label": label, "step": step, "results": rows})
-        if label == "before":
-            (self.run_dir / "eval_before.json").write_text(json.dumps(rows, indent=1))
+        if label in ("before", "baseline"):
+            (self.run_dir / f"eval_{label}.json").write_text(json.dumps(rows, indent=1))
         for r in results:
             self.console.print(f"eval {label}: {r.line()}")
-            if self._tb is not None:
-                self._tb.add_scalar(f"eval/{r.game}/{r.opponent}/score", r.score, step)
-                self._tb.add_scalar(
-                    f"eval/{r.game}/{r.opponent}/invalid_rate", r.invalid_rate, step
-                )
+            if self._tb is not None and label != "baseline":
+                prefix = f"eval/{r.game}/{r.opponent}"
+                self._tb.add_scalar(f"{prefix}/score", r.score, step)
+                self._tb.add_scalar(f"{prefix}/invalid_rate", r.invalid_rate, step)
+                if r.optimal_move_rate is not None:
+                    self._tb.add_scalar(f"{prefix}/optimal_move_rate", r.optimal_move_rate, step)
+
+    def strategy(self, readings: list[StrategyReading]) -> None:
+        """Log exploitability readings: a line each on the console, a row in ``evals.jsonl``."""
+        for r in readings:
+            temperature = "greedy" if r.temperature == 0 else f"T={r.temperature:g}"
+            what = " (training sampling)" if r.sampling else ""
+            self.console.print(
+                f"strategy {r.label}: {r.game} exploitability {r.exploitability:.4f} at "
+                f"{temperature}{what}, invalid reply mass {r.invalid_mass:.3f}  "
+                f"(step {r.step}, read in {r.seconds:.1f} s)"
+            )
+            if self._tb is not None and not r.sampling:
+                self._tb.add_scalar(f"eval/{r.game}/exploitability", r.exploitability, r.step)
+        if readings:
+            self._append(
+                "evals.jsonl", {"label": "strategy", "readings": [r.to_dict() for r in readings]}
+            )
 
     def load_eval(self, label: str) -> list[dict[str, Any]] | None:
         path = self.run_dir / f"eval_{label}.json"

@@ -4,8 +4,8 @@ Where a participant's policy can be read at every information state of Kuhn or L
 exploitability is exact (:mod:`arena.eval.exploitability`): a tabular bot gives its table, the
 random bot the uniform policy, and an ``hf`` model is read by scoring every legal reply by its
 sequence log-probability (:mod:`arena.eval.policy_reader`) under the participant's own sampling
-temperature. A greedy participant (temperature 0) plays the most likely legal reply at every
-state, so its table puts all its mass there. Other bots, and endpoints, are not read.
+temperature; a greedy participant (temperature 0) is read as the most likely legal reply at every
+state (:func:`arena.eval.policy_reader.read_seat_at`). Other bots, and endpoints, are not read.
 """
 
 from __future__ import annotations
@@ -30,16 +30,6 @@ def readable_game(game_id: str) -> bool:
         return False
 
 
-def greedy(table: dict[str, list[float]]) -> dict[str, list[float]]:
-    """All of each state's mass on its most likely action (ties split evenly)."""
-    out = {}
-    for state, row in table.items():
-        best = max(row)
-        winners = [i for i, p in enumerate(row) if p == best and p > 0]
-        out[state] = [1.0 / len(winners) if i in winners else 0.0 for i in range(len(row))]
-    return out
-
-
 def participant_exploitability(participant: Participant, game: GameConfig) -> dict[str, Any] | None:
     """``{"game", "exploitability", "invalid_mass"}`` for one participant, or None where its
     policy cannot be read."""
@@ -51,7 +41,7 @@ def participant_exploitability(participant: Participant, game: GameConfig) -> di
         return {"game": game.id, "exploitability": exploitability(game.id, table)}
     if participant.kind != "model" or participant.config.backend != "hf":
         return None
-    from arena.eval.policy_reader import read_seat
+    from arena.eval.policy_reader import read_seat_at
     from arena.play.seating import SeatFactory
     from arena.policies.config import PolicyConfig
     from arena.policies.factory import make_policy
@@ -62,12 +52,10 @@ def participant_exploitability(participant: Participant, game: GameConfig) -> di
     chat = policy.chat  # type: ignore[attr-defined]
     factory = SeatFactory(PlayConfig(games=[game], policy_name=participant.name), policy, chat)
     seat = factory.policy_seat(game.id, trained=False, params=participant.sampling())
-    temperature = participant.config.sampling.temperature
-    reading = read_seat(game.id, seat, temperature=temperature if temperature > 0 else 1.0)
-    table = reading.table if temperature > 0 else greedy(reading.table)
+    reading = read_seat_at(game.id, seat, temperature=participant.config.sampling.temperature)
     return {
         "game": game.id,
-        "exploitability": exploitability(game.id, table),
+        "exploitability": reading.exploitability,
         "invalid_mass": reading.invalid_mass,
     }
 

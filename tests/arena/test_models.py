@@ -102,3 +102,27 @@ def test_embedded_smollm2_converts_once_then_loads_fast(
     )
     out = model.generate(**chat, max_new_tokens=16, do_sample=False)
     assert "4" in tokenizer.decode(out[0, chat["input_ids"].shape[1] :])
+
+
+def test_auto_dtype_picks_bfloat16_only_where_it_is_measurably_faster() -> None:
+    from arena.models import choose_dtype
+
+    assert choose_dtype("cpu", fp32_gflops=143.0, bf16_gflops=1.0) == "float32"  # AVX2 EPYC
+    assert choose_dtype("cpu", fp32_gflops=60.0, bf16_gflops=137.0) == "bfloat16"  # AVX512-BF16
+    assert choose_dtype("cpu", fp32_gflops=100.0, bf16_gflops=120.0) == "float32"  # not enough
+    assert choose_dtype("cuda", 1.0, 1.0) == "bfloat16"
+    assert choose_dtype("cuda", 1.0, 0.0) == "float32"
+
+
+def test_auto_dtype_follows_this_cpus_measurement() -> None:
+    import torch
+
+    from arena.models import choose_dtype, fast_dtype, matmul_gflops, to_dtype
+
+    fp32, bf16 = matmul_gflops(torch.float32), matmul_gflops(torch.bfloat16)
+    assert fp32 > 0 and bf16 > 0
+    # measurements jitter, so only check the measured choice where the gap is unambiguous
+    if bf16 > 2 * fp32 or bf16 < fp32:
+        assert fast_dtype("cpu") == choose_dtype("cpu", fp32, bf16)
+    assert to_dtype("auto") == getattr(torch, fast_dtype("cpu"))
+    assert to_dtype("float32") == torch.float32  # an explicit dtype always wins

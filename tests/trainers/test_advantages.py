@@ -5,7 +5,9 @@ Run with ``.venv/bin/python -m pytest -q tests/trainers/test_advantages.py``.
 
 from __future__ import annotations
 
+import json
 import math
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -13,12 +15,16 @@ from synthetic import episode, turn
 
 from trainers.advantages import (
     EMABaseline,
+    agent_of,
     compute_advantages,
     discounted_returns,
     normalize_by_key,
+    stats_by_key,
     whiten,
 )
 from trainers.batch import collate, episode_samples
+from trainers.config import AdvantageConfig
+from trainers.inbox import Inbox
 
 
 def three_turn_two_seat(roles: dict[str, str] | None = None):
@@ -145,25 +151,137 @@ def test_single_sample_and_zero_variance_keys_are_exactly_zero() -> None:
     )
 
 
-def test_ema_reads_the_baseline_before_updating_it() -> None:
-    # alpha 0.5, key x, returns 1, 3, 2 in order; b starts at 0:
+def five_turn_episode(eid: str = "e5"):
+    """Seats player_0 and player_1 alternate five turns each; player_0 wins (+1, -1 for
+    player_1), the outcome on each seat's last turn."""
+    rewards = {8: 1.0, 9: -1.0}
+    turns = [turn(eid, k, f"player_{k % 2}", reward=rewards.get(k, 0.0)) for k in range(10)]
+    return episode(eid, turns, final_rewards={"player_0": 1.0, "player_1": -1.0})
+
+
+def ema_inputs(samples):
+    """What the learner passes: default keys, (episode, seat) trajectories and their G_1."""
+    keys = [s.key(AdvantageConfig().key) for s in samples]
+    return {
+        "returns": [s.ret for s in samples],
+        "outcomes": [s.outcome for s in samples],
+        "keys": keys,
+        "groups": [s.group for s in samples],
+        "trajectories": [(s.episode_id, s.seat) for s in samples],
+        "trajectory_returns": [s.traj_return for s in samples],
+    }
+
+
+def test_ema_moves_once_per_trajectory() -> None:
+    # SPIRAL's RAE, alpha 0.95, gamma 1, b starts at 0. player_0's five turns all have G = 1,
+    # player_1's G = -1. Each trajectory reads its baseline once: A = 1 - 0 = 1 on all five of
+    # player_0's turns, A = -1 - 0 = -1 on player_1's; then one update each:
+    #   b_(g, player_0) = 0.95 * 0 + 0.05 * 1 = 0.05     (not 1 - 0.95^5 = 0.226 per turn)
+    #   b_(g, player_1) = 0.95 * 0 + 0.05 * (-1) = -0.05
+    samples = episode_samples(five_turn_episode(), gamma=1.0)
+    ema = EMABaseline(alpha=0.95)
+    assert [s.seat for s in samples].count("player_0") == 5 and len(samples) == 10
+    adv = compute_advantages("ema", **ema_inputs(samples), ema=ema)
+    expected = {"player_0": 1.0, "player_1": -1.0}
+    assert list(adv) == pytest.approx([expected[s.seat] for s in samples])
+    assert ema.baselines == pytest.approx({("g", "player_0"): 0.05, ("g", "player_1"): -0.05})
+    # The next episode reads those: A = 1 - 0.05 = 0.95 for the winner, -1 + 0.05 = -0.95 for
+    # the loser; then b_0 = 0.95 * 0.05 + 0.05 * 1 = 0.0975, b_1 = -0.0975.
+    samples = episode_samples(five_turn_episode("e6"), gamma=1.0)
+    adv = compute_advantages("ema", **ema_inputs(samples), ema=ema)
+    assert list(adv) == pytest.approx([0.95 if s.seat == "player_0" else -0.95 for s in samples])
+    assert ema.baselines == pytest.approx({("g", "player_0"): 0.0975, ("g", "player_1"): -0.0975})
+
+
+def test_ema_turn_moves_once_per_turn() -> None:
+    # The per-turn variant on the same trajectory, alpha 0.95, b0 = 0, G = 1 on all five turns:
+    #   A_k = 1 - b_(k-1) with b_k = 1 - 0.95^k:
+    #   A = [1, 0.95, 0.9025, 0.857375, 0.81450625], b_5 = 1 - 0.7737809375 = 0.2262190625
+    samples = episode_samples(five_turn_episode(), gamma=1.0)
+    ema = EMABaseline(alpha=0.95)
+    adv = compute_advantages("ema-turn", **ema_inputs(samples), ema=ema)
+    winner = [a for s, a in zip(samples, adv, strict=True) if s.seat == "player_0"]
+    assert winner == pytest.approx([1.0, 0.95, 0.9025, 0.857375, 0.81450625])
+    assert ema.baselines[("g", "player_0")] == pytest.approx(0.2262190625)
+    assert ema.baselines[("g", "player_1")] == pytest.approx(-0.2262190625)
+
+
+def test_ema_turn_reads_the_baseline_before_updating_it() -> None:
+    # The old per-turn numbers. alpha 0.5, key x, returns 1, 3, 2 in order; b starts at 0:
     #   A1 = 1 - 0 = 1,       then b = 0.5 * 0 + 0.5 * 1 = 0.5
     #   A2 = 3 - 0.5 = 2.5,   then b = 0.5 * 0.5 + 0.5 * 3 = 1.75
     #   A3 = 2 - 1.75 = 0.25, then b = 0.5 * 1.75 + 0.5 * 2 = 1.875
     # (Updating first would give A1 = 1 - 0.5 = 0.5.) Key y is independent: A = 4 - 0 = 4.
     ema = EMABaseline(alpha=0.5)
     adv = compute_advantages(
-        "ema", [1.0, 4.0, 3.0, 2.0], [0.0] * 4, [("x",), ("y",), ("x",), ("x",)], [""] * 4, ema=ema
+        "ema-turn",
+        [1.0, 4.0, 3.0, 2.0],
+        [0.0] * 4,
+        [("x",), ("y",), ("x",), ("x",)],
+        [""] * 4,
+        ema=ema,
     )
     assert adv == pytest.approx([1.0, 4.0, 2.5, 0.25])
     assert ema.baselines == pytest.approx({("x",): 1.875, ("y",): 2.0})
     # The baseline carries over to the next batch: A = 3 - 1.875 = 1.125.
-    assert ema.advantages([3.0], [("x",)]) == pytest.approx([1.125])
-    # And survives a JSON-style round trip (what the learner checkpoints).
-    restored = EMABaseline(alpha=0.9)
-    restored.load_state_dict(ema.state_dict())
-    assert restored.alpha == 0.5
-    assert restored.baselines == ema.baselines
+    assert ema.turn_advantages([3.0], [("x",)]) == pytest.approx([1.125])
+
+
+def test_ema_trajectories_update_in_batch_order() -> None:
+    # alpha 0.5, b0 = 0. Samples in batch order: (t1, x, G 2), (t2, x, G 4), (t1, x, G 1),
+    # (t3, y, G -2). t1 comes first (R = its first sample's G = 2): A = [2 - 0, 1 - 0] = [2, 1],
+    #   then b_x = 0.5 * 0 + 0.5 * 2 = 1.
+    # t2 reads what t1 left: A = 4 - 1 = 3, then b_x = 0.5 * 1 + 0.5 * 4 = 2.5.
+    # t3 is another key: A = -2 - 0 = -2, then b_y = -1.
+    ema = EMABaseline(alpha=0.5)
+    adv = ema.advantages(
+        [2.0, 4.0, 1.0, -2.0], [("x",), ("x",), ("x",), ("y",)], ["t1", "t2", "t1", "t3"]
+    )
+    assert list(adv) == pytest.approx([2.0, 3.0, 1.0, -2.0])
+    assert ema.baselines == pytest.approx({("x",): 2.5, ("y",): -1.0})
+    # Swapping t1 and t2 changes the numbers: t2 first gives A = 4, b_x = 2; then t1: A = [0, -1].
+    swapped = EMABaseline(alpha=0.5)
+    adv = swapped.advantages([4.0, 2.0, 1.0], [("x",)] * 3, ["t2", "t1", "t1"])
+    assert list(adv) == pytest.approx([4.0, 0.0, -1.0])
+    assert swapped.baselines[("x",)] == pytest.approx(0.5 * 2.0 + 0.5 * 2.0)
+    # The baseline carries over to the next batch: A = 3 - 2.5 = 0.5.
+    assert ema.advantages([3.0], [("x",)], ["t4"]) == pytest.approx([0.5])
+
+
+def test_ema_updates_with_the_trajectory_return_g1() -> None:
+    # gamma 0.9, one seat with rewards [0, 0, 1]: G = [0.81, 0.9, 1]. Its first turn is not
+    # trained, so the samples are turns 1 and 2 (G 0.9 and 1), but R = G_1 = 0.81.
+    # alpha 0.5, b0 = 0: A = [0.9, 1.0]; b = 0.5 * 0 + 0.5 * 0.81 = 0.405 (0.45 if the first
+    # sample's G stood in for R).
+    turns = [
+        turn("t", 0, "player_0", trained=False),
+        turn("t", 1, "player_0"),
+        turn("t", 2, "player_0", reward=1.0),
+    ]
+    samples = episode_samples(episode("t", turns), gamma=0.9)
+    assert [s.ret for s in samples] == pytest.approx([0.9, 1.0])
+    assert [s.traj_return for s in samples] == pytest.approx([0.81, 0.81])
+    ema = EMABaseline(alpha=0.5)
+    adv = compute_advantages("ema", **ema_inputs(samples), ema=ema)
+    assert list(adv) == pytest.approx([0.9, 1.0])
+    assert ema.baselines == pytest.approx({("g", "player_0"): 0.405})
+    # Without trajectory returns (None), the trajectory's first sample's G stands in: 0.45.
+    ema = EMABaseline(alpha=0.5)
+    ema.advantages([0.9, 1.0], [("k",)] * 2, ["t", "t"], [None, None])
+    assert ema.baselines == pytest.approx({("k",): 0.45})
+
+
+def test_ema_state_dict_round_trip() -> None:
+    # What the learner checkpoints goes through JSON: tuple keys become lists and back.
+    ema = EMABaseline(alpha=0.95)
+    compute_advantages("ema", **ema_inputs(episode_samples(five_turn_episode(), 1.0)), ema=ema)
+    restored = EMABaseline(alpha=0.5)
+    restored.load_state_dict(json.loads(json.dumps(ema.state_dict())))
+    assert restored.alpha == 0.95
+    assert restored.baselines == ema.baselines  # exactly: JSON keeps every bit of a float
+    assert restored.baselines == pytest.approx({("g", "player_0"): 0.05, ("g", "player_1"): -0.05})
+    # Both continue alike: A = 1 - 0.05 = 0.95.
+    assert restored.advantages([1.0], [("g", "player_0")], ["n"]) == pytest.approx([0.95])
 
 
 def test_whiten() -> None:
@@ -194,6 +312,99 @@ def test_turn_advantage_applies_to_every_generated_token() -> None:
 def test_unknown_mode_and_missing_ema() -> None:
     with pytest.raises(ValueError):
         compute_advantages("nope", [1.0], [1.0], [("k",)], [""])
-    with pytest.raises(ValueError):
-        compute_advantages("ema", [1.0], [1.0], [("k",)], [""])
+    for mode in ("ema", "ema-turn"):
+        with pytest.raises(ValueError):
+            compute_advantages(mode, [1.0], [1.0], [("k",)], [""])
+    with pytest.raises(ValueError, match="trajectory"):  # ema without trajectory ids
+        compute_advantages("ema", [1.0], [1.0], [("k",)], [""], ema=EMABaseline(0.9))
     assert math.isfinite(float(compute_advantages("batch", [1.0], [1.0], [("k",)], [""])[0]))
+
+
+def test_config_key_and_modes() -> None:
+    assert AdvantageConfig().key == ["game", "agent"]
+    assert AdvantageConfig(mode="ema-turn").mode == "ema-turn"
+    assert AdvantageConfig(key=["game", "role", "seat", "group", "agent"]).key[-1] == "agent"
+    for key in (["game", "player"], []):
+        with pytest.raises(ValueError):
+            AdvantageConfig(key=key)
+    with pytest.raises(ValueError):
+        AdvantageConfig(mode="ema_turn")
+
+
+def test_agent_rule() -> None:
+    assert agent_of("player", "player_1") == "player_1"  # self-play: the seat
+    assert agent_of("solver", "solver_1") == "solver"  # role game: the role
+    assert agent_of("proposer", "proposer_0") == "proposer"
+
+
+def test_default_key_separates_self_play_seats() -> None:
+    # Two self-play episodes, gamma 1, each seat plays two turns, the outcome on its last turn:
+    #   e1: player_0 wins (+1), player_1 loses (-1); e2: a draw (0, 0). G = outcome on all turns.
+    # Default key (game, agent) = (g, player_0) and (g, player_1):
+    #   player_0: [1, 1, 0, 0], mean 0.5, std 0.5 -> A = +-0.5 / 0.500001 = +-0.999998
+    #   player_1: [-1, -1, 0, 0], mean -0.5, std 0.5 -> e1: -0.999998, e2 (the draw): +0.999998
+    # Pooled by (game, role), the draw would be 0 for both seats (mean 0 over all eight).
+    episodes = []
+    for eid, outcome in (("e1", 1.0), ("e2", 0.0)):
+        rewards = {2: outcome, 3: -outcome}
+        turns = [turn(eid, k, f"player_{k % 2}", reward=rewards.get(k, 0.0)) for k in range(4)]
+        episodes.append(episode(eid, turns))
+    samples = [s for ep in episodes for s in episode_samples(ep, gamma=1.0)]
+    keys = [s.key(AdvantageConfig().key) for s in samples]
+    assert sorted(set(keys)) == [("g", "player_0"), ("g", "player_1")]
+    returns = [s.ret for s in samples]
+    adv = compute_advantages("batch", returns, [0.0] * 8, keys, [""] * 8)
+    a = 0.5 / (0.5 + 1e-6)
+    expected = {("e1", "player_0"): a, ("e2", "player_0"): -a, ("e1", "player_1"): -a}
+    expected[("e2", "player_1")] = a
+    for s, got in zip(samples, adv, strict=True):
+        assert got == pytest.approx(expected[(s.episode_id, s.seat)], abs=1e-9)
+    means = stats_by_key(returns, keys)
+    assert means[("g", "player_0")]["mean"] == 0.5 and means[("g", "player_1")]["mean"] == -0.5
+    pooled = compute_advantages(
+        "batch", returns, [0.0] * 8, [s.key(["game", "role"]) for s in samples], [""] * 8
+    )
+    assert [p for s, p in zip(samples, pooled, strict=True) if s.episode_id == "e2"] == [0.0] * 4
+
+
+def test_default_key_pools_solver_seats_in_a_role_game() -> None:
+    # One proposer and two solvers, one turn each, gamma 1: proposer 0.5, solver_0 1, solver_1 0.
+    # Default keys: (g, proposer), (g, solver), (g, solver).
+    #   proposer alone -> 0; solvers [1, 0]: mean 0.5, std 0.5 -> [0.999998, -0.999998]
+    roles = {"proposer_0": "proposer", "solver_0": "solver", "solver_1": "solver"}
+    turns = [
+        turn("r", i, seat, role=roles[seat], reward=r)
+        for i, (seat, r) in enumerate([("proposer_0", 0.5), ("solver_0", 1.0), ("solver_1", 0.0)])
+    ]
+    samples = episode_samples(episode("r", turns, roles=roles), gamma=1.0)
+    keys = [s.key(AdvantageConfig().key) for s in samples]
+    assert keys == [("g", "proposer"), ("g", "solver"), ("g", "solver")]
+    adv = compute_advantages("batch", [s.ret for s in samples], [0.0] * 3, keys, [""] * 3)
+    a = 0.5 / (0.5 + 1e-6)
+    assert list(adv) == pytest.approx([0.0, a, -a], abs=1e-9)
+    assert adv[0] == 0.0
+
+
+def test_seat_without_trained_turns_yields_no_samples() -> None:
+    # Seat b's turns are all untrained (trained=False on a trained seat): only a's turns come out.
+    turns = [turn("u", k, "ab"[k % 2], trained=k % 2 == 0, reward=1.0) for k in range(4)]
+    samples = episode_samples(episode("u", turns), gamma=1.0)
+    assert [(s.seat, s.turn_index) for s in samples] == [("a", 0), ("a", 2)]
+    # No trained turn at all: no samples; the inbox accepts the episode and counts it.
+    turns = [turn("v", k, "ab"[k % 2], trained=False) for k in range(4)]
+    assert episode_samples(episode("v", turns), gamma=1.0) == []
+    counters: Counter[str] = Counter()
+    inbox = Inbox(1.0, counters)
+    assert inbox.add(episode("v", turns)) and len(inbox) == 0
+    assert counters["episodes_without_trained_turns"] == 1
+
+
+def test_single_sample_key_is_zero_and_counted() -> None:
+    # Key (g, lone) has one sample: A = 0 exactly, not NaN; it still shows in the statistics.
+    keys = [("g", "a"), ("g", "a"), ("g", "lone")]
+    for mode in ("batch", "group", "broadcast"):
+        adv = compute_advantages(mode, [1.0, 3.0, 5.0], [1.0, 3.0, 5.0], keys, ["q"] * 3)
+        assert adv[2] == 0.0 and not np.any(np.isnan(adv))
+    stats = stats_by_key(adv, keys)
+    assert stats[("g", "lone")] == {"mean": 0.0, "std": 0.0, "min": 0.0, "max": 0.0, "count": 1.0}
+    assert list(compute_advantages("batch", [2.0], [0.0], [("k",)], [""], whiten_all=True)) == [0.0]

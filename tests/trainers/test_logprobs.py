@@ -35,3 +35,27 @@ def test_sparse_head_matches_the_full_forward(tiny) -> None:
     assert sparse_lp.shape == (mb.num_tokens,) and sparse_h.shape == (mb.num_tokens,)
     assert torch.allclose(sparse_lp, dense_lp, atol=1e-4)
     assert torch.allclose(sparse_lp, torch.cat(expected), atol=1e-4)
+
+
+def test_temperature_divides_the_logits(tiny) -> None:
+    """At loss.temperature T the learner's logprobs and entropies are of softmax(logits / T),
+    the distribution the samplers draw from and report (arena/policies/sampling.py)."""
+    model, _ = tiny
+    samples = [s for e in two_seat_episodes(3) for s in episode_samples(e, 1.0)]
+    mb = collate(samples, pad_id=0)
+    with torch.no_grad():
+        logits = model(input_ids=mb.input_ids, attention_mask=mb.attention_mask).logits
+        tempered = (logits[mb.loss_mask].double() / 0.7).log_softmax(-1)
+        expected = tempered.gather(1, mb.target_ids[mb.loss_mask][:, None]).squeeze(1)
+        entropy = -(tempered.exp() * tempered).sum(-1)
+        for sparse in (True, False):
+            lp, h = TokenLogprobs(model, temperature=0.7, sparse=sparse)(
+                mb.input_ids, mb.attention_mask, mb.target_ids, mb.loss_mask
+            )
+            assert torch.allclose(lp.double(), expected, atol=1e-4)
+            # The entropy is log_z - E[logits / T] in fp32: 4e-4 from the fp64 one, measured.
+            assert torch.allclose(h.double(), entropy, atol=1e-3)
+        at_one, _ = TokenLogprobs(model)(
+            mb.input_ids, mb.attention_mask, mb.target_ids, mb.loss_mask
+        )
+    assert (at_one.double() - expected).abs().max() > 1e-2

@@ -8,7 +8,10 @@ service ``learner``, and a coordinator that sends collect orders to service ``ro
 Covers: a collect of N episodes sends N complete episodes with unique ids and a reply whose
 counts and stats match them; malformed collect orders get error replies and the actor keeps
 serving; a policy that fails mid-episode turns into ``failed`` counts, and no part of those
-episodes reaches the learner; population opponents are served by the policy the order names.
+episodes reaches the learner; population opponents are served by the policy the order names;
+groups of ``group_size`` episodes share a game, a seed, seats and a group id per seat; episode
+seeds and ids stay unique in large orders; the coordinator's Collector (arena/run/collection.py)
+orders whole groups and re-orders failed episodes as whole groups.
 
 Run with `.venv/bin/python -m pytest -q tests/arena/actors/test_rollout.py`.
 """
@@ -22,6 +25,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -32,6 +36,7 @@ from arena.bus import Actor, Broker, BusError, Message
 from arena.play.config import GameConfig, OpponentConfig, PlayConfig
 from arena.policies.types import Generation, Prompt, SamplingParams
 from arena.records import Episode
+from arena.run.collection import Collector
 
 MAIN_VERSION, POOL_VERSION = 5, 2
 ANSWER_TOKENS = 8
@@ -176,9 +181,12 @@ def test_a_collect_sends_each_episode_once_and_reports_it(broker: str, tiny_toke
             assert len(got) == 6
             ids = [e.id for e in got]
             assert len(set(ids)) == 6
-            # Episode seeds are seed * 1000 + i, and the id names the actor and the seed.
-            assert sorted(ids) == [f"rollout-0-{3000 + i}" for i in range(6)]
-            assert sorted(e.seed for e in got) == [3000 + i for i in range(6)]
+            # The id names the actor, the order's seed and the index; the order's seed draws
+            # each episode's seed (groups of one here: six different starts).
+            assert sorted(ids) == [f"rollout-0-3-{i}" for i in range(6)]
+            planned = w.rollout.plan(6, 3)
+            assert sorted(e.seed for e in got) == sorted(s for _, s in planned)
+            assert len({e.seed for e in got}) == 6
             for ep in got:
                 assert_complete_tictactoe(ep)
             # Self-play: both seats trained, +1 and -1 -> mean reward 0; 6 x 7 turns of 8 tokens.
@@ -208,6 +216,8 @@ MALFORMED = [
     {"op": "collect", "seed": 1},  # no count
     {"op": "collect", "episodes": "many", "seed": 1},  # a count that is no number
     {"op": "collect", "episodes": 2, "seed": 1, "opponent": {"policy": "pool"}},  # no label
+    {"op": "collect", "episodes": 6, "seed": 1, "group_size": 4},  # not whole groups
+    {"op": "collect", "episodes": 2, "seed": 1, "group_size": 0},  # no group
 ]
 
 
@@ -225,7 +235,7 @@ def test_malformed_orders_get_errors_and_the_actor_keeps_serving(
             got = await w.settle(2)
             assert reply["episodes"] == 2 and reply["failed"] == 0
             # Nothing was played for the refused orders.
-            assert sorted(e.id for e in got) == ["rollout-0-5000", "rollout-0-5001"]
+            assert sorted(e.id for e in got) == ["rollout-0-5-0", "rollout-0-5-1"]
 
     asyncio.run(scenario())
 
@@ -285,3 +295,89 @@ def test_population_opponents_play_the_policy_the_order_names(broker: str, tiny_
             assert reply["stats"]["reward"]["tictactoe-v0/player"] == pytest.approx(wins / 8)
 
     asyncio.run(scenario())
+
+
+def test_groups_share_game_seed_seats_and_group_id(broker: str, tiny_tokenizer) -> None:
+    # Fixed mode against the random bot, over two games: 12 episodes in groups of 4 are 3
+    # groups, each 4 attempts of one game from one seed, with one trained seat and one bot.
+    play = PlayConfig(
+        games=[GameConfig("tictactoe-v0"), GameConfig("kuhn-poker-v0")],
+        opponents=OpponentConfig(mode="fixed", fixed="random-v0"),
+    )
+
+    async def scenario() -> None:
+        async with world(broker, tiny_tokenizer, play) as w:
+            order = {"op": "collect", "episodes": 12, "seed": 9, "group_size": 4}
+            reply = await w.collect(order)
+            got = await w.settle(12)
+            assert reply["episodes"] == 12 and reply["failed"] == 0 and len(got) == 12
+            assert len({e.id for e in got}) == 12
+            by_start: dict[tuple[str, int], list[Episode]] = {}
+            for ep in got:
+                by_start.setdefault((ep.game, ep.seed), []).append(ep)
+            assert sorted(len(g) for g in by_start.values()) == [4, 4, 4]
+            assert sorted(by_start) == sorted(set(w.rollout.plan(12, 9, 4)))
+            for (game, seed), group in by_start.items():
+                # The same trained seat and bot in every attempt, and one group id per seat.
+                assert all(e.seats == group[0].seats for e in group)
+                (trained,) = [s for s, a in group[0].seats.items() if a.trained]
+                ids = {t.group for e in group for t in e.turns if t.seat == trained}
+                assert ids == {f"{game}:{seed}:{trained}"}
+            # A group's episodes reach the learner back to back (one learner step takes them).
+            for block in (got[i : i + 4] for i in range(0, 12, 4)):
+                assert len({(e.game, e.seed) for e in block}) == 1
+
+    asyncio.run(scenario())
+
+
+def test_episode_seeds_and_ids_do_not_collide_in_large_orders() -> None:
+    # seed * 1000 + i made episode 1000 of order 3 the same as episode 0 of order 4.
+    actor = RolloutActor(tictactoe(), "ipc:///nowhere", 0, model="tiny")
+    first, second = actor.plan(1500, 3), actor.plan(1500, 4)
+    assert len({s for _, s in first} | {s for _, s in second}) == 3000
+    grouped = actor.plan(1500, 3, group_size=5)
+    assert len({s for _, s in grouped}) == 300
+    assert all(grouped[i] == grouped[i - i % 5] for i in range(1500))
+    with pytest.raises(ValueError, match="multiple of group_size"):
+        actor.plan(7, 3, group_size=2)
+
+
+def test_the_collector_orders_whole_groups_and_reorders_failed_ones_as_groups() -> None:
+    # The coordinator's side of a collect: 12 episodes in groups of 4 over 2 actors are 3
+    # groups, never one split between actors; rollout-1 drops one episode of its first order,
+    # so it gets a whole new group (a fresh seed) rather than a lone episode.
+    orders: list[tuple[str, dict[str, Any]]] = []
+
+    class Bus:
+        async def request(self, body: dict[str, Any], *, dst: str, **_: Any) -> SimpleNamespace:
+            orders.append((dst, body))
+            failed = 1 if dst == "rollout-1" and len(orders) <= 2 else 0
+            stats = {
+                "reward": {},
+                "invalid_rate": {},
+                "generated_tokens": 0,
+                "policy_turns": 0,
+                "min_version": 0,
+            }
+            return SimpleNamespace(
+                body={
+                    "episodes": body["episodes"] - failed,
+                    "failed": failed,
+                    "seconds": 0.0,
+                    "stats": stats,
+                    "transcript": None,
+                }
+            )
+
+    bus: Any = Bus()
+    collector = Collector(bus, 2, max_restarts=3, on_event=lambda _: None, group_size=4)
+    assert collector.shares(12) == [8, 4] and collector.shares(8) == [4, 4]
+    assert collector.shares(6) == [4, 4]  # rounded up to whole groups
+    assert Collector(bus, 3, 3, lambda _: None, group_size=4).shares(8) == [4, 4, 0]
+    merged = asyncio.run(collector.collect(12, seed=100))
+    assert [(dst, o["episodes"], o["seed"], o["group_size"]) for dst, o in orders] == [
+        ("rollout-0", 8, 100, 4),
+        ("rollout-1", 4, 101, 4),
+        ("rollout-1", 4, 111, 4),  # the retry: a new order seed, a whole group
+    ]
+    assert merged["episodes"] == 15 and merged["failed"] == 1

@@ -8,6 +8,7 @@ Run with ``.venv/bin/python -m pytest -q tests/arena/commands/test_train.py``.
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -16,7 +17,10 @@ import time
 from pathlib import Path
 
 import pytest
-from transformers import AutoModelForCausalLM
+import torch
+from transformers import AutoModelForCausalLM, LlamaForCausalLM
+
+from arena.models import tiny_model
 
 ROOT = Path(__file__).resolve().parents[3]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")
@@ -205,3 +209,75 @@ def test_population_mode_draws_opponents_from_past_checkpoints(tmp_path: Path) -
         )
     labels = {p.split()[0] for t in transcripts for p in t["seats"].values() if p != "main"}
     assert labels <= {"pool@initial", "pool@step-00000001", "pool@step-00000002"}, labels
+
+
+def sometimes_legal_model(path: Path) -> Path:
+    """A tiny model (saved as an HF directory) that writes a lone digit and then ends its turn
+    with fair odds, whatever the prompt: after the prefilled ``<answer>`` about a fifth of its
+    replies name a Tic-Tac-Toe cell. The random tiny model never writes a legal move, so every
+    attempt from one start plays out alike and no advantage mode could find a spread; this one
+    wins, loses and forfeits by chance, as a real policy does.
+
+    Every token embeds alike and the blocks write nothing, so the last hidden state is the same
+    everywhere; the (untied) output layer then gives 50% to the digits 1-9, 45% to the end of
+    turn and 5% to every other token together.
+    """
+    base, tokenizer = tiny_model(0)
+    config = base.config
+    config.tie_word_embeddings = False
+    model = LlamaForCausalLM(config)
+    with torch.no_grad():
+        for param in model.parameters():
+            param.zero_()
+        for name, param in model.named_parameters():
+            if name.endswith("norm.weight"):
+                param.fill_(1.0)
+        model.model.embed_tokens.weight.fill_(1.0)  # RMSNorm(ones) = ones: h is all ones
+        others = len(tokenizer) - 10
+
+        def logit(p: float) -> float:  # for probability p against the others' 5%
+            return math.log(p * others / 0.05) / config.hidden_size
+
+        for digit in "123456789":
+            (token,) = tokenizer.encode(digit, add_special_tokens=False)
+            model.lm_head.weight[token] = logit(0.5 / 9)
+        model.lm_head.weight[tokenizer.eos_token_id] = logit(0.45)
+    model.save_pretrained(path, safe_serialization=True)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+TICTACTOE_ONLY = (
+    "games=[{id: tictactoe-v0, kwargs: {max_retries: 1}, role_kwargs: {prefill: true}}]"
+)
+
+
+@pytest.mark.parametrize("mode", ["group", "broadcast"])
+def test_group_advantages_carry_signal(tmp_path: Path, mode: str) -> None:
+    # GRPO groups of 4 attempts per (seed, seat), no shaping, gamma 1: the only spread is that
+    # between attempts from one start, so non-zero advantages (and turns that survive the
+    # zero-advantage filter) prove the groups span episodes. With a group per episode (the old
+    # ``episode:seat`` id) every advantage was 0 and every turn was filtered.
+    model = sometimes_legal_model(tmp_path / "model")
+    result = arena(
+        "train",
+        SMOKE,
+        f"output_dir={tmp_path}",
+        f"model={model}",
+        TICTACTOE_ONLY,
+        f"learner.advantage.mode={mode}",
+        "rollout.group_size=4",
+        "rollout.episodes_per_step=16",
+        "learner.batch.filter_zero_advantage=true",
+        "learner.batch.batch_samples=1",
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    rows = metrics(run_dir_of(tmp_path))
+    assert [r["step"] for r in rows] == [1, 2]
+    assert all(r["episodes"] == 16 for r in rows)
+    assert all(r["invalid_rate/tictactoe-v0/player"] < 1 for r in rows)  # some moves are legal
+    adv = "learner/adv/tictactoe-v0/player"
+    assert any(r[f"{adv}/std"] > 0 and r[f"{adv}/max"] > 0 > r[f"{adv}/min"] for r in rows), rows
+    trained = [r["learner/samples"] for r in rows]
+    assert sum(trained) > 0 and all(r["learner/tokens"] > 0 for r in rows if r["learner/samples"])
+    assert all(r.get("learner/filtered/zero_advantage", 0) < r["learner/turns"] for r in rows)

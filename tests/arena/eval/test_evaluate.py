@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
-from arena.eval.evaluate import game_score, mean_ci, wilson
+from arena.eval.evaluate import MatchResult, game_score, mean_ci, wilson
 from arena.eval.summary import before_after
-from arena.records import Episode, SeatAssignment
+from arena.records import Episode, SeatAssignment, Turn
 
 
 def test_wilson_interval_by_hand() -> None:
@@ -61,3 +62,47 @@ def test_summary_flags_changes_beyond_the_before_interval() -> None:
     assert row["invalid_rate_improved"] is True  # 0.4 < 0.55
     assert row["score_improved"] is False  # 0.34 is inside [0.25, 0.35]
     assert row["games_per_eval"] == 200 and row["score_vs_random_before_ci"] == [0.25, 0.35]
+
+
+def _ttt_episode(moves: list[tuple[str, int, bool]], rewards: dict[str, float]) -> Episode:
+    """A Tic-Tac-Toe record: player_0 is the policy (role "player"), player_1 a bot."""
+    empty = np.zeros(0, np.int32)
+    seats = {
+        "player_0": SeatAssignment("player", "main"),
+        "player_1": SeatAssignment("bot", "random-v0", trained=False),
+    }
+    turns = [
+        Turn("t", i, "tictactoe-v0", seat, "bot" if seat == "player_1" else "player", empty,
+             empty, empty.astype(np.float32), str(action), action, valid)
+        for i, (seat, action, valid) in enumerate(moves)
+    ]  # fmt: skip
+    return Episode("t", "tictactoe-v0", 0, seats, turns, rewards)
+
+
+def test_match_result_judges_the_policy_moves_in_solved_games() -> None:
+    # X0 and X1 keep the draw; X5 (after O4, O2) lets O win at 6: 2 optimal of 3 valid moves.
+    # The invalid X4 counts in the invalid rate (1 of 4 policy turns), not in the judged moves.
+    lost = _ttt_episode(
+        [("player_0", 0, True), ("player_1", 4, True), ("player_0", 1, True),
+         ("player_1", 2, True), ("player_0", 4, False), ("player_0", 5, True),
+         ("player_1", 6, True)],
+        {"player_0": -1.0, "player_1": 1.0},
+    )  # fmt: skip
+    result = MatchResult.from_episodes("tictactoe-v0", "random-v0", [(lost, "player_0")])
+    assert (result.score, result.invalid_rate, result.policy_turns) == (0.0, 0.25, 4)
+    assert result.optimal_move_rate == pytest.approx(2 / 3)
+    assert result.optimal_move_ci == wilson(2, 3) and result.optimal_moves_judged == 3
+    low, high = wilson(2, 3)
+    assert f"optimal moves 0.667 [{low:.3f}, {high:.3f}] of 3  (1 games)" in result.line()
+    assert result.to_dict()["optimal_move_ci"] == [low, high]
+
+
+def test_match_result_has_no_optimal_rate_where_the_game_is_not_solved() -> None:
+    episode = _episode({"player_0": 1.0, "player_1": -1.0})
+    result = MatchResult.from_episodes("kuhn-poker-v0", "random-v0", [(episode, "player_0")])
+    assert result.optimal_move_rate is None and result.optimal_move_ci is None
+    assert "optimal" not in result.line() and result.line().endswith("(1 games)")
+    # every policy move invalid: nothing judged, no rate
+    forfeit = _ttt_episode([("player_0", 9, False)], {"player_0": -1.0, "player_1": 1.0})
+    result = MatchResult.from_episodes("tictactoe-v0", "random-v0", [(forfeit, "player_0")])
+    assert result.optimal_move_rate is None and result.optimal_moves_judged == 0

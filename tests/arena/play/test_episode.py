@@ -4,8 +4,9 @@ Covers token-in/token-out prompts (each turn keeps exactly the ids the sampler s
 ``conversation`` memory a seat's next prompt extends its previous prompt and response ids),
 prefilled replies, invalid actions (retry with feedback, then forfeit), shaping and the outcome
 on each seat's last turn, bot turns, the termination values (win, draw, illegal, max_turns,
-context_overflow), and EpisodeError when a policy fails. The policy is a deterministic fake that
-answers a fixed script of texts; the tokenizer is the real SmolLM2 one (``tiny_tokenizer``).
+context_overflow), EpisodeError when a policy fails, and group ids (game, seed and seat, or the
+game's own ``infos["group"]``). The policy is a deterministic fake that answers a fixed script
+of texts; the tokenizer is the real SmolLM2 one (``tiny_tokenizer``).
 
 Run with `.venv/bin/python -m pytest -q tests/arena/play/test_episode.py`.
 """
@@ -158,7 +159,7 @@ def test_a_won_game_records_every_turn_token_in_token_out(chat: ChatFormat) -> N
             "tictactoe-v0",
             VERSION,
         )
-        assert t.group == f"ep:{t.seat}"
+        assert t.group == f"tictactoe-v0:0:{t.seat}"  # game, seed, seat: never the episode
         replay.step(t.action)
     # Each response is "<answer>N</answer>" (7 tokens) plus <|im_end|>: 5 x 8 = 40 tokens.
     assert {k: v for k, v in ep.stats.items() if k != "seconds"} == {
@@ -167,6 +168,60 @@ def test_a_won_game_records_every_turn_token_in_token_out(chat: ChatFormat) -> N
         "invalid_turns": 0,
         "generated_tokens": 40,
     }
+
+
+def test_attempts_from_one_seed_share_a_group_per_seat(chat: ChatFormat) -> None:
+    # Two attempts from seed 7 (X wins, then O wins) and one from seed 8: the group id names the
+    # game, the seed and the seat, so the two seed-7 attempts of a seat compare (GRPO), and
+    # neither seat nor seed mixes with another.
+    groups = []
+    for seed, episode_id, script in (
+        (7, "a", answers(1, 2, 5, 3, 9)),
+        (7, "b", answers(1, 5, 2, 3, 4, 7)),
+        (8, "c", answers(1, 2, 5, 3, 9)),
+    ):
+        _, seats = self_play(chat, script)
+        ep = play(games.make("tictactoe-v0"), seats, seed=seed, episode_id=episode_id)
+        groups.append({t.seat: t.group for t in ep.turns})
+        assert len({t.group for t in ep.turns if t.seat == "player_0"}) == 1
+    assert (
+        groups[0]
+        == groups[1]
+        == {
+            "player_0": "tictactoe-v0:7:player_0",
+            "player_1": "tictactoe-v0:7:player_1",
+        }
+    )
+    assert groups[2] == {
+        "player_0": "tictactoe-v0:8:player_0",
+        "player_1": "tictactoe-v0:8:player_1",
+    }
+
+
+def test_a_game_can_name_the_group_of_a_turn(
+    chat: ChatFormat, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A role game names what is comparable itself: here O's turns carry the game's group
+    # ("task-3/solver") in its infos after the step; X's turns keep game:seed:seat.
+    env = games.make("tictactoe-v0")
+    step_text = env.step_text
+
+    def step_and_group(text: str) -> None:
+        agent = env.agent_selection
+        step_text(text)
+        if agent == "player_1":
+            env.infos[agent]["group"] = "task-3/solver"
+
+    monkeypatch.setattr(env, "step_text", step_and_group)
+    _, seats = self_play(chat, answers(1, 2, 5, 3, 9))
+    ep = play(env, seats, seed=4)
+    assert [t.group for t in ep.turns] == [
+        "tictactoe-v0:4:player_0",
+        "task-3/solver",
+        "tictactoe-v0:4:player_0",
+        "task-3/solver",
+        "tictactoe-v0:4:player_0",
+    ]
 
 
 def test_conversation_memory_extends_the_seat_own_ids(chat: ChatFormat) -> None:

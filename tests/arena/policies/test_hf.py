@@ -11,6 +11,8 @@ import torch
 
 from arena.policies.hf import HFPolicy
 from arena.policies.types import ContextOverflow, Generation, InvalidRequest, Prompt, SamplingParams
+from trainers.batch import Sample, collate
+from trainers.logprobs import TokenLogprobs
 
 LOGPROB_ATOL = 1e-4
 """fp32 batched, left-padded, KV-cached decoding vs one unpadded teacher-forced pass: the
@@ -32,12 +34,44 @@ def policy(tiny_model) -> HFPolicy:
     return HFPolicy(model, tokenizer, max_batch=2)  # max_batch 2: three prompts span two batches
 
 
-def teacher_forced(model: torch.nn.Module, gen: Generation) -> np.ndarray:
+def teacher_forced(model: torch.nn.Module, gen: Generation, temperature: float = 1.0) -> np.ndarray:
+    """log_softmax(logits / T) of the sampled tokens, from one unpadded forward."""
     ids = torch.from_numpy(gen.conversation_ids.astype(np.int64))[None]
     with torch.no_grad():
-        logprobs = model(ids).logits.float().log_softmax(-1)[0]
+        logprobs = (model(ids).logits.float() / temperature).log_softmax(-1)[0]
     start = len(gen.prompt_ids)
     return logprobs[start - 1 : -1].gather(1, ids[0, start:, None]).squeeze(1).numpy()
+
+
+def learner_logprobs(
+    model: torch.nn.Module, generations: list[Generation], temperature: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(the learner's recomputed logprobs, the sampler's) of every sampled token: the samples
+    batched as the learner batches them (right-padded rows) through its own logprob module."""
+    samples = [
+        Sample(
+            episode_id="e",
+            turn_index=i,
+            game="g",
+            role="r",
+            seat="s",
+            group="g",
+            prompt_ids=gen.prompt_ids,
+            response_ids=gen.token_ids,
+            sampler_logprobs=gen.logprobs,
+            valid=True,
+            policy_version=gen.version,
+            ret=0.0,
+            outcome=0.0,
+        )
+        for i, gen in enumerate(generations)
+    ]
+    mb = collate(samples, pad_id=0)
+    with torch.no_grad():
+        logprobs, _ = TokenLogprobs(model, temperature)(
+            mb.input_ids, mb.attention_mask, mb.target_ids, mb.loss_mask
+        )
+    return logprobs, mb.sampler_logprobs
 
 
 @pytest.mark.parametrize(
@@ -50,12 +84,28 @@ def teacher_forced(model: torch.nn.Module, gen: Generation) -> np.ndarray:
     ids=["plain", "truncated", "greedy"],
 )
 def test_logprobs_match_teacher_forcing(policy: HFPolicy, params: SamplingParams) -> None:
+    """Tempered, untruncated logprobs (T = 1 for greedy), whatever top-k/top-p cut."""
     generations = policy.generate(CHATS, params)
+    temperature = params.temperature or 1.0
     for gen in generations:
         assert len(gen.token_ids) == len(gen.logprobs) > 0
         np.testing.assert_allclose(
-            gen.logprobs, teacher_forced(policy.model, gen), atol=LOGPROB_ATOL
+            gen.logprobs, teacher_forced(policy.model, gen, temperature), atol=LOGPROB_ATOL
         )
+
+
+def test_learner_recomputes_the_logprobs_of_the_distribution_that_sampled(
+    policy: HFPolicy,
+) -> None:
+    """Sampled at T = 0.7, the learner's logprobs at loss.temperature 0.7 agree with the
+    sampler's; at T = 1 (the learner's old setting) they do not, so the check has power."""
+    params = [SamplingParams(temperature=0.7, max_new_tokens=16, seed=s) for s in range(6)]
+    generations = policy.generate(CHATS * 2, params)
+    recomputed, reported = learner_logprobs(policy.model, generations, temperature=0.7)
+    assert recomputed.numel() == sum(len(g.token_ids) for g in generations) > 30
+    assert (recomputed - reported).abs().max() < LOGPROB_ATOL
+    at_one, _ = learner_logprobs(policy.model, generations, temperature=1.0)
+    assert (at_one - reported).abs().max() > 1e-3
 
 
 def test_greedy_is_argmax_and_seeds_reproduce(policy: HFPolicy) -> None:

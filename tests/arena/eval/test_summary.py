@@ -1,0 +1,162 @@
+"""The end-of-run summary: strategy measures beside the scores, from given results and readings.
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/eval/test_summary.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from arena.eval.summary import StrategyReading, before_after, markdown, write_eval_summary
+
+TTT, KUHN = "tictactoe-v0", "kuhn-poker-v0"
+
+
+def result(game: str, opponent: str, score: float, score_ci: list[float], **extra: Any) -> dict:
+    row = {
+        "game": game,
+        "opponent": opponent,
+        "games": 200,
+        "score": score,
+        "score_ci": score_ci,
+        "invalid_rate": extra.pop("invalid", 0.0),
+        "invalid_ci": extra.pop("invalid_ci", [0.0, 0.02]),
+        "optimal_move_rate": None,
+        "optimal_move_ci": None,
+    }
+    return {**row, **extra}
+
+
+BEFORE = [
+    result(TTT, "random-v0", 0.40, [0.33, 0.47], invalid=0.3, invalid_ci=[0.25, 0.35],
+           optimal_move_rate=0.60, optimal_move_ci=[0.55, 0.65]),
+    result(TTT, "minimax-v0", 0.05, [0.02, 0.08]),
+    result(KUHN, "random-v0", 0.45, [0.38, 0.52]),
+    result(KUHN, "kuhn-nash-v0", 0.30, [0.24, 0.36]),
+]  # fmt: skip
+AFTER = [
+    result(TTT, "random-v0", 0.62, [0.55, 0.69], invalid=0.1, invalid_ci=[0.07, 0.13],
+           optimal_move_rate=0.81, optimal_move_ci=[0.77, 0.85]),
+    result(TTT, "minimax-v0", 0.10, [0.06, 0.14]),
+    result(KUHN, "random-v0", 0.50, [0.43, 0.57]),
+    result(KUHN, "kuhn-nash-v0", 0.33, [0.27, 0.39]),
+]  # fmt: skip
+BASELINE = [
+    result(TTT, "random-v0", 0.50, [0.43, 0.57], optimal_move_rate=0.55, optimal_move_ci=[0.5, 0.6]),
+    result(TTT, "minimax-v0", 0.04, [0.01, 0.07], optimal_move_rate=0.5, optimal_move_ci=[0.4, 0.6]),
+    result(KUHN, "random-v0", 0.49, [0.42, 0.56]),
+    result(KUHN, "kuhn-nash-v0", 0.41, [0.34, 0.48]),
+]  # fmt: skip
+
+
+def reading(label: str, t: float, x: float, mass: float, step: int, sampling: bool = False) -> dict:
+    model = "smollm2-135m" if label == "before" else f"run/checkpoints/step-{step:08d}/model"
+    return StrategyReading(KUHN, label, t, x, mass, step, model, sampling, 3.0).to_dict()
+
+
+READINGS = [
+    reading("before", 0.0, 0.5, 0.99, 0),
+    reading("before", 0.7, 0.39, 0.994, 0, sampling=True),
+    reading("after", 0.0, 1 / 6, 0.25, 12),
+    reading("after", 0.7, 0.42, 0.2, 12, sampling=True),
+]
+
+
+def test_rows_set_strategy_measures_beside_the_scores() -> None:
+    summary = before_after(BEFORE, AFTER, BASELINE, READINGS)
+    ttt, kuhn = summary[TTT], summary[KUHN]
+    # the strongest bot by name, its scores with their intervals; improved: 0.10 < 0.08? no
+    assert ttt["strongest_bot"] == "minimax-v0"
+    assert (ttt["score_vs_strongest_before"], ttt["score_vs_strongest_after"]) == (0.05, 0.10)
+    assert ttt["score_vs_strongest_after_ci"] == [0.06, 0.14]
+    assert ttt["score_vs_strongest_improved"] is True  # 0.10 > 0.08
+    assert ttt["score_vs_minimax-v0_after"] == 0.10  # the per-opponent key stays
+    assert kuhn["strongest_bot"] == "kuhn-nash-v0" and kuhn["score_vs_strongest_improved"] is False
+    # optimal-move rate from the games against random: 0.81 > 0.65
+    assert ttt["optimal_move_rate_before"] == 0.60 and ttt["optimal_move_rate_after"] == 0.81
+    assert ttt["optimal_move_rate_after_ci"] == [0.77, 0.85]
+    assert ttt["optimal_move_rate_improved"] is True
+    assert "optimal_move_rate_before" not in kuhn
+    # the random mover
+    assert ttt["random_baseline_score"] == 0.50 and ttt["random_baseline_score_ci"] == [0.43, 0.57]
+    assert ttt["random_baseline_optimal_move_rate"] == 0.55
+    assert ttt["random_baseline_optimal_move_rate_ci"] == [0.5, 0.6]
+    assert ttt["random_baseline_score_vs_strongest"] == 0.04
+    assert kuhn["random_baseline_score"] == 0.49
+    # exploitability: at the evaluation's temperature (greedy here) and the sampling one
+    assert kuhn["kuhn_exploitability_before"] == 0.5
+    assert kuhn["kuhn_exploitability_after"] == pytest.approx(1 / 6)
+    assert (kuhn["kuhn_invalid_mass_before"], kuhn["kuhn_invalid_mass_after"]) == (0.99, 0.25)
+    assert kuhn["kuhn_exploitability_temperature"] == 0.0
+    assert kuhn["kuhn_exploitability_after_step"] == 12
+    assert kuhn["kuhn_exploitability_improved"] is True  # 1/6 < 0.5
+    assert kuhn["kuhn_exploitability_sampling_before"] == 0.39
+    assert kuhn["kuhn_exploitability_sampling_after"] == 0.42
+    assert kuhn["kuhn_invalid_mass_sampling_after"] == 0.2
+    assert kuhn["kuhn_exploitability_sampling_temperature"] == 0.7
+    assert not any(k.startswith("kuhn_") for k in ttt)
+    # the earlier keys are all still there
+    assert ttt["invalid_rate_improved"] is True and ttt["score_improved"] is True  # 0.62 > 0.47
+    assert ttt["games_per_eval"] == 200
+
+
+def test_rows_without_the_new_inputs_keep_the_old_shape() -> None:
+    before = [result(TTT, "random-v0", 0.4, [0.3, 0.5])]
+    after = [result(TTT, "random-v0", 0.45, [0.35, 0.55])]
+    row = before_after(before, after)[TTT]
+    assert row["score_improved"] is False
+    assert not any(
+        k.startswith(("random_baseline", "strongest", "score_vs_strongest", "optimal")) for k in row
+    )
+    assert "optimal-move" not in markdown({TTT: row}) and "strongest" not in markdown({TTT: row})
+
+
+def test_the_optimal_move_row_shows_when_only_the_random_mover_has_a_rate() -> None:
+    # a policy whose every move was invalid has no rate; the random mover's still says what a
+    # legal mover gets
+    row = before_after(BEFORE[1:2], AFTER[1:2], BASELINE[:1])[TTT]
+    assert "optimal_move_rate_before" not in row
+    assert (
+        "| tictactoe-v0 | optimal-move rate (vs random-v0) | n/a | n/a | n/a "
+        "| 0.550 [0.500, 0.600] |" in markdown({TTT: row}).splitlines()
+    )
+
+
+def test_markdown_has_one_row_per_measure_with_the_references(tmp_path: Path) -> None:
+    table = write_eval_summary(
+        tmp_path, BEFORE, AFTER, "demo", baseline=BASELINE, readings=READINGS
+    )
+    lines = table.splitlines()
+    assert lines[0] == "| game | measure | before | after | improved | random mover |"
+    assert (
+        "| tictactoe-v0 | score vs random-v0 | 0.400 [0.330, 0.470] | 0.620 [0.550, 0.690] "
+        "| yes | 0.500 [0.430, 0.570] |" in lines
+    )
+    assert (
+        "| tictactoe-v0 | score vs minimax-v0 (strongest) | 0.050 [0.020, 0.080] "
+        "| 0.100 [0.060, 0.140] | yes | 0.040 [0.010, 0.070] |" in lines
+    )
+    assert (
+        "| tictactoe-v0 | optimal-move rate (vs random-v0) | 0.600 [0.550, 0.650] "
+        "| 0.810 [0.770, 0.850] | yes | 0.550 [0.500, 0.600] |" in lines
+    )
+    assert (
+        "| kuhn-poker-v0 | exploitability, greedy (chips/hand, lower is better) | 0.5000 "
+        "| 0.1667 | yes | 0.4583 |" in lines
+    )
+    assert "| kuhn-poker-v0 | invalid reply mass, T=1 | 0.9900 | 0.2500 | yes | 0 |" in lines
+    assert (
+        "| kuhn-poker-v0 | exploitability, T=0.7, training sampling (chips/hand, lower is "
+        "better) | 0.3900 | 0.4200 | no | 0.4583 |" in lines
+    )
+    assert (
+        "kuhn-poker-v0 exploitability references (chips/hand): uniform random 0.458, always "
+        "bet 0.333, card rule 0.167, Nash 0.000. After: the weights of checkpoint step 12." in lines
+    )
+    assert (tmp_path / "eval_summary.md").read_text().startswith("# demo: before and after")
+    saved = json.loads((tmp_path / "eval_summary.json").read_text())
+    assert saved[KUHN]["kuhn_exploitability_after_step"] == 12

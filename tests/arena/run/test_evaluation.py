@@ -1,0 +1,120 @@
+"""The run's extra evaluations: exploitability readings of the weights, the checkpoint they read,
+and the random legal mover.
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/run/test_evaluation.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+import roles
+from arena.eval.exploitability import exploitability
+from arena.eval.policy_reader import greedy, read_seat
+from arena.play.config import GameConfig, SamplingConfig
+from arena.play.episode import PolicySeat
+from arena.policies.chat import ChatFormat
+from arena.policies.hf import HFPolicy
+from arena.policies.types import SamplingParams
+from arena.run.config import EvalConfig, RunConfig
+from arena.run.evaluation import evaluate_baseline, final_checkpoint, read_strategy
+from arena.run.run_log import RunLog
+
+KUHN = "kuhn-poker-v0"
+CONFIG_ROLE = {"prefill": True, "example": "bet", "show_rules": False, "turn_suffix": "Your move?"}
+TINY_EXPLOITABILITY = 0.920001
+"""The tiny model (seed 0) read at temperature 1 with :data:`CONFIG_ROLE`: measured in
+tests/arena/eval/test_policy_reader.py."""
+
+
+def test_read_strategy_reads_the_weights_at_both_temperatures(tiny_model) -> None:
+    model, tokenizer = tiny_model
+    config = RunConfig(
+        model="tiny",
+        games=[GameConfig(id="tictactoe-v0"), GameConfig(id=KUHN, role_kwargs=CONFIG_ROLE)],
+        eval=EvalConfig(temperature=0.0),
+        sampling=SamplingConfig(temperature=1.0),
+    )
+    # the weights are loaded as the inference actors load them: pin fp32, the reference's dtype
+    config = replace(config, inference=replace(config.inference, dtype="float32", device="cpu"))
+    readings = read_strategy(config, ChatFormat(tokenizer), "before", "tiny", 0)
+    assert [(r.game, r.temperature, r.sampling) for r in readings] == [
+        (KUHN, 0.0, False),
+        (KUHN, 1.0, True),
+    ]
+    greedy_read, sampled = readings
+    assert sampled.exploitability == pytest.approx(TINY_EXPLOITABILITY, abs=1e-4)
+    # greedy: the temperature-1 table with all mass on each state's most likely move
+    seat = PolicySeat(
+        HFPolicy(model, tokenizer), roles.make("player-v0", **CONFIG_ROLE), ChatFormat(tokenizer),
+        SamplingParams(),
+    )  # fmt: skip
+    table = read_seat(KUHN, seat, temperature=1.0).table
+    assert greedy_read.exploitability == pytest.approx(exploitability(KUHN, greedy(table)))
+    assert greedy_read.invalid_mass == pytest.approx(sampled.invalid_mass)  # both read at T=1
+    assert all(0.0 <= r.invalid_mass <= 1.0 for r in readings)
+    assert {(r.label, r.step, r.model) for r in readings} == {("before", 0, "tiny")}
+    # one temperature when training samples at the evaluation's
+    same = replace(config, eval=EvalConfig(temperature=1.0))
+    (only,) = read_strategy(same, ChatFormat(tokenizer), "after", "tiny", 3)
+    assert only.exploitability == pytest.approx(TINY_EXPLOITABILITY, abs=1e-4)
+    assert (only.label, only.step, only.sampling) == ("after", 3, False)
+    # no poker game, no reading (and no model load)
+    no_poker = replace(config, games=[GameConfig(id="tictactoe-v0")])
+    assert read_strategy(no_poker, ChatFormat(tokenizer), "before", "no-such-model", 0) == []
+
+
+def _checkpoint(root: Path, step: int, model: bool = True) -> Path:
+    path = root / f"step-{step:08d}"
+    path.mkdir(parents=True)
+    (path / "state.json").write_text(json.dumps({"step": step}))
+    if model:
+        (path / "model").mkdir()
+    return path
+
+
+def test_final_checkpoint_prefers_the_one_just_saved(tmp_path: Path) -> None:
+    config = RunConfig()
+    config = replace(
+        config, learner=replace(config.learner, checkpoint=replace(config.learner.checkpoint))
+    )
+    config.learner.checkpoint.dir = str(tmp_path)
+    assert final_checkpoint(config) is None
+    four, eight = _checkpoint(tmp_path, 4), _checkpoint(tmp_path, 8)
+    assert final_checkpoint(config) == (8, eight)
+    assert final_checkpoint(config, str(four)) == (4, four)
+    # a reply that names no usable checkpoint: the newest complete one with a model
+    broken = _checkpoint(tmp_path, 12, model=False)
+    assert final_checkpoint(config, str(broken)) == (8, eight)
+    assert final_checkpoint(config, "") == (8, eight)
+
+
+def test_baseline_is_the_random_mover_in_the_policy_seat(tmp_path: Path) -> None:
+    # Nim on heaps (1, 1) is lost for whoever moves first, whatever anyone plays: the random
+    # mover loses the games it opens (seat 0: even games) and wins the others, a score of 0.5,
+    # with one move a game;
+    # every move it makes keeps the (forced) outcome, so its optimal-move rate is 1. Against
+    # minimax-v0 the random mover can never win Tic-Tac-Toe.
+    config = RunConfig(
+        games=[GameConfig(id="nim-v0", kwargs={"heaps": [1, 1]}), GameConfig(id="tictactoe-v0")],
+        eval=EvalConfig(games=6, opponents=["random-v0", "minimax-v0"], concurrency=4),
+    )
+    log = RunLog(tmp_path, config)
+    results = asyncio.run(evaluate_baseline(config, log))
+    by = {(r.game, r.opponent): r for r in results}
+    nim = by[("nim-v0", "random-v0")]
+    assert (nim.score, nim.win, nim.loss) == (0.5, 0.5, 0.5)
+    assert (nim.optimal_move_rate, nim.optimal_moves_judged) == (1.0, 6)  # one move a game
+    assert (nim.policy_turns, nim.invalid_rate) == (0, 0.0)
+    assert by[("tictactoe-v0", "minimax-v0")].win == 0.0
+    ttt = by[("tictactoe-v0", "random-v0")]
+    assert ttt.optimal_move_rate is not None and 0.0 < ttt.optimal_move_rate < 1.0
+    assert ttt.optimal_moves_judged >= 6 * 2
+    saved = log.load_eval("baseline")
+    assert saved is not None and [r["game"] for r in saved] == [r.game for r in results]
+    assert json.loads((tmp_path / "evals.jsonl").read_text())["label"] == "baseline"

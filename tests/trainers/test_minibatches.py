@@ -1,0 +1,233 @@
+"""Several optimizer steps per batch: mini-batches and epochs against one old policy.
+
+Run with ``.venv/bin/python -m pytest -q tests/trainers/test_minibatches.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from safetensors.torch import load_file, save_file
+from synthetic import two_seat_episodes
+
+from arena.models import tiny_model
+from trainers.batch import Sample, collate
+from trainers.config import LearnerConfig
+from trainers.learner import Learner
+from trainers.logprobs import TokenLogprobs
+from trainers.optim import build_optimizer
+
+
+def make_config(**sections: dict) -> LearnerConfig:
+    """Small test defaults, with per-section overrides."""
+    data: dict = {"optim": {"lr": 1e-3}, "batch": {"micro_batch_tokens": 64, "max_seq_len": 64}}
+    for name, values in sections.items():
+        data.setdefault(name, {}).update(values)
+    return LearnerConfig.from_dict(data)
+
+
+def params(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {n: p.detach().clone() for n, p in model.named_parameters()}
+
+
+def adam_steps(learner: Learner) -> set[int]:
+    """The step counters AdamW keeps per parameter (one increment per optimizer step)."""
+    return {int(state["step"]) for state in learner.optimizer.state.values()}
+
+
+def capture_kept(learner: Learner) -> list[Sample]:
+    """Record the turns each update trains on (advantages assigned, filters applied)."""
+    kept: list[Sample] = []
+    update = learner._update
+
+    def recording(samples: list[Sample]) -> dict[str, float]:
+        kept.extend(samples)
+        return update(samples)
+
+    learner._update = recording  # type: ignore[method-assign]
+    return kept
+
+
+def test_two_minibatches_take_two_steps_against_the_old_policy(fresh_tiny) -> None:
+    learner = Learner(make_config(loss={"minibatches": 2}), *fresh_tiny)
+    kept = capture_kept(learner)
+    learner.add_episodes(two_seat_episodes(6))
+    metrics = learner.step()
+    assert metrics["optimizer_steps"] == 2.0 and adam_steps(learner) == {2}
+    assert learner.state.step == 1 and metrics["version"] == 1.0  # one batch, one version
+    assert learner.state.samples_trained == len(kept) == metrics["samples"]
+    # Mini-batch 0 trains at ratio 1; mini-batch 1 is scored against the policy from before
+    # the first step, which has moved: its ratios leave 1 (they would not if its old logprobs
+    # came from its own first pass, after the first step).
+    assert metrics["ratio_dev"] > 1e-5
+    for name in ("clip_frac", "dual_clip_frac", "ratio_dev", "entropy", "grad_norm", "loss"):
+        assert torch.isfinite(torch.tensor(metrics[name])), name
+
+
+def test_the_split_is_a_seeded_partition_kept_whole_turns(fresh_tiny) -> None:
+    learner = Learner(make_config(loss={"minibatches": 3}), *fresh_tiny)
+    parts = learner._split(10)
+    assert [len(p) for p in parts] == [4, 3, 3]
+    assert sorted(i for p in parts for i in p) == list(range(10))
+    again = [list(p) for p in learner._split(10)]
+    assert again == [list(p) for p in parts]  # the same on every rank and after a resume
+    learner.state.step = 1
+    assert [list(p) for p in learner._split(10)] != again  # reshuffled for the next batch
+    assert len(learner._split(2)) == 2  # never more mini-batches than turns
+
+
+def test_without_a_step_between_the_ratio_stays_one(fresh_tiny) -> None:
+    # lr 0: no weight moves, so the no-grad old logprobs of mini-batch 1 must equal those of
+    # its training pass (same forward, with or without a graph).
+    learner = Learner(make_config(loss={"minibatches": 2}, optim={"lr": 0.0}), *fresh_tiny)
+    learner.add_episodes(two_seat_episodes(6))
+    metrics = learner.step()
+    assert metrics["optimizer_steps"] == 2.0
+    assert metrics["ratio_dev"] == pytest.approx(0.0, abs=1e-6)
+    assert metrics["clip_frac"] == 0.0
+
+
+def test_a_large_learning_rate_gets_clipped(fresh_tiny) -> None:
+    config = make_config(loss={"minibatches": 2, "ppo_epochs": 2}, optim={"lr": 0.05})
+    learner = Learner(config, *fresh_tiny)
+    learner.add_episodes(two_seat_episodes(8))
+    metrics = learner.step()
+    assert metrics["optimizer_steps"] == 4.0 and adam_steps(learner) == {4}
+    assert metrics["clip_frac"] > 0.0 and metrics["ratio_dev"] > 0.05
+    assert metrics["dual_clip_frac"] > 0.0  # negative advantages with ratios past 3
+
+
+def test_one_step_is_reinforce_with_truncated_is(fresh_tiny) -> None:
+    """minibatches = ppo_epochs = 1 is the update of old: r = 1, so no clip acts, and the step
+    is AdamW on -sum_t a_t min(pi / pi_sampler, C) A logp_t, computed here by hand."""
+    config = make_config(loss={"minibatches": 1, "ppo_epochs": 1})
+    learner = Learner(config, *fresh_tiny)
+    kept = capture_kept(learner)
+    learner.add_episodes(two_seat_episodes(6))
+    metrics = learner.step()
+    assert metrics["optimizer_steps"] == 1.0 and metrics["clip_frac"] == 0.0
+    assert metrics["ratio_dev"] == 0.0 and adam_steps(learner) == {1}
+
+    model, tokenizer = tiny_model(seed=0)
+    model.train()
+    mb = collate(kept, int(tokenizer.pad_token_id))
+    logp, _ = TokenLogprobs(model)(mb.input_ids, mb.attention_mask, mb.target_ids, mb.loss_mask)
+    tis = torch.clamp(torch.exp(logp.detach() - mb.sampler_logprobs), max=config.loss.tis_cap)
+    loss = -(tis * mb.advantages * logp).sum() / logp.numel()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(list(model.parameters()), config.optim.grad_clip)
+    build_optimizer(model, config.optim, torch.device("cpu")).step()
+    assert metrics["loss"] == pytest.approx(float(-(tis * mb.advantages).mean()), rel=1e-5)
+    # AdamW's first step moves each weight by about lr; where a gradient is near eps, float
+    # order (micro-batches vs one batch) shifts that by a little: 1e-3 of lr is the tolerance.
+    trained = params(learner.model)
+    for name, expected in params(model).items():
+        assert torch.allclose(trained[name], expected, rtol=0, atol=1e-6), name
+
+
+def checkpointed(directory: Path) -> LearnerConfig:
+    return make_config(
+        loss={"minibatches": 2, "ppo_epochs": 2},
+        optim={"warmup_steps": 2, "schedule": "cosine", "total_steps": 10},
+        checkpoint={"dir": str(directory), "every": 2},
+    )
+
+
+def test_resume_with_minibatches_is_exact(tmp_path: Path) -> None:
+    straight = Learner(checkpointed(tmp_path / "a"))
+    for i in range(3):
+        straight.add_episodes(two_seat_episodes(4, start=10 * i))
+        straight.step()
+    crashed = Learner(checkpointed(tmp_path / "b"))
+    for i in range(3):  # step 3 is lost: only step 2 was saved
+        crashed.add_episodes(two_seat_episodes(4, start=10 * i))
+        crashed.step()
+    resumed = Learner(checkpointed(tmp_path / "b"))
+    assert resumed.state.step == 2 and adam_steps(resumed) == {8}
+    resumed.add_episodes(two_seat_episodes(4, start=20))
+    metrics = resumed.step()
+    assert metrics["optimizer_steps"] == 4.0 and adam_steps(resumed) == {12}
+    expected = params(straight.model)
+    for name, tensor in params(resumed.model).items():
+        assert torch.equal(tensor, expected[name]), name
+
+
+# -- two gloo ranks: the same split and the same optimizer steps on each --------------------
+STEPS = 2
+
+
+def distributed_config(strategy: str) -> LearnerConfig:
+    return LearnerConfig.from_dict(
+        {
+            "model": "tiny",
+            "device": "cpu",
+            "optim": {"lr": 1e-3},
+            "loss": {"minibatches": 2, "ppo_epochs": 2},
+            "batch": {"micro_batch_tokens": 48, "max_seq_len": 48},
+            "distributed": {"strategy": strategy, "backend": "gloo"},
+        }
+    )
+
+
+def run_rank(rank: int, world: int, port: int, strategy: str, out: str) -> None:
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        RANK=str(rank),
+        WORLD_SIZE=str(world),
+        LOCAL_RANK=str(rank),
+    )
+    torch.set_num_threads(1)
+    learner = Learner(distributed_config(strategy))
+    if rank == 0:
+        for i in range(STEPS):
+            learner.add_episodes(two_seat_episodes(3, start=10 * i))
+            metrics = learner.step()
+            assert metrics is not None and metrics["optimizer_steps"] == 4.0
+        weights = learner.export_weights()
+        learner.close()
+    else:
+        learner.follow()
+        weights = learner.export_weights() if strategy == "ddp" else None
+    assert learner.state.step == STEPS
+    if weights is not None:
+        save_file(
+            {k: v.contiguous() for k, v in weights.items() if k != "lm_head.weight"},
+            f"{out}/rank{rank}.safetensors",
+        )
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp2"])
+def test_ranks_split_alike_and_match_one_process(
+    tmp_path: Path, strategy: str, monkeypatch
+) -> None:
+    mp.spawn(run_rank, args=(2, free_port(), strategy, str(tmp_path)), nprocs=2, join=True)
+    rank0 = load_file(str(tmp_path / "rank0.safetensors"))
+    if strategy == "ddp":
+        rank1 = load_file(str(tmp_path / "rank1.safetensors"))
+        for name, tensor in rank0.items():
+            assert torch.equal(tensor, rank1[name]), name
+    for key in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
+        monkeypatch.delenv(key, raising=False)
+    single = Learner(distributed_config(strategy))
+    for i in range(STEPS):
+        single.add_episodes(two_seat_episodes(3, start=10 * i))
+        single.step()
+    reference = single.export_weights()
+    for name, tensor in rank0.items():
+        assert torch.allclose(tensor, reference[name], atol=1e-5), name
