@@ -32,7 +32,6 @@ from arena.eval.ratings import Z95, wilson
 from arena.play.episode import BotSeat, Seat, play_episode
 from arena.play.seating import resolve_opponent
 from arena.records import Episode
-from games.bots.random_bot import RandomBot
 
 RANDOM_BOT = "random-v0"
 
@@ -189,28 +188,3 @@ async def evaluate(
                 )
             )
     return results
-
-
-async def random_baseline(
-    game_ids: Sequence[str],
-    opponents: Sequence[str],
-    *,
-    games_per_match: int,
-    seed: int = 10_000,
-    concurrency: int = 64,
-    game_kwargs: dict[str, dict[str, Any]] | None = None,
-    on_episode: Callable[[], None] | None = None,
-) -> list[MatchResult]:
-    """A random legal mover in the evaluated seat, in the games :func:`evaluate` plays with the
-    same arguments: what a score (or an optimal-move rate) is worth with no skill at all. It
-    never plays an invalid move, so its invalid rate is 0 and its policy turns are none."""
-    return await evaluate(
-        lambda game_id: BotSeat(RandomBot(), RANDOM_BOT),
-        game_ids,
-        opponents,
-        games_per_match=games_per_match,
-        seed=seed,
-        concurrency=concurrency,
-        game_kwargs=game_kwargs,
-        on_episode=on_episode,
-    )

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import games
+from arena.eval.evaluate import RANDOM_BOT
 from arena.eval.exploitability import (
     KUHN_ALWAYS_BET,
     KUHN_CARD_RULE,
@@ -52,7 +53,6 @@ from arena.eval.exploitability import (
     LEDUC_UNIFORM,
 )
 
-RANDOM_BOT = "random-v0"
 OPTIMAL_KEYS = (("", "_before"), ("", "_after"), ("random_baseline_", ""))
 EXPLOITABILITY_PREFIX = {"kuhn-poker-v0": "kuhn", "leduc-holdem-v0": "leduc"}
 """Games whose exploitability the summary shows -> the prefix of their keys."""

@@ -14,21 +14,24 @@ served policy does not expose, so the coordinator loads the weights itself: the 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 from arena.bus import Actor
-from arena.eval.evaluate import MatchResult, evaluate, random_baseline
+from arena.eval.evaluate import RANDOM_BOT, MatchResult, evaluate
 from arena.eval.exploitability import information_states
 from arena.eval.policy_reader import read_seat_at
 from arena.eval.summary import EXPLOITABILITY_PREFIX, StrategyReading
 from arena.models import load_model
+from arena.play.episode import BotSeat, Seat
 from arena.play.seating import SeatFactory
 from arena.policies.chat import ChatFormat
 from arena.policies.hf import HFPolicy
 from arena.policies.remote import RemotePolicy
 from arena.run.config import RunConfig
 from arena.run.run_log import RunLog
+from games.bots.random_bot import RandomBot
 from trainers.checkpoint import list_checkpoints
 
 _STEP_DIR = re.compile(r"step-(\d+)$")
@@ -44,10 +47,25 @@ async def evaluate_policy(
     c = config
     factory = SeatFactory(c.play, RemotePolicy(actor, c.learner.name, timeout=600), chat)
     params = replace(factory.params, temperature=c.eval.temperature)
+    return await _evaluate(c, log, label, step, lambda g: factory.policy_seat(g, params=params))
+
+
+async def evaluate_baseline(config: RunConfig, log: RunLog) -> list[MatchResult]:
+    """A random legal mover in the policy's seat, with the games and seeds of
+    :func:`evaluate_policy`: what a score (or an optimal-move rate) is worth with no skill at
+    all. Bots only, so it costs what the opponents' moves cost; its invalid rate is 0."""
+    return await _evaluate(config, log, "baseline", 0, lambda g: BotSeat(RandomBot(), RANDOM_BOT))
+
+
+async def _evaluate(
+    config: RunConfig, log: RunLog, label: str, step: int, make_seat: Callable[[str], Seat]
+) -> list[MatchResult]:
+    """``eval.games`` games per game and opponent, with the evaluation's seeds, logged."""
+    c = config
     total = c.eval.games * len(c.games) * len(c.eval.opponents)
     with log.progress(f"eval {label}", total) as advance:
         results = await evaluate(
-            lambda game_id: factory.policy_seat(game_id, params=params),
+            make_seat,
             [g.id for g in c.games],
             c.eval.opponents,
             games_per_match=c.eval.games,
@@ -57,25 +75,6 @@ async def evaluate_policy(
             on_episode=advance,
         )
     log.evaluation(label, step, results)
-    return results
-
-
-async def evaluate_baseline(config: RunConfig, log: RunLog) -> list[MatchResult]:
-    """The random legal mover in the policy's seat, with the games and seeds of
-    :func:`evaluate_policy`: bots only, so it costs what the opponents' moves cost."""
-    c = config
-    total = c.eval.games * len(c.games) * len(c.eval.opponents)
-    with log.progress("eval baseline", total) as advance:
-        results = await random_baseline(
-            [g.id for g in c.games],
-            c.eval.opponents,
-            games_per_match=c.eval.games,
-            seed=c.seed + 10_000,
-            concurrency=c.eval.concurrency,
-            game_kwargs={g.id: g.kwargs for g in c.games},
-            on_episode=advance,
-        )
-    log.evaluation("baseline", 0, results)
     return results
 
 

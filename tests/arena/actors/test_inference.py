@@ -77,6 +77,8 @@ def start_inference(broker: str) -> Iterator[Callable[..., Any]]:
             name,
             "--heartbeat-interval",
             "0.2",
+            "--dtype",
+            "float32",  # exact comparisons: not `auto`, which is bf16 on some CPUs
             *flags,
         )
         procs.append(proc)
