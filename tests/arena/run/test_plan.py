@@ -71,16 +71,18 @@ def test_a_child_gets_its_own_environment(tmp_path: Path) -> None:
             "own", ["broker", "--bind", f"ipc://{tmp_path}/own.sock"], env={"OMP_NUM_THREADS": "1"}
         )
         other = launcher.start("other", ["broker", "--bind", f"ipc://{tmp_path}/other.sock"])
+        # /proc/<pid>/environ shows the parent's environment until the child has exec'd: read
+        # it only once each broker says it is listening
+        deadline = time.monotonic() + 60
+        for name in ("own", "other"):
+            log = tmp_path / f"{name}.log"
+            while "listening on" not in log.read_text() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert "arena broker listening on" in log.read_text()
         for child, threads in ((own, "1"), (other, None)):
             environ = _environ(child.pid)
             assert environ["SHARED"] == "a" and environ.get("OMP_NUM_THREADS") == threads
             assert environ["ARENA_PARENT_PID"] == str(os.getpid())
-        deadline = time.monotonic() + 60
-        while (
-            "listening on" not in (tmp_path / "own.log").read_text() and time.monotonic() < deadline
-        ):
-            time.sleep(0.1)
-        assert "arena broker listening on" in (tmp_path / "own.log").read_text()
         launcher.check()  # both alive: no ChildDied
     finally:
         launcher.stop_all()
