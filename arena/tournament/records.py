@@ -32,42 +32,45 @@ def match_record(match: ScheduledMatch, episode: Episode, agents: list[str]) -> 
         seat["turns"] += 1
         seat["invalid"] += int(not turn.valid)
         seat["tokens"] += len(turn.response_ids)
-    return {
-        "id": match.id,
-        "pair": match.pair,
-        "game": match.game,
-        "seed": match.seed,
-        "seats": list(match.seats),
-        "scores": [game_score(episode, agent) for agent in agents],
-        "returns": [episode.final_rewards[agent] for agent in agents],
-        "moves": len(episode.turns),
-        "termination": episode.termination,
-        "tokens": [per_seat[a]["tokens"] for a in agents],
-        "seconds": round(float(episode.stats.get("seconds", 0.0)), 3),
-        "invalid": [per_seat[a]["invalid"] for a in agents],
-        "turns": [per_seat[a]["turns"] for a in agents],
-        "forfeit": None,
-    }
+    return _record(
+        match,
+        scores=[game_score(episode, agent) for agent in agents],
+        returns=[episode.final_rewards[agent] for agent in agents],
+        moves=len(episode.turns),
+        termination=episode.termination,
+        seconds=float(episode.stats.get("seconds", 0.0)),
+        **{key: [per_seat[a][key] for a in agents] for key in ("tokens", "invalid", "turns")},
+    )
 
 
 def forfeit_record(match: ScheduledMatch, seat: int, reason: str, seconds: float) -> dict[str, Any]:
     """A match the participant in ``seat`` forfeited (it crashed): it loses, the others win."""
     n = len(match.seats)
+    return _record(
+        match,
+        scores=[0.0 if i == seat else 1.0 for i in range(n)],
+        returns=[0.0] * n,
+        moves=0,
+        termination="forfeit",
+        seconds=seconds,
+        tokens=[0] * n,
+        invalid=[0] * n,
+        turns=[0] * n,
+        forfeit={"seat": seat, "participant": match.seats[seat], "reason": reason},
+    )
+
+
+def _record(match: ScheduledMatch, *, seconds: float, **fields: Any) -> dict[str, Any]:
+    """One log line: the match's identity, then ``fields`` (per-seat lists in seat order)."""
     return {
         "id": match.id,
         "pair": match.pair,
         "game": match.game,
         "seed": match.seed,
         "seats": list(match.seats),
-        "scores": [0.0 if i == seat else 1.0 for i in range(n)],
-        "returns": [0.0] * n,
-        "moves": 0,
-        "termination": "forfeit",
-        "tokens": [0] * n,
+        "forfeit": None,
+        **fields,
         "seconds": round(seconds, 3),
-        "invalid": [0] * n,
-        "turns": [0] * n,
-        "forfeit": {"seat": seat, "participant": match.seats[seat], "reason": reason},
     }
 
 
