@@ -42,6 +42,8 @@ for _name, _help in {
     "ratings": "Bradley-Terry ratings with confidence intervals from a matches.jsonl log",
     "eval": "evaluate one checkpoint, model or bot against reference opponents",
     "play": "play a game in the terminal against a checkpoint, a model or a bot",
+    "keys": "generate CURVE keypairs for a secure bus (arena keys generate DIR)",
+    "status": "list every actor registered with a broker: kind, host, services, load, heartbeat",
 }.items():
     commands.register(_name, f"arena.commands.{_name.replace('-', '_')}", help=_help)
 

@@ -105,6 +105,8 @@ class InferenceActor:
             heartbeat_interval=heartbeat_interval,
         )
         self.actor.serve(self.service, self._on_request)
+        self.actor.status["policy_version"] = lambda: self.policy.version
+        self.actor.status["queued"] = lambda: len(self._queue)
         self.actor.serve(f"{self.service}:status", self._on_status)
         self.weights = WeightReceiver(
             self.actor,

@@ -3,10 +3,11 @@
 It knows nothing of games, models or training; it moves messages.
 """
 
-from arena.bus.actor import Actor, BusError, BusTimeout
+from arena.bus.actor import Actor
 from arena.bus.blocking import BlockingActor
 from arena.bus.broker import Broker
 from arena.bus.codec import Blob, Message, ProtocolError, decode, encode
+from arena.bus.errors import BusError, BusTimeout
 
 __all__ = [
     "Actor",

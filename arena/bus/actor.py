@@ -1,4 +1,4 @@
-"""The actor client: one DEALER socket to the broker, driven by an asyncio event loop.
+"""The actor client: a DEALER to the broker, its own ROUTER for direct requests, on asyncio.
 
 An actor registers under a unique name, may offer services and subscribe to topics, and sends
 requests that return futures with a per-request timeout::
@@ -12,65 +12,49 @@ awaitable of it); an exception becomes an ``error`` reply with code ``handler_er
 of type ``episode``, ``weights`` and ``control`` go to the callbacks given to :meth:`Actor.on`
 (by type) or :meth:`Actor.subscribe` (by topic prefix).
 
+**Routing** (``routing=``, see :mod:`arena.bus.peers`): an actor that serves binds its own socket
+and registers its endpoint; requests and directly addressed messages to a resolved service or
+actor go peer to peer, and the broker keeps registration, heartbeats, death notices, pub/sub
+and the directory. ``auto`` (the default) falls back to the broker while a peer's connection
+is not up; ``brokered`` sends everything through the broker.
+
+**Liveness.** The broker heartbeats every actor. An actor that hears nothing for the broker's
+``heartbeat_timeout`` declares it lost: the requests pending through it fail with
+``broker_lost``, it reconnects, and it registers again as soon as a broker answers (a restarted
+broker tells an actor it does not know to register). Direct traffic keeps flowing meanwhile.
+
 For threads that are not asyncio, :class:`~arena.bus.blocking.BlockingActor` runs an actor on a
 background loop and offers the same calls as blocking methods and ``concurrent.futures``.
-
-The socket is a plain pyzmq socket whose file descriptor is watched with ``loop.add_reader``;
-that costs less per message than ``zmq.asyncio``. ZeroMQ's descriptor is edge-triggered, so the
-reader drains the socket completely, and a send made outside the reader re-checks for pending
-input (a send may consume the edge). Sends made while draining need no check: the drain ends
-with a receive that finds nothing, after the send.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import zmq
 
-from arena.bus.codec import (
-    DEFAULT_MAX_MESSAGE_BYTES,
-    Message,
-    ProtocolError,
-    decode,
-    encode,
-)
-from arena.bus.sockets import (
-    EVENTS,
-    NOBLOCK,
-    POLLIN,
-    RCVMORE,
-    check_address,
-    configure_socket,
-    host_info,
-    send,
-)
+from arena.bus.channel import Channel
+from arena.bus.codec import DEFAULT_MAX_MESSAGE_BYTES, Message, ProtocolError, decode, encode
+from arena.bus.directory import Directory
+from arena.bus.errors import BusError, BusTimeout
+from arena.bus.security import Security, curve_client, curve_server, resolve_security
+from arena.bus.serving import Handler, Serving
+from arena.bus.sockets import check_address, configure_socket, host_info
 
 log = logging.getLogger("arena.bus")
 
-Handler = Callable[[Message], Any]
+BROKER = "broker"
+_AUTO: Any = object()
+
+__all__ = ["Actor", "BusError", "BusTimeout", "Handler"]
 
 
-class BusError(RuntimeError):
-    """A request that failed: the remote side, the broker, or the bus itself said no."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
-
-
-class BusTimeout(BusError, TimeoutError):
-    """No reply arrived within the request's timeout."""
-
-
-class Actor:
+class Actor(Serving):
     """An asyncio bus client that can send requests, serve services and receive broadcasts."""
 
     def __init__(
@@ -85,56 +69,66 @@ class Actor:
         request_timeout: float = 30.0,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         context: zmq.Context | None = None,
+        routing: str | None = None,
+        listen: str | None = None,
+        security: Security | None = _AUTO,
     ) -> None:
-        self.name = name
+        """``routing``: ``auto``, ``direct`` or ``brokered`` (default ``ARENA_ROUTING``, else
+        ``auto``); ``listen``: where to bind the
+        direct socket (default: beside the broker, :func:`arena.bus.peers.listen_address`);
+        ``security``: CURVE keys, by default from ``ARENA_KEYS`` (required for ``tcp://`` to a
+        non-loopback address unless ``ARENA_INSECURE=1``, :mod:`arena.bus.security`)."""
+        super().__init__(name, max_message_bytes, services)
         self.address = check_address(address)
         self.kind = kind
         self.heartbeat_interval = heartbeat_interval
+        self.heartbeat_timeout = 5.0 * heartbeat_interval
+        """Silence after which the broker counts as lost (the broker's own value once known)."""
         self.request_timeout = request_timeout
-        self.max_message_bytes = max_message_bytes
         self.counters: Counter[str] = Counter()
-        self._services: dict[str, Handler] = dict(services or {})
+        self.security = resolve_security(address) if security is _AUTO else security
+        self.status: dict[str, Any] = {}
+        """Sent with every heartbeat and listed by ``arena status`` (e.g. ``policy_version``); a
+        callable value is called at each heartbeat."""
         self._topic_handlers: dict[str, Handler] = {t: self._ignore for t in topics}
-        self._type_handlers: dict[str, Handler] = {}
         self._pending: dict[str, tuple[asyncio.Future[Message], float, float]] = {}
         """Request id -> (future, deadline, timeout): one dict, one insert and one pop per call."""
-        self._draining = False
-        self._drain_scheduled = False
         self.timeout_resolution = 0.05
         self._ctx = context or zmq.Context.instance()
-        self._sock: zmq.Socket | None = None
+        self._broker: Channel | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._heartbeat_task: asyncio.Task[None] | None = None
-        self._sweeper_task: asyncio.Task[None] | None = None
+        self._background: list[asyncio.Task[None]] = []
         self._tasks: set[asyncio.Task[Any]] = set()
         self.broker_last_seen = 0.0
+        self.broker_up = False
+        self._registering = False
+        self.directory = Directory(self, routing, listen)
 
     # -- configuration -----------------------------------------------------------------------
-    def serve(self, service: str, handler: Handler) -> None:
-        """Offer ``service``; takes effect at registration (call before :meth:`start`)."""
-        self._services[service] = handler
-
     def subscribe(self, topic: str, handler: Handler) -> None:
         """Receive broadcasts whose topic starts with ``topic`` (call before :meth:`start`)."""
         self._topic_handlers[topic] = handler
 
-    def on(self, mtype: str, handler: Handler) -> None:
-        """Receive directly addressed ``episode``, ``weights`` or ``control`` messages."""
-        self._type_handlers[mtype] = handler
-
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self, timeout: float = 10.0) -> None:
-        """Connect, register with the broker, and start heartbeats."""
+        """Bind the direct socket (if this actor serves), connect, register, start heartbeats."""
         self._loop = asyncio.get_running_loop()
+        self.directory.bind()
+        self._connect_broker()
+        self._background = [
+            self._loop.create_task(self._expire_requests()),
+        ]
+        await self._register(timeout)
+        self._background.append(self._loop.create_task(self._heartbeat()))
+
+    def _connect_broker(self) -> None:
         sock = self._ctx.socket(zmq.DEALER)
         configure_socket(sock, self.max_message_bytes)
         sock.setsockopt(zmq.ROUTING_ID, self.name.encode())
+        if self.security is not None:
+            curve_client(sock, self.security, self.security.broker_public)
         sock.connect(self.address)
-        self._sock = sock
-        self._loop.add_reader(sock.getsockopt(zmq.FD), self._on_readable)
-        self._sweeper_task = self._loop.create_task(self._expire_requests())
-        await self._register(timeout)
-        self._heartbeat_task = self._loop.create_task(self._heartbeat())
+        self._broker = Channel(sock, self._dispatch, self._running_loop(), self.name, self.counters)
 
     async def _register(self, timeout: float) -> None:
         body = {
@@ -142,36 +136,37 @@ class Actor:
             "kind": self.kind,
             "services": sorted(self._services),
             "topics": sorted(self._topic_handlers),
+            "endpoint": self.directory.endpoint,
+            "public_key": self.security.keys.public.decode() if self.security else None,
             **host_info(),
         }
         try:
-            await self._request("register", body, timeout=timeout)
+            reply = await self._request(
+                "register", body, timeout=timeout, dst=BROKER, via_broker=True
+            )
         except BusTimeout:
             raise BusError(
                 "no_broker", f"no broker answered at {self.address} within {timeout:.0f}s"
             ) from None
+        settings = reply.body if isinstance(reply.body, dict) else {}
+        self.heartbeat_timeout = float(settings.get("heartbeat_timeout", self.heartbeat_timeout))
+        self.broker_last_seen = time.monotonic()
+        self.broker_up = True
 
     async def close(self) -> None:
-        """Stop heartbeats, fail pending requests, and close the socket."""
-        for background in (self._heartbeat_task, self._sweeper_task):
-            if background is not None:
-                background.cancel()
-        for task in list(self._tasks):
+        """Stop heartbeats, fail pending requests, and close the sockets."""
+        for task in [*self._background, *self._tasks]:
             task.cancel()
-        if self._sock is not None:
+        if self._broker is not None:
             try:
-                self.send("control", {"op": "unregister"}, dst="broker")
+                self.send("control", {"op": "unregister"}, dst=BROKER)
             except BusError:
                 pass  # the broker will notice the silence instead
-        for future, _, _ in self._pending.values():
-            if not future.done():
-                future.set_exception(BusError("closed", f"actor {self.name} closed"))
-        self._pending.clear()
-        if self._sock is not None:
-            if self._loop is not None:
-                self._loop.remove_reader(self._sock.getsockopt(zmq.FD))
-            self._sock.close(linger=500)  # long enough to flush the unregister message
-            self._sock = None
+        self._fail_pending(lambda _: True, BusError("closed", f"actor {self.name} closed"))
+        self.directory.close()
+        if self._broker is not None:
+            self._broker.close(linger=500)  # long enough to flush the unregister message
+            self._broker = None
 
     async def __aenter__(self) -> Actor:
         await self.start()
@@ -197,7 +192,12 @@ class Actor:
         return self._request(mtype, body, service=service, dst=dst, timeout=timeout)
 
     def _request(
-        self, mtype: str, body: Any, timeout: float | None = None, **route: Any
+        self,
+        mtype: str,
+        body: Any,
+        timeout: float | None = None,
+        via_broker: bool = False,
+        **route: Any,
     ) -> asyncio.Future[Message]:
         loop = self._running_loop()
         future: asyncio.Future[Message] = loop.create_future()
@@ -206,7 +206,10 @@ class Actor:
         )
         delay = self.request_timeout if timeout is None else timeout
         self._pending[msg_id] = (future, time.monotonic() + delay, delay)
-        self._send(frames)
+        if via_broker:
+            self.send_to_broker(frames)
+        else:
+            self.directory.route(msg_id, frames, route.get("service"), route.get("dst"))
         return future
 
     def send(self, mtype: str, body: Any = None, **route: Any) -> str:
@@ -214,51 +217,30 @@ class Actor:
         msg_id, frames = encode(
             mtype, body, src=self.name, max_bytes=self.max_message_bytes, **route
         )
-        self._send(frames)
+        if route.get("topic") is None:
+            self.directory.route(None, frames, route.get("service"), route.get("dst"))
+        else:
+            self.send_to_broker(frames)
         return msg_id
 
     def publish(self, topic: str, body: Any = None, mtype: str = "control") -> str:
-        """Broadcast to every actor subscribed to a prefix of ``topic``."""
+        """Broadcast (through the broker) to every actor subscribed to a prefix of ``topic``."""
         return self.send(mtype, body, topic=topic)
 
-    def _send(self, frames: list[Any]) -> None:
-        sock = self._sock
-        if sock is None:
+    def send_to_broker(self, frames: list[Any]) -> None:
+        if self._broker is None:
             raise BusError("closed", f"actor {self.name} is not connected")
         try:
-            send(sock, frames)
+            self._broker.send(frames)
         except zmq.Again:
             raise BusError("busy", f"send queue of {self.name} is full") from None
-        # The descriptor is edge-triggered and a send can swallow the edge of pending input.
-        # No check is needed while draining or with a drain already scheduled: either ends
-        # with a receive that finds nothing, after this send.
-        if self._draining or self._drain_scheduled or self._loop is None:
-            return
-        if sock.getsockopt(EVENTS) & POLLIN:
-            self._drain_scheduled = True
-            self._loop.call_soon(self._on_readable)
 
-    def _reply(self, request: Message, mtype: str, body: Any) -> None:
-        try:
-            _, frames = encode(
-                mtype,
-                body,
-                src=self.name,
-                dst=request.src,
-                reply_to=request.id,
-                max_bytes=self.max_message_bytes,
-            )
-        except (TypeError, ValueError) as err:
-            self.counters["bad_reply"] += 1
-            _, frames = encode(
-                "error",
-                {"code": "handler_error", "message": str(err)},
-                src=self.name,
-                dst=request.src,
-                reply_to=request.id,
-            )
-        if self._sock is not None:
-            self._send(frames)
+    def _reply_to_broker(self, frames: list[Any]) -> None:
+        if self._broker is not None:
+            self.send_to_broker(frames)
+
+    def _reply_direct(self, identity: bytes, frames: list[Any]) -> None:
+        self.directory.reply(identity, frames)
 
     async def _expire_requests(self) -> None:
         # One sweeper instead of a timer per request: timers cost more than the sends they guard.
@@ -268,39 +250,24 @@ class Actor:
             expired = [i for i, (_, t, _) in self._pending.items() if t <= now]
             for msg_id in expired:
                 future, _, delay = self._pending.pop(msg_id)
+                self.directory.forget(msg_id)
                 if not future.done():
                     self.counters["timeouts"] += 1
                     future.set_exception(BusTimeout("timeout", f"no reply within {delay:g}s"))
 
-    # -- receiving ---------------------------------------------------------------------------
-    def _on_readable(self) -> None:
-        self._drain_scheduled = False
-        sock = self._sock
-        if sock is None or self._draining:
-            return
-        self._draining = True
-        try:
-            while True:
-                try:
-                    frames = [sock.recv(NOBLOCK)]  # the header: small, so copied
-                except zmq.Again:
-                    break
-                while sock.getsockopt(RCVMORE):
-                    frames.append(sock.recv(copy=False))  # binary frames, zero-copy
-                try:
-                    self._dispatch(frames)
-                except Exception:  # e.g. a reply that found the send queue full
-                    # Keep draining: stopping here would strand the queued messages, since
-                    # the descriptor will not signal them again.
-                    self.counters["dispatch_error"] += 1
-                    log.exception("%s failed to handle a message", self.name)
-                sock = self._sock
-                if sock is None:
-                    break
-        finally:
-            self._draining = False
+    def fail(self, msg_id: str, error: BusError) -> None:
+        """Fail one pending request now (its peer died, it could not be routed)."""
+        entry = self._pending.pop(msg_id, None)
+        if entry is not None and not entry[0].done():
+            entry[0].set_exception(error)
 
+    def _fail_pending(self, which: Any, error: BusError) -> None:
+        for msg_id in [i for i in self._pending if which(i)]:
+            self.fail(msg_id, error)
+
+    # -- receiving ---------------------------------------------------------------------------
     def _dispatch(self, frames: list[Any]) -> None:
+        """A message from the broker."""
         try:
             msg = decode(frames, self.max_message_bytes)
         except ProtocolError as err:
@@ -310,18 +277,21 @@ class Actor:
         self.broker_last_seen = time.monotonic()
         mtype = msg.type
         if mtype in ("reply", "error"):
-            self._resolve(msg)
+            self.resolve(msg)
         elif mtype == "request":
-            self._handle_request(msg)
+            self.handle_request(msg, None)
         elif mtype == "heartbeat":
             return
         elif msg.topic is not None:
-            handler = self._match_topic(msg.topic)
-            self._call(handler, msg)
+            self.call_handler(self._match_topic(msg.topic), msg)
+        elif mtype == "control" and msg.src == BROKER:
+            self._broker_control(msg)
         else:
-            self._call(self._type_handlers.get(mtype), msg)
+            self.call_handler(self._type_handlers.get(mtype), msg)
 
-    def _resolve(self, msg: Message) -> None:
+    def resolve(self, msg: Message) -> None:
+        """Settle the request that ``msg`` (a reply or an error) answers."""
+        self.directory.forget(msg.reply_to or "")
         entry = self._pending.pop(msg.reply_to, None)  # type: ignore[arg-type]
         if entry is None:
             self.counters["unknown_reply"] += 1
@@ -349,100 +319,103 @@ class Actor:
         except (ProtocolError, AttributeError):
             code = None
         self.counters[f"error:{code}"] += 1
-        if code == "not_registered" and self._loop is not None:
-            # The broker restarted and forgot us: register again.
-            log.warning("%s is unknown to the broker; registering again", self.name)
-            self._spawn(self._register(timeout=self.request_timeout))
+        if code == "not_registered" and msg.src == BROKER:
+            self._register_again("the broker does not know this actor (it restarted)")
         else:
             log.warning("%s got error %r for message %r", self.name, code, msg.reply_to)
 
-    def _handle_request(self, msg: Message) -> None:
-        handler = self._services.get(msg.service or "")
-        if handler is None:
-            self.counters["unknown_service"] += 1
-            self._reply(
-                msg,
-                "error",
-                {
-                    "code": "unknown_service",
-                    "message": f"{self.name} does not serve {msg.service!r}",
-                },
-            )
-            return
+    def _broker_control(self, msg: Message) -> None:
         try:
-            result = handler(msg)
-        except ProtocolError as err:
-            self.counters[err.code] += 1
-            self._reply(msg, "error", {"code": err.code, "message": err.message})
-            return
-        except BusError as err:
-            self._reply(msg, "error", {"code": err.code, "message": err.message})
-            return
-        except Exception as err:
-            self.counters["handler_error"] += 1
-            log.exception("%s: handler for %r failed", self.name, msg.service)
-            self._reply(msg, "error", {"code": "handler_error", "message": repr(err)})
-            return
-        if inspect.isawaitable(result):
-            self._spawn(self._finish(msg, result))
+            body = msg.body
+            op = body.get("op") if isinstance(body, dict) else None
+        except ProtocolError:
+            op = None
+        if op == "directory":
+            self.directory.update(body)
+        elif op == "register":
+            self._register_again("the broker asked")
         else:
-            self._reply(msg, "reply", result)
+            self.counters["bad_control"] += 1
+            log.warning("%s got an unknown control op %r from the broker", self.name, op)
 
-    async def _finish(self, msg: Message, pending: Awaitable[Any]) -> None:
-        try:
-            result = await pending
-        except (ProtocolError, BusError) as err:
-            self._reply(msg, "error", {"code": err.code, "message": err.message})
-        except Exception as err:
-            self.counters["handler_error"] += 1
-            log.exception("%s: handler for %r failed", self.name, msg.service)
-            self._reply(msg, "error", {"code": "handler_error", "message": repr(err)})
-        else:
-            self._reply(msg, "reply", result)
+    def _register_again(self, why: str) -> None:
+        if self._registering or self._loop is None:
+            return
+        log.warning("%s registers again: %s", self.name, why)
+        self._registering = True
+
+        async def register() -> None:
+            try:
+                await self._register(timeout=max(self.heartbeat_timeout, 1.0))
+                self.counters["registered_again"] += 1
+                log.warning("%s registered again with the broker", self.name)
+                self.directory.refresh()
+            except BusError as err:
+                log.warning("%s could not register again: %s", self.name, err)
+            finally:
+                self._registering = False
+
+        self._spawn(register())
 
     def _match_topic(self, topic: str) -> Handler | None:
         best = max((t for t in self._topic_handlers if topic.startswith(t)), key=len, default=None)
         return self._topic_handlers.get(best) if best is not None else None
 
-    def _call(self, handler: Handler | None, msg: Message) -> None:
-        if handler is None:
-            self.counters[f"unhandled:{msg.type}"] += 1
-            log.warning("%s has no handler for %s message %s", self.name, msg.type, msg.id)
-            return
-        try:
-            result = handler(msg)
-        except Exception:
-            self.counters["handler_error"] += 1
-            log.exception("%s: %s handler failed", self.name, msg.type)
-            return
-        if inspect.isawaitable(result):
-            self._spawn(self._guard(result))
-
-    async def _guard(self, pending: Awaitable[Any]) -> None:
-        try:
-            await pending
-        except Exception:
-            self.counters["handler_error"] += 1
-            log.exception("%s: async handler failed", self.name)
-
-    def _spawn(self, coro: Awaitable[Any]) -> None:
-        task = self._running_loop().create_task(coro)  # type: ignore[arg-type]
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
     @staticmethod
     def _ignore(msg: Message) -> None:
         return None
 
+    # -- liveness ----------------------------------------------------------------------------
     async def _heartbeat(self) -> None:
         while True:
             await asyncio.sleep(self.heartbeat_interval)
+            silent = time.monotonic() - self.broker_last_seen
+            if self.broker_up and silent > self.heartbeat_timeout:
+                self._broker_lost(silent)
             try:
-                self.send("heartbeat")
+                self.send_to_broker(self._heartbeat_frames())
             except BusError as err:
                 log.warning("%s could not send a heartbeat: %s", self.name, err)
+
+    def _heartbeat_frames(self) -> list[Any]:
+        body = {"load": self.load}
+        for key, value in self.status.items():
+            body[key] = value() if callable(value) else value
+        return encode("heartbeat", body, src=self.name)[1]
+
+    def _broker_lost(self, silent: float) -> None:
+        """No word from the broker for longer than its timeout: fail what waits on it, drop
+        what is queued for it, and reconnect; its return is noticed by the heartbeats."""
+        self.broker_up = False
+        self.counters["broker_lost"] += 1
+        log.warning(
+            "%s heard nothing from the broker at %s for %.1fs; reconnecting (direct traffic "
+            "goes on)",
+            self.name,
+            self.address,
+            silent,
+        )
+        error = BusError("broker_lost", f"the broker at {self.address} stopped answering")
+        self._fail_pending(lambda i: not self.directory.is_direct(i), error)
+        if self._broker is not None:
+            self._broker.close()
+        self._connect_broker()
+
+    # -- plumbing used by the serving side and the directory ----------------------------------
+    def _spawn(self, coro: Any) -> None:
+        task = self._running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
             raise BusError("closed", f"actor {self.name} has not been started")
         return self._loop
+
+    @property
+    def context(self) -> zmq.Context:
+        return self._ctx
+
+    def server_security(self, sock: zmq.Socket) -> None:
+        if self.security is not None:
+            curve_server(sock, self.security)

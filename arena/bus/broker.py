@@ -14,8 +14,20 @@
   ``broker`` instead, and subscribers see ``actor.left``.
 - **Bad input** never stops the broker: it counts the fault in :attr:`Broker.counters`, logs a
   warning and, where the sender can be addressed, sends it an ``error`` reply.
+- **Directory.** An actor that serves registers the endpoint of its own socket (and its CURVE
+  public key). ``broker.resolve`` (body ``{"key": "service:NAME"}`` or ``{"key": "name:ACTOR"}``)
+  answers with the instances (name, endpoint, public key), and from then on the asker gets a
+  ``control`` message ``{"op": "directory", "key", "instances"}`` whenever that entry changes
+  (an instance joined, left or died). Requests then go peer to peer (:mod:`arena.bus.peers`);
+  the broker routes only what is sent to it: first contacts, fallbacks, broadcasts.
+- **Restarts.** A broker that restarts knows nobody: a message from an unknown actor, heartbeat
+  included, is answered with ``not_registered``, and the actor registers again.
+- **Security.** With CURVE keys (:mod:`arena.bus.security`) only allow-listed public keys get
+  through the handshake; without keys, binding a non-loopback ``tcp://`` address needs
+  ``insecure``.
 - **Built-in services** answered by the broker itself: ``echo`` (for ``arena ping``),
-  ``broker.actors`` (the registry) and ``broker.stats`` (the fault counters).
+  ``broker.actors`` (the registry, for ``arena status``), ``broker.stats`` (the fault
+  counters) and ``broker.resolve`` (the directory).
 
 The broker never unpacks message bodies it routes; it forwards the original frames.
 """
@@ -40,12 +52,14 @@ from arena.bus.codec import (
     encode,
     validate_body,
 )
+from arena.bus.security import Security, curve_server, resolve_security
 from arena.bus.sockets import RCVMORE, configure_socket, send
 
 log = logging.getLogger("arena.broker")
 
 BROKER_NAME = "broker"
-BUILTIN_SERVICES = ("echo", "broker.actors", "broker.stats")
+BUILTIN_SERVICES = ("echo", "broker.actors", "broker.stats", "broker.resolve")
+_AUTO: Any = object()
 
 
 @dataclass
@@ -60,6 +74,12 @@ class ActorInfo:
     pid: int
     identity: bytes
     last_seen: float
+    endpoint: str | None = None
+    """Where peers send requests straight to it (None: only through the broker)."""
+    public_key: str | None = None
+    """Its CURVE public key (z85), for peers connecting to its endpoint."""
+    status: dict[str, Any] = field(default_factory=dict)
+    """What its last heartbeat reported: ``load`` (requests in service), e.g. ``policy_version``."""
     outstanding: set[tuple[str, str]] = field(default_factory=set)
     """(requester, request id) pairs routed to this actor and not yet answered."""
     delivered: list[str] = field(default_factory=list)
@@ -73,7 +93,14 @@ class ActorInfo:
             "topics": self.topics,
             "host": self.host,
             "pid": self.pid,
+            "endpoint": self.endpoint,
+            "status": self.status,
+            "last_heartbeat": round(time.monotonic() - self.last_seen, 3),
         }
+
+    def instance(self) -> dict[str, Any]:
+        """Its directory entry."""
+        return {"name": self.name, "endpoint": self.endpoint, "public_key": self.public_key}
 
 
 class Broker:
@@ -88,7 +115,10 @@ class Broker:
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         pending_ttl: float = 600.0,
         context: zmq.Context | None = None,
+        security: Security | None = _AUTO,
     ) -> None:
+        """``security``: CURVE keys (identity ``broker``), by default from ``ARENA_KEYS``; see
+        :func:`arena.bus.security.resolve_security` for when plain ``tcp://`` is refused."""
         self.addresses = [bind] if isinstance(bind, str) else list(bind)
         self.heartbeat_interval = heartbeat_interval
         self.heartbeat_timeout = heartbeat_timeout
@@ -100,11 +130,21 @@ class Broker:
         self._offering: dict[str, list[ActorInfo]] = {}
         self._pending: dict[tuple[str, str], tuple[str, float]] = {}
         self._rotation = itertools.count()
+        self._watchers: dict[str, set[str]] = {}
+        """Directory key -> names of the actors that resolved it (told of every change)."""
+        self._told_to_register: dict[bytes, float] = {}
         self._stop = threading.Event()
         self._ctx = context or zmq.Context.instance()
         self._sock = self._ctx.socket(zmq.ROUTER)
         configure_socket(self._sock, max_message_bytes)
         self._sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        self._sock.setsockopt(zmq.ROUTER_HANDOVER, 1)  # a restarted actor takes its name back
+        if security is _AUTO:
+            securities = {resolve_security(a, identity="broker") for a in self.addresses}
+            security = next((s for s in securities if s is not None), None)
+        self.security = security
+        if security is not None:
+            curve_server(self._sock, security)
         self.bound: list[str] = []
         for address in self.addresses:
             self._sock.bind(address)
@@ -171,16 +211,13 @@ class Broker:
                 self._route_reply(identity, header, body_frames)
                 return
         elif mtype == "heartbeat" and actor is not None:
+            self._heard(actor, header, body_frames)
             return
         elif mtype == "register":
             self._register(identity, _message(header, body_frames))
             return
         if actor is None:
-            self._reject(
-                identity,
-                _message(header, body_frames),
-                ProtocolError("not_registered", "register before sending"),
-            )
+            self._unknown(identity, header, body_frames, now)
             return
         dst = header["dst"]
         if dst is not None:
@@ -226,6 +263,8 @@ class Broker:
         try:
             body = msg.body
             validate_body("register", body)
+            endpoint = _optional_str(body.get("endpoint"))
+            public_key = _optional_str(body.get("public_key"))
         except ProtocolError as err:
             self._reject(identity, msg, err)
             return
@@ -249,10 +288,14 @@ class Broker:
             pid=body["pid"],
             identity=identity,
             last_seen=time.monotonic(),
+            endpoint=endpoint,
+            public_key=public_key,
         )
         self.actors[name] = info
         self._by_identity[identity] = info
+        self._told_to_register.pop(identity, None)
         self._reindex()
+        self._tell_watchers(info)
         self.counters["registered"] += 1
         log.info("registered %s (%s) services=%s", name, info.kind, info.services)
         self._send(
@@ -316,6 +359,15 @@ class Broker:
             body: Any = [a.public() for a in self.actors.values()]
         elif msg.service == "broker.stats":
             body = dict(self.counters)
+        elif msg.service == "broker.resolve":
+            requester = self._by_identity.get(identity)
+            try:
+                if requester is None:
+                    raise ProtocolError("not_registered", "register before resolving")
+                body = self._resolve(requester, msg)
+            except ProtocolError as err:
+                self._reject(identity, msg, err)
+                return
         elif msg.service == "echo":
             try:
                 body = msg.body
@@ -344,8 +396,81 @@ class Broker:
 
     def _remove(self, actor: ActorInfo) -> None:
         self.actors.pop(actor.name, None)
-        self._by_identity.pop(actor.identity, None)
+        if self._by_identity.get(actor.identity) is actor:
+            self._by_identity.pop(actor.identity, None)
         self._reindex()
+        self._tell_watchers(actor)
+        for watchers in self._watchers.values():
+            watchers.discard(actor.name)
+
+    # -- the directory -----------------------------------------------------------------------
+    def _instances(self, key: str) -> list[dict[str, Any]] | None:
+        kind, _, name = key.partition(":")
+        if kind == "service":
+            actors = self._offering.get(name, [])
+        elif kind == "name":
+            actors = [self.actors[name]] if name in self.actors else []
+        else:
+            return None
+        return [a.instance() for a in actors if a.endpoint is not None]
+
+    def _resolve(self, requester: ActorInfo, msg: Message) -> Any:
+        key = msg.body.get("key") if isinstance(msg.body, dict) else None
+        instances = self._instances(key) if isinstance(key, str) else None
+        if instances is None:
+            raise ProtocolError("schema", 'resolve takes {"key": "service:NAME" or "name:ACTOR"}')
+        self._watchers.setdefault(key, set()).add(requester.name)  # type: ignore[arg-type]
+        return instances
+
+    def _tell_watchers(self, actor: ActorInfo) -> None:
+        """Tell everyone who resolved an entry that ``actor`` belongs to that it changed."""
+        keys = [f"name:{actor.name}", *(f"service:{s}" for s in actor.services)]
+        for key in keys:
+            watchers = self._watchers.get(key)
+            if not watchers:
+                continue
+            body = {"op": "directory", "key": key, "instances": self._instances(key)}
+            for name in list(watchers):
+                watcher = self.actors.get(name)
+                if watcher is None:
+                    watchers.discard(name)
+                elif watcher is not actor:
+                    self._send(watcher.identity, "control", body, dst=name)
+
+    # -- liveness of what the broker hears -----------------------------------------------------
+    def _heard(self, actor: ActorInfo, header: dict[str, Any], body_frames: list[Any]) -> None:
+        """A heartbeat: its body, if any, is the actor's status (load, policy version)."""
+        if len(header["body"]) <= 1:  # msgpack nil: an old-style empty heartbeat
+            return
+        try:
+            status = _message(header, body_frames).body
+        except ProtocolError as err:
+            self.counters[err.code] += 1
+            return
+        if isinstance(status, dict):
+            actor.status = status
+
+    def _unknown(
+        self, identity: bytes, header: dict[str, Any], body_frames: list[Any], now: float
+    ) -> None:
+        """A message from an actor this broker does not know (it restarted, or the actor was
+        declared dead): tell it to register, at most once per heartbeat interval."""
+        self.counters["not_registered"] += 1
+        last = self._told_to_register.get(identity, 0.0)
+        if now - last < self.heartbeat_interval:
+            return
+        self._told_to_register[identity] = now
+        if len(self._told_to_register) > 4096:
+            self._told_to_register.clear()
+        msg = _message(header, body_frames)
+        log.warning("message from unknown actor %r: telling it to register", identity)
+        self._send(
+            identity,
+            "error",
+            {"code": "not_registered", "message": "register before sending"},
+            dst=msg.src,
+            reply_to=msg.id,
+        )
 
     # -- liveness ----------------------------------------------------------------------------
     def _tick(self) -> None:
@@ -438,3 +563,9 @@ def _message(header: dict[str, Any], frames: list[Any]) -> Message:
         frames[1:],
         header["frames"],
     )
+
+
+def _optional_str(value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise ProtocolError("schema", f"expected a string or nil, got {type(value).__name__}")
+    return value

@@ -48,10 +48,15 @@ EVENTS = int(zmq.EVENTS)
 POLLIN = int(zmq.POLLIN)
 
 
+COPY_BELOW = 1 << 16
+"""Parts smaller than this are copied: cheaper than pyzmq's zero-copy bookkeeping."""
+
+
 def send(sock: zmq.Socket, parts: list[Any], flags: int = NOBLOCK) -> None:
-    """Send a multipart message. Small ``bytes`` parts are copied (cheaper than pyzmq's zero-copy
-    bookkeeping); arrays and received ``zmq.Frame`` objects go without a copy."""
+    """Send a multipart message. Small ``bytes`` parts are copied; large ones, arrays and
+    received ``zmq.Frame`` objects go without a copy."""
     last = len(parts) - 1
     more = flags | SNDMORE
     for i, part in enumerate(parts):
-        sock.send(part, more if i < last else flags, copy=type(part) is bytes)
+        copy = type(part) is bytes and len(part) < COPY_BELOW
+        sock.send(part, more if i < last else flags, copy=copy)

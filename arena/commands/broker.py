@@ -1,8 +1,14 @@
-"""``arena broker --bind ADDR``: run a broker until Ctrl-C or SIGTERM."""
+"""``arena broker --bind ADDR [--keys DIR]``: run a broker until Ctrl-C or SIGTERM.
+
+With ``--keys`` (or ``ARENA_KEYS``) it loads the keypair ``broker`` and admits only the keys in
+DIR/authorized/; without, it binds only loopback or ipc:// addresses unless ``--insecure``.
+"""
 
 from __future__ import annotations
 
 import argparse
+
+from arena.commands.bus_options import add_bus_arguments, apply_bus_arguments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -12,6 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         required=True,
         help="address to bind, e.g. tcp://*:5555 or ipc:///tmp/arena.sock (repeatable)",
     )
+    add_bus_arguments(parser, connect=False)
     parser.add_argument(
         "--heartbeat-interval", type=float, default=1.0, help="seconds between heartbeats"
     )
@@ -27,6 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    apply_bus_arguments(args)
     from arena.bus.broker import Broker
     from arena.core.process import on_stop_signal
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 
+from arena.commands.bus_options import add_bus_arguments, apply_bus_arguments
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("address", help="broker address, e.g. tcp://127.0.0.1:5555")
+    add_bus_arguments(parser, connect=False)
     parser.add_argument("--name", default="echo", help="actor name on the bus")
     parser.add_argument("--service", default="bench.echo", help="service to answer")
     parser.add_argument(
@@ -21,6 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    apply_bus_arguments(args)
     import asyncio
 
     from arena.bus.echo import serve_echo

@@ -1,4 +1,4 @@
-"""``arena inference --address ADDR [--model M] [--name N] ...``: one inference actor.
+"""``arena inference --connect ADDR [--model M] [--name N] ...``: one inference actor.
 
 It serves one policy as ``policy:<name>`` on the bus, batching requests from every rollout
 actor, and applies weight updates between batches (:mod:`arena.actors.inference`). Its flags
@@ -11,12 +11,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 
+from arena.commands.bus_options import add_bus_arguments, apply_bus_arguments
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from arena.core.config import add_arguments as add_config_arguments
     from arena.policies.config import NOT_FLAGS, InferenceConfig
 
-    parser.add_argument("--address", required=True, help="broker address (ipc:// or tcp://)")
+    add_bus_arguments(parser)
     parser.add_argument(
         "--actor-name", default=None, help="name on the bus (default inference-NAME-PID)"
     )
@@ -34,6 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    apply_bus_arguments(args)
     from arena.actors.inference import InferenceActor
     from arena.core.config import from_arguments, parse_assignments
     from arena.core.process import serve

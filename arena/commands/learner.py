@@ -1,4 +1,4 @@
-"""``arena learner --address ADDR [--config LEARNER.yaml] [key=value ...]``: the learner actor.
+"""``arena learner --connect ADDR [--config LEARNER.yaml] [key=value ...]``: the learner actor.
 
 It trains the shared policy on the episodes sent to service ``learner`` and publishes every new
 version's weights (:mod:`trainers.learner_actor`). The config is a
@@ -6,16 +6,18 @@ version's weights (:mod:`trainers.learner_actor`). The config is a
 ``optim.lr=1e-5``). Under ``torchrun`` every rank runs this command; rank 0 serves the bus and
 the others follow its collective calls::
 
-    torchrun --nproc-per-node 4 -m arena learner --address tcp://broker-host:5555 --config l.yaml
+    torchrun --nproc-per-node 4 -m arena learner --connect tcp://host:5555 --keys DIR --config l.yaml
 """
 
 from __future__ import annotations
 
 import argparse
 
+from arena.commands.bus_options import add_bus_arguments, apply_bus_arguments
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--address", required=True, help="broker address (ipc:// or tcp://)")
+    add_bus_arguments(parser)
     parser.add_argument("--name", default="learner", help="actor name on the bus")
     parser.add_argument("--config", help="YAML file with LearnerConfig fields")
     parser.add_argument(
@@ -28,6 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    apply_bus_arguments(args)
     from arena.core.config import load_config
     from arena.core.process import serve
     from trainers.config import LearnerConfig

@@ -1,4 +1,4 @@
-"""``arena rollout --address ADDR --config RUN.yaml --index I``: one rollout actor.
+"""``arena rollout --connect ADDR --config RUN.yaml --index I``: one rollout actor.
 
 It reads the run config (the ``config.yaml`` that ``arena train`` writes into its run
 directory, or any run config), serves collect orders as ``rollout-<I>`` and sends every
@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 
+from arena.commands.bus_options import add_bus_arguments, apply_bus_arguments
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--address", required=True, help="broker address (ipc:// or tcp://)")
+    add_bus_arguments(parser)
     parser.add_argument(
         "--config", required=True, help="run config (YAML), e.g. runs/x/y/config.yaml"
     )
@@ -22,6 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    apply_bus_arguments(args)
     from arena.actors.rollout import RolloutActor
     from arena.core.process import serve
     from arena.run.config import load_run_config

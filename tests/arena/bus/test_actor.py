@@ -41,11 +41,14 @@ def test_failure_mid_drain_does_not_strand_queued_messages(inproc_broker) -> Non
             context=ctx,
             heartbeat_interval=30.0,
             services={"echo": lambda m: m.body},
+            routing="brokered",
         )
-        client = Actor("client", address, context=ctx, heartbeat_interval=30.0)
+        client = Actor("client", address, context=ctx, heartbeat_interval=30.0, routing="brokered")
         await echo.start()
         await client.start()
-        dispatch, seen = echo._dispatch, []
+        channel = echo._broker
+        assert channel is not None
+        dispatch, seen = channel.on_frames, []
 
         def flaky(frames: list[object]) -> None:
             seen.append(frames)
@@ -53,7 +56,7 @@ def test_failure_mid_drain_does_not_strand_queued_messages(inproc_broker) -> Non
                 raise RuntimeError("first message fails outside any handler")
             dispatch(frames)
 
-        echo._dispatch = flaky  # type: ignore[method-assign]
+        channel.on_frames = flaky
         futures = [client.request(i, service="echo", timeout=1.0) for i in range(20)]
         results = await asyncio.gather(*futures, return_exceptions=True)
         await client.close()

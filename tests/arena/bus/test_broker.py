@@ -159,10 +159,15 @@ class Raw:
         return msgpack.packb(header)
 
     def recv(self, timeout: float = 5.0) -> tuple[dict, object]:
-        assert self.sock.poll(int(timeout * 1000)), "no reply from the broker"
-        frames = self.sock.recv_multipart()
-        header = msgpack.unpackb(frames[0])
-        return header, msgpack.unpackb(header["body"])
+        """The next message that is not one of the broker's heartbeats (which may come at any
+        moment between a request and its answer)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            assert left > 0 and self.sock.poll(int(left * 1000)), "no reply from the broker"
+            header = msgpack.unpackb(self.sock.recv_multipart()[0])
+            if header["type"] != "heartbeat":
+                return header, msgpack.unpackb(header["body"])
 
     def register(self) -> None:
         self.send(

@@ -1,0 +1,361 @@
+"""An actor's side of the direct data plane (see :mod:`arena.bus.peers` for the design).
+
+:class:`Directory` owns the actor's own ROUTER (requests addressed to it straight from peers),
+the cache of resolved services and names, the DEALERs to peers, and the routing decision for
+each outgoing request or message: peer to peer, or through the broker.
+
+**Bad input on the direct socket** gets what the broker gives: an ``error`` reply, a counter and
+a logged warning. The socket enforces the size limit (libzmq's hard cap, then the codec's soft
+one) and the schema; it takes ``request``, ``episode``, ``weights`` and ``control`` only, and a
+message whose ``src`` is not the sender's routing id is refused (``schema``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from typing import Any, Protocol
+
+import zmq
+from zmq.utils.monitor import parse_monitor_message
+
+from arena.bus.channel import Channel
+from arena.bus.codec import ProtocolError, decode, encode
+from arena.bus.errors import BusError
+from arena.bus.peers import (
+    Instance,
+    Peer,
+    advertised,
+    check_routing,
+    listen_address,
+    pick,
+    remove_ipc_file,
+)
+from arena.bus.security import Security
+from arena.bus.sockets import configure_socket
+
+log = logging.getLogger("arena.bus")
+
+DIRECT_TYPES = frozenset({"request", "episode", "weights", "control"})
+"""What a peer may send to an actor's own socket; everything else goes through the broker."""
+
+
+class Owner(Protocol):
+    """What :class:`Directory` needs of its actor (:class:`arena.bus.actor.Actor`)."""
+
+    name: str
+    address: str
+    max_message_bytes: int
+    serves: bool
+    _type_handlers: dict[str, Any]
+    heartbeat_interval: float
+    heartbeat_timeout: float
+    broker_up: bool
+    security: Security | None
+    counters: Counter[str]
+
+    @property
+    def context(self) -> zmq.Context: ...
+
+    def server_security(self, sock: zmq.Socket) -> None: ...
+    def send_to_broker(self, frames: list[Any]) -> None: ...
+    def fail(self, msg_id: str, error: BusError) -> None: ...
+    def resolve(self, msg: Any) -> None: ...
+    def request(self, body: Any = None, **route: Any) -> asyncio.Future[Any]: ...
+    def _running_loop(self) -> asyncio.AbstractEventLoop: ...
+    def _spawn(self, coro: Any) -> None: ...
+    def handle_request(self, msg: Any, origin: bytes | None) -> None: ...
+    def call_handler(self, handler: Any, msg: Any) -> None: ...
+
+
+class Directory:
+    """Resolved names, peer connections and this actor's own endpoint."""
+
+    def __init__(self, actor: Owner, routing: str | None, listen: str | None) -> None:
+        self.actor = actor
+        self.routing = check_routing(routing)
+        self.listen = listen
+        self.endpoint: str | None = None
+        """Where peers reach this actor (None: it does not serve, or routing is brokered)."""
+        self.connect_timeout = 10.0
+        """``direct`` routing: how long a message waits for a peer's connection to come up."""
+        self._server: Channel | None = None
+        self._entries: dict[str, list[Instance]] = {}
+        self._resolving: set[str] = set()
+        self._peers: dict[str, Peer] = {}
+        self._channels: dict[str, tuple[Channel, Channel]] = {}
+        self._routed: dict[str, Peer] = {}
+        """Request id -> the peer it was sent to, until answered."""
+
+    # -- this actor's own socket ---------------------------------------------------------------
+    def bind(self) -> None:
+        actor = self.actor
+        if self.routing == "brokered" or not actor.serves:
+            return
+        sock = actor.context.socket(zmq.ROUTER)
+        configure_socket(sock, actor.max_message_bytes)
+        sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        sock.setsockopt(zmq.ROUTER_HANDOVER, 1)  # a restarted client takes its name back
+        actor.server_security(sock)
+        sock.bind(self.listen or listen_address(actor.address, actor.name))
+        bound = sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        self.endpoint = advertised(bound, actor.address)
+        loop = actor._running_loop()
+        self._server = Channel(sock, self._on_direct, loop, f"{actor.name}/direct", actor.counters)
+        log.info("%s takes direct requests at %s", actor.name, self.endpoint)
+
+    def _on_direct(self, frames: list[Any]) -> None:
+        actor = self.actor
+        identity = frames[0]
+        try:
+            msg = decode(frames[1:], actor.max_message_bytes)
+            if msg.type not in DIRECT_TYPES:
+                raise ProtocolError("schema", f"a direct socket takes no {msg.type!r} messages")
+            if msg.src.encode() != identity:
+                raise ProtocolError("schema", "src must equal the sender's routing id")
+        except ProtocolError as err:
+            actor.counters[err.code] += 1
+            log.warning("%s rejected a direct message from %r: %s", actor.name, identity, err)
+            self._reject(identity, frames, err)
+            return
+        if msg.type == "request":
+            actor.handle_request(msg, identity)
+        else:
+            actor.call_handler(actor._type_handlers.get(msg.type), msg)
+
+    def _reject(self, identity: bytes, frames: list[Any], err: ProtocolError) -> None:
+        try:
+            header_id = decode(frames[1:], self.actor.max_message_bytes).id
+        except ProtocolError:
+            header_id = ""
+        _, reply = encode(
+            "error",
+            {"code": err.code, "message": err.message},
+            src=self.actor.name,
+            dst=identity.decode(errors="replace"),
+            reply_to=header_id,
+        )
+        self.reply(identity, reply)
+
+    def reply(self, identity: bytes, frames: list[Any]) -> None:
+        if self._server is None:
+            raise BusError("closed", f"{self.actor.name} has no direct socket")
+        try:
+            self._server.send([identity, *frames])
+        except zmq.ZMQError as err:  # the peer left (ROUTER_MANDATORY) or its queue is full
+            raise BusError("undeliverable", f"{identity!r}: {err}") from None
+
+    # -- routing outgoing messages ---------------------------------------------------------------
+    def route(
+        self, msg_id: str | None, frames: list[Any], service: str | None, dst: str | None
+    ) -> None:
+        """Send ``frames`` (a request if ``msg_id``) peer to peer or through the broker."""
+        key = self._key(service, dst)
+        if key is None:
+            self._via_broker(msg_id, frames)
+            return
+        instances = self._entries.get(key)
+        if instances is None:
+            self._resolve(key)
+        else:
+            peer = pick([self._peers[i.name] for i in instances if i.name in self._peers])
+            if peer is not None:
+                self._send(peer, msg_id, frames)
+                return
+            if not instances:  # nobody serves it directly: the broker answers (or says so)
+                self._via_broker(msg_id, frames)
+                return
+        if self.routing == "direct":
+            self.actor._spawn(self._send_when_connected(key, msg_id, frames))
+        else:
+            self._via_broker(msg_id, frames)
+
+    def _key(self, service: str | None, dst: str | None) -> str | None:
+        if self.routing == "brokered":
+            return None
+        if dst is not None:
+            return None if dst == "broker" else f"name:{dst}"
+        if service is None or service.startswith("broker."):
+            return None
+        return f"service:{service}"
+
+    def _via_broker(self, msg_id: str | None, frames: list[Any]) -> None:
+        if msg_id is not None and not self.actor.broker_up:
+            # Nobody would answer: say so now instead of at the request's timeout.
+            error = BusError("broker_lost", f"the broker at {self.actor.address} is not answering")
+            self.actor.fail(msg_id, error)
+            return
+        try:
+            self.actor.send_to_broker(frames)
+        except BusError as err:
+            if msg_id is None:
+                raise
+            self.actor.fail(msg_id, err)
+
+    def _send(self, peer: Peer, msg_id: str | None, frames: list[Any]) -> None:
+        channel = self._channels[peer.name][0]
+        try:
+            channel.send(frames)
+        except zmq.Again:
+            error = BusError("busy", f"send queue to {peer.name} is full")
+            if msg_id is None:
+                raise error from None
+            self.actor.fail(msg_id, error)
+            return
+        if msg_id is not None:
+            self._routed[msg_id] = peer
+            peer.outstanding.add(msg_id)
+
+    async def _send_when_connected(self, key: str, msg_id: str | None, frames: list[Any]) -> None:
+        deadline = time.monotonic() + self.connect_timeout
+        while time.monotonic() < deadline:
+            instances = self._entries.get(key)
+            if instances is not None:
+                peer = pick([self._peers[i.name] for i in instances if i.name in self._peers])
+                if peer is not None:
+                    self._send(peer, msg_id, frames)
+                    return
+                if not instances:
+                    self._via_broker(msg_id, frames)
+                    return
+            await asyncio.sleep(0.005)
+        endpoints = [i.endpoint for i in self._entries.get(key) or []]
+        error = BusError(
+            "unreachable",
+            f"no instance of {key} could be reached directly within {self.connect_timeout:g}s "
+            f"(endpoints {endpoints}); use routing 'auto' to fall back to the broker",
+        )
+        if msg_id is None:
+            log.warning("%s dropped a message: %s", self.actor.name, error)
+            self.actor.counters["unreachable"] += 1
+        else:
+            self.actor.fail(msg_id, error)
+
+    def forget(self, msg_id: str) -> None:
+        """A request was answered or timed out."""
+        peer = self._routed.pop(msg_id, None)
+        if peer is not None:
+            peer.outstanding.discard(msg_id)
+
+    def is_direct(self, msg_id: str) -> bool:
+        return msg_id in self._routed
+
+    # -- the directory cache -----------------------------------------------------------------
+    def _resolve(self, key: str) -> None:
+        if key in self._resolving:
+            return
+        self._resolving.add(key)
+        self.actor._spawn(self._ask(key))
+
+    async def _ask(self, key: str) -> None:
+        try:
+            reply = await self.actor.request(
+                {"key": key}, service="broker.resolve", timeout=self.actor.heartbeat_timeout
+            )
+            self.update({"key": key, "instances": reply.body})
+        except BusError as err:
+            log.info("%s could not resolve %s: %s", self.actor.name, key, err)
+        finally:
+            self._resolving.discard(key)
+
+    def refresh(self) -> None:
+        """Ask again for every entry (a restarted broker knows nobody's interest)."""
+        for key in list(self._entries):
+            self._resolve(key)
+
+    def update(self, body: Any) -> None:
+        """A resolution or a change notice: ``{"key", "instances": [{name, endpoint, ...}]}``."""
+        try:
+            key = str(body["key"])
+            instances = [Instance.parse(entry) for entry in body["instances"]]
+        except (KeyError, TypeError, ValueError) as err:
+            self.actor.counters["bad_directory"] += 1
+            log.warning("%s got an unreadable directory entry: %s", self.actor.name, err)
+            return
+        self._entries[key] = instances
+        for instance in instances:
+            peer = self._peers.get(instance.name)
+            if peer is not None and peer.instance != instance:
+                self._drop(peer, "moved to a new endpoint (restarted)")
+                peer = None
+            if peer is None:
+                self._connect(instance)
+        # A peer no entry lists any more is dropped once its connection is down: a restarted
+        # broker answers before every actor has registered again, and a live connection
+        # should not be cut for that.
+        for peer in [p for p in self._peers.values() if not self._wanted(p) and not p.connected]:
+            self._drop(peer, "left the directory")
+
+    def _wanted(self, peer: Peer) -> bool:
+        return any(peer.instance in entry for entry in self._entries.values())
+
+    def _connect(self, instance: Instance) -> None:
+        actor = self.actor
+        if actor.security is None and instance.public_key:
+            log.warning("%s: %s needs CURVE keys; using the broker", actor.name, instance.name)
+            return
+        peer = Peer.connect(
+            actor.context,
+            actor.name,
+            instance,
+            actor.security,
+            actor.max_message_bytes,
+            max(100, round(actor.heartbeat_interval * 1000)),
+        )
+        loop = actor._running_loop()
+        label = f"{actor.name}->{instance.name}"
+        data = Channel(peer.sock, lambda frames: self._on_peer(peer, frames), loop, label)
+        watch = Channel(peer.monitor, lambda frames: self._on_event(peer, frames), loop, label)
+        self._peers[instance.name] = peer
+        self._channels[instance.name] = (data, watch)
+
+    def _on_peer(self, peer: Peer, frames: list[Any]) -> None:
+        actor = self.actor
+        try:
+            msg = decode(frames, actor.max_message_bytes)
+        except ProtocolError as err:
+            actor.counters[err.code] += 1
+            log.warning("%s dropped a malformed message from %s: %s", actor.name, peer.name, err)
+            return
+        if msg.type in ("reply", "error"):
+            actor.resolve(msg)
+        else:
+            actor.counters["unexpected_direct"] += 1
+            log.warning("%s: %s sent a %s on a reply path", actor.name, peer.name, msg.type)
+
+    def _on_event(self, peer: Peer, frames: list[Any]) -> None:
+        raw = [f if isinstance(f, bytes) else f.bytes for f in frames]
+        event = parse_monitor_message(raw)["event"]
+        if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+            peer.connected = True
+        elif event == zmq.EVENT_DISCONNECTED and peer.connected:
+            self._lost(peer, "connection lost (the actor died or its host is unreachable)")
+            if not self._wanted(peer):
+                self._drop(peer, "left the directory")
+
+    def _lost(self, peer: Peer, reason: str) -> None:
+        if peer.connected or peer.outstanding:
+            self.actor.counters["peer_lost"] += 1
+        peer.connected = False
+        error = BusError("actor_dead", f"{peer.name} at {peer.instance.endpoint}: {reason}")
+        for msg_id in list(peer.outstanding):
+            self._routed.pop(msg_id, None)
+            self.actor.fail(msg_id, error)
+        peer.outstanding.clear()
+
+    def _drop(self, peer: Peer, reason: str) -> None:
+        self._lost(peer, reason)
+        self._peers.pop(peer.name, None)
+        for channel in self._channels.pop(peer.name, ()):
+            channel.detach()
+        peer.close()
+
+    def close(self) -> None:
+        for peer in list(self._peers.values()):
+            self._drop(peer, "closed")
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        remove_ipc_file(self.endpoint)

@@ -1,0 +1,73 @@
+"""``arena status ADDR [--json]``: every actor registered with the broker at ``ADDR``.
+
+One row per actor: name, kind, host and pid, the services it offers, its direct endpoint (``-``:
+reached through the broker only), the policy version it serves, its queue load (requests in
+service at its last heartbeat) and how long ago the broker last heard from it. ``--json``
+prints the broker's registry as JSON instead (the ``broker.actors`` service).
+
+Exit codes: 0, or 1 when no broker answers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from arena.commands.bus_options import add_bus_arguments, apply_bus_arguments
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("address", help="broker address, e.g. tcp://127.0.0.1:5555")
+    add_bus_arguments(parser, connect=False)
+    parser.add_argument("--json", action="store_true", help="print the registry as JSON")
+    parser.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the broker")
+
+
+def run(args: argparse.Namespace) -> int:
+    apply_bus_arguments(args)
+    from arena.bus import BlockingActor, BusError
+
+    name = f"status-{os.getpid()}-{int(time.time() * 1000) % 100000}"
+    try:
+        with BlockingActor(name, args.address, kind="status", routing="brokered") as actor:
+            actors = actor.call(service="broker.actors", timeout=args.timeout)
+    except (BusError, TimeoutError) as err:
+        print(f"arena status: no broker at {args.address}: {err}", file=sys.stderr)
+        return 1
+    actors = [a for a in actors if a["name"] != name]
+    if args.json:
+        print(json.dumps(actors, indent=2))
+    else:
+        print(format_table(actors))
+    return 0
+
+
+COLUMNS = ("name", "kind", "host", "services", "endpoint", "version", "load", "heartbeat")
+
+
+def row(actor: dict[str, Any]) -> tuple[str, ...]:
+    """One actor's cells, in :data:`COLUMNS` order."""
+    status = actor.get("status") or {}
+    version = status.get("policy_version")
+    return (
+        actor["name"],
+        actor["kind"],
+        f"{actor['host']}:{actor['pid']}",
+        ",".join(actor["services"]) or "-",
+        actor.get("endpoint") or "-",
+        "-" if version is None else str(version),
+        str(status.get("load", "-")),
+        f"{actor.get('last_heartbeat', 0.0):.1f}s ago",
+    )
+
+
+def format_table(actors: list[dict[str, Any]]) -> str:
+    rows = [COLUMNS, *(row(a) for a in sorted(actors, key=lambda a: (a["kind"], a["name"])))]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)) for r in rows]
+    lines.append(f"{len(actors)} actors")
+    return "\n".join(line.rstrip() for line in lines)
