@@ -83,6 +83,9 @@ class Directory:
         """``direct`` routing: how long a message waits for a peer's connection to come up."""
         self._server: Channel | None = None
         self._entries: dict[str, list[Instance]] = {}
+        self._candidates: dict[str, list[Peer]] = {}
+        """Key -> the peers of its instances (what :func:`pick` chooses from), kept in step with
+        ``_entries`` and ``_peers`` so the per-request path builds nothing."""
         self._resolving: set[str] = set()
         self._peers: dict[str, Peer] = {}
         self._channels: dict[str, tuple[Channel, Channel]] = {}
@@ -160,7 +163,7 @@ class Directory:
         if instances is None:
             self._resolve(key)
         else:
-            peer = pick([self._peers[i.name] for i in instances if i.name in self._peers])
+            peer = pick(self._candidates[key])
             if peer is not None:
                 self._send(peer, msg_id, frames)
                 return
@@ -213,7 +216,7 @@ class Directory:
         while time.monotonic() < deadline:
             instances = self._entries.get(key)
             if instances is not None:
-                peer = pick([self._peers[i.name] for i in instances if i.name in self._peers])
+                peer = pick(self._candidates[key])
                 if peer is not None:
                     self._send(peer, msg_id, frames)
                     return
@@ -287,6 +290,13 @@ class Directory:
         # should not be cut for that.
         for peer in [p for p in self._peers.values() if not self._wanted(p) and not p.connected]:
             self._drop(peer, "left the directory")
+        self._index()
+
+    def _index(self) -> None:
+        self._candidates = {
+            key: [self._peers[i.name] for i in instances if i.name in self._peers]
+            for key, instances in self._entries.items()
+        }
 
     def _wanted(self, peer: Peer) -> bool:
         return any(peer.instance in entry for entry in self._entries.values())
@@ -351,6 +361,7 @@ class Directory:
         for channel in self._channels.pop(peer.name, ()):
             channel.detach()
         peer.close()
+        self._index()
 
     def close(self) -> None:
         for peer in list(self._peers.values()):

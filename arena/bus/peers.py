@@ -177,6 +177,8 @@ class Peer:
 def pick(peers: list[Peer]) -> Peer | None:
     """The connected peer with the fewest outstanding requests; ties rotate, so several clients
     sharing the instances spread evenly too."""
+    if len(peers) == 1:
+        return peers[0] if peers[0].connected else None
     best: list[Peer] = []
     least = -1
     for peer in peers:
