@@ -81,6 +81,9 @@ class Directory:
         """Where peers reach this actor (None: it does not serve, or routing is brokered)."""
         self.connect_timeout = 10.0
         """``direct`` routing: how long a message waits for a peer's connection to come up."""
+        self.auto_grace = 0.25
+        """``auto`` routing: how long a first contact waits for the name to resolve and the
+        connection to come up before it goes through the broker instead."""
         self._server: Channel | None = None
         self._entries: dict[str, list[Instance]] = {}
         self._candidates: dict[str, list[Peer]] = {}
@@ -170,10 +173,7 @@ class Directory:
             if not instances:  # nobody serves it directly: the broker answers (or says so)
                 self._via_broker(msg_id, frames)
                 return
-        if self.routing == "direct":
-            self.actor._spawn(self._send_when_connected(key, msg_id, frames))
-        else:
-            self._via_broker(msg_id, frames)
+        self.actor._spawn(self._send_when_connected(key, msg_id, frames))
 
     def _key(self, service: str | None, dst: str | None) -> str | None:
         if self.routing == "brokered":
@@ -212,7 +212,11 @@ class Directory:
             peer.outstanding.add(msg_id)
 
     async def _send_when_connected(self, key: str, msg_id: str | None, frames: list[Any]) -> None:
-        deadline = time.monotonic() + self.connect_timeout
+        """First contact: wait for the resolution and the connection (both take about a
+        round trip), then send peer to peer; past the wait, ``auto`` goes through the broker
+        and ``direct`` fails with ``unreachable``."""
+        direct = self.routing == "direct"
+        deadline = time.monotonic() + (self.connect_timeout if direct else self.auto_grace)
         while time.monotonic() < deadline:
             instances = self._entries.get(key)
             if instances is not None:
@@ -223,7 +227,10 @@ class Directory:
                 if not instances:
                     self._via_broker(msg_id, frames)
                     return
-            await asyncio.sleep(0.005)
+            await asyncio.sleep(0.002)
+        if not direct:
+            self._via_broker(msg_id, frames)
+            return
         endpoints = [i.endpoint for i in self._entries.get(key) or []]
         error = BusError(
             "unreachable",

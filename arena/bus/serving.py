@@ -58,6 +58,7 @@ class Serving:
             self._reply(msg, origin, "error", {"code": "unknown_service", "message": message})
             return
         self.load += 1
+        self.counters["served_direct" if origin else "served_brokered"] += 1
         try:
             result = handler(msg)
         except ProtocolError as err:

@@ -354,6 +354,8 @@ def test_a_receiver_that_cannot_map_fetches_the_bytes(
         assert (ack["applied"], ack["transport"], ack["serving"]) == (True, "fetch", 1)
         assert ask(client, "f").token_ids.tolist() != before.token_ids.tolist()
         assert status(client, "f")["weights"]["fetched"] >= 3
+        served = learner.actor.actor.counters  # the bytes came peer to peer, not via the broker
+        assert served["served_direct"] >= 3 and served["served_brokered"] == 0
     unserved = WeightPublisher("f", bucket_bytes=1 << 20)
     with Learner(broker, "f") as learner:  # a publisher that answers no fetches
         learner.publish(unserved, state, 2)
