@@ -343,6 +343,9 @@ class Actor(Serving):
             return
         log.warning("%s registers again: %s", self.name, why)
         self._registering = True
+        # Whatever went through the old broker will never be answered: say so now.
+        error = BusError("broker_lost", "the broker restarted before answering")
+        self._fail_pending(lambda i: not self.directory.is_direct(i), error)
 
         async def register() -> None:
             try:

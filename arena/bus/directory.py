@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import Counter
+from collections import Counter, deque
 from typing import Any, Protocol
 
 import zmq
@@ -94,6 +94,11 @@ class Directory:
         self._channels: dict[str, tuple[Channel, Channel]] = {}
         self._routed: dict[str, Peer] = {}
         """Request id -> the peer it was sent to, until answered."""
+        self._held: dict[str, deque[tuple[str | None, list[Any]]]] = {}
+        """Key -> messages waiting for its first contact, in order. While a key has some,
+        later messages to it queue behind them: messages from one actor to one destination
+        arrive in the order they were sent (as they did through the broker)."""
+        self._held_ids: set[str] = set()
 
     # -- this actor's own socket ---------------------------------------------------------------
     def bind(self) -> None:
@@ -162,6 +167,10 @@ class Directory:
         if key is None:
             self._via_broker(msg_id, frames)
             return
+        held = self._held.get(key)
+        if held is not None:
+            self._hold(held, msg_id, frames)
+            return
         instances = self._entries.get(key)
         if instances is None:
             self._resolve(key)
@@ -173,7 +182,16 @@ class Directory:
             if not instances:  # nobody serves it directly: the broker answers (or says so)
                 self._via_broker(msg_id, frames)
                 return
-        self.actor._spawn(self._send_when_connected(key, msg_id, frames))
+        self._held[key] = held = deque()
+        self._hold(held, msg_id, frames)
+        self.actor._spawn(self._send_when_connected(key, held))
+
+    def _hold(
+        self, held: deque[tuple[str | None, list[Any]]], msg_id: str | None, frames: list[Any]
+    ) -> None:
+        held.append((msg_id, frames))
+        if msg_id is not None:
+            self._held_ids.add(msg_id)
 
     def _key(self, service: str | None, dst: str | None) -> str | None:
         if self.routing == "brokered":
@@ -211,32 +229,55 @@ class Directory:
             self._routed[msg_id] = peer
             peer.outstanding.add(msg_id)
 
-    async def _send_when_connected(self, key: str, msg_id: str | None, frames: list[Any]) -> None:
+    async def _send_when_connected(
+        self, key: str, held: deque[tuple[str | None, list[Any]]]
+    ) -> None:
         """First contact: wait for the resolution and the connection (both take about a
-        round trip), then send peer to peer; past the wait, ``auto`` goes through the broker
-        and ``direct`` fails with ``unreachable``."""
+        round trip), then send what waits peer to peer, in order; past the wait, ``auto``
+        sends it through the broker and ``direct`` fails it with ``unreachable``."""
         direct = self.routing == "direct"
         deadline = time.monotonic() + (self.connect_timeout if direct else self.auto_grace)
-        while time.monotonic() < deadline:
-            instances = self._entries.get(key)
-            if instances is not None:
-                peer = pick(self._candidates[key])
-                if peer is not None:
-                    self._send(peer, msg_id, frames)
-                    return
-                if not instances:
-                    self._via_broker(msg_id, frames)
-                    return
-            await asyncio.sleep(0.002)
-        if not direct:
+        try:
+            while time.monotonic() < deadline:
+                instances = self._entries.get(key)
+                if instances is not None:
+                    if pick(self._candidates[key]) is not None:
+                        self._release(held, lambda m, f: self._send_to(key, m, f))
+                        return
+                    if not instances:  # nobody serves it directly: the broker answers
+                        self._release(held, self._via_broker)
+                        return
+                await asyncio.sleep(0.002)
+            if not direct:
+                self._release(held, self._via_broker)
+                return
+            endpoints = [i.endpoint for i in self._entries.get(key) or []]
+            error = BusError(
+                "unreachable",
+                f"no instance of {key} could be reached directly within "
+                f"{self.connect_timeout:g}s (endpoints {endpoints}); use routing 'auto' to "
+                "fall back to the broker",
+            )
+            self._release(held, lambda m, f: self._unreachable(m, error))
+        finally:
+            if self._held.get(key) is held:
+                del self._held[key]
+
+    def _release(self, held: deque[tuple[str | None, list[Any]]], send: Any) -> None:
+        while held:
+            msg_id, frames = held.popleft()
+            if msg_id is not None:
+                self._held_ids.discard(msg_id)
+            send(msg_id, frames)
+
+    def _send_to(self, key: str, msg_id: str | None, frames: list[Any]) -> None:
+        peer = pick(self._candidates[key])
+        if peer is None:
             self._via_broker(msg_id, frames)
-            return
-        endpoints = [i.endpoint for i in self._entries.get(key) or []]
-        error = BusError(
-            "unreachable",
-            f"no instance of {key} could be reached directly within {self.connect_timeout:g}s "
-            f"(endpoints {endpoints}); use routing 'auto' to fall back to the broker",
-        )
+        else:
+            self._send(peer, msg_id, frames)
+
+    def _unreachable(self, msg_id: str | None, error: BusError) -> None:
         if msg_id is None:
             log.warning("%s dropped a message: %s", self.actor.name, error)
             self.actor.counters["unreachable"] += 1
@@ -250,7 +291,8 @@ class Directory:
             peer.outstanding.discard(msg_id)
 
     def is_direct(self, msg_id: str) -> bool:
-        return msg_id in self._routed
+        """Whether a pending request went (or waits to go) peer to peer."""
+        return msg_id in self._routed or msg_id in self._held_ids
 
     # -- the directory cache -----------------------------------------------------------------
     def _resolve(self, key: str) -> None:

@@ -5,6 +5,9 @@
 - :mod:`arena.run.processes`: which ``arena`` subcommands a run starts, with which flags.
 - :mod:`arena.run.launcher`: starts, watches, restarts and stops those child processes.
 - :mod:`arena.run.coordinator`: the step loop (sync or async) over the bus.
+- :mod:`arena.run.directory`: who is on the bus (the broker's directory), and
+  :mod:`arena.run.roster`: the actors a run waits for, and the commands that start the missing
+  ones (actors started elsewhere join a run through an external broker).
 - :mod:`arena.run.collection`, :mod:`arena.run.weight_sync`, :mod:`arena.run.population`,
   :mod:`arena.run.evaluation`: the concerns the coordinator calls, one module each.
 - :mod:`arena.run.run_log`: metrics, events, transcripts and the console.

@@ -1,87 +1,247 @@
 """Ordering episodes from the rollout actors (their ``rollout`` service, see
 :mod:`arena.actors.rollout`) and combining their answers.
 
+The rollout actors are the ones on the bus when a collect starts, not a count fixed in advance:
+with an external broker, actors started on other hosts join a run, and each takes part from the
+next collect after it registers (:mod:`arena.run.directory`). A run may start none itself.
+
 Collects come in whole groups of ``rollout.group_size`` episodes: the groups of a collect are
 split over the actors, and no group is ever split between two of them, since only the episodes
-of one order share a seed (and so a group id). A dead actor's share, or an actor's failed
-episodes, is ordered again as fresh groups (a new seed), rounded up to whole groups: the
-partial groups already sent still compare their surviving attempts.
+of one order share a seed (and so a group id). An actor's failed episodes are ordered again
+from it as fresh groups (a new seed), rounded up to whole groups: the partial groups already
+sent still compare their surviving attempts. The share of an actor whose order failed goes back
+to it if it is on the bus again (restarted), else it is split over the actors that are.
+
+In async mode, :class:`CollectStream` keeps every rollout actor collecting, order after order.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from arena.bus import Actor
+from arena.bus import Actor, BusError
 from arena.play.stats import merge_collects
+from arena.run.directory import rollout_index
+
+Discover = Callable[[], Awaitable[list[str]]]
+"""Returns the names of the rollout actors on the bus now, in index order."""
+
+RETRY_DELAY = 2.0
+"""Seconds between a failed order and its retry: time for the launcher to restart the actor."""
+
+
+def fixed(count: int) -> Discover:
+    """A fixed set, ``rollout-0`` to ``rollout-<count-1>`` (for callers that know their actors)."""
+    names = [f"rollout-{i}" for i in range(count)]
+
+    async def discover() -> list[str]:
+        return list(names)
+
+    return discover
 
 
 class Collector:
-    """Splits collects over ``actors`` rollout actors and retries a dead actor's share."""
+    """Splits collects over the rollout actors present at the time and re-orders failed shares."""
 
     def __init__(
         self,
         actor: Actor,
-        actors: int,
+        actors: int | Discover,
         max_restarts: int,
         on_event: Callable[[str], None],
         group_size: int = 1,
+        *,
+        wait_timeout: float = 600.0,
     ) -> None:
         self.actor = actor
-        self.actors = actors
+        self.discover: Discover = fixed(actors) if isinstance(actors, int) else actors
+        """Who to order from: asked before every collect and before every retry."""
+        self.count = actors if isinstance(actors, int) else None
+        """The fixed number of actors, when given one instead of a way to discover them."""
         self.max_restarts = max_restarts
         self.on_event = on_event
         self.group_size = group_size
         """Episodes per group (same game, seed, seats and opponent): every order is a multiple."""
+        self.wait_timeout = wait_timeout
+        """Seconds a collect waits for a rollout actor when there is none on the bus."""
         self.opponent: dict[str, str] | None = None
         """Population mode: who fills the untrained seats (sent with every order)."""
 
-    def shares(self, total: int) -> list[int]:
-        """Episodes per actor: ``total`` rounded up to whole groups, the groups spread evenly."""
-        n, size = self.actors, self.group_size
+    def shares(self, total: int, actors: int | None = None) -> list[int]:
+        """Episodes per actor, for ``actors`` actors (default: the fixed number given):
+        ``total`` rounded up to whole groups, the groups spread evenly (the first actors get
+        one more where they do not divide)."""
+        if actors is None:
+            assert self.count is not None, "a discovering collector needs the actor count"
+            actors = self.count
+        size = self.group_size
         groups = -(-total // size)
-        return [(groups // n + (i < groups % n)) * size for i in range(n)]
+        return [(groups // actors + (i < groups % actors)) * size for i in range(actors)]
+
+    async def present(self) -> list[str]:
+        """The rollout actors on the bus now; while there is none, wait for one (up to
+        ``wait_timeout``), since a restarting or joining actor may be moments away."""
+        deadline = time.monotonic() + self.wait_timeout
+        while True:
+            names = await self.discover()
+            if names:
+                return names
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"no rollout actor on the bus for {self.wait_timeout:.0f}s; start one with "
+                    "`arena rollout --connect ADDR --config RUN_DIR/config.yaml --index I`"
+                )
+            await asyncio.sleep(0.5)
 
     async def collect(self, total: int, seed: int) -> dict[str, Any]:
-        """``total`` episodes split over the rollout actors; a dead actor's share is retried
-        (the launcher restarts it meanwhile), ``max_restarts`` times at most."""
-        n, size = self.actors, self.group_size
-        shares = self.shares(total)
+        """``total`` episodes split over the rollout actors on the bus; a failed share is
+        ordered again (``max_restarts`` times at most), from the same actor if it is there."""
+        names = await self.present()
+        pending = dict(zip(names, self.shares(total, len(names)), strict=True))
         replies = []
         for attempt in range(self.max_restarts + 1):
-            orders = [(i, s) for i, s in enumerate(shares) if s > 0]
+            orders = [(name, s) for name, s in pending.items() if s > 0]
             results = await asyncio.gather(
                 # One actor never gets an order seed twice (the coordinator's seeds are 100
                 # apart per step), and episode ids name the actor and the order seed.
-                *(self.order(i, s, seed + attempt * 10 + i) for i, s in orders),
+                *(self.order(name, s, seed + attempt * 10 + _index(name)) for name, s in orders),
                 return_exceptions=True,
             )
-            shares = [0] * n
-            for (i, s), result in zip(orders, results, strict=True):
+            again: dict[str, int] = {}
+            for (name, s), result in zip(orders, results, strict=True):
                 if isinstance(result, BaseException):
-                    self.on_event(
-                        f"rollout-{i} failed its collect ({result}); re-queueing {s} episodes"
-                    )
-                    shares[i] = s
+                    self.on_event(f"{name} failed its collect ({result}); re-queueing {s} episodes")
+                    again[name] = s
+                elif result["failed"]:
+                    replies.append(result)
+                    again[name] = -(-result["failed"] // self.group_size) * self.group_size
                 else:
                     replies.append(result)
-                    shares[i] = -(-result["failed"] // size) * size
-            if not any(shares):
+            if not again or attempt == self.max_restarts:
                 break
-            await asyncio.sleep(2.0)  # give the launcher time to restart the actor
+            await asyncio.sleep(RETRY_DELAY)
+            pending = self.reassign(again, await self.present())
         return merge_collects(replies)
 
-    async def order(self, index: int, episodes: int, seed: int) -> dict[str, Any]:
-        """One collect order to ``rollout-<index>`` (``episodes`` a multiple of the group
+    def reassign(self, again: dict[str, int], present: list[str]) -> dict[str, int]:
+        """Shares to order again: each stays with its actor if that one is on the bus, and
+        the shares of the absent ones are split over the present ones in whole groups."""
+        pending = {name: s for name, s in again.items() if name in present}
+        orphaned = sum(s for name, s in again.items() if name not in present)
+        if orphaned:
+            for name, s in zip(present, self.shares(orphaned, len(present)), strict=True):
+                pending[name] = pending.get(name, 0) + s
+        return pending
+
+    async def order(self, name: str, episodes: int, seed: int) -> dict[str, Any]:
+        """One collect order to rollout actor ``name`` (``episodes`` a multiple of the group
         size); returns its reply."""
         order: dict[str, Any] = {"op": "collect", "episodes": episodes, "seed": seed}
         if self.group_size > 1:
             order["group_size"] = self.group_size
         if self.opponent is not None:
             order["opponent"] = self.opponent
-        reply = await self.actor.request(
-            order, dst=f"rollout-{index}", service="rollout", timeout=3600
-        )
+        reply = await self.actor.request(order, dst=name, service="rollout", timeout=3600)
         return reply.body
+
+
+class CollectStream:
+    """Async mode: every rollout actor on the bus collects order after order until
+    :meth:`stop`, each at most ``max_staleness`` rounds ahead of the learner's step. An actor
+    that joins gets orders from then on; one whose order fails is dropped until it is on the
+    bus again (restarted). Each order is an equal share of a step's groups among the actors
+    collecting at that moment, at least one group."""
+
+    def __init__(
+        self,
+        collector: Collector,
+        episodes_per_step: int,
+        seed: int,
+        step: Callable[[], int],
+        max_staleness: int,
+        on_event: Callable[[str], None],
+    ) -> None:
+        self.collector = collector
+        self.groups = max(1, episodes_per_step // collector.group_size)
+        self.seed = seed
+        self.step = step
+        """The learner's current step (the bound on how far ahead an actor may run)."""
+        self.max_staleness = max_staleness
+        self.on_event = on_event
+        self.replies: list[dict[str, Any]] = []
+        """Collect replies not yet taken by a step (see :meth:`take`)."""
+        self._rounds: dict[str, int] = {}
+        """Per actor: rounds it may count against the staleness bound (a late joiner starts at
+        the current step, so the bound holds it from its first round)."""
+        self._issued: dict[str, int] = {}
+        """Per actor: orders ever given (their seeds), kept across its restarts so that it never
+        gets an order seed twice."""
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._stopped = asyncio.Event()
+        self._last_actor = time.monotonic()
+
+    @property
+    def episodes(self) -> int:
+        """Episodes reported since the last :meth:`take`."""
+        return sum(r["episodes"] for r in self.replies)
+
+    def take(self) -> list[dict[str, Any]]:
+        """The replies since the last call (the learner takes every turn that reached it)."""
+        taken, self.replies = self.replies, []
+        return taken
+
+    async def run(self, poll: float = 1.0) -> None:
+        """Find the rollout actors on the bus every ``poll`` seconds and keep one producer
+        running per actor; fails when none has been there for the collector's wait timeout."""
+        while not self._stopped.is_set():
+            try:
+                names = await self.collector.discover()
+            except BusError as err:  # e.g. the broker is restarting
+                self.on_event(f"could not list the rollout actors ({err}); retrying")
+                names = []
+            for name in names:
+                if name not in self._tasks or self._tasks[name].done():
+                    self._rounds.setdefault(name, self.step())
+                    self._tasks[name] = asyncio.create_task(self._produce(name))
+            if any(not t.done() for t in self._tasks.values()):
+                self._last_actor = time.monotonic()
+            elif time.monotonic() - self._last_actor > self.collector.wait_timeout:
+                raise RuntimeError(
+                    f"no rollout actor on the bus for {self.collector.wait_timeout:.0f}s"
+                )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopped.wait(), poll)
+
+    def stop(self) -> None:
+        self._stopped.set()
+        for task in self._tasks.values():
+            task.cancel()
+
+    async def _produce(self, name: str) -> None:
+        index = _index(name)
+        while not self._stopped.is_set():
+            while self._rounds[name] - self.step() > self.max_staleness:
+                if self._stopped.is_set():
+                    return
+                await asyncio.sleep(0.1)
+            active = sum(not t.done() for t in self._tasks.values())
+            episodes = max(1, self.groups // max(1, active)) * self.collector.group_size
+            issued = self._issued.get(name, 0)
+            self._issued[name] = issued + 1
+            seed = self.seed + index * 10**5 + issued
+            try:
+                reply = await self.collector.order(name, episodes, seed)
+            except BusError as err:
+                self.on_event(f"{name} failed a collect ({err}); continuing without it")
+                return  # run() starts it again once it is on the bus again
+            self._rounds[name] += 1
+            self.replies.append(reply)
+
+
+def _index(name: str) -> int:
+    index = rollout_index(name)
+    return 0 if index is None else index

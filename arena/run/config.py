@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from arena.bus.peers import ROUTINGS
 from arena.core.config import load_config, to_yaml
 from arena.core.errors import ConfigError, check_choice
 from arena.play.config import GameConfig, OpponentConfig, PlayConfig, SamplingConfig
@@ -30,6 +31,7 @@ __all__ = [
     "RolloutConfig",
     "RunConfig",
     "SamplingConfig",
+    "WaitConfig",
     "load_run_config",
     "to_yaml",
 ]
@@ -42,7 +44,10 @@ TRAINABLE_BACKENDS = ("hf", "vllm")
 @dataclass
 class RolloutConfig:
     actors: int = 2
-    """Rollout actor processes."""
+    """Rollout actor processes that ``arena train`` starts itself (``rollout-0`` to
+    ``rollout-<actors-1>``); 0 starts none. Rollout actors started elsewhere (``arena rollout
+    --connect ADDR --config RUN_DIR/config.yaml --index I``) join the run too: every collect is
+    split over the rollout actors on the bus at that moment (see ``wait.rollout_actors``)."""
     concurrency: int = 16
     """Episodes each rollout actor plays at once (their requests batch together)."""
     episodes_per_step: int = 32
@@ -60,7 +65,8 @@ class RolloutConfig:
     """Reward subtracted from a turn whose action the game rejected (shaping; the forfeit
     penalty of the game itself comes on top)."""
     max_restarts: int = 3
-    """Times the launcher restarts a crashed rollout actor before the run fails."""
+    """Times the launcher restarts a crashed rollout actor before the run fails (and times a
+    collect re-orders the share of an actor that failed it)."""
 
 
 @dataclass
@@ -84,11 +90,44 @@ class EvalConfig:
 @dataclass
 class BusConfig:
     address: str | None = None
-    """Broker address; None uses ``ipc://`` in the run directory (one machine)."""
+    """Broker address. None: ``arena train`` starts a broker of its own on ``ipc://`` in the run
+    directory (one machine), and restarts it if it dies. Set (e.g. ``tcp://HOST:5555``): a
+    broker already running there (``arena broker --bind tcp://*:5555``), which the run's own
+    processes connect to and no broker is started in its place; actors started on other hosts
+    join the run through it. ``arena train`` fails within ``connect_timeout`` if none answers."""
+    connect_timeout: float = 10.0
+    """Seconds ``arena train`` waits for the broker at ``address`` to answer before it fails
+    with an error that names the address (a broker of its own gets longer: it is starting)."""
+    max_restarts: int = 3
+    """Times the launcher restarts the run's own broker (``address`` unset), on the same
+    address, before the run fails. Its actors register again by themselves."""
+    routing: str | None = None
+    """How the run's actors send requests (``arena.bus.peers``): ``auto`` (peer to peer where
+    a connection is up, else through the broker), ``direct`` or ``brokered``. None leaves it to
+    ``ARENA_ROUTING`` (else ``auto``); set, it is exported as ``ARENA_ROUTING`` to the run's
+    processes. Actors started elsewhere choose their own."""
     heartbeat_interval: float = 1.0
     """Seconds between heartbeats."""
     heartbeat_timeout: float = 10.0
     """Seconds of silence before an actor is declared dead."""
+
+
+@dataclass
+class WaitConfig:
+    """The actors a run waits for before it starts: its own children and those that join it
+    from elsewhere through an external broker (``bus.address``)."""
+
+    rollout_actors: int | None = None
+    """Rollout actors (kind ``rollout``, named ``rollout-<i>``) that must be on the bus before
+    the first collect. None: ``rollout.actors`` (the ones the run starts), at least 1. More may
+    join later: each takes part from the next collect on."""
+    inference_actors: int | None = None
+    """Inference actors serving ``policy:<learner.name>`` that must be on the bus before the
+    run starts. None: ``inference.actors`` (the ones the run starts), at least 1. Sync mode
+    waits for every one on the bus to serve each new version, late joiners included."""
+    timeout: float = 600.0
+    """Seconds to wait for those actors and the learner before the run fails, naming what is
+    missing and the commands that start it."""
 
 
 @dataclass
@@ -118,8 +157,18 @@ class RunConfig:
     """The learner (trainers.config.LearnerConfig); ``model`` follows the run's by default."""
     eval: EvalConfig = field(default_factory=EvalConfig)
     bus: BusConfig = field(default_factory=BusConfig)
+    wait: WaitConfig = field(default_factory=WaitConfig)
+    start_learner: bool = True
+    """Start the learner as a child process. False: the run starts none and waits for a
+    learner started elsewhere (``arena learner --connect ADDR --config RUN_DIR/learner.yaml``,
+    the file this run writes into its run directory) to offer service ``learner``."""
     output_dir: str = "runs"
     """Parent directory of run directories."""
+    run_dir: str | None = None
+    """The run directory itself, instead of ``<output_dir>/<name>/<time>/``: a path known in
+    advance, so that processes started by hand elsewhere can be given its ``config.yaml`` and
+    ``learner.yaml`` (written there before anything starts). It must not hold a run already
+    (``resume`` continues one)."""
     resume: str | None = None
     """A run directory to continue from its last checkpoint (same config, same step count)."""
     checkpoint_every: int = 5
@@ -133,10 +182,13 @@ class RunConfig:
     def __post_init__(self) -> None:
         check_choice("mode", self.mode, MODES)
         check_choice("inference.backend", self.inference.backend, TRAINABLE_BACKENDS)
+        if self.bus.routing is not None:
+            check_choice("bus.routing", self.bus.routing, ROUTINGS)
         if self.cpu_threads < 0:
             raise ConfigError(f"cpu_threads must be >= 0, got {self.cpu_threads}")
         if self.steps < 0:
             raise ConfigError(f"steps must be >= 0, got {self.steps}")
+        self._check_actors()
         if not self.games:
             raise ConfigError("games must list at least one game")
         self._check_groups()
@@ -155,6 +207,35 @@ class RunConfig:
                 "tokens a truncation removed (the importance weights would be biased); set "
                 "top_p: 1.0 and top_k: 0"
             )
+
+    def _check_actors(self) -> None:
+        """Counts of actors: what the run starts may be 0, what it waits for may not."""
+        for key, value in (
+            ("rollout.actors", self.rollout.actors),
+            ("inference.actors", self.inference.actors),
+            ("rollout.max_restarts", self.rollout.max_restarts),
+            ("bus.max_restarts", self.bus.max_restarts),
+        ):
+            if value < 0:
+                raise ConfigError(f"{key} must be >= 0, got {value}")
+        for key, value in (
+            ("wait.rollout_actors", self.wait.rollout_actors),
+            ("wait.inference_actors", self.wait.inference_actors),
+        ):
+            if value is not None and value < 1:
+                raise ConfigError(
+                    f"{key} must be >= 1 (a run needs at least one), got {value}; leave it "
+                    "unset to wait for the actors the run starts itself"
+                )
+
+    def awaited(self) -> tuple[int, int]:
+        """(rollout actors, inference actors) the run waits for before it starts: ``wait.*``,
+        or the number it starts itself, at least 1."""
+        rollout, inference = self.wait.rollout_actors, self.wait.inference_actors
+        return (
+            max(1, self.rollout.actors) if rollout is None else rollout,
+            max(1, self.inference.actors) if inference is None else inference,
+        )
 
     def _check_groups(self) -> None:
         """Groups are whole within a learner step, and the group modes have groups to compare."""

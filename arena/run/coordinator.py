@@ -1,14 +1,18 @@
 """``arena train``: self-play training from a config, as a graph of local processes.
 
-The :class:`RunCoordinator` starts a broker on ``ipc://`` in the run directory, the inference
-actor(s), the learner and N rollout actors (:mod:`arena.run.processes`: every one an ``arena``
-subcommand), then drives them over the bus:
+The :class:`RunCoordinator` starts a broker on ``ipc://`` in the run directory (or, with
+``bus.address`` set, connects to the broker already running there and starts none), the
+inference actor(s), the learner and N rollout actors (:mod:`arena.run.processes`: every one an
+``arena`` subcommand; each count may be 0), waits until the actors it needs are on the bus
+(``wait.*``: its own children and any that joined from elsewhere), then drives them over the
+bus:
 
 - **sync:** each step, the rollout actors collect ``episodes_per_step`` episodes with the current
   weights, in groups of ``rollout.group_size`` that share a seed (:mod:`arena.run.collection`),
-  so every group lands whole in the step's batch; the learner trains on them and publishes new
-  weights; the next step starts once every inference actor has applied them
-  (:mod:`arena.run.weight_sync`).
+  so every group lands whole in the step's batch; once the learner holds them
+  (:mod:`arena.run.delivery`: episodes travel apart from the collect's reply), it trains on
+  them and publishes new weights; the next step starts once every inference actor has applied
+  them (:mod:`arena.run.weight_sync`).
 - **async:** rollout actors keep collecting (whole groups per order) while the learner trains;
   a rollout actor waits while it is more than ``learner.batch.max_staleness`` steps ahead of the
   learner, and the learner drops (or down-weights) turns older than that.
@@ -21,14 +25,15 @@ It evaluates before and after training (and every ``eval.every`` steps) against 
 reads the exploitability of the base model and of the final checkpoint in Kuhn and Leduc poker.
 It writes ``metrics.jsonl``, TensorBoard events, transcripts and checkpoints under
 ``<output_dir>/<name>/<time>/`` (:mod:`arena.run.run_log`), and ends with a before/after table
-(``eval_summary.md`` and ``eval_summary.json``). A crashed rollout actor is
-restarted; any other dead child stops the run with an error that names it.
+(``eval_summary.md`` and ``eval_summary.json``). A crashed rollout actor, or the run's own
+broker, is restarted; any other dead child stops the run with an error that names it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shutil
 import sys
 import time
@@ -37,13 +42,16 @@ from pathlib import Path
 from typing import Any
 
 from arena.bus import Actor, BusError
-from arena.core.config import to_yaml
+from arena.bus.peers import ROUTING_ENV
+from arena.bus.security import resolve_security
 from arena.eval.summary import StrategyReading, write_eval_summary
 from arena.models import load_tokenizer
 from arena.play.stats import merge_collects
 from arena.policies.chat import ChatFormat
-from arena.run.collection import Collector
+from arena.run.collection import Collector, CollectStream
 from arena.run.config import RunConfig, load_run_config
+from arena.run.delivery import Deliveries
+from arena.run.directory import rollout_actors
 from arena.run.evaluation import (
     evaluate_baseline,
     evaluate_policy,
@@ -52,11 +60,24 @@ from arena.run.evaluation import (
     readable_games,
 )
 from arena.run.launcher import ChildDied, Launcher
-from arena.run.plan import make_run_dir, plan, resolve_for_run, validate
+from arena.run.plan import (
+    broker_hint,
+    bus_address,
+    make_run_dir,
+    own_broker,
+    plan,
+    resolve_for_run,
+    validate,
+)
 from arena.run.population import Population
-from arena.run.processes import POOL, start_processes
+from arena.run.processes import actor_commands, start_processes, write_configs
+from arena.run.roster import ActorsMissing, wait_for_actors
 from arena.run.run_log import RunLog
 from arena.run.weight_sync import WeightSync
+
+
+class NoBroker(RuntimeError):
+    """No broker answered at the run's ``bus.address``."""
 
 
 class RunCoordinator:
@@ -65,9 +86,11 @@ class RunCoordinator:
     def __init__(self, config: RunConfig, run_dir: Path) -> None:
         self.config = config
         self.run_dir = run_dir
+        self.address = bus_address(config, run_dir)
+        self.own_broker = own_broker(config, run_dir)
         self.launcher = Launcher(run_dir / "logs")
         self.log = RunLog(run_dir, config)
-        self.weights = WeightSync(config.learner.name, config.inference.actors, self.log.event)
+        self.weights = WeightSync(config.learner.name, self.log.event)
         self.version = 0
         self.step = 0
         self._stalled = 0
@@ -80,44 +103,42 @@ class RunCoordinator:
             await asyncio.sleep(0.5)
 
     async def connect(self) -> None:
-        """Join the bus as ``trainer`` and wait until every actor of the run offers its service."""
+        """Join the bus as ``trainer``. The run's own broker may take a while to start; an
+        external one must answer within ``bus.connect_timeout``, else :class:`NoBroker`."""
         c = self.config
         actor = Actor(
-            "trainer",
-            c.bus.address or "",
-            kind="trainer",
-            heartbeat_interval=c.bus.heartbeat_interval,
+            "trainer", self.address, kind="trainer", heartbeat_interval=c.bus.heartbeat_interval
         )
         self.weights.attach(actor)
         actor.subscribe("metrics.learner", lambda m: None)
-        deadline = time.monotonic() + 120
+        timeout = 120.0 if self.own_broker else c.bus.connect_timeout
+        deadline = time.monotonic() + timeout
         while True:
             try:
-                await actor.start(timeout=5)
+                await actor.start(timeout=max(1.0, min(5.0, deadline - time.monotonic())))
                 break
-            except BusError:
+            except BusError as err:
                 await actor.close()
-                if time.monotonic() > deadline:
+                if time.monotonic() < deadline:
+                    continue
+                if self.own_broker:
                     raise
+                raise NoBroker(
+                    f"no broker answered at bus.address={self.address} within {timeout:g}s "
+                    f"({err}). Start one there first: `{broker_hint(self.address)}` (on the "
+                    "broker's host), or leave bus.address unset to let arena train start its own"
+                ) from None
         self.actor = actor
         self.collector = Collector(
-            actor, c.rollout.actors, c.rollout.max_restarts, self.log.event, c.rollout.group_size
+            actor,
+            lambda: rollout_actors(actor),
+            c.rollout.max_restarts,
+            self.log.event,
+            c.rollout.group_size,
+            wait_timeout=c.wait.timeout,
         )
         self.population = Population(c, self.run_dir, actor, self.weights)
-        needed = {"learner", f"policy:{c.learner.name}", "rollout"}
-        if c.opponents.mode == "population":
-            needed.add(f"policy:{POOL}")
-        while True:
-            actors = (await actor.request(service="broker.actors")).body
-            offered = {s for a in actors for s in a["services"]}
-            ready = sum(1 for a in actors if a["kind"] == "rollout")
-            if needed <= offered and ready >= c.rollout.actors:
-                break
-            if time.monotonic() > deadline + 600:
-                raise TimeoutError(
-                    f"actors never came up; still missing {sorted(needed - offered)}"
-                )
-            await asyncio.sleep(0.5)
+        self.deliveries = Deliveries(lambda: self.learner("status", timeout=30), self.log.event)
 
     async def learner(self, op: str, timeout: float = 3600.0) -> Any:
         return (await self.actor.request({"op": op}, service="learner", timeout=timeout)).body
@@ -125,7 +146,10 @@ class RunCoordinator:
     # -- the run ---------------------------------------------------------------------------
     async def run(self) -> int:
         self.chat = ChatFormat(load_tokenizer(self.config.model))
-        start_processes(self.launcher, self.config, self.run_dir)
+        self.commands = actor_commands(self.config, self.run_dir)
+        # the broker first: the trainer joins it before the actors start (an external broker
+        # that does not answer then fails the run before anything was started)
+        start_processes(self.launcher, [c for c in self.commands if c.name == "broker"])
         watcher = asyncio.create_task(self.watch_children())
         main = asyncio.create_task(self._train())
         done, _ = await asyncio.wait({watcher, main}, return_when=asyncio.FIRST_COMPLETED)
@@ -171,6 +195,10 @@ class RunCoordinator:
 
     async def _train(self) -> int:
         await self.connect()
+        start_processes(self.launcher, [c for c in self.commands if c.name != "broker"])
+        await wait_for_actors(
+            self.actor, self.config, self.run_dir, self.address, self.log.console.print
+        )
         status = await self.learner("status")
         self.step, self.version = status["step"], status["version"]
         self.log.resume_at(self.step)
@@ -182,6 +210,7 @@ class RunCoordinator:
         if baseline is None:
             baseline = [r.to_dict() for r in await evaluate_baseline(self.config, self.log)]
         started = time.monotonic()
+        await self.deliveries.start()
         with self.log.training(first_step=self.step):
             if self.config.mode == "sync":
                 episodes = await self._train_sync()
@@ -218,6 +247,7 @@ class RunCoordinator:
             collected = await self.collector.collect(
                 c.rollout.episodes_per_step, seed=(c.seed + 1) * 10**6 + self.step * 100
             )
+            await self.deliveries.wait(collected["episodes"])
             t_collect = time.monotonic() - t0
             sampled_with = self.version
             metrics = await self.learner("step")
@@ -240,41 +270,30 @@ class RunCoordinator:
 
     async def _train_async(self) -> int:
         c = self.config
-        # Whole groups per order: the episodes of a group must come from one order (one seed).
-        size = c.rollout.group_size
-        per_actor = max(1, c.rollout.episodes_per_step // size // c.rollout.actors) * size
         consumed = 0  # episodes the steps trained on (the producers' last rounds may not be)
-        since_step: list[dict[str, Any]] = []  # collect replies the next step's row summarizes
-        stop = asyncio.Event()
-
-        async def produce(index: int) -> None:
-            rounds = 0
-            while not stop.is_set():
-                while rounds - self.step > c.learner.batch.max_staleness and not stop.is_set():
-                    await asyncio.sleep(0.1)
-                seed = (c.seed + 1) * 10**7 + index * 10**5 + rounds
-                try:
-                    reply = await self.collector.order(index, per_actor, seed)
-                except BusError as err:
-                    self.log.event(f"rollout-{index} failed a collect ({err}); continuing")
-                    await asyncio.sleep(2.0)
-                    continue
-                rounds += 1
-                since_step.append(reply)
-
-        producers = [asyncio.create_task(produce(i)) for i in range(c.rollout.actors)]
+        stream = CollectStream(
+            self.collector,
+            c.rollout.episodes_per_step,
+            seed=(c.seed + 1) * 10**7,
+            step=lambda: self.step,
+            max_staleness=c.learner.batch.max_staleness,
+            on_event=self.log.event,
+        )
+        producing = asyncio.create_task(stream.run())
         try:
             while self.step < c.steps:
                 t0 = time.monotonic()
                 await self._choose_opponent()
-                while sum(r["episodes"] for r in since_step) < c.rollout.episodes_per_step:
+                while stream.episodes < c.rollout.episodes_per_step:
+                    if producing.done():
+                        producing.result()  # raises why it stopped
                     await asyncio.sleep(0.1)
                 sampled_with, t_wait = self.version, time.monotonic() - t0
                 # The learner takes every turn that reached it; episodes reported from here on
                 # go to the next step.
-                collected = merge_collects(since_step)
-                since_step.clear()
+                collected = merge_collects(stream.take())
                 consumed += collected["episodes"]
+                await self.deliveries.wait(collected["episodes"])
                 metrics = await self.learner("step")
                 self.step = self._next_step(metrics)
                 if metrics and "version" in metrics:
@@ -291,9 +310,8 @@ class RunCoordinator:
                 )
                 await self._periodic()
         finally:
-            stop.set()
-            for task in producers:
-                task.cancel()
+            stream.stop()
+            producing.cancel()
         return consumed
 
     def _next_step(self, metrics: dict[str, Any] | None) -> int:
@@ -324,21 +342,27 @@ def train(config_path: str, overrides: list[str], dry_run: bool = False) -> int:
     """Entry point of ``arena train``; returns the exit code."""
     config = load_run_config(config_path, overrides)
     validate(config)
+    if config.bus.address:
+        # keys for a non-loopback address (or --insecure): a SecurityError, before anything
+        resolve_security(config.bus.address)
     if dry_run:
         print(plan(config))
         return 0
     if config.resume:
         resumed = load_run_config(Path(config.resume) / "config.yaml")
         config = replace(resumed, resume=config.resume)
+    if config.bus.routing:  # read by every bus actor: the trainer's and the children's
+        os.environ[ROUTING_ENV] = config.bus.routing
     run_dir = make_run_dir(config)
     config = resolve_for_run(config, run_dir)
-    (run_dir / "config.yaml").write_text(to_yaml(replace(config, resume=None)))
+    # config.yaml and learner.yaml before anything starts: actors started elsewhere read them
+    write_configs(config, run_dir)
     print(f"arena train: run directory {run_dir}", flush=True)
-    print(plan(config), flush=True)
+    print(plan(config, run_dir), flush=True)
     coordinator = RunCoordinator(config, run_dir)
     try:
         return asyncio.run(coordinator.run())
-    except ChildDied as err:
+    except (ChildDied, NoBroker, ActorsMissing) as err:
         print(f"arena train: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

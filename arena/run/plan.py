@@ -1,5 +1,10 @@
-"""Setting up a run: its directory, the settings that depend on it, the plan ``--dry-run``
-prints, and the checks that every game, role and bot a config names exists."""
+"""Setting up a run: its directory, the settings that depend on it, its broker address, the
+plan ``--dry-run`` prints, and the checks that every game, role and bot a config names exists.
+
+A run whose ``bus.address`` is unset starts a broker of its own on ``ipc://`` in its run
+directory; one whose address is set connects to the broker already running there
+(:func:`own_broker`). The resolved config keeps the address unset in the first case, so that a
+resumed run starts its own broker again rather than looking for one."""
 
 from __future__ import annotations
 
@@ -8,16 +13,26 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from arena.core.errors import ConfigError
 from arena.run.config import RunConfig
 
 
 def make_run_dir(config: RunConfig) -> Path:
+    """The run's directory: ``resume``'s, ``run_dir``, or a new ``<output_dir>/<name>/<time>/``."""
     if config.resume:
         run_dir = Path(config.resume)
         if not (run_dir / "config.yaml").exists():
             raise FileNotFoundError(
                 f"resume={run_dir}: no config.yaml there; is it a run directory?"
             )
+        return run_dir
+    if config.run_dir:
+        run_dir = Path(config.run_dir)
+        if (run_dir / "config.yaml").exists():
+            raise ConfigError(
+                f"run_dir={run_dir} already holds a run; resume={run_dir} continues it"
+            )
+        run_dir.mkdir(parents=True, exist_ok=True)
         return run_dir
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_dir = Path(config.output_dir) / config.name / stamp
@@ -33,7 +48,8 @@ def resolve_for_run(config: RunConfig, run_dir: Path) -> RunConfig:
         model=config.model,
         checkpoint=replace(
             learner.checkpoint,
-            dir=str(run_dir / "checkpoints"),
+            # absolute: a learner started by hand elsewhere reads it from learner.yaml
+            dir=str(run_dir.resolve() / "checkpoints"),
             every=max(1, config.checkpoint_every),
             resume=True,
         ),
@@ -51,21 +67,63 @@ def resolve_for_run(config: RunConfig, run_dir: Path) -> RunConfig:
         # learner at T = 1 would take the gradient of another distribution than the samples'.
         loss=replace(learner.loss, temperature=config.sampling.temperature),
     )
-    address = config.bus.address or f"ipc://{run_dir.resolve()}/bus.sock"
-    return replace(config, learner=learner, bus=replace(config.bus, address=address))
+    return replace(config, learner=learner)
 
 
-def plan(config: RunConfig) -> str:
-    """What ``--dry-run`` prints: actors, addresses, games, roles and policies."""
+def local_address(run_dir: Path) -> str:
+    """The address of a run's own broker: a socket file in its run directory."""
+    return f"ipc://{run_dir.resolve()}/bus.sock"
+
+
+def own_broker(config: RunConfig, run_dir: Path | None = None) -> bool:
+    """Whether the run starts its broker: ``bus.address`` unset (or, in a run directory
+    written before the address stayed unset, that directory's own socket)."""
+    address = config.bus.address
+    return address is None or (run_dir is not None and address == local_address(run_dir))
+
+
+def bus_address(config: RunConfig, run_dir: Path) -> str:
+    """Where the run's processes find the broker."""
+    return config.bus.address or local_address(run_dir)
+
+
+def broker_hint(address: str) -> str:
+    """The command that starts a broker others can reach at ``address``."""
+    bind = address
+    if address.startswith("tcp://") and ":" in address[6:]:
+        bind = "tcp://*:" + address.rsplit(":", 1)[1]
+    return f"arena broker --bind {bind}"
+
+
+def plan(config: RunConfig, run_dir: Path | None = None) -> str:
+    """What ``--dry-run`` prints: the broker, the actors (started here, or awaited from
+    elsewhere), games, roles and policies."""
+    rollout, inference = config.awaited()
+    if run_dir is None and config.run_dir:
+        run_dir = Path(config.run_dir)
+    where = str(run_dir) if run_dir is not None else "<run_dir>"
+    if own_broker(config, run_dir):
+        address = local_address(run_dir) if run_dir is not None else "ipc://<run_dir>/bus.sock"
+        broker = f"{address} (started here, restarted up to {config.bus.max_restarts} times)"
+    else:
+        address = str(config.bus.address)
+        broker = f"{address} (already running, not started here: {broker_hint(address)})"
+    learner = (
+        "started here"
+        if config.start_learner
+        else f"joins: arena learner --connect {address} --config {where}/learner.yaml"
+    )
     lines = [
         f"run {config.name!r}: {config.mode} mode, {config.steps} steps, model {config.model}",
-        f"  broker       {config.bus.address or 'ipc://<run_dir>/bus.sock'}",
+        f"  broker       {broker}",
         f"  inference x{config.inference.actors}  backend={config.inference.backend} "
-        f"service=policy:{config.learner.name} max_batch={config.inference.max_batch}",
+        f"service=policy:{config.learner.name} max_batch={config.inference.max_batch}; "
+        f"waits for {inference} on the bus",
         f"  learner      advantage={config.learner.advantage.mode} key={config.learner.advantage.key} "
-        f"lr={config.learner.optim.lr} lora={config.learner.lora.enabled}",
+        f"lr={config.learner.optim.lr} lora={config.learner.lora.enabled} ({learner})",
         f"  rollout x{config.rollout.actors}    {config.rollout.episodes_per_step} episodes/step, "
-        f"concurrency {config.rollout.concurrency}, opponents={config.opponents.mode}",
+        f"concurrency {config.rollout.concurrency}, opponents={config.opponents.mode}; "
+        f"waits for {rollout} on the bus, more may join",
     ]
     for game in config.games:
         lines.append(
@@ -88,11 +146,10 @@ def cpu_threads(config: RunConfig, cores: int | None = None) -> dict[str, int]:
         return {}
     cores = cores or len(os.sched_getaffinity(0))
     generating = config.inference.actors + (config.opponents.mode == "population")
-    if config.mode == "async":  # generation and training run at once
-        share = max(1, cores // (generating + 1))
+    if config.mode == "async":  # generation and training run at once (here: those started here)
+        share = max(1, cores // max(1, generating + config.start_learner))
         return {"inference": share, "learner": share}
-    # sync: the learner trains while generation waits for its weights
-    return {"inference": max(1, cores // generating), "learner": cores}
+    return {"inference": max(1, cores // max(1, generating)), "learner": cores}
 
 
 def device_for(device: str) -> str:
@@ -108,7 +165,6 @@ def validate(config: RunConfig) -> None:
     import games
     import games.bots
     import roles
-    from arena.core.errors import ConfigError
     from arena.core.registry import RegistryError
     from arena.play.seating import resolve_opponent
 

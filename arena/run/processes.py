@@ -3,11 +3,16 @@ multi-host deployment starts by hand.
 
 :func:`actor_commands` lists them (name, command line, environment, whether a crash is restarted)
 without starting anything; :func:`start_processes` hands them to a
-:class:`~arena.run.launcher.Launcher`.
+:class:`~arena.run.launcher.Launcher`. A run starts only what its config asks for: its own
+broker when ``bus.address`` is unset (restartable: the actors register again with the new one),
+``inference.actors`` inference actors, the learner unless ``start_learner`` is false, and
+``rollout.actors`` rollout actors. Whatever it does not start may join from elsewhere with the
+same command lines and the files :func:`write_configs` puts in the run directory.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -15,7 +20,7 @@ from arena.core.config import to_arguments, to_yaml
 from arena.policies.config import NOT_FLAGS, InferenceConfig
 from arena.run.config import RunConfig
 from arena.run.launcher import Launcher
-from arena.run.plan import cpu_threads, device_for
+from arena.run.plan import bus_address, cpu_threads, device_for, own_broker
 
 POOL = "pool"
 """Policy name of the population opponents' inference actor."""
@@ -32,24 +37,27 @@ class ActorCommand:
     env: dict[str, str] = field(default_factory=dict)
     """Added to the launcher's environment."""
     restartable: bool = False
-    """Restarted when it dies (rollout actors); any other death stops the run."""
+    """Restarted when it dies (the run's own broker, rollout actors); any other death stops
+    the run."""
+    max_restarts: int = 0
+    """How many times a restartable one is restarted before its death stops the run."""
 
 
 def actor_commands(config: RunConfig, run_dir: Path) -> list[ActorCommand]:
-    """The broker, the inference actor(s), the learner and the rollout actors of a run whose
+    """The broker, the inference actor(s), the learner and the rollout actors that a run whose
     resolved config is written at ``run_dir/config.yaml`` (and the learner's at
-    ``run_dir/learner.yaml``, see :func:`write_configs`)."""
+    ``run_dir/learner.yaml``, see :func:`write_configs`) starts itself."""
     c = config
-    address = c.bus.address
-    assert address is not None, "resolve_for_run sets the bus address"
+    address = bus_address(c, run_dir)
     threads = cpu_threads(c)
     inference_env = {"OMP_NUM_THREADS": str(threads["inference"])} if threads else {}
     learner_env = {"OMP_NUM_THREADS": str(threads["learner"])} if threads else {}
-    commands = [
-        ActorCommand(
-            "broker", broker_argv(address, c.bus.heartbeat_interval, c.bus.heartbeat_timeout)
+    commands = []
+    if own_broker(c, run_dir):
+        argv = broker_argv(address, c.bus.heartbeat_interval, c.bus.heartbeat_timeout)
+        commands.append(
+            ActorCommand("broker", argv, restartable=True, max_restarts=c.bus.max_restarts)
         )
-    ]
     inference = [(f"inference-{i}", c.learner.name, c.seed + i) for i in range(c.inference.actors)]
     if c.opponents.mode == "population":
         inference.append(("inference-pool", POOL, c.seed + 99))
@@ -63,13 +71,8 @@ def actor_commands(config: RunConfig, run_dir: Path) -> list[ActorCommand]:
         )
         argv = inference_argv(actor_name, address, served, c.bus.heartbeat_interval)
         commands.append(ActorCommand(actor_name, argv, inference_env))
-    commands.append(
-        ActorCommand(
-            "learner",
-            ["-v", "learner", "--address", address, "--config", str(run_dir / "learner.yaml")],
-            learner_env,
-        )
-    )
+    if c.start_learner:
+        commands.append(ActorCommand("learner", learner_argv(address, run_dir), learner_env))
     for index in range(c.rollout.actors):
         argv = [
             "-v",
@@ -81,8 +84,17 @@ def actor_commands(config: RunConfig, run_dir: Path) -> list[ActorCommand]:
             "--index",
             str(index),
         ]
-        commands.append(ActorCommand(f"rollout-{index}", argv, restartable=True))
+        commands.append(
+            ActorCommand(
+                f"rollout-{index}", argv, restartable=True, max_restarts=c.rollout.max_restarts
+            )
+        )
     return commands
+
+
+def learner_argv(address: str, run_dir: Path) -> list[str]:
+    """``arena learner`` with the learner config the run wrote."""
+    return ["-v", "learner", "--address", address, "--config", str(run_dir / "learner.yaml")]
 
 
 def broker_argv(address: str, heartbeat_interval: float, heartbeat_timeout: float) -> list[str]:
@@ -117,18 +129,21 @@ def inference_argv(
 
 
 def write_configs(config: RunConfig, run_dir: Path) -> None:
-    """The learner's section as ``learner.yaml`` (what ``arena learner --config`` reads)."""
+    """The resolved run config as ``config.yaml`` (what ``arena rollout --config`` reads, and
+    what ``resume`` restores) and its learner section as ``learner.yaml`` (what ``arena learner
+    --config`` reads): written before anything starts, so that actors started elsewhere can be
+    given them."""
+    (run_dir / "config.yaml").write_text(to_yaml(replace(config, resume=None)))
     (run_dir / "learner.yaml").write_text(to_yaml(config.learner))
 
 
-def start_processes(launcher: Launcher, config: RunConfig, run_dir: Path) -> None:
-    """Start every process of the run under ``launcher``."""
-    write_configs(config, run_dir)
-    for command in actor_commands(config, run_dir):
+def start_processes(launcher: Launcher, commands: Iterable[ActorCommand]) -> None:
+    """Start ``commands`` (some of :func:`actor_commands`) under ``launcher``."""
+    for command in commands:
         launcher.start(
             command.name,
             command.argv,
             env=command.env,
             restartable=command.restartable,
-            max_restarts=config.rollout.max_restarts if command.restartable else 0,
+            max_restarts=command.max_restarts,
         )

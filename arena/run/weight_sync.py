@@ -4,6 +4,11 @@ Inference actors announce every update's outcome on topic ``weights_ack.<name>``
 (:mod:`arena.actors.inference`). :class:`WeightSync` listens to those announcements and asks
 the actors' status service, so the coordinator can wait until every actor serves a version
 (sync mode) or until the pool actor has loaded a checkpoint (population mode).
+
+"Every actor" means every one on the bus that serves the policy's status service when the wait
+starts, found in the broker's directory (:mod:`arena.run.directory`): inference actors started
+elsewhere join a run under names of their own, and one that joins later gets the current weights
+re-sent by the learner and is waited for from the next version on.
 """
 
 from __future__ import annotations
@@ -13,17 +18,15 @@ import contextlib
 import time
 from collections.abc import Callable
 
-from arena.bus import Actor, Message
+from arena.bus import Actor, BusError, Message
+from arena.run.directory import listing, serving
 
 
 class WeightSync:
     """The versions the inference actors last applied, and ways to wait for one."""
 
-    def __init__(
-        self, policy_name: str, inference_actors: int, on_event: Callable[[str], None]
-    ) -> None:
+    def __init__(self, policy_name: str, on_event: Callable[[str], None]) -> None:
         self.policy_name = policy_name
-        self.inference_actors = inference_actors
         self.on_event = on_event
         """Called with a line for the run's event log (a refused update)."""
         self.acks: dict[str, int] = {}
@@ -49,19 +52,23 @@ class WeightSync:
             )
 
     async def wait_serving(self, version: int, timeout: float = 600.0) -> None:
-        """Until every inference actor serves ``version`` (or newer), asking each its status."""
+        """Until every inference actor of the policy on the bus serves ``version`` (or newer),
+        asking each its status. One that leaves the bus meanwhile is no longer waited for."""
         assert self.actor is not None
         deadline = time.monotonic() + timeout
         service = f"policy:{self.policy_name}:status"
-        for i in range(self.inference_actors):
+        for name in serving(await listing(self.actor), service):
             while True:
-                status = await self.actor.request(service=service, dst=f"inference-{i}", timeout=30)
-                if status.body["version"] >= version:
-                    break
+                try:
+                    status = await self.actor.request(service=service, dst=name, timeout=30)
+                    if status.body["version"] >= version:
+                        break
+                except BusError:
+                    if name not in serving(await listing(self.actor), service):
+                        break  # it left (or died): nothing to wait for
+                    # else lost on the way (a restarting broker): ask again
                 if time.monotonic() > deadline:
-                    raise TimeoutError(
-                        f"inference-{i} did not apply weights v{version} in {timeout:.0f}s"
-                    )
+                    raise TimeoutError(f"{name} did not apply weights v{version} in {timeout:.0f}s")
                 await self._next_ack(0.5)
 
     async def wait_applied(

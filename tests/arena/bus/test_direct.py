@@ -270,3 +270,46 @@ def test_arena_status_lists_every_actor(address: str) -> None:
     finally:
         stop(echo)
         stop(broker)
+
+
+def test_messages_to_one_destination_keep_their_order_through_first_contact(
+    address: str,
+) -> None:
+    broker = spawn_broker(address)
+    received: list[int] = []
+    try:
+        with BlockingActor("target", address, services={"test.echo": lambda m: m.body}) as target:
+            target.actor.on("episode", lambda m: received.append(m.body))
+            with BlockingActor("sender", address, routing="auto") as sender:
+                # The first of these wait for the name to resolve; the later ones must not
+                # overtake them.
+                for i in range(300):
+                    sender.send("episode", i, service="test.echo")
+                assert sender.call("done", service="test.echo") == "done"
+                deadline = time.monotonic() + 5
+                while len(received) < 300 and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                assert sender.actor.counters["served_direct"] == 0  # it serves nothing
+        assert received == list(range(300))
+        assert target.actor.counters["served_direct"] == 1  # the "done" request came direct
+    finally:
+        stop(broker)
+
+
+def test_a_request_pending_through_a_broker_that_restarts_fails_at_once(address: str) -> None:
+    broker = spawn_broker(address, "--heartbeat-timeout", "5.0")
+    slow = spawn_slow(address, "slow-1")
+    try:
+        wait_for_service(address, "test.slow")
+        with BlockingActor("client", address, routing="brokered", heartbeat_interval=0.2) as c:
+            pending = c.request(service="test.slow", timeout=120)
+            time.sleep(0.3)
+            broker.send_signal(signal.SIGKILL)
+            broker.wait()
+            broker = spawn_broker(address, "--heartbeat-timeout", "5.0")  # back within 5 s
+            with pytest.raises(BusError) as failed:
+                pending.result(timeout=10)
+            assert failed.value.code in ("broker_lost", "actor_dead")
+    finally:
+        stop(slow)
+        stop(broker)

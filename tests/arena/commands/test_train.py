@@ -281,3 +281,51 @@ def test_group_advantages_carry_signal(tmp_path: Path, mode: str) -> None:
     trained = [r["learner/samples"] for r in rows]
     assert sum(trained) > 0 and all(r["learner/tokens"] > 0 for r in rows if r["learner/samples"])
     assert all(r.get("learner/filtered/zero_advantage", 0) < r["learner/turns"] for r in rows)
+
+
+def test_a_rollout_actor_started_by_hand_is_the_async_runs_only_one(tmp_path: Path) -> None:
+    # rollout.actors=0 (once a division by zero in async mode): the run starts none and waits
+    # for one, here started by hand with the run's own config.yaml, under an index of its own,
+    # through the run's own broker.
+    run_dir = tmp_path / "run"
+    proc = start("train", SMOKE, f"run_dir={run_dir}", "mode=async", "rollout.actors=0", "steps=3")
+    joiner = None
+    try:
+        wait_for(lambda: (run_dir / "config.yaml").exists(), 120, "no config.yaml")
+        joiner = start(
+            "rollout",
+            "--connect",
+            f"ipc://{run_dir.resolve()}/bus.sock",
+            "--config",
+            str(run_dir / "config.yaml"),
+            "--index",
+            "5",
+        )
+        out, _ = proc.communicate(timeout=600)
+    finally:
+        proc.kill()
+        if joiner is not None:
+            joiner.terminate()
+            joiner.wait(timeout=30)
+    assert proc.returncode == 0, out[-3000:]
+    assert "waiting up to" in out and "arena rollout --connect" in out  # it said how to join
+    assert [r["step"] for r in metrics(run_dir)] == [1, 2, 3]
+    transcripts = (run_dir / "transcripts.jsonl").read_text().splitlines()
+    assert transcripts and all(json.loads(t)["id"].startswith("rollout-5-") for t in transcripts)
+    assert not list((run_dir / "logs").glob("rollout-*.log"))  # the run started none
+
+
+def test_the_runs_own_broker_is_restarted_and_the_run_completes(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    bind = f"--bind ipc://{run_dir.resolve()}/bus.sock"
+    proc = start("train", SMOKE, f"run_dir={run_dir}", "steps=4")
+    try:
+        wait_for(lambda: len(metrics(run_dir)) >= 1, 300, "no step finished")
+        os.kill(pids_of(bind)[0], signal.SIGKILL)
+        out, _ = proc.communicate(timeout=600)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, out[-3000:]
+    assert [r["step"] for r in metrics(run_dir)] == [1, 2, 3, 4]
+    events = (run_dir / "events.log").read_text()
+    assert "broker" in events and "restarting (1/3)" in events

@@ -1,0 +1,223 @@
+"""The coordinator finds its rollout and inference actors on the bus instead of assuming
+``rollout-0`` to ``rollout-<N-1>`` (arena/run/collection.py, arena/run/weight_sync.py).
+
+With an external broker a run may start no rollout actor at all (``rollout.actors=0``) while
+actors started elsewhere join under indexes of their own, at any time. A real broker (in a
+thread) and real bus actors stand in for them here; the fake rollout actors answer collect
+orders without playing.
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/run/test_discovery.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from arena.bus import Actor, Broker, Message
+from arena.run.collection import Collector, CollectStream
+from arena.run.config import load_run_config
+from arena.run.directory import listing, rollout_actors, rollout_names, serving
+from arena.run.weight_sync import WeightSync
+
+
+@pytest.fixture
+def broker(ipc_dir: str) -> Iterator[str]:
+    address = f"ipc://{ipc_dir}/bus.sock"
+    server = Broker(address, heartbeat_interval=0.2, heartbeat_timeout=10.0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield address
+    server.stop()
+    thread.join(timeout=5)
+
+
+def fake_rollout(address: str, name: str, orders: list[tuple[str, dict[str, Any]]]) -> Actor:
+    """A rollout actor that records each order and reports its episodes as played."""
+
+    def collect(msg: Message) -> dict[str, Any]:
+        orders.append((name, msg.body))
+        return {
+            "episodes": msg.body["episodes"],
+            "failed": 0,
+            "seconds": 0.0,
+            "stats": {
+                "reward": {},
+                "invalid_rate": {},
+                "generated_tokens": 0,
+                "policy_turns": 0,
+                "min_version": 0,
+            },
+            "transcript": None,
+        }
+
+    return Actor(
+        name, address, kind="rollout", services={"rollout": collect}, heartbeat_interval=0.2
+    )
+
+
+def test_collects_are_split_over_the_rollout_actors_on_the_bus_and_late_joiners_take_part(
+    broker: str,
+) -> None:
+    # A run that starts no rollout actor itself (rollout.actors=0, its old divisor): two
+    # joined under indexes 3 and 7, a third joins between two collects.
+    config = load_run_config("configs/smoke.yaml", ["rollout.actors=0", "rollout.group_size=2"])
+    orders: list[tuple[str, dict[str, Any]]] = []
+
+    async def scenario() -> None:
+        trainer = Actor("trainer", broker, kind="trainer", heartbeat_interval=0.2)
+        joined = [fake_rollout(broker, f"rollout-{i}", orders) for i in (7, 3)]
+        for actor in (trainer, *joined):
+            await actor.start()
+        collector = Collector(
+            trainer,
+            lambda: rollout_actors(trainer),
+            config.rollout.max_restarts,
+            lambda _: None,
+            config.rollout.group_size,
+        )
+        first = await collector.collect(8, seed=100)
+        late = fake_rollout(broker, "rollout-12", orders)
+        await late.start()
+        second = await collector.collect(10, seed=200)
+        for actor in (late, *joined, trainer):
+            await actor.close()
+        assert first["episodes"] == 8 and second["episodes"] == 10
+
+    asyncio.run(scenario())
+    summary = [(name, o["episodes"], o["seed"], o["group_size"]) for name, o in orders]
+    assert sorted(summary[:2]) == [("rollout-3", 4, 103, 2), ("rollout-7", 4, 107, 2)]
+    # 5 groups over 3 actors, in index order: the first ones get the extra group
+    assert sorted(summary[2:]) == [
+        ("rollout-12", 2, 212, 2),
+        ("rollout-3", 4, 203, 2),
+        ("rollout-7", 4, 207, 2),
+    ]
+
+
+def test_a_failed_share_goes_to_its_actor_if_back_else_to_the_others() -> None:
+    collector = Collector(None, 3, 3, lambda _: None, group_size=2)  # type: ignore[arg-type]
+    again = {"rollout-1": 4, "rollout-5": 6}  # rollout-5 left the bus; rollout-1 is back
+    assert collector.reassign(again, ["rollout-0", "rollout-1"]) == {
+        "rollout-1": 4 + 2,
+        "rollout-0": 4,
+    }
+    assert collector.reassign({"rollout-0": 2}, ["rollout-0"]) == {"rollout-0": 2}
+
+
+def test_a_collect_waits_for_a_rollout_actor_to_join(
+    broker: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    orders: list[tuple[str, dict[str, Any]]] = []
+
+    async def scenario() -> None:
+        trainer = Actor("trainer", broker, kind="trainer", heartbeat_interval=0.2)
+        await trainer.start()
+        collector = Collector(trainer, lambda: rollout_actors(trainer), 3, lambda _: None)
+        collect = asyncio.create_task(collector.collect(4, seed=100))
+        await asyncio.sleep(1.0)
+        assert not collect.done()  # nobody to order from yet
+        joiner = fake_rollout(broker, "rollout-0", orders)
+        await joiner.start()
+        assert (await asyncio.wait_for(collect, 10))["episodes"] == 4
+        none_left = Collector(
+            trainer, lambda: rollout_actors(trainer), 3, lambda _: None, wait_timeout=0.5
+        )
+        await joiner.close()
+        await asyncio.sleep(0.3)
+        with pytest.raises(RuntimeError, match="no rollout actor"):
+            await none_left.collect(4, seed=200)
+        await trainer.close()
+
+    asyncio.run(scenario())
+    assert orders == [("rollout-0", {"op": "collect", "episodes": 4, "seed": 100})]
+
+
+def test_async_collection_gives_orders_to_every_actor_on_the_bus_including_late_ones(
+    broker: str,
+) -> None:
+    orders: list[tuple[str, dict[str, Any]]] = []
+
+    async def scenario() -> None:
+        trainer = Actor("trainer", broker, kind="trainer", heartbeat_interval=0.2)
+        first = fake_rollout(broker, "rollout-4", orders)
+        for actor in (trainer, first):
+            await actor.start()
+        collector = Collector(trainer, lambda: rollout_actors(trainer), 3, lambda _: None)
+        stream = CollectStream(
+            collector, 8, seed=10**7, step=lambda: 0, max_staleness=2, on_event=lambda _: None
+        )
+        running = asyncio.create_task(stream.run(poll=0.1))
+        await asyncio.sleep(1.0)
+        late = fake_rollout(broker, "rollout-9", orders)
+        await late.start()
+        await asyncio.sleep(1.0)
+        stream.stop()
+        await asyncio.wait_for(running, 5)
+        for actor in (late, first, trainer):
+            await actor.close()
+        assert stream.episodes == sum(o["episodes"] for _, o in orders)
+
+    asyncio.run(scenario())
+    # Without a learner step, each actor runs max_staleness + 1 rounds ahead and then waits.
+    by_actor = {
+        name: [o["seed"] for n, o in orders if n == name] for name in ("rollout-4", "rollout-9")
+    }
+    assert by_actor["rollout-4"] == [10**7 + 4 * 10**5 + r for r in range(3)]
+    assert by_actor["rollout-9"] == [10**7 + 9 * 10**5 + r for r in range(3)]
+    assert [o["episodes"] for n, o in orders][0] == 8  # alone, one actor takes a whole step
+
+
+def test_weight_sync_waits_for_the_inference_actors_on_the_bus_whatever_their_names(
+    broker: str,
+) -> None:
+    versions = {"gpu-node-a": 3, "inference-5": 2}
+
+    def status(name: str):
+        return lambda msg: {"version": versions[name]}
+
+    async def scenario() -> None:
+        trainer = Actor("trainer", broker, kind="trainer", heartbeat_interval=0.2)
+        sync = WeightSync("main", lambda _: None)
+        sync.attach(trainer)
+        servers = [
+            Actor(
+                name,
+                broker,
+                kind="inference",
+                services={"policy:main": lambda m: None, "policy:main:status": status(name)},
+                heartbeat_interval=0.2,
+            )
+            for name in versions
+        ]
+        pool = Actor("inference-pool", broker, services={"policy:pool:status": lambda m: {}})
+        for actor in (trainer, *servers, pool):
+            await actor.start()
+        actors = await listing(trainer)
+        assert serving(actors, "policy:main:status") == ["gpu-node-a", "inference-5"]
+        assert rollout_names(actors) == []
+        await asyncio.wait_for(sync.wait_serving(2), 10)  # both serve v2 or newer
+        waiting = asyncio.create_task(sync.wait_serving(3, timeout=30))
+        await asyncio.sleep(1.0)
+        assert not waiting.done()  # inference-5 still serves v2
+        versions["inference-5"] = 3
+        await asyncio.wait_for(waiting, 10)
+        for actor in (pool, *servers, trainer):
+            await actor.close()
+
+    asyncio.run(scenario())
+
+
+def test_rollout_names_are_the_rollout_actors_in_index_order() -> None:
+    actors = [
+        {"name": "rollout-10", "kind": "rollout", "services": ["rollout"]},
+        {"name": "rollout-2", "kind": "rollout", "services": ["rollout"]},
+        {"name": "rollout-x", "kind": "rollout", "services": ["rollout"]},
+        {"name": "rollout-3", "kind": "rollout", "services": []},  # not serving (yet)
+        {"name": "trainer", "kind": "trainer", "services": []},
+    ]
+    assert rollout_names(actors) == ["rollout-2", "rollout-10"]

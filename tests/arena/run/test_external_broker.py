@@ -1,0 +1,273 @@
+"""``arena train`` against a broker that is already running (``bus.address`` set), and the
+README's multi-host recipe, run as written: every process its own ``arena`` command, over
+``tcp://127.0.0.1``, the tiny model.
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/run/test_external_broker.py`` (the recipe
+is marked ``slow``: about a minute).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from arena.core.errors import ConfigError
+from arena.run.config import load_run_config
+from arena.run.plan import bus_address, cpu_threads, make_run_dir, own_broker, plan, resolve_for_run
+from arena.run.processes import actor_commands
+from arena.run.roster import missing, start_command
+
+ROOT = Path(__file__).resolve().parents[3]
+SMOKE = str(ROOT / "configs" / "smoke.yaml")
+RECIPE_MARKER = "<!-- multi-host recipe:"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def smoke(*overrides: str):
+    return load_run_config(SMOKE, ["cpu_threads=1", *overrides])
+
+
+# -- what a run starts ----------------------------------------------------------------------
+def test_an_external_broker_is_not_started_and_only_the_asked_for_actors_are(
+    tmp_path: Path,
+) -> None:
+    config = resolve_for_run(
+        smoke(
+            "bus.address=tcp://127.0.0.1:5555",
+            "rollout.actors=0",
+            "inference.actors=0",
+            "start_learner=false",
+        ),
+        tmp_path,
+    )
+    assert not own_broker(config, tmp_path)
+    assert actor_commands(config, tmp_path) == []
+    config = resolve_for_run(
+        smoke("bus.address=tcp://127.0.0.1:5555", "rollout.actors=1"), tmp_path
+    )
+    commands = {c.name: c for c in actor_commands(config, tmp_path)}
+    assert list(commands) == ["inference-0", "learner", "rollout-0"]
+    assert commands["rollout-0"].argv[2:4] == ["--address", "tcp://127.0.0.1:5555"]
+
+
+def test_the_runs_own_broker_is_restartable_and_stays_unset_in_the_config(tmp_path: Path) -> None:
+    config = resolve_for_run(smoke("bus.max_restarts=5"), tmp_path)
+    assert config.bus.address is None  # a resumed run starts its own broker again
+    assert own_broker(config, tmp_path)
+    assert bus_address(config, tmp_path) == f"ipc://{tmp_path.resolve()}/bus.sock"
+    broker = actor_commands(config, tmp_path)[0]
+    assert broker.name == "broker" and broker.restartable and broker.max_restarts == 5
+    # a run directory written when the address was filled in is still its own broker's
+    old = smoke(f"bus.address=ipc://{tmp_path.resolve()}/bus.sock")
+    assert own_broker(old, tmp_path) and actor_commands(old, tmp_path)[0].name == "broker"
+
+
+def test_counts_of_zero_are_allowed_and_the_run_waits_for_at_least_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    config = smoke("rollout.actors=0", "inference.actors=0", "mode=async", "start_learner=false")
+    assert config.awaited() == (1, 1)
+    auto = replace(config, cpu_threads=0)
+    assert cpu_threads(auto, 4) == {"inference": 4, "learner": 4}  # no division by zero
+    assert smoke("rollout.actors=3", "wait.inference_actors=2").awaited() == (3, 2)
+    with pytest.raises(ConfigError, match="wait.rollout_actors must be >= 1"):
+        smoke("wait.rollout_actors=0")
+    with pytest.raises(ConfigError, match="rollout.actors must be >= 0"):
+        smoke("rollout.actors=-1")
+    text = plan(smoke("bus.address=tcp://10.0.0.1:5555", "rollout.actors=0", "start_learner=false"))
+    assert "already running, not started here: arena broker --bind tcp://*:5555" in text
+    assert "rollout x0" in text and "waits for 1 on the bus" in text
+    assert "joins: arena learner --connect tcp://10.0.0.1:5555" in text
+
+
+def test_missing_actors_are_named_with_the_command_that_starts_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ARENA_KEYS", raising=False)
+    monkeypatch.delenv("ARENA_INSECURE", raising=False)
+    config = smoke(
+        "rollout.actors=0", "inference.actors=0", "wait.rollout_actors=2", "start_learner=false"
+    )
+    address = "tcp://127.0.0.1:5555"
+    actors = [
+        {"name": "learner", "kind": "learner", "services": ["learner"]},
+        {"name": "x", "kind": "inference", "services": ["policy:main", "policy:main:status"]},
+        {"name": "rollout-4", "kind": "rollout", "services": ["rollout"]},
+    ]
+    assert missing(config, actors, tmp_path, address) == [
+        f"1 more rollout actor(s) (of 2): arena rollout --connect {address} "
+        f"--config {tmp_path}/config.yaml --index 0"
+    ]
+    assert missing(config, actors + [{**actors[2], "name": "rollout-9"}], tmp_path, address) == []
+    inference = start_command(config, tmp_path, address, "inference")
+    assert inference.startswith(f"arena inference --connect {address} --actor-name inference-0")
+    assert "--model tiny --name main --dtype float32" in inference
+    monkeypatch.setenv("ARENA_KEYS", "/secure/keys")  # what --keys sets: the hints pass it on
+    assert start_command(config, tmp_path, address, "learner").endswith(" --keys /secure/keys")
+
+
+def test_a_fixed_run_dir_is_used_once(tmp_path: Path) -> None:
+    config = smoke(f"run_dir={tmp_path}/run")
+    assert make_run_dir(config) == tmp_path / "run"
+    (tmp_path / "run" / "config.yaml").write_text("name: smoke\n")
+    with pytest.raises(ConfigError, match="resume="):
+        make_run_dir(config)
+
+
+# -- against real processes -----------------------------------------------------------------
+def test_no_broker_at_the_address_fails_fast_and_says_how_to_start_one(tmp_path: Path) -> None:
+    port = free_port()
+    started = time.monotonic()
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "arena",
+            "train",
+            SMOKE,
+            f"bus.address=tcp://127.0.0.1:{port}",
+            "bus.connect_timeout=2",
+            f"run_dir={tmp_path / 'run'}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
+    assert time.monotonic() - started < 60
+    assert f"no broker answered at bus.address=tcp://127.0.0.1:{port}" in result.stderr
+    assert f"arena broker --bind tcp://*:{port}" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not list((tmp_path / "run" / "logs").glob("*.log"))  # nothing was started
+
+
+def readme_recipe() -> list[str]:
+    """The command lines of the README's multi-host recipe (the fenced block after its
+    marker), without their comments."""
+    text = (ROOT / "README.md").read_text()
+    after = text[text.index(RECIPE_MARKER) :]
+    block = re.search(r"```bash\n(.*?)```", after, re.S)
+    assert block is not None, "no ```bash block after the recipe marker"
+    lines = []
+    for line in block.group(1).splitlines():
+        line = re.sub(r"\s+#.*$", "", line).strip()
+        if line:
+            lines.append(line)
+    return lines
+
+
+def localize(line: str, port: int) -> list[str]:
+    """A recipe line for this machine: host-a is 127.0.0.1, port 5555 a free one, configs/
+    the repository's, and ``arena`` this interpreter's."""
+    line = line.replace("host-a", "127.0.0.1").replace("5555", str(port))
+    argv = shlex.split(line.replace("configs/", f"{ROOT}/configs/"))
+    assert argv[0] == "arena", line
+    return [sys.executable, "-m", "arena", *argv[1:]]
+
+
+def wait_until(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(what)
+        time.sleep(0.2)
+
+
+@pytest.mark.slow
+def test_the_readme_multi_host_recipe_trains_through_an_external_broker(tmp_path: Path) -> None:
+    recipe = readme_recipe()
+    assert [shlex.split(line)[1] for line in recipe] == [
+        "keys",
+        "broker",
+        "ping",
+        "train",
+        "inference",
+        "learner",
+        "rollout",
+    ]
+    port = free_port()
+    logs: dict[str, Path] = {}
+    background: dict[str, subprocess.Popen] = {}
+    run_dir = tmp_path / "runs" / "multihost"
+
+    def start(name: str, argv: list[str]) -> subprocess.Popen:
+        logs[name] = tmp_path / f"{name}.out"
+        with open(logs[name], "w") as out:
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path)
+        background[name] = proc
+        return proc
+
+    def tail(name: str) -> str:
+        return logs[name].read_text()[-3000:] if name in logs else ""
+
+    try:
+        for line in recipe:
+            argv = localize(line, port)
+            command = argv[3]
+            if command in ("keys", "ping"):  # run to completion
+                done = subprocess.run(
+                    argv, capture_output=True, text=True, cwd=tmp_path, timeout=120
+                )
+                assert done.returncode == 0, (line, done.stdout, done.stderr)
+            elif command == "broker":
+                start("broker", argv)
+                wait_until(lambda: "listening" in tail("broker"), 60, "the broker never listened")
+            elif command == "train":
+                start("train", argv)
+                # the actors below read the files the run writes before anything else
+                wait_until(
+                    lambda: (
+                        (run_dir / "learner.yaml").exists()
+                        or background["train"].poll() is not None
+                    ),
+                    120,
+                    "no learner.yaml",
+                )
+                assert background["train"].poll() is None, tail("train")
+            else:
+                start(command, argv)
+        train = background["train"]
+        try:
+            train.wait(timeout=480)
+        except subprocess.TimeoutExpired:
+            pytest.fail("arena train did not finish:\n" + tail("train"))
+        out = logs["train"].read_text()
+        assert train.returncode == 0, out + "".join(tail(n) for n in background if n != "train")
+        for name, proc in background.items():  # the others serve on, as they would elsewhere
+            assert name == "train" or proc.poll() is None, f"{name} died:\n{tail(name)}"
+    finally:
+        for proc in background.values():
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in background.values():
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    assert f"tcp://127.0.0.1:{port}" in out and "waiting up to" in out
+    assert not list((run_dir / "logs").glob("*.log")), "train started a process itself"
+    rows = [json.loads(r) for r in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2]
+    assert all(r["episodes"] >= 8 and "learner/loss" in r for r in rows)
+    transcripts = [json.loads(r) for r in (run_dir / "transcripts.jsonl").read_text().splitlines()]
+    assert transcripts and all(t["id"].startswith("rollout-0-") for t in transcripts)
+    assert sorted(p.name for p in (run_dir / "checkpoints").glob("step-*"))[-1].endswith("2")
+    assert (run_dir / "eval_summary.json").exists()
