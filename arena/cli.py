@@ -44,6 +44,7 @@ for _name, _help in {
     "play": "play a game in the terminal against a checkpoint, a model or a bot",
     "keys": "generate CURVE keypairs for a secure bus (arena keys generate DIR)",
     "status": "list every actor registered with a broker: kind, host, services, load, heartbeat",
+    "deploy": "write a Slurm sbatch script or Kubernetes manifests that start a run's processes",
 }.items():
     commands.register(_name, f"arena.commands.{_name.replace('-', '_')}", help=_help)
 

@@ -1,0 +1,276 @@
+"""``arena deploy slurm|k8s CONFIG [key=value ...] --out PATH``: a run's processes for a cluster.
+
+``slurm`` writes an ``sbatch`` script (``--out FILE``): one heterogeneous job whose components
+hold the broker and ``arena train`` (the job's first node), the inference actors, the learner
+and the rollout actors, each process an ``srun`` step. ``k8s`` writes manifests (``--out DIR``,
+then ``kubectl apply -f DIR``): a Secret with the keys, a ConfigMap with the resolved run config,
+the broker (StatefulSet and headless Service), inference Deployments, learner and ``arena
+train`` Jobs and a rollout StatefulSet.
+
+Both start the command lines ``arena train`` starts locally, with a ``tcp://`` broker address;
+``arena train`` itself runs as the coordinator with ``rollout.actors=0 inference.actors=0
+start_learner=false`` and waits for the ``rollout.actors`` and ``inference.actors`` (at least 1
+each) that the cluster starts. Pod-to-pod and node-to-node traffic is not loopback, so
+``--keys DIR`` (from ``arena keys generate DIR``) is required, or ``--insecure``. Resources
+per kind come from ``--cpus-per-*``, ``--gpus-per-*`` and ``--mem-per-*``. See docs/deploy.md.
+
+A bad config, key directory or flag exits with code 2 and a message naming it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from arena.core.errors import ConfigError
+from arena.deploy import Deployment, Process, Resources
+
+CPUS = {"train": 4, "inference": 4, "learner": 8, "rollout": 2}
+"""Default CPUs per process of each kind (``train``: ``arena train``; in Slurm the broker runs
+beside it on one more CPU)."""
+GPU_KINDS = ("inference", "learner")
+SLURM_ONLY = ("partition", "gpu_partition", "account", "time", "setup")
+K8S_ONLY = ("image", "namespace", "volume_claim")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("target", choices=["slurm", "k8s"], help="what to write")
+    parser.add_argument("config", help="YAML run config, e.g. configs/selfplay.yaml")
+    parser.add_argument("overrides", nargs="*", help="key=value overrides of the run config")
+    parser.add_argument("--out", required=True, help="slurm: the script to write; k8s: a directory")
+    parser.add_argument("--keys", metavar="DIR", help="CURVE keys from `arena keys generate DIR`")
+    parser.add_argument("--insecure", action="store_true", help="no keys: plain tcp (warns)")
+    parser.add_argument("--port", type=int, default=5555, help="the broker's tcp port")
+    parser.add_argument("--name", help="job name / object prefix (default arena-<config name>)")
+    parser.add_argument("--run-dir", help="the run directory (absolute; default: see docs)")
+    parser.add_argument(
+        "--arena", default="arena", help="how a node runs arena, e.g. '.venv/bin/python -m arena'"
+    )
+    sizes = parser.add_argument_group("resources per process of each kind")
+    for kind, cpus in CPUS.items():
+        what = "arena train (in Slurm, the broker gets 1 more)" if kind == "train" else kind
+        sizes.add_argument(
+            f"--cpus-per-{kind}", type=int, default=cpus, metavar="N", help=f"{what}: {cpus} CPUs"
+        )
+        if kind in GPU_KINDS:
+            more = ", more: torchrun" if kind == "learner" else ""
+            sizes.add_argument(
+                f"--gpus-per-{kind}",
+                type=int,
+                metavar="N",
+                help=f"{kind}: 1 GPU, 0 if its device is cpu{more}",
+            )
+        sizes.add_argument(
+            f"--mem-per-{kind}", type=int, metavar="GIB", help=f"{kind}: the scheduler's default"
+        )
+    slurm = parser.add_argument_group("slurm")
+    slurm.add_argument("--partition")
+    slurm.add_argument("--gpu-partition", help="partition of the GPU components")
+    slurm.add_argument("--account")
+    slurm.add_argument("--time", help="time limit, e.g. 1-00:00:00")
+    slurm.add_argument("--setup", action="append", metavar="LINE", help="shell line run first")
+    k8s = parser.add_argument_group("k8s")
+    k8s.add_argument("--image", help="the container image with arena (default arena:latest)")
+    k8s.add_argument("--namespace")
+    k8s.add_argument("--volume-claim", metavar="PVC", help="PVC for run directories (RWX)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from arena.run.config import load_run_config
+    from arena.run.plan import validate
+
+    _check_flags(args)
+    config = load_run_config(args.config, args.overrides)
+    if config.resume:
+        raise ConfigError("resume: arena deploy starts a new run; resume one by hand")
+    validate(config)
+    keys = _check_keys(args)
+    name = args.name or f"arena-{config.name}"
+    if args.target == "k8s":
+        name = name.lower().replace("_", "-").replace(".", "-")
+        if not _DNS_LABEL.fullmatch(name):
+            raise ConfigError(f"--name {name!r}: Kubernetes wants [a-z0-9-], at most 40 long")
+        return _k8s(args, config, name, keys)
+    return _slurm(args, config, name, keys)
+
+
+def _check_flags(args: argparse.Namespace) -> None:
+    other = K8S_ONLY if args.target == "slurm" else SLURM_ONLY
+    for flag in other:
+        if getattr(args, flag) is not None:
+            raise ConfigError(f"--{flag.replace('_', '-')} is not a flag of `{args.target}`")
+    if args.run_dir and not args.run_dir.startswith("/"):
+        raise ConfigError(f"--run-dir {args.run_dir}: must be absolute (on a shared filesystem)")
+
+
+def _check_keys(args: argparse.Namespace) -> Path | None:
+    """The key directory, checked as the bus will check it; or None with ``--insecure``."""
+    from arena.bus.security import BROKER, DEFAULT_CLIENT, load_security
+
+    if args.keys:
+        keys = Path(args.keys).expanduser().resolve()
+        for identity in (BROKER, DEFAULT_CLIENT):
+            load_security(keys, identity)
+        return keys
+    if not args.insecure:
+        raise ConfigError(
+            f"{args.target}: processes on different hosts talk over tcp, which is not loopback: "
+            "make keys with `arena keys generate DIR` and pass --keys DIR, or pass --insecure "
+            "for unauthenticated, unencrypted traffic"
+        )
+    print("arena deploy: INSECURE: ARENA_INSECURE=1, bus traffic unencrypted", file=sys.stderr)
+    return None
+
+
+def _resources(args: argparse.Namespace, config: Any) -> dict[str, Resources]:
+    devices = {"inference": config.inference.device, "learner": config.learner.device}
+    out = {"broker": Resources(cpus=1)}
+    for kind in CPUS:
+        gpus = getattr(args, f"gpus_per_{kind}", 0)
+        if gpus is None:
+            gpus = 0 if devices[kind] == "cpu" else 1
+        cpus, mem = getattr(args, f"cpus_per_{kind}"), getattr(args, f"mem_per_{kind}")
+        out[kind] = Resources(cpus=cpus, gpus=gpus, memory_gb=mem)
+    return out
+
+
+def deployment(
+    args: argparse.Namespace,
+    config: Any,
+    name: str,
+    keys: Path | None,
+    where: tuple[str, str, Path],
+) -> tuple[Deployment, Any]:
+    """The processes of the run and the coordinator's config. ``where``: the broker address
+    and the run directory as the cluster spells them, and the directory that holds
+    config.yaml and learner.yaml there."""
+    from arena.run.config import load_run_config
+    from arena.run.processes import actor_commands, broker_argv
+
+    address, run_dir, config_dir = where
+    rollouts, inferences = max(1, config.rollout.actors), max(1, config.inference.actors)
+    coordinating = [
+        f"bus.address={address}",
+        f"bus.connect_timeout={max(config.bus.connect_timeout, 120.0)}",
+        "rollout.actors=0",
+        "inference.actors=0",
+        "start_learner=false",
+        f"run_dir={run_dir}",
+        f"wait.rollout_actors={config.wait.rollout_actors or rollouts}",
+        f"wait.inference_actors={config.wait.inference_actors or inferences}",
+    ]
+    coordinator = load_run_config(args.config, [*args.overrides, *coordinating])
+    actors = replace(
+        coordinator,
+        start_learner=True,
+        rollout=replace(coordinator.rollout, actors=rollouts),
+        inference=replace(coordinator.inference, actors=inferences),
+    )
+    resources = _resources(args, config)
+    bus = config.bus
+    processes = [
+        Process(
+            "broker",
+            broker_argv(f"tcp://*:{args.port}", bus.heartbeat_interval, bus.heartbeat_timeout),
+            max_restarts=bus.max_restarts,
+        ),
+    ]
+    if args.target == "slurm":
+        path = str(Path(args.config).resolve())
+        processes.append(Process("train", ["train", path, *args.overrides, *coordinating]))
+    else:
+        processes.append(Process("train", ["train", str(config_dir / "config.yaml")]))
+    for command in actor_commands(actors, config_dir):
+        argv, env, kind = list(command.argv), dict(command.env), command.name.split("-")[0]
+        if kind == "inference":  # resolved on each node, not on the one writing the files
+            argv[argv.index("--device") + 1] = config.inference.device
+        if kind in GPU_KINDS:
+            env["OMP_NUM_THREADS"] = str(config.cpu_threads or resources[kind].cpus)
+        restarts = command.max_restarts if command.restartable else 0
+        processes.append(Process(command.name, argv, env, max_restarts=restarts))
+    spec = Deployment(
+        name=name,
+        processes=processes,
+        resources=resources,
+        port=args.port,
+        keys=str(keys) if keys else None,
+        insecure=args.insecure,
+        routing=config.bus.routing,
+        launcher=shlex.split(args.arena),
+    )
+    return spec, coordinator
+
+
+def _slurm(args: argparse.Namespace, config: Any, name: str, keys: Path | None) -> int:
+    from arena.deploy.slurm import BROKER_HOST_MARK, RUN_DIR_MARK, SlurmOptions, render
+
+    address = f"tcp://{BROKER_HOST_MARK}:{args.port}"
+    spec, _ = deployment(args, config, name, keys, (address, RUN_DIR_MARK, Path(RUN_DIR_MARK)))
+    run_dir = args.run_dir or config.run_dir
+    options = SlurmOptions(
+        run_dir=str(Path(run_dir).resolve()) if run_dir else None,
+        runs_under=f"{config.output_dir}/{config.name}",
+        partition=args.partition,
+        gpu_partition=args.gpu_partition,
+        account=args.account,
+        time=args.time,
+        setup=list(args.setup or []),
+    )
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render(spec, options))
+    out.chmod(0o755)
+    print(f"arena deploy: wrote {out}: {_summary(spec)}")
+    print(f"  submit from a directory every node shares: sbatch {out}")
+    return 0
+
+
+def _k8s(args: argparse.Namespace, config: Any, name: str, keys: Path | None) -> int:
+    from arena.deploy.files import write
+    from arena.deploy.k8s import CONFIG_DIR, FILES, RUNS_DIR, SECRET_FILE, K8sOptions, render
+    from arena.run.plan import resolve_for_run
+    from arena.run.processes import write_configs
+
+    address = f"tcp://{name}-broker:{args.port}"
+    # on the runs volume unless given absolute: a relative one would land in the image
+    run_dir = args.run_dir or config.run_dir or config.name
+    if not run_dir.startswith("/"):
+        run_dir = f"{RUNS_DIR}/{run_dir}"
+    spec, coordinator = deployment(args, config, name, keys, (address, run_dir, Path(CONFIG_DIR)))
+    with tempfile.TemporaryDirectory() as tmp:  # the files arena train itself would write
+        write_configs(resolve_for_run(coordinator, Path(run_dir)), Path(tmp))
+        config_files = {f: (Path(tmp) / f).read_text() for f in ("config.yaml", "learner.yaml")}
+    options = K8sOptions(
+        image=args.image or "arena:latest",
+        namespace=args.namespace,
+        volume_claim=args.volume_claim,
+    )
+    files = render(spec, options, config_files, _key_files(keys) if keys else None)
+    written = write(files, Path(args.out), known=FILES, secret=SECRET_FILE)
+    print(f"arena deploy: wrote {len(written)} files to {args.out}: {_summary(spec)}")
+    if keys:
+        print(f"  {Path(args.out) / SECRET_FILE} holds secret keys: keep it out of git")
+    print(f"  start: kubectl apply -f {args.out}; the run ends when job {name}-train completes")
+    return 0
+
+
+def _key_files(keys: Path) -> dict[str, bytes]:
+    """The key files a cluster needs: the broker's and the client's keypairs, the allow-list
+    (other clients' secret keys stay where they are)."""
+    names = ["broker.key", "broker.key_secret", "client.key", "client.key_secret"]
+    files = {n: (keys / n).read_bytes() for n in names}
+    for path in sorted((keys / "authorized").glob("*.key")):
+        files[f"authorized/{path.name}"] = path.read_bytes()
+    return files
+
+
+def _summary(spec: Deployment) -> str:
+    counts = {k: len(spec.of_kind(k)) for k in ("inference", "learner", "rollout")}
+    return "broker, arena train, " + ", ".join(f"{n} {k}" for k, n in counts.items())

@@ -1,0 +1,85 @@
+"""``arena deploy`` refuses bad input with exit code 2 and a message that names it.
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/deploy/test_command.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+SMOKE = str(ROOT / "configs" / "smoke.yaml")
+Result = Any  # conftest.Result: (code, out, err)
+
+
+@pytest.mark.parametrize("target", ["slurm", "k8s"])
+def test_an_unknown_config_key_is_named(
+    deploy: Callable[..., Result], keys: Path, tmp_path: Path, target: str
+) -> None:
+    out = tmp_path / "out"
+    result = deploy(target, SMOKE, "rollout.actorz=3", "--out", str(out), "--keys", str(keys))
+    assert result.code == 2
+    assert "rollout.actorz" in result.err and "rollout.actors" in result.err  # did you mean
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("target", ["slurm", "k8s"])
+def test_no_keys_and_no_insecure_is_refused(
+    deploy: Callable[..., Result], tmp_path: Path, target: str
+) -> None:
+    out = tmp_path / "out"
+    result = deploy(target, SMOKE, "--out", str(out))
+    assert result.code == 2
+    assert "not loopback" in result.err
+    assert "--keys DIR" in result.err and "--insecure" in result.err
+    assert "arena keys generate" in result.err
+    assert not out.exists()
+
+
+def test_a_secret_key_others_may_read_is_refused(
+    deploy: Callable[..., Result], keys: Path, tmp_path: Path
+) -> None:
+    (keys / "client.key_secret").chmod(0o644)
+    result = deploy("k8s", SMOKE, "--out", str(tmp_path / "out"), "--keys", str(keys))
+    assert result.code == 2 and "chmod 600" in result.err
+
+
+def test_a_missing_key_directory_is_refused(deploy: Callable[..., Result], tmp_path: Path) -> None:
+    result = deploy("slurm", SMOKE, "--out", str(tmp_path / "x.sh"), "--keys", str(tmp_path / "no"))
+    assert result.code == 2 and "does not exist" in result.err
+
+
+def test_flags_of_the_other_target_are_refused(
+    deploy: Callable[..., Result], tmp_path: Path
+) -> None:
+    result = deploy("slurm", SMOKE, "--out", str(tmp_path / "x.sh"), "--insecure", "--image", "i")
+    assert result.code == 2 and "--image" in result.err
+    result = deploy("k8s", SMOKE, "--out", str(tmp_path / "d"), "--insecure", "--partition", "p")
+    assert result.code == 2 and "--partition" in result.err
+
+
+def test_a_relative_run_dir_and_a_bad_name_are_refused(
+    deploy: Callable[..., Result], tmp_path: Path
+) -> None:
+    result = deploy("slurm", SMOKE, "--out", str(tmp_path / "x.sh"), "--insecure", "--run-dir", "r")
+    assert result.code == 2 and "absolute" in result.err
+    result = deploy("k8s", SMOKE, "--out", str(tmp_path / "d"), "--insecure", "--name", "Bad name!")
+    assert result.code == 2 and "--name" in result.err
+
+
+def test_resume_is_refused(deploy: Callable[..., Result], tmp_path: Path) -> None:
+    result = deploy("slurm", SMOKE, "resume=runs/x", "--out", str(tmp_path / "x.sh"), "--insecure")
+    assert result.code == 2 and "resume" in result.err
+
+
+def test_an_unknown_game_is_refused_before_anything_is_written(
+    deploy: Callable[..., Result], tmp_path: Path
+) -> None:
+    out = tmp_path / "x.sh"
+    result = deploy("slurm", SMOKE, "games.0.id=tictactoe-v9", "--out", str(out), "--insecure")
+    assert result.code == 2 and "tictactoe-v9" in result.err
+    assert not out.exists()

@@ -1,0 +1,244 @@
+"""``arena deploy k8s``: the manifests (arena/deploy/k8s.py, arena/commands/deploy.py).
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/deploy/test_k8s.py``. Every document must
+parse as YAML and pass two schema checks: a structural one written here (the fields the
+renderer emits and the rules Kubernetes enforces on them), and, where the ``kubernetes`` Python
+client is installed, a round trip through its typed models, which drop any field they do not
+know and coerce any value of the wrong type, so a document that comes back different from what
+went in holds a misspelled field or a mistyped value.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import stat
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+import pytest
+import yaml
+
+from arena.core.config import load_config
+from arena.deploy.k8s import CONFIG_DIR, KEYS_DIR, SECRET_MODE
+from arena.run.config import load_run_config
+from arena.run.processes import actor_commands
+from trainers.config import LearnerConfig
+
+ROOT = Path(__file__).resolve().parents[3]
+SMOKE = str(ROOT / "configs" / "smoke.yaml")
+Result = Any  # conftest.Result: (code, out, err)
+API = {
+    "Secret": "v1",
+    "ConfigMap": "v1",
+    "Service": "v1",
+    "StatefulSet": "apps/v1",
+    "Deployment": "apps/v1",
+    "Job": "batch/v1",
+}
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+def manifests(out: Path) -> dict[str, list[dict[str, Any]]]:
+    return {p.name: list(yaml.safe_load_all(p.read_text())) for p in sorted(out.glob("*.yaml"))}
+
+
+def documents(out: Path) -> list[dict[str, Any]]:
+    return [doc for docs in manifests(out).values() for doc in docs]
+
+
+def by_name(out: Path) -> dict[str, dict[str, Any]]:
+    return {f"{d['kind']}/{d['metadata']['name']}": d for d in documents(out)}
+
+
+@pytest.fixture
+def out(deploy: Callable[..., Result], keys: Path, tmp_path: Path) -> Path:
+    directory = tmp_path / "k8s"
+    result = deploy(
+        "k8s", SMOKE, "inference.actors=2", "rollout.actors=3", "--out", str(directory),
+        "--keys", str(keys), "--namespace", "ml", "--image", "registry.example/arena:1",
+        "--gpus-per-learner", "1", "--mem-per-learner", "16", "--volume-claim", "arena-runs",
+    )  # fmt: skip
+    assert result.code == 0, result.err
+    return directory
+
+
+def test_the_manifests_hold_every_part_of_the_run(out: Path) -> None:
+    kinds = {name: [d["kind"] for d in docs] for name, docs in manifests(out).items()}
+    assert kinds == {
+        "00-keys.yaml": ["Secret"],
+        "01-config.yaml": ["ConfigMap"],
+        "10-broker.yaml": ["Service", "StatefulSet"],
+        "20-inference.yaml": ["Deployment", "Deployment"],
+        "30-learner.yaml": ["Job"],
+        "40-rollout.yaml": ["Service", "StatefulSet"],
+        "50-train.yaml": ["Job"],
+    }
+    objects = by_name(out)
+    assert objects["StatefulSet/arena-smoke-rollout"]["spec"]["replicas"] == 3
+    assert "Deployment/arena-smoke-inference-1" in objects
+    broker = objects["Service/arena-smoke-broker"]["spec"]
+    assert broker["clusterIP"] == "None" and broker["ports"][0]["port"] == 5555
+
+
+def pod_specs(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return (
+        [doc["spec"]["template"]["spec"]]
+        if doc["kind"] in ("StatefulSet", "Deployment", "Job")
+        else []
+    )
+
+
+def check_structure(doc: dict[str, Any]) -> None:
+    """The rules Kubernetes applies to what the renderer writes."""
+    kind = doc["kind"]
+    assert doc["apiVersion"] == API[kind], kind
+    meta = doc["metadata"]
+    assert DNS_LABEL.fullmatch(meta["name"]) and len(meta["name"]) <= 52, meta["name"]
+    assert meta["namespace"] == "ml"
+    if kind in ("StatefulSet", "Deployment"):
+        selector = doc["spec"]["selector"]["matchLabels"]
+        labels = doc["spec"]["template"]["metadata"]["labels"]
+        assert selector.items() <= labels.items(), meta["name"]
+        assert isinstance(doc["spec"]["replicas"], int) and doc["spec"]["replicas"] >= 1
+    if kind == "StatefulSet":
+        assert doc["spec"]["serviceName"]
+    if kind == "Service":
+        assert all(isinstance(p["port"], int) for p in doc["spec"].get("ports", []))
+    for pod in pod_specs(doc):
+        expected = "Never" if kind == "Job" else "Always"
+        assert pod["restartPolicy"] == expected
+        assert "securityContext" not in pod  # an fsGroup would make the secret group-readable
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        for container in pod["containers"]:
+            assert container["image"] == "registry.example/arena:1"
+            assert container["command"] and all(isinstance(a, str) for a in container["command"])
+            assert all(isinstance(a, str) for a in container["args"])
+            for port in container.get("ports", []):
+                assert isinstance(port["containerPort"], int)
+            for value in container["resources"]["requests"].values():
+                assert isinstance(value, str)
+            env = {e["name"]: e for e in container["env"]}
+            assert env["ARENA_KEYS"]["value"] == KEYS_DIR
+            assert (
+                env["ARENA_ADVERTISE_HOST"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+            )
+            for mount in container["volumeMounts"]:
+                assert mount["name"] in volumes
+        secret = volumes["keys"]["secret"]
+        assert secret["defaultMode"] == SECRET_MODE == 0o400
+        assert all("mode" not in item or item["mode"] & 0o077 == 0 for item in secret["items"])
+
+
+def test_every_document_passes_the_structural_check(out: Path) -> None:
+    for doc in documents(out):
+        check_structure(doc)
+
+
+def test_every_document_round_trips_through_the_kubernetes_models(out: Path) -> None:
+    client = kubernetes.client.ApiClient()
+    for doc in documents(out):
+        model = client._ApiClient__deserialize(doc, f"V1{doc['kind']}")
+        assert type(model).__name__ == f"V1{doc['kind']}"
+        assert client.sanitize_for_serialization(model) == doc, doc["metadata"]["name"]
+
+
+def test_the_model_check_catches_a_misspelled_field(out: Path) -> None:
+    client = kubernetes.client.ApiClient()
+    doc = by_name(out)["StatefulSet/arena-smoke-broker"]
+    doc["spec"]["template"]["spec"]["containers"][0]["volumeMount"] = []
+    model = client._ApiClient__deserialize(doc, "V1StatefulSet")
+    assert client.sanitize_for_serialization(model) != doc
+
+
+def test_keys_are_a_secret_each_pod_mounts_only_what_it_needs(
+    out: Path, keys: Path, secrets: list[str]
+) -> None:
+    secret_file = out / "00-keys.yaml"
+    assert stat.S_IMODE(secret_file.stat().st_mode) == 0o600
+    objects = by_name(out)
+    data = objects["Secret/arena-smoke-keys"]["data"]
+    for path in ("broker.key_secret", "client.key_secret", "authorized/client.key"):
+        assert base64.b64decode(data[path.replace("/", ".")]) == (keys / path).read_bytes()
+    for name, text in ((p.name, p.read_text()) for p in out.glob("*.yaml")):
+        for secret in secrets:
+            assert secret not in text, name  # base64 only, in the Secret alone
+
+    def mounted(doc: dict[str, Any]) -> set[str]:
+        volumes = {v["name"]: v for v in pod_specs(doc)[0]["volumes"]}
+        return {item["path"] for item in volumes["keys"]["secret"]["items"]}
+
+    broker = mounted(objects["StatefulSet/arena-smoke-broker"])
+    assert "broker.key_secret" in broker and "client.key_secret" not in broker
+    assert "authorized/client.key" in broker
+    for name in ("StatefulSet/arena-smoke-rollout", "Job/arena-smoke-learner"):
+        client = mounted(objects[name])
+        assert "client.key_secret" in client and "broker.key_secret" not in client
+        assert {"broker.key", "authorized/broker.key"} <= client
+
+
+def test_the_config_map_holds_what_arena_train_would_write(out: Path, tmp_path: Path) -> None:
+    data = by_name(out)["ConfigMap/arena-smoke-config"]["data"]
+    (tmp_path / "config.yaml").write_text(data["config.yaml"])
+    (tmp_path / "learner.yaml").write_text(data["learner.yaml"])
+    config = load_run_config(tmp_path / "config.yaml")
+    assert config.bus.address == "tcp://arena-smoke-broker:5555"
+    assert (config.rollout.actors, config.inference.actors, config.start_learner) == (0, 0, False)
+    assert (config.wait.rollout_actors, config.wait.inference_actors) == (3, 2)
+    assert config.run_dir == "/arena/runs/smoke"
+    learner = load_config(LearnerConfig, tmp_path / "learner.yaml")
+    assert learner.checkpoint.dir == "/arena/runs/smoke/checkpoints"
+
+
+def container(doc: dict[str, Any]) -> dict[str, Any]:
+    return pod_specs(doc)[0]["containers"][0]
+
+
+def test_command_lines_are_those_arena_train_starts_locally(out: Path) -> None:
+    objects = by_name(out)
+    config = load_run_config(SMOKE, ["inference.actors=2", "rollout.actors=3"])
+    config_dir = Path(CONFIG_DIR)
+    local = {c.name: c.argv for c in actor_commands(config, config_dir)}
+    address = f"ipc://{config_dir}/bus.sock"
+
+    def cluster(argv: list[str]) -> list[str]:
+        argv = [a.replace(address, "tcp://arena-smoke-broker:5555") for a in argv]
+        if "--device" in argv:
+            argv[argv.index("--device") + 1] = "auto"
+        return argv
+
+    for name in ("inference-0", "inference-1"):
+        assert container(objects[f"Deployment/arena-smoke-{name}"])["args"] == cluster(local[name])
+    assert container(objects["Job/arena-smoke-learner"])["args"] == cluster(local["learner"])
+    rollout = container(objects["StatefulSet/arena-smoke-rollout"])
+    expected = cluster(local["rollout-0"])
+    expected[-1] = "$(ARENA_INDEX)"
+    assert rollout["args"] == expected
+    index = {e["name"]: e for e in rollout["env"]}["ARENA_INDEX"]
+    assert index["valueFrom"]["fieldRef"]["fieldPath"] == (
+        "metadata.labels['apps.kubernetes.io/pod-index']"
+    )
+    train = container(objects["Job/arena-smoke-train"])
+    assert train["command"] == ["arena"] and train["args"] == ["train", f"{CONFIG_DIR}/config.yaml"]
+    learner = pod_specs(objects["Job/arena-smoke-learner"])[0]
+    assert container(objects["Job/arena-smoke-learner"])["resources"] == {
+        "requests": {"cpu": "8", "memory": "16Gi"},
+        "limits": {"memory": "16Gi", "nvidia.com/gpu": "1"},
+    }
+    runs = {v["name"]: v for v in learner["volumes"]}["runs"]
+    assert runs == {"name": "runs", "persistentVolumeClaim": {"claimName": "arena-runs"}}
+
+
+def test_insecure_writes_no_secret_and_says_so(deploy: Callable[..., Result], out: Path) -> None:
+    """Into the directory of a run with keys: its Secret must not stay behind to be applied."""
+    assert (out / "00-keys.yaml").exists()
+    result = deploy("k8s", SMOKE, "--out", str(out), "--insecure", "--namespace", "ml")
+    assert result.code == 0 and "INSECURE" in result.err
+    assert not (out / "00-keys.yaml").exists()
+    for doc in documents(out):
+        for pod in pod_specs(doc):
+            env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+            assert env["ARENA_INSECURE"] == "1" and "ARENA_KEYS" not in env
+            assert "keys" not in {v["name"] for v in pod["volumes"]}

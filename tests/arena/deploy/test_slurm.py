@@ -1,0 +1,241 @@
+"""``arena deploy slurm``: the sbatch script (arena/deploy/slurm.py, arena/commands/deploy.py).
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/deploy/test_slurm.py``. The script must be
+valid bash, start every process of the run with the command line ``arena train`` would give it
+locally, hold no secret, and, run under a stand-in ``srun`` on this machine, train the smoke
+config end to end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from arena.deploy.slurm import word
+from arena.run.config import load_run_config
+from arena.run.processes import actor_commands
+
+ROOT = Path(__file__).resolve().parents[3]
+SMOKE = str(ROOT / "configs" / "smoke.yaml")
+Result = Any  # conftest.Result: (code, out, err)
+NAMES = ["inference-0", "inference-1", "learner", "rollout-0", "rollout-1", "rollout-2"]
+
+
+def steps(script: str) -> dict[str, dict[str, Any]]:
+    """Process name -> its step line: group, cpus, gpus, mem, restarts, env and command."""
+    found = {}
+    for line in script.splitlines():
+        if line.startswith("step ") and line.endswith(" &"):
+            _, group, cpus, gpus, mem, name, restarts, *command = shlex.split(line[:-2])
+            env = {}
+            if command[0] == "env":
+                command.pop(0)
+                while "=" in command[0] and not command[0].startswith("-"):
+                    key, _, value = command.pop(0).partition("=")
+                    env[key] = value
+            found[name] = dict(
+                group=group, cpus=cpus, gpus=gpus, mem=mem, restarts=restarts, env=env,
+                command=command,
+            )  # fmt: skip
+    return found
+
+
+@pytest.fixture
+def script(deploy: Callable[..., Result], keys: Path, tmp_path: Path) -> str:
+    out = tmp_path / "job.sh"
+    result = deploy(
+        "slurm", SMOKE, "inference.actors=2", "rollout.actors=3", "--out", str(out),
+        "--keys", str(keys), "--partition", "cpu", "--gpu-partition", "gpu",
+        "--gpus-per-learner", "2", "--mem-per-learner", "64",
+    )  # fmt: skip
+    assert result.code == 0, result.err
+    assert os.access(out, os.X_OK)
+    return out.read_text()
+
+
+def test_the_script_is_valid_bash_and_starts_every_process(script: str) -> None:
+    subprocess.run(["bash", "-n"], input=script, text=True, check=True)
+    found = steps(script)
+    assert list(found) == ["broker", "train", *NAMES]
+    groups = {name: found[name]["group"] for name in found}
+    assert groups == {
+        "broker": "0",
+        "train": "0",
+        "inference-0": "1",
+        "inference-1": "1",
+        "learner": "2",
+        "rollout-0": "3",
+        "rollout-1": "3",
+        "rollout-2": "3",
+    }
+    # the broker and rollout actors are started again when they die, as arena train does
+    assert found["broker"]["restarts"] == "3" and found["rollout-2"]["restarts"] == "3"
+    assert found["learner"]["restarts"] == "0" and found["train"]["restarts"] == "0"
+    # torch threads follow the CPUs each step asks for, not the cores of the writing host
+    assert found["inference-1"]["env"] == {"OMP_NUM_THREADS": "4"}
+    assert found["learner"]["env"] == {"OMP_NUM_THREADS": "8"}
+
+
+def test_components_ask_for_what_each_kind_needs(script: str) -> None:
+    components = script.split("#SBATCH hetjob")
+    assert len(components) == 4
+    train, inference, learner, rollout = components
+    assert "--ntasks=2" in train and "--partition=cpu" in train and "gpus" not in train
+    assert "--ntasks=2" in inference and "--gpus-per-task=1" in inference
+    assert "--partition=gpu" in inference
+    assert "--gpus-per-task=2" in learner and "--cpus-per-task=8" in learner
+    assert "--mem-per-cpu=8192M" in learner  # 64 GiB over 8 CPUs
+    assert "--ntasks=3" in rollout and "--cpus-per-task=2" in rollout
+    assert "gpus" not in rollout.split("set -euo")[0]
+    # a learner on two GPUs runs under torchrun, every rank the same arena learner
+    learner_step = steps(script)["learner"]
+    assert learner_step["gpus"] == "2" and learner_step["mem"] == "8192M"
+    assert learner_step["command"][:6] == [
+        "torchrun",
+        "--standalone",
+        "--nproc-per-node=2",
+        "-m",
+        "arena",
+        "-v",
+    ]
+
+
+def test_command_lines_are_those_arena_train_starts_locally(script: str, tmp_path: Path) -> None:
+    """Same argv as a local run's, with the broker's host and the run directory filled in on
+    the cluster, and ``device=auto`` resolved on each node rather than where the file was
+    written."""
+    local_dir = tmp_path / "local"
+    config = load_run_config(SMOKE, ["inference.actors=2", "rollout.actors=3"])
+    local = {c.name: c for c in actor_commands(config, local_dir)}
+    address = f"ipc://{local_dir.resolve()}/bus.sock"
+    found = steps(script)
+    for name in NAMES:
+        argv = list(local[name].argv)
+        if "--device" in argv:
+            argv[argv.index("--device") + 1] = "auto"
+        expected = [
+            word(a)
+            .replace(address, 'tcp://"${BROKER_HOST}":5555')
+            .replace(str(local_dir), '"${RUN_DIR}"')
+            for a in argv
+        ]
+        command = found[name]["command"]
+        launcher_at = command.index("-v")
+        assert shlex.join(command[launcher_at:]) == shlex.join(shlex.split(" ".join(expected)))
+    train = found["train"]["command"]
+    assert train[:3] == ["arena", "train", SMOKE]
+    assert "rollout.actors=0" in train and "inference.actors=0" in train
+    assert "start_learner=false" in train and "run_dir=${RUN_DIR}" in train
+    assert "wait.rollout_actors=3" in train and "wait.inference_actors=2" in train
+    assert "bus.address=tcp://${BROKER_HOST}:5555" in train
+
+
+def test_the_script_holds_the_keys_path_and_no_secret(
+    script: str, keys: Path, secrets: list[str]
+) -> None:
+    assert f"export ARENA_KEYS={keys.resolve()}" in script
+    assert len(secrets) == 2
+    for secret in secrets:
+        assert secret not in script
+    assert "ARENA_INSECURE" not in script
+    assert 'ARENA_ADVERTISE_HOST="$(hostname)"' in script
+
+
+def test_insecure_and_routing_are_exported(deploy: Callable[..., Result], tmp_path: Path) -> None:
+    out = tmp_path / "job.sh"
+    result = deploy("slurm", SMOKE, "bus.routing=brokered", "--out", str(out), "--insecure")
+    assert result.code == 0 and "INSECURE" in result.err
+    text = out.read_text()
+    assert "export ARENA_INSECURE=1" in text and "export ARENA_ROUTING=brokered" in text
+    assert "ARENA_KEYS" not in text
+
+
+FAKE_SRUN = """#!/bin/bash
+# srun on this machine: drop the options, run the command here, its output to --output
+out=/dev/stdout
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --output=*) out="${1#--output=}"; shift ;;
+    --*) shift ;;
+    *) break ;;
+  esac
+done
+exec "$@" >>"$out" 2>&1
+"""
+
+
+def stop_group(pgid: int) -> None:
+    """Stop the steps left of the job (its own process group): in Slurm, the job's end
+    stops them."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, sig)
+            time.sleep(2)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_the_script_trains_the_smoke_config_under_a_stand_in_srun(
+    deploy: Callable[..., Result], keys: Path, tmp_path: Path
+) -> None:
+    """The whole job on this machine: ``srun`` runs each step here and ``scontrol`` names this
+    host, so the bus runs over tcp to this host's name with keys, as between nodes, with the
+    default routing (peer to peer).
+    """
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(FAKE_SRUN)
+    (bin_dir / "scontrol").write_text("#!/bin/bash\nhostname\n")
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    out = tmp_path / "job.sh"
+    result = deploy(
+        "slurm", SMOKE, "--out", str(out), "--keys", str(keys),
+        "--port", str(free_port()), "--arena", f"{sys.executable} -m arena",
+        "--gpus-per-inference", "0", "--gpus-per-learner", "0",
+        "--cpus-per-inference", "1", "--cpus-per-learner", "1",
+    )  # fmt: skip
+    assert result.code == 0, result.err
+    run_dir = tmp_path / "run"
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "SLURM_JOB_ID": "7",
+        "SLURM_JOB_NODELIST": socket.gethostname(),
+        "SLURM_SUBMIT_DIR": str(tmp_path),
+        "ARENA_RUN_DIR": str(run_dir),
+    }
+    env.pop("ARENA_KEYS", None)
+    # output to a file: the steps still running when the job ends hold it open
+    with open(tmp_path / "job.out", "w") as job_out:
+        job = subprocess.Popen(
+            ["bash", str(out)], cwd=tmp_path, env=env, start_new_session=True,
+            stdout=job_out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        try:
+            job.wait(timeout=400)
+        finally:
+            stop_group(job.pid)
+    output = (tmp_path / "job.out").read_text()
+    logs = {p.name: p.read_text()[-2000:] for p in (run_dir / "logs").glob("*.log")}
+    assert job.returncode == 0, (output, logs)
+    assert "arena train exited with status 0" in output
+    assert (run_dir / "eval_summary.md").exists()
+    assert (run_dir / "config.yaml").exists() and (run_dir / "checkpoints").is_dir()
+    assert set(logs) == {"broker.log", "train.log", "inference-0.log", "learner.log",
+                         "rollout-0.log", "rollout-1.log"}  # fmt: skip
