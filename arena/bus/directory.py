@@ -232,21 +232,33 @@ class Directory:
     async def _send_when_connected(
         self, key: str, held: deque[tuple[str | None, list[Any]]]
     ) -> None:
-        """First contact: wait for the resolution and the connection (both take about a
-        round trip), then send what waits peer to peer, in order; past the wait, ``auto``
-        sends it through the broker and ``direct`` fails it with ``unreachable``."""
+        """First contact: wait for the resolution and the connections (about a round trip
+        each), then send what waits peer to peer, in order, balanced over the instances.
+
+        Until ``auto_grace`` it waits for every instance to connect (so a burst is not all
+        handed to the first one up); after that, any connected instance will do. With none
+        connected by then, ``auto`` sends through the broker, and ``direct`` waits up to
+        ``connect_timeout`` before failing with ``unreachable``.
+        """
         direct = self.routing == "direct"
-        deadline = time.monotonic() + (self.connect_timeout if direct else self.auto_grace)
+        start = time.monotonic()
+        deadline = start + (self.connect_timeout if direct else self.auto_grace)
         try:
-            while time.monotonic() < deadline:
+            while True:
+                now = time.monotonic()
                 instances = self._entries.get(key)
                 if instances is not None:
-                    if pick(self._candidates[key]) is not None:
-                        self._release(held, lambda m, f: self._send_to(key, m, f))
-                        return
                     if not instances:  # nobody serves it directly: the broker answers
                         self._release(held, self._via_broker)
                         return
+                    peers = self._candidates[key]
+                    up = [p for p in peers if p.connected]
+                    settled = now - start >= self.auto_grace
+                    if up and (settled or len(up) == len(peers)):
+                        self._release(held, lambda m, f: self._send_to(key, m, f))
+                        return
+                if now >= deadline:
+                    break
                 await asyncio.sleep(0.002)
             if not direct:
                 self._release(held, self._via_broker)

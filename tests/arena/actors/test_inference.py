@@ -462,6 +462,15 @@ def test_a_dead_actor_fails_requests_instead_of_hanging(
     with pytest.raises(BusError) as info:
         pending.result(30)
     assert info.value.code == "actor_dead" and time.monotonic() - start < 15
+    # The next request fails clearly too: through the broker, which either still routes to
+    # the dead actor until its heartbeat timeout (actor_dead) or has dropped it.
+    with pytest.raises(BusError) as info:
+        client.call({"prompt": CHAT}, service="policy:d", timeout=30)
+    assert info.value.code in ("actor_dead", "unknown_service")
+    deadline = time.monotonic() + 30
+    while any("policy:d" in a["services"] for a in client.call(service="broker.actors")):
+        assert time.monotonic() < deadline, "the broker never dropped the dead actor"
+        time.sleep(0.1)
     with pytest.raises(BusError) as info:
         client.call({"prompt": CHAT}, service="policy:d", timeout=10)
     assert info.value.code == "unknown_service"
