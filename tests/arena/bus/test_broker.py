@@ -90,7 +90,9 @@ def test_sigkill_actor_fails_pending_request_and_notifies(broker: str, echo_acto
     notified = threading.Event()
     watcher = BlockingActor("watcher", broker)
     watcher.actor.subscribe("actor.dead", lambda m: (deaths.append(m.body), notified.set()))
-    with watcher, BlockingActor("client", broker) as client:
+    # Brokered: this is the broker's death notice at work (the direct path's own detection is
+    # tests/arena/bus/test_direct.py's); peer to peer, the client would notice first.
+    with watcher, BlockingActor("client", broker, routing="brokered") as client:
         assert client.call(1, service="test.echo") == 1
         echo_actor.send_signal(signal.SIGKILL)
         echo_actor.wait()
