@@ -57,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
     async def main(stop: asyncio.Event) -> None:
         await actor.start()
         print(
-            f"arena inference: {actor.actor.name} serves {actor.service} at {args.address}",
+            f"arena inference: {actor.actor.name} serves {actor.service} at "
+            f"{actor.actor.directory.endpoint or 'the broker only'} (broker {args.address})",
             flush=True,
         )
         try:
