@@ -37,6 +37,7 @@ for _name, _help in {
     "ping": "send requests through a broker to its echo service and print the round trips",
     "games": "list the registered games: id, seats, kind, information, strongest bot",
     "check-game": "run the games conformance kit on a game and print a pass/fail table",
+    "show-game": "print a game's seats, roles and interaction graph, and draw it as a PNG",
     "plot": "write PNG curves (reward, win rate, invalid rate, KL, entropy) of a run directory",
     "tournament": "play participants against each other (round robin or gauntlet) and rate them",
     "ratings": "Bradley-Terry ratings with confidence intervals from a matches.jsonl log",

@@ -85,6 +85,9 @@ class Turn:
     """Whether the trained policy generated this turn (False for bots, simulators, frozen models)."""
     group: str = ""
     """Prompt-group id for group-normalized advantages (GRPO); empty when unused."""
+    error: str = ""
+    """What went wrong on this turn, if anything: why the game rejected the action, or the error
+    a tool call returned (the game's ``infos[seat]["tool_error"]``)."""
 
     def __post_init__(self) -> None:
         self.prompt_ids = _array(self.prompt_ids, np.int32, "prompt_ids")
@@ -120,6 +123,7 @@ class Turn:
             "policy_version": _require(data, "policy_version", int, where),
             "trained": _require(data, "trained", bool, where),
             "group": _require(data, "group", str, where),
+            "error": _require(data, "error", str, where) if "error" in data else "",
         }
         if "action" not in data:
             raise RecordError(f"{where}: missing field 'action'")

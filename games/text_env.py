@@ -11,6 +11,15 @@ A game subclasses :class:`TextGame` and writes only its rules, as a handful of h
 - ``action_names`` (or ``action_to_text``/``parse_action``) and, with hidden information,
   ``private_info(agent)``.
 
+Role games (a proposer, solvers and a judge; an agent and a simulated user) also name their
+seats (``agents=[...]``), record what each seat says as posts (``self._post(sender, field,
+text)``) and declare who sees which posts with ``interaction_graph()`` (see
+:mod:`games.interaction`): the graph's nodes give each seat its role id (``seat_role``), the
+role's arguments (``role_kwargs``) and whether a simulator may fill it (``simulatable``); each
+seat's visible posts open its observation text, and ``simulator_context(agent)`` is what a
+simulator of the seat may know. A game sets ``infos[agent]["group"]`` to group comparable turns
+(the k attempts at one problem) and ``infos[agent]["tool_error"]`` when a tool call failed.
+
 This class owns everything else, once: the PettingZoo bookkeeping, observations
 ``{"observation", "action_mask", "text"}``, the invalid-action policy (retry with feedback, then
 forfeit with a zero-sum penalty), the turn limit, ``step_text``, and the ``infos`` every seat gets:
@@ -35,9 +44,12 @@ import string
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
+import networkx as nx
 import numpy as np
 from gymnasium import spaces
 from pettingzoo import AECEnv
+
+from games.interaction import Interaction, Post, public_graph, render
 
 CHARSET = frozenset(string.printable)
 """Characters allowed in observation and action text (gymnasium's default rejects spaces)."""
@@ -98,6 +110,7 @@ class TextGame(AECEnv):
         max_retries: int = 2,
         forfeit_penalty: float = 1.0,
         render_mode: str | None = None,
+        agents: Sequence[str] | None = None,
     ) -> None:
         super().__init__()
         low, high = self.metadata["seats"]
@@ -114,7 +127,13 @@ class TextGame(AECEnv):
         self.max_retries = max_retries
         self.forfeit_penalty = float(forfeit_penalty)
         self.render_mode = render_mode
-        self.possible_agents = [f"player_{i}" for i in range(num_players)]
+        self.possible_agents = (
+            [f"player_{i}" for i in range(num_players)] if agents is None else list(agents)
+        )
+        if len(self.possible_agents) != num_players or len(set(self.possible_agents)) != len(
+            self.possible_agents
+        ):
+            raise ValueError(f"agents must be {num_players} distinct names, got {agents!r}")
         self.free_text = isinstance(action_space, spaces.Text)
         obs: dict[str, spaces.Space] = {"observation": observation_box, "text": text_space()}
         if not self.free_text:
@@ -124,6 +143,7 @@ class TextGame(AECEnv):
         self.action_spaces = {a: copy.deepcopy(action_space) for a in self.possible_agents}
         self._rng: np.random.Generator | None = None
         self.agents: list[str] = []
+        self.posts: list[Post] = []
 
     # -- metadata ------------------------------------------------------------------------------
     @property
@@ -177,6 +197,47 @@ class TextGame(AECEnv):
         """Feedback for a well-formed but illegal action; games may be more specific."""
         return f"{self.action_to_text(agent, action)!r} is not a legal action now"
 
+    # -- who sees what (games/interaction.py) --------------------------------------------------
+    def interaction_graph(self) -> nx.DiGraph:
+        """Who sends to whom and who sees what; role games override it (see
+        :mod:`games.interaction` for the node and edge attributes). The default: every seat plays
+        the player role and sees every other seat's ``action`` (the public board)."""
+        return public_graph(self.possible_agents)
+
+    @functools.cached_property
+    def interaction(self) -> Interaction:
+        """The validated interaction graph (built on first use)."""
+        return Interaction(self.interaction_graph(), self.possible_agents, self.possible_agents[0])
+
+    def seat_role(self, agent: str) -> str:
+        """The role id that plays ``agent``'s seat."""
+        return self.interaction.graph.nodes[agent]["role"]
+
+    def role_kwargs(self, agent: str) -> dict[str, Any]:
+        """Keyword arguments the game gives the role of ``agent`` (its instruction, example)."""
+        return dict(self.interaction.graph.nodes[agent].get("role_kwargs", {}))
+
+    def simulatable(self, agent: str) -> bool:
+        """Whether a simulator may fill ``agent``'s seat instead of a policy."""
+        return bool(self.interaction.graph.nodes[agent].get("simulatable", False))
+
+    def simulator_context(self, agent: str) -> dict[str, Any]:
+        """What a simulator filling ``agent``'s seat may know (a user's hidden goal, persona)."""
+        return {}
+
+    def _post(self, sender: str, field: str, text: str) -> Post:
+        """Record a message; seats see it as their interaction graph allows."""
+        post = Post(sender, field, str(text))
+        self.posts.append(post)
+        return post
+
+    def visible_posts(self, agent: str) -> list[Post]:
+        return self.interaction.visible(agent, self.posts)
+
+    def history_text(self, agent: str) -> str:
+        """The posts ``agent`` may see, rendered; the start of its observation text."""
+        return render(self.visible_posts(agent))
+
     # -- the text layer ------------------------------------------------------------------------
     def rules(self, agent: str | None = None) -> str:
         """The game's rules as prompt text; the game module's docstring unless overridden."""
@@ -212,7 +273,7 @@ class TextGame(AECEnv):
 
     def observation_text(self, agent: str) -> str:
         """What ``agent`` reads: the game's description, then the turn, feedback and legal moves."""
-        parts = [self._describe(agent)]
+        parts = [self.history_text(agent), self._describe(agent)]
         if self.termination_reason is not None:
             parts.append(
                 f"Game over ({self.termination_reason}). "
@@ -277,6 +338,7 @@ class TextGame(AECEnv):
         self._skip_agent_selection = None
         self.turn = 0
         self.termination_reason: str | None = None
+        self.posts = []
         self._new_game(self._rng)
         self.agent_selection = self._current_agent()
 

@@ -144,9 +144,8 @@ class RolloutActor:
         async def one(index: int, game_id: str, episode_seed: int) -> Episode | None:
             async with limit:
                 env = games.make(game_id, **self._game_kwargs[game_id])
-                agents = list(env.possible_agents)
                 seats = self.factory.seats(
-                    game_id, agents, random.Random(episode_seed), episode_seed, opponent
+                    game_id, env, random.Random(episode_seed), episode_seed, opponent
                 )
                 try:
                     return await play_episode(

@@ -15,6 +15,27 @@ OPPONENT_MODES = ("self-play", "fixed", "population")
 
 
 @dataclass
+class SimulatorConfig:
+    """A simulator filling one seat of a game (the seat must be one the game marks
+    ``simulatable``)."""
+
+    id: str = "scripted-user-v0"
+    """Registered simulator id (``arena.simulators`` entry points included)."""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments for ``simulators.make``."""
+    policy: str = ""
+    """For a simulator that talks through a model: the served policy it uses (``main``, the
+    trained policy, by default; a frozen checkpoint or an ``openai`` backend served under its own
+    name otherwise)."""
+    timeout: float = 60.0
+    """Seconds one simulator reply may take before its episode ends with an error."""
+
+    def __post_init__(self) -> None:
+        if self.timeout <= 0:
+            raise ConfigError(f"simulator timeout must be > 0, got {self.timeout}")
+
+
+@dataclass
 class GameConfig:
     id: str = "tictactoe-v0"
     """Registered game id (see ``arena games``)."""
@@ -25,7 +46,15 @@ class GameConfig:
     role: str = "player-v0"
     """Registered role id that every seat of this game plays."""
     role_kwargs: dict[str, Any] = field(default_factory=dict)
-    """Keyword arguments for ``roles.make`` (e.g. ``prefill: true``)."""
+    """Keyword arguments for ``roles.make`` of every seat's role (e.g. ``prefill: true``); they
+    override the ones the game gives its seats."""
+    roles: dict[str, str] = field(default_factory=dict)
+    """Role games: role id per seat (``judge: judge-v0``) or per role id the game declares
+    (``solver-v0: my-solver-v0``), overriding the game's own. ``role`` replaces ``player-v0``."""
+    simulators: dict[str, SimulatorConfig] = field(default_factory=dict)
+    """Seats filled by a simulator instead of a policy (``user: {id: scripted-user-v0}``); their
+    turns are recorded but never trained on. A seat left out is played by the policy, so the
+    same policy learns both sides."""
 
 
 @dataclass

@@ -19,6 +19,16 @@ advantage modes normalize over (trainers/advantages.py). By default it is
 A rollout actor plays ``rollout.group_size`` episodes per seed with the same seats and opponent
 (arena/actors/rollout.py), so those attempts are comparable and their spread is the signal. An
 episode's own id must never be part of it: a group of one trajectory carries no signal.
+A :class:`SimulatorSeat` fills a seat with a simulator (simulators/base.py): a user simulator
+that is not trained. Its turns are recorded with its role (``simulated_user``), no token ids and
+``trained=False``. A simulator that raises or outlasts its ``timeout`` ends the episode with an
+:class:`EpisodeError` whose ``termination`` is ``error``: the episode is dropped, never sent.
+
+Visibility: before a seat is prompted (or a simulator asked), its observation is checked against
+the game's interaction graph (:meth:`games.interaction.Interaction.leaks`): the text of a post the
+seat may not see must not be in it. A leak ends the episode with an :class:`EpisodeError`, so a
+game bug never trains a policy on what it should not have known.
+
 A game can set the group itself (role games, where what is comparable is the game's business,
 e.g. solvers of one proposed task): if ``env.infos[seat]`` holds a ``"group"`` key after the
 seat's step, its value (as a string, used as is) is that turn's group.
@@ -26,6 +36,7 @@ seat's step, its value (as a string, used as is) is that turn's group.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -38,8 +49,10 @@ from arena.policies.chat import ChatFormat
 from arena.policies.types import ContextOverflow, Generation, Prompt, SamplingParams
 from arena.records import TERMINATIONS, Episode, SeatAssignment, Turn
 from games.bots.base import Bot
+from games.interaction import VisibilityError
 from games.text_env import TextGame
 from roles.base import Role
+from simulators.base import Simulator, SimulatorView
 
 _EMPTY_IDS = np.zeros(0, np.int32)
 _EMPTY_LOGPROBS = np.zeros(0, np.float32)
@@ -84,7 +97,19 @@ class BotSeat:
     name: str
 
 
-Seat = PolicySeat | BotSeat
+@dataclass
+class SimulatorSeat:
+    """A simulator (a user simulator, say); its turns are recorded but never trained on."""
+
+    simulator: Simulator
+    name: str
+    """Recorded as the seat's policy (the simulator's registered id)."""
+    timeout: float = 60.0
+    """Seconds one reply may take before the episode ends with an error."""
+    turns: int = 0
+
+
+Seat = PolicySeat | BotSeat | SimulatorSeat
 
 
 def seat_seed(seed: int, index: int) -> int:
@@ -100,6 +125,7 @@ class EpisodeError(RuntimeError):
     def __init__(self, message: str, seat: str | None = None) -> None:
         super().__init__(message)
         self.seat = seat
+        self.termination = "error"
 
 
 async def play_episode(
@@ -119,6 +145,9 @@ async def play_episode(
         seat = seats[agent]
         if isinstance(seat, PolicySeat):
             seat._conversation = None
+        elif isinstance(seat, SimulatorSeat):
+            seat.turns = 0
+            seat.simulator.reset(seat_seed(seed, index))
         else:
             seat.bot.reset(seat_seed(seed, index))
     turns: list[Turn] = []
@@ -142,6 +171,10 @@ async def play_episode(
             turns.append(_turn(episode_id, len(turns), game_id, agent, "bot", text, action, env))
             continue
         observation = env.observe(agent)["text"]
+        _check_visibility(env, game_id, episode_id, agent, observation)
+        if isinstance(seat, SimulatorSeat):
+            turns.append(await _simulate(env, game_id, episode_id, seat, agent, observation, turns))
+            continue
         try:
             prompt = seat.prompt(env, agent, observation)
             generation = (await seat.policy.agenerate([prompt], seat.params))[0]
@@ -181,19 +214,15 @@ async def play_episode(
                 policy_version=generation.version,
                 trained=seat.trained,
                 group=turn_group(env, game_id, seed, agent),
+                error=turn_error(env, agent),
             )
         )
     final = {agent: float(env.returns[agent]) for agent in env.possible_agents}
     if termination is None:
         termination = env.termination_reason if env.termination_reason in TERMINATIONS else "done"
     _credit_outcome(turns, final)
-    assignment = {
-        agent: SeatAssignment(role=s.role.name, policy=s.policy_name, trained=s.trained)
-        if isinstance(s, PolicySeat)
-        else SeatAssignment(role="bot", policy=s.name, trained=False)
-        for agent, s in seats.items()
-    }
-    policy_turns = [t for t in turns if t.role != "bot"]
+    assignment = {agent: _assignment(s) for agent, s in seats.items()}
+    policy_turns = [t for t in turns if isinstance(seats[t.seat], PolicySeat)]
     stats = {
         "turns": len(turns),
         "policy_turns": len(policy_turns),
@@ -218,6 +247,74 @@ def turn_group(env: TextGame, game_id: str, seed: int, agent: str) -> str:
     game's own ``infos[agent]["group"]`` when it gives one, else game, seed and seat."""
     group = env.infos[agent].get("group")
     return str(group) if group is not None else f"{game_id}:{seed}:{agent}"
+
+
+def turn_error(env: TextGame, agent: str) -> str:
+    """What went wrong on ``agent``'s turn just played: the rejection, or a tool's error."""
+    info = env.infos[agent]
+    return str(info.get("invalid_reason") or info.get("tool_error") or "")
+
+
+def _assignment(seat: Seat) -> SeatAssignment:
+    if isinstance(seat, PolicySeat):
+        return SeatAssignment(role=seat.role.name, policy=seat.policy_name, trained=seat.trained)
+    if isinstance(seat, SimulatorSeat):
+        return SeatAssignment(role=seat.simulator.role, policy=seat.name, trained=False)
+    return SeatAssignment(role="bot", policy=seat.name, trained=False)
+
+
+def _check_visibility(
+    env: TextGame, game_id: str, episode_id: str, agent: str, observation: str
+) -> None:
+    """Refuse to show ``agent`` a post its interaction graph forbids (see the module docstring)."""
+    leaked = env.interaction.leaks(agent, observation, env.posts)
+    if leaked:
+        error = VisibilityError(agent, leaked[0])
+        raise EpisodeError(f"{game_id} episode {episode_id}: {error}", agent) from error
+
+
+async def _simulate(
+    env: TextGame,
+    game_id: str,
+    episode_id: str,
+    seat: SimulatorSeat,
+    agent: str,
+    observation: str,
+    turns: list[Turn],
+) -> Turn:
+    """One simulator turn: ask it (bounded by its timeout), step its text, record it."""
+    view = SimulatorView(
+        game=game_id,
+        seat=agent,
+        rules=env.rules(agent),
+        observation=observation,
+        history=tuple(env.visible_posts(agent)),
+        context=env.simulator_context(agent),
+        turn=seat.turns,
+    )
+    try:
+        text = await asyncio.wait_for(seat.simulator.respond(view), seat.timeout)
+    except TimeoutError as err:
+        raise EpisodeError(
+            f"{game_id} episode {episode_id}: simulator {seat.name} gave no reply in "
+            f"{seat.timeout:g} s",
+            agent,
+        ) from err
+    except Exception as err:
+        raise EpisodeError(
+            f"{game_id} episode {episode_id}: simulator {seat.name} failed: {err!r}", agent
+        ) from err
+    if not isinstance(text, str):
+        raise EpisodeError(
+            f"{game_id} episode {episode_id}: simulator {seat.name} returned "
+            f"{type(text).__name__}, not str",
+            agent,
+        )
+    seat.turns += 1
+    env.step_text(text)
+    turn = _turn(episode_id, len(turns), game_id, agent, seat.simulator.role, text, text, env)
+    turn.error = turn_error(env, agent)
+    return turn
 
 
 def _credit_outcome(turns: list[Turn], final: Mapping[str, float]) -> None:

@@ -2,7 +2,9 @@
 
 Rollout actors and evaluation share one :class:`SeatFactory`: a trained seat is a role agent on
 the served policy; the other seats follow the opponent mode (the trained policy again in
-self-play, a reference bot in ``fixed`` mode, a past checkpoint in ``population`` mode).
+self-play, a reference bot in ``fixed`` mode, a past checkpoint in ``population`` mode). Each
+seat plays the role its game declares (``TextGame.seat_role``; the run config may override it),
+and the seats a game config names under ``simulators`` are filled by simulators.
 """
 
 from __future__ import annotations
@@ -15,10 +17,38 @@ from typing import Any
 import games
 import games.bots
 import roles
-from arena.play.config import PlayConfig
-from arena.play.episode import BotSeat, PolicySeat, Seat
+import simulators
+from arena.core.errors import ConfigError
+from arena.play.config import GameConfig, PlayConfig
+from arena.play.episode import BotSeat, PolicySeat, Seat, SimulatorSeat
 from arena.policies.chat import ChatFormat
-from arena.policies.types import SamplingParams
+from arena.policies.types import Prompt, SamplingParams
+from games.text_env import TextGame
+from roles.base import Role
+from simulators.base import Generate, Message
+
+
+def seat_role(game: GameConfig, env: TextGame | None = None, agent: str | None = None) -> Role:
+    """The role of ``agent``'s seat: the run config's ``roles`` override (by seat, then by the
+    game's role id), else the game's own role, with ``role`` standing in for ``player-v0``. The
+    game's role kwargs come first, the config's ``role_kwargs`` override them."""
+    declared = env.seat_role(agent) if env is not None and agent is not None else "player-v0"
+    role_id = game.roles.get(agent or "") or game.roles.get(declared)
+    if role_id is None:
+        role_id = game.role if declared == "player-v0" else declared
+    kwargs = env.role_kwargs(agent) if env is not None and agent is not None else {}
+    return roles.make(role_id, **{**kwargs, **game.role_kwargs})
+
+
+def generator(policy: Any, chat: ChatFormat, params: SamplingParams) -> Generate:
+    """An async ``generate(messages) -> text`` on ``policy``: how a simulator talks through a
+    model without importing one."""
+
+    async def generate(messages: list[Message]) -> str:
+        ids = chat.prompt_ids(Prompt(messages=messages))
+        return (await policy.agenerate([Prompt(ids=ids)], params))[0].text
+
+    return generate
 
 
 def resolve_opponent(opponent: str, game_id: str) -> str:
@@ -67,9 +97,12 @@ class SeatFactory:
         trained: bool = True,
         params: SamplingParams | None = None,
         policy: Any = None,
+        env: TextGame | None = None,
+        agent: str | None = None,
     ) -> PolicySeat:
-        game = self._games[game_id]
-        role = roles.make(game.role, **game.role_kwargs)
+        """A role agent on a policy; with ``env`` and ``agent``, in the role the game gives the
+        seat (see :func:`seat_role`)."""
+        role = seat_role(self._games[game_id], env, agent)
         params = params or self.params
         stop = tuple(dict.fromkeys((*params.stop, *role.stop_strings())))
         return PolicySeat(
@@ -82,26 +115,52 @@ class SeatFactory:
             invalid_penalty=self.config.invalid_penalty,
         )
 
+    def simulator_seat(self, game_id: str, env: TextGame, agent: str) -> SimulatorSeat:
+        """The simulator the game config names for ``agent``'s seat."""
+        spec = self._games[game_id].simulators[agent]
+        if agent not in env.possible_agents or not env.simulatable(agent):
+            allowed = [a for a in env.possible_agents if env.simulatable(a)] or "none"
+            raise ConfigError(
+                f"{game_id}: seat {agent!r} cannot be simulated; its simulatable seats: {allowed}"
+            )
+        simulator = simulators.make(spec.id, **spec.kwargs)
+        if simulator.needs_model:
+            policy = self.remote(spec.policy or self.config.policy_name)
+            simulator.bind(generator(policy, self.chat, self.params))
+        return SimulatorSeat(simulator, spec.id, timeout=spec.timeout)
+
     def seats(
         self,
         game_id: str,
-        agents: list[str],
+        env: TextGame,
         rng: random.Random,
         seed: int,
         opponent: Opponent | None = None,
     ) -> dict[str, Seat]:
-        """Seat fillers for one episode. The trained seat is drawn uniformly, so the policy
-        plays first and second alike; the others follow the opponent mode."""
+        """Seat fillers for one episode. Simulated seats get their simulators; of the others,
+        the trained seat is drawn uniformly, so the policy plays first and second alike, and the
+        rest follow the opponent mode."""
+        simulated = self._games[game_id].simulators
+        seats: dict[str, Seat] = {
+            agent: self.simulator_seat(game_id, env, agent) for agent in simulated
+        }
+        agents = [a for a in env.possible_agents if a not in simulated]
         mode = self.config.opponents.mode
         if mode == "self-play":
-            return {agent: self.policy_seat(game_id) for agent in agents}
+            return seats | {a: self.policy_seat(game_id, env=env, agent=a) for a in agents}
         trained = rng.choice(agents)
-        seats: dict[str, Seat] = {trained: self.policy_seat(game_id)}
+        seats[trained] = self.policy_seat(game_id, env=env, agent=trained)
         for agent in agents:
             if agent == trained:
                 continue
             if mode == "population" and opponent is not None:
-                seat = self.policy_seat(game_id, trained=False, policy=self.remote(opponent.policy))
+                seat = self.policy_seat(
+                    game_id,
+                    trained=False,
+                    policy=self.remote(opponent.policy),
+                    env=env,
+                    agent=agent,
+                )
                 seat.policy_name = opponent.label
                 seats[agent] = seat
             else:

@@ -15,6 +15,7 @@ from collections import Counter
 
 import pytest
 
+import games
 from arena.play.config import GameConfig, OpponentConfig, PlayConfig, SamplingConfig
 from arena.play.episode import BotSeat, PolicySeat
 from arena.play.seating import Opponent, SeatFactory, resolve_opponent
@@ -25,6 +26,13 @@ from games.bots.minimax import AlphaBetaBot
 from games.bots.random_bot import RandomBot
 
 AGENTS = ["player_0", "player_1"]
+THREE = ["player_0", "player_1", "player_2"]
+
+
+def env(game_id: str, players: int = 2) -> games.TextGame:
+    if players == 2:
+        return games.make(game_id)
+    return games.make(game_id, num_players=players)
 
 
 class Named:
@@ -46,6 +54,7 @@ def factory(
         games=[
             GameConfig("tictactoe-v0"),
             GameConfig("kuhn-poker-v0", role_kwargs={"prefill": True}),
+            GameConfig("liars-dice-v0"),
         ],
         opponents=OpponentConfig(mode=mode, fixed=fixed),
         **play,
@@ -58,7 +67,7 @@ def factory(
 
 def test_self_play_fills_every_seat_with_the_trained_policy(chat: ChatFormat) -> None:
     f = factory(chat)
-    seats = f.seats("tictactoe-v0", AGENTS, random.Random(0), seed=0)
+    seats = f.seats("tictactoe-v0", env("tictactoe-v0"), random.Random(0), seed=0)
     assert list(seats) == AGENTS
     for s in seats.values():
         assert isinstance(s, PolicySeat)
@@ -66,14 +75,14 @@ def test_self_play_fills_every_seat_with_the_trained_policy(chat: ChatFormat) ->
     # Each seat has its own PolicySeat (its own conversation), not one shared object.
     assert seats["player_0"] is not seats["player_1"]
     # Three seats, three trained seats: self-play knows no opponent.
-    assert len(f.seats("tictactoe-v0", ["a", "b", "c"], random.Random(0), 0)) == 3
+    assert len(f.seats("liars-dice-v0", env("liars-dice-v0", 3), random.Random(0), 0)) == 3
 
 
 def test_fixed_mode_seats_one_trained_seat_and_bots_elsewhere(chat: ChatFormat) -> None:
     f = factory(chat, mode="fixed")
     trained = Counter()
     for seed in range(40):
-        seats = f.seats("tictactoe-v0", AGENTS, random.Random(seed), seed)
+        seats = f.seats("tictactoe-v0", env("tictactoe-v0"), random.Random(seed), seed)
         policy_seats = [a for a, s in seats.items() if isinstance(s, PolicySeat)]
         assert len(policy_seats) == 1
         (mine,) = policy_seats
@@ -89,7 +98,7 @@ def test_fixed_mode_seats_one_trained_seat_and_bots_elsewhere(chat: ChatFormat) 
     assert set(trained) == set(AGENTS)
     assert 8 <= trained["player_0"] <= 32, trained
     # With three seats, still exactly one trained seat and two bots.
-    seats = f.seats("tictactoe-v0", ["a", "b", "c"], random.Random(1), 1)
+    seats = f.seats("liars-dice-v0", env("liars-dice-v0", 3), random.Random(1), 1)
     assert sorted(type(s).__name__ for s in seats.values()) == ["BotSeat", "BotSeat", "PolicySeat"]
 
 
@@ -97,7 +106,7 @@ def test_the_draw_follows_the_rng(chat: ChatFormat) -> None:
     f = factory(chat, mode="fixed")
 
     def trained_seat(seed: int) -> str:
-        seats = f.seats("tictactoe-v0", AGENTS, random.Random(seed), seed)
+        seats = f.seats("tictactoe-v0", env("tictactoe-v0"), random.Random(seed), seed)
         return next(a for a, s in seats.items() if isinstance(s, PolicySeat))
 
     # The draw is random.Random(seed).choice(agents): same seed, same seat.
@@ -115,7 +124,7 @@ def test_strongest_resolves_per_game(chat: ChatFormat) -> None:
         ("tictactoe-v0", "minimax-v0", AlphaBetaBot),
         ("kuhn-poker-v0", "kuhn-nash-v0", KuhnNashBot),
     ]:
-        seats = f.seats(game_id, AGENTS, random.Random(0), 0)
+        seats = f.seats(game_id, env(game_id), random.Random(0), 0)
         (bot,) = [s for s in seats.values() if isinstance(s, BotSeat)]
         assert bot.name == name and isinstance(bot.bot, kind)
 
@@ -125,7 +134,7 @@ def test_population_mode_seats_the_named_remote_policy(chat: ChatFormat) -> None
     opponent = Opponent(policy="pool", label="pool@step-4")
     seen = set()
     for seed in range(10):
-        seats = f.seats("tictactoe-v0", AGENTS, random.Random(seed), seed, opponent)
+        seats = f.seats("tictactoe-v0", env("tictactoe-v0"), random.Random(seed), seed, opponent)
         assert all(isinstance(s, PolicySeat) for s in seats.values())
         (mine,) = [a for a, s in seats.items() if s.trained]
         (other,) = [a for a, s in seats.items() if not s.trained]
@@ -135,11 +144,11 @@ def test_population_mode_seats_the_named_remote_policy(chat: ChatFormat) -> None
         seen.add(mine)
     assert seen == set(AGENTS)
     # The latest policy as the opponent: the same policy object, still untrained and labelled.
-    seats = f.seats("tictactoe-v0", AGENTS, random.Random(0), 0, Opponent("main", "main@7"))
+    seats = f.seats("tictactoe-v0", env("tictactoe-v0"), random.Random(0), 0, Opponent("main", "main@7"))
     (other,) = [s for s in seats.values() if not s.trained]
     assert other.policy.name == "main" and other.policy_name == "main@7"
     # Without an opponent for the collect, population mode falls back to the fixed bot.
-    seats = f.seats("tictactoe-v0", AGENTS, random.Random(0), 0)
+    seats = f.seats("tictactoe-v0", env("tictactoe-v0"), random.Random(0), 0)
     assert sorted(type(s).__name__ for s in seats.values()) == ["BotSeat", "PolicySeat"]
 
 
