@@ -51,6 +51,7 @@ for _id, _factory in {
     "negotiation-v0": "games.negotiation:Negotiation",
     "mini-hanabi-v0": "games.mini_hanabi:MiniHanabi",
     "liars-dice-v0": "games.liars_dice:LiarsDice",
+    "mae-v0": "games.mae.game:ProposerSolverJudge",
 }.items():
     registry.register(_id, _factory)
 

@@ -156,10 +156,8 @@ class Interaction:
 
 
 def render(posts: Iterable[Post]) -> str:
-    """Posts as the history block of a seat's observation, one ``sender (field): text`` line
-    each (multi-line texts are indented under their line)."""
-    lines = []
-    for post in posts:
-        text = post.text.strip().replace("\n", "\n  ")
-        lines.append(f"{post.sender} ({post.field}): {text}")
-    return "\n".join(lines)
+    """A seat's visible posts as ``sender (field): text`` lines, oldest first: the history block
+    of its observation (``TextGame.history_text``) and what roles render (``roles.render_posts``).
+    Text is kept verbatim (only stripped), so the leak check finds a post's text in a prompt
+    exactly as it was written."""
+    return "\n".join(f"{p.sender} ({p.field}): {p.text.strip()}" for p in posts)

@@ -1,19 +1,27 @@
 """A role: the text layer between a game seat and a policy.
 
 A role turns what a seat sees into chat messages, and the policy's reply into the action text
-the game parses. It owns the system prompt, how a seat's history is shown (``memory``), the
-output format, and the format reward. It knows nothing of models or the bus: it works on
-strings, and the game does the parsing of moves (``parse_action``).
+the game parses. It owns the system prompt (its job, the game's rules, the output instruction),
+whether the seat's own earlier turns stay in context (``memory``), the output format and its
+strict reader, and the format reward. It knows nothing of models or the bus: it works on
+strings. What a seat sees of the other seats is chosen by the game's interaction graph and
+rendered by the game into the observation; :func:`render_posts` is the one renderer for it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from roles.formats import ANSWER, TagFormat
+from games.formats import ANSWER, OutputFormat
+from games.interaction import Post
+from games.interaction import render as render_posts
 
 Message = dict[str, str]
+
+SALVAGE_MAX_CHARS = 80
+"""The longest unclosed prefilled reply that :meth:`Role.read` still reads as an action."""
 
 
 @dataclass(frozen=True)
@@ -21,30 +29,41 @@ class Reply:
     """A policy reply read by a role: the action text to play, or None with the reason."""
 
     action_text: str | None
+    """The format's canonical content (what the game receives), or None when unreadable."""
     format_ok: bool
+    """The reply was well formed (earns ``format_bonus``)."""
     reason: str = ""
+    """Why the reply is not well formed; empty when it is."""
 
 
 @dataclass
 class Role:
-    """Base role: rules in the system prompt, the observation as the user turn."""
+    """Base role: rules and instruction in the system prompt, the observation as the user turn.
+
+    Every field can be set per seat through the game's role kwargs (``roles.make(id, **kw)``).
+    """
 
     name: str = "role"
-    output: TagFormat = ANSWER
-    """Where the reply's meaningful part goes."""
+    """Recorded on every turn; the learner keys advantages by it."""
+    job: str = "You play as {seat}."
+    """The role's job in one or two sentences; ``{seat}`` becomes the seat's name."""
+    output: OutputFormat = ANSWER
+    """Where the reply's meaningful part goes, and how it is read (``games.formats``)."""
     what: str = "your action"
     """How the instruction names what to put in the output format."""
     memory: Literal["none", "conversation"] = "none"
     """``none``: every turn is a fresh prompt (the observation text carries the state);
     ``conversation``: the seat's earlier turns stay in context (token-in, token-out)."""
     prefill: bool = False
-    """Start the reply with the output format's opening tag, so a weak model only has to write
-    the content and the closing tag. The prefill is part of the prompt, never trained on."""
+    """Start the reply with the output format's ``prefix`` (``<answer>``), so a weak model only
+    has to write the content and the closing tag. The prefill is part of the prompt, never
+    trained on. Formats without a prefix ignore it."""
     format_bonus: float = 0.0
     """Reward added to a turn whose reply is well formed (0 disables format shaping)."""
     example: str | None = None
-    """A sample answer shown in the instruction (``<answer>5</answer>``); small models copy the
-    format far more reliably from an example than from a description."""
+    """Sample content shown wrapped in the output format (``5`` -> ``Example: <answer>5</answer>``);
+    small models copy the format far more reliably from an example than from a description.
+    Without one, the instruction's shape (``<answer>...</answer>``) is the only example."""
     show_rules: bool = True
     """Put the game's rules in the system prompt. Off, the prompt is the instruction and the
     observation only: much shorter, which matters on a CPU."""
@@ -52,9 +71,12 @@ class Role:
     """Appended to every observation, e.g. ``"Your move?"``."""
 
     def system_prompt(self, rules: str, seat: str) -> str:
-        instruction = f"You play as {seat}. {self.output.instruction(self.what)}"
+        """``rules``, a blank line, then the job, the output instruction and the example (last,
+        nearest the reply, where a small model attends most)."""
+        parts = [self.job.replace("{seat}", seat), self.output.instruction(self.what)]
         if self.example is not None:
-            instruction += f" Example: {self.output.wrap(self.example)}"
+            parts.append(f"Example: {self.output.wrap(self.example)}")
+        instruction = " ".join(p for p in parts if p)
         return f"{rules.strip()}\n\n{instruction}" if self.show_rules else instruction
 
     def messages(self, rules: str, seat: str, observation: str, first_turn: bool) -> list[Message]:
@@ -66,18 +88,23 @@ class Role:
             return [user]
         return [{"role": "system", "content": self.system_prompt(rules, seat)}, user]
 
+    def render_history(self, posts: Iterable[Post]) -> str:
+        """The posts a seat may see, as text (:func:`render_posts`)."""
+        return render_posts(posts)
+
     def assistant_prefix(self) -> str:
         """Text the reply starts with (part of the prompt)."""
-        return self.output.open if self.prefill else ""
+        return self.output.prefix if self.prefill else ""
 
     def read(self, reply: str, ended: bool = False) -> Reply:
-        """Extract the action text from the policy's reply (the prefix is added here).
+        """Read the policy's reply (the prefix is added here) with the format's strict reader.
 
         ``ended``: the reply stopped at the end of its turn rather than at the token limit. A
-        prefilled reply that ended without the closing tag still counts when it is a single short
-        line (the closing tag is implied by the end of the turn), but it is not well formed.
+        prefilled reply that ended without closing its output still counts when it is a single
+        short line that the format accepts once closed (the end of the turn implies the close),
+        but it is not well formed.
         """
-        content = self.output.extract(self.assistant_prefix() + reply)
+        content, reason = self.output.read(self.assistant_prefix() + reply)
         if content is not None:
             return Reply(content, True)
         bare = reply.strip()
@@ -87,14 +114,16 @@ class Role:
             and bare
             and "\n" not in bare
             and "<" not in bare
-            and len(bare) <= 80
+            and len(bare) <= SALVAGE_MAX_CHARS
         ):
-            return Reply(bare, False, f"{self.output.close} missing")
-        return Reply(None, False, f"no {self.output.open}...{self.output.close} in the reply")
+            salvaged = self.output.extract(self.output.wrap(bare))
+            if salvaged is not None:
+                return Reply(salvaged, False, reason)
+        return Reply(None, False, reason)
 
     def format_reward(self, reply: Reply) -> float:
         return self.format_bonus if reply.format_ok else 0.0
 
     def stop_strings(self) -> tuple[str, ...]:
         """Generation can stop as soon as the output is closed."""
-        return (self.output.close,)
+        return self.output.stops

@@ -9,5 +9,7 @@ from roles.base import Role
 
 @dataclass
 class Player(Role):
+    """A seat of a board or card game; the game's rules say what a move looks like."""
+
     name: str = "player"
     what: str = "exactly one of the legal actions"

@@ -5,9 +5,17 @@ persona or a scripted user) that play the user's side of a dialogue game.
     simulators.ids()                          # every registered simulator id
     sim = simulators.make("mysim-v0", seed=0)
 
-Arena registers no simulator of its own yet; :data:`registry` holds those that plugins add
-through the entry-point group ``arena.simulators`` (the entry point's name is a versioned id,
-its value the ``"module:Factory"`` string), e.g. in a plugin's ``pyproject.toml``::
+Simulator ids (the contract is :mod:`simulators.base`):
+
+- ``llm-user-v0``: :class:`simulators.llm_user.LLMUser`, a persona with a hidden goal on any
+  policy (the trained one, a frozen checkpoint, an ``openai`` endpoint), with a leak guard and a
+  turn limit.
+- ``scripted-user-v0``: :class:`simulators.scripted_user.ScriptedUser`, deterministic, for tests
+  and cheap training.
+
+Plugins add theirs through the entry-point group ``arena.simulators`` (the entry point's name is
+a versioned id, its value the ``"module:Factory"`` string), e.g. in a plugin's
+``pyproject.toml``::
 
     [project.entry-points."arena.simulators"]
     "mysim-v0" = "mypkg.simulators:MySimulator"
@@ -22,7 +30,8 @@ from typing import Any
 from arena.core.registry import Registry
 
 registry: Registry[Any] = Registry("simulator", entry_point_group="arena.simulators")
-"""Simulator id -> its ``module:Factory``; filled by plugins only, for now."""
+"""Simulator id -> its ``module:Factory``."""
+registry.register("llm-user-v0", "simulators.llm_user:LLMUser")
 
 
 def make(simulator_id: str, **kwargs: Any) -> Any:

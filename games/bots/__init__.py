@@ -43,6 +43,7 @@ registry.register("tit-for-tat-v0", "games.bots.tit_for_tat:TitForTatBot")
 registry.register("hanabi-rules-v0", "games.bots.hanabi:HanabiRulesBot")
 registry.register("liars-dice-heuristic-v0", "games.bots.liars_dice:LiarsDiceBot")
 registry.register("negotiation-conceder-v0", "games.bots.negotiation:ConcedingNegotiator")
+registry.register("mae-oracle-v0", "games.bots.mae:MAEOracleBot")
 
 
 def make(bot_id: str, **kwargs: Any) -> Bot:

@@ -69,7 +69,7 @@ def test_check_game_fails_with_a_nonzero_exit(capsys: pytest.CaptureFixture[str]
 
 def test_check_game_rejects_unknown_ids(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check-game", "nim-v9"]) == 2
-    assert "; did you mean 'nim-v0'?" in capsys.readouterr().err
+    assert "; did you mean 'nim-v0'" in capsys.readouterr().err
     assert main(["check-game"]) == 2
 
 

@@ -95,5 +95,5 @@ def test_leaks_are_found_in_what_a_seat_is_shown() -> None:
 
 def test_render_lines() -> None:
     posts = [Post("proposer", "question", "Two lines:\nsecond"), Post("solver", "answer", "5")]
-    assert render(posts) == "proposer (question): Two lines:\n  second\nsolver (answer): 5"
+    assert render(posts) == "proposer (question): Two lines:\nsecond\nsolver (answer): 5"
     assert render([]) == ""

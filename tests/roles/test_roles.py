@@ -1,4 +1,4 @@
-"""Roles: the registry, the player role's prompts, output formats and reply parsing.
+"""Roles: the registry, the player role's prompts, reply parsing, and the history renderer.
 
 Run with ``.venv/bin/python -m pytest -q tests/roles/test_roles.py``.
 """
@@ -9,7 +9,9 @@ import pytest
 
 import roles
 from arena.core.registry import RegistryError
-from roles.formats import ANSWER, BOXED, SCORE
+from games.formats import ANSWER, BOXED, SCORE
+from games.interaction import Post
+from roles.base import render_posts
 
 
 def test_answer_format_takes_last_well_formed_answer() -> None:
@@ -54,7 +56,7 @@ def test_conversation_memory_sends_only_new_turns() -> None:
 
 
 def test_unknown_role_names_nearest() -> None:
-    with pytest.raises(RegistryError, match=r"; did you mean 'player-v0'\?"):
+    with pytest.raises(RegistryError, match=r"; did you mean 'player-v0'"):
         roles.make("playr-v0")
 
 
@@ -73,3 +75,51 @@ def test_unclosed_prefilled_reply_counts_only_when_the_turn_ended() -> None:
     assert player.read("5", ended=False).action_text is None  # cut off by the token limit
     assert player.read("5\n\nIn the example", ended=True).action_text is None
     assert roles.make("player-v0").read("5", ended=True).action_text is None  # no prefill
+
+
+def test_player_prompt_is_golden() -> None:
+    player = roles.make("player-v0", example="b2")
+    assert player.messages("Tic-tac-toe rules.", "player_0", "Board: ...", True) == [
+        {
+            "role": "system",
+            "content": "Tic-tac-toe rules.\n\nYou play as player_0. Reply with exactly one of "
+            "the legal actions inside <answer></answer>, e.g. <answer>...</answer>. "
+            "Example: <answer>b2</answer>",
+        },
+        {"role": "user", "content": "Board: ..."},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("role_id", "name"),
+    [
+        ("player-v0", "player"),
+        ("proposer-v0", "proposer"),
+        ("solver-v0", "solver"),
+        ("judge-v0", "judge"),
+        ("simulated-user-v0", "simulated_user"),
+        ("planner-v0", "planner"),
+        ("executor-v0", "executor"),
+        ("verifier-v0", "verifier"),
+    ],
+)
+def test_every_role_is_registered_under_its_name(role_id: str, name: str) -> None:
+    role = roles.make(role_id)
+    assert isinstance(role, roles.Role) and role.name == name
+    assert role.read("").format_ok is False  # an empty reply is never well formed
+
+
+def test_history_renders_one_post_per_line() -> None:
+    posts = [
+        Post("proposer", "question", " What is 2+2? "),
+        Post("solver_0", "answer", "4"),
+        Post("tools", "tool_result", "Ünïcødé\nsecond line"),
+    ]
+    expected = (
+        "proposer (question): What is 2+2?\n"
+        "solver_0 (answer): 4\n"
+        "tools (tool_result): Ünïcødé\nsecond line"
+    )
+    assert render_posts(posts) == expected
+    assert roles.make("judge-v0").render_history(posts) == expected
+    assert render_posts([]) == ""

@@ -1,0 +1,368 @@
+"""Task families with verifiable ground truth, for the proposer/solver/judge game.
+
+A family is a tiny language of problems. The proposer writes a problem in it; :meth:`Family.parse`
+reads that text back, checks it is a valid problem (well-formed, in range, with exactly one
+answer) and computes the true answer itself, so no seat is ever trusted for the truth. Parsing
+is case-insensitive and whitespace-tolerant; a parsed problem is re-rendered in one canonical
+spelling (``Task.text``), so the same problem always reads the same.
+
+- ``arithmetic``: a counting story ("Ann has 12 apples. Ann buys 5 more. ... How many apples
+  does Ann have?"); every count stays a whole number in 0..1000.
+- ``ordering``: comparisons on one scale ("Ann is taller than Bob. ... Who is the tallest?");
+  the facts must be consistent (an acyclic graph) and must pin down the person asked for.
+
+Answers are read by :meth:`Family.read_answer` (``" 12 "``, ``"12.0"`` and ``"12 apples"`` all
+read ``"12"``; ``"ann."`` reads ``"Ann"``) and compared with the truth by :meth:`Family.check`.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+
+import networkx as nx
+import numpy as np
+
+NAMES = ("Ann", "Bob", "Cy", "Dee", "Eve", "Fay", "Gus", "Hal", "Ivy", "Jo", "Kim", "Lu")
+"""The people every family's problems may name (a closed list keeps parsing exact)."""
+MAX_CHARS = 1000
+"""Longer problem texts are not parsed at all."""
+_NAME_INDEX = {n.casefold(): n for n in NAMES}
+
+
+@dataclass(frozen=True)
+class Task:
+    """One problem: its family, its canonical text, and its true answer (canonical form)."""
+
+    family: str
+    text: str
+    answer: str
+
+
+def sentences(text: str) -> list[str] | None:
+    """``text`` split after each ``.`` or ``?``, whitespace collapsed; None when it is empty,
+    too long, or has words after its last full stop."""
+    text = " ".join(text.split())
+    if not text or len(text) > MAX_CHARS:
+        return None
+    parts = re.findall(r"[^.?]*[.?]", text)
+    if "".join(parts) != text:
+        return None
+    return [p.strip() for p in parts]
+
+
+def name_of(word: str) -> str | None:
+    """The listed name ``word`` spells (any case), or None."""
+    return _NAME_INDEX.get(word.casefold())
+
+
+class Family(ABC):
+    """A task family: its grammar for the proposer, reference problems, a parser that computes
+    the truth, and an answer checker."""
+
+    name: str
+    answer_hint: str
+    """What a solver's answer must be, e.g. "a whole number"."""
+
+    @abstractmethod
+    def describe(self) -> str:
+        """The family's grammar with an example, for the proposer's prompt."""
+
+    @abstractmethod
+    def sample(self, rng: np.random.Generator) -> Task:
+        """A valid reference problem; its answer is worked out apart from :meth:`parse`."""
+
+    @abstractmethod
+    def parse(self, text: str) -> Task | None:
+        """The problem ``text`` states, with its computed answer; None unless valid."""
+
+    @abstractmethod
+    def read_answer(self, text: str) -> str | None:
+        """A solver's answer in canonical form, or None when it is not an answer at all."""
+
+    @abstractmethod
+    def candidates(self, task: Task) -> list[str]:
+        """Well-formed answers taken from the problem's text only (never from its truth)."""
+
+    def check(self, task: Task, answer_text: str) -> bool:
+        """Whether ``answer_text`` is the task's true answer."""
+        return self.read_answer(answer_text) == task.answer
+
+
+# -- arithmetic ---------------------------------------------------------------------------------
+MAX_COUNT = 1000
+MAX_STEPS = 6
+ITEMS = ("apples", "pears", "cards", "coins", "books", "stamps", "marbles", "shells")
+_NUM = r"(\d{1,4})"  # longer numbers fail the pattern; range is checked after
+_ADD_VERBS = ("buys", "finds", "gets")
+_SUB_VERBS = ("gives away", "loses", "eats", "sells")
+_MUL_VERBS = {"doubles": 2, "triples": 3}
+_STEP_PATTERNS = (
+    ("add", re.compile(rf"(\w+) ({'|'.join(_ADD_VERBS)}) {_NUM} more\.", re.I)),
+    ("bulk", re.compile(rf"(\w+) (buys) {_NUM} boxes of {_NUM}\.", re.I)),
+    ("sub", re.compile(rf"(\w+) ({'|'.join(_SUB_VERBS)}) {_NUM}\.", re.I)),
+    ("mul", re.compile(rf"(\w+) ({'|'.join(_MUL_VERBS)}) them\.", re.I)),
+    ("half", re.compile(r"(\w+) (halves) them\.", re.I)),
+)
+_START = re.compile(rf"(\w+) has {_NUM} (\w+)\.", re.I)
+_QUESTION = re.compile(r"How many (\w+) does (\w+) have\?", re.I)
+_NUMBER_ANSWER = re.compile(r"([+-]?\d{1,12}(?:\.\d{0,12})?)(?: [a-z]+)?", re.I)
+
+
+def _step_text(name: str, kind: str, verb: str, args: tuple[int, ...]) -> str:
+    if kind == "add":
+        return f"{name} {verb} {args[0]} more."
+    if kind == "bulk":
+        return f"{name} buys {args[0]} boxes of {args[1]}."
+    if kind == "sub":
+        return f"{name} {verb} {args[0]}."
+    return f"{name} {verb} them."
+
+
+def _apply_step(count: int, kind: str, verb: str, args: tuple[int, ...]) -> int | None:
+    """The count after one step, or None when the step is impossible (below zero, a half of an
+    odd count)."""
+    if kind == "add":
+        return count + args[0]
+    if kind == "bulk":
+        return count + args[0] * args[1]
+    if kind == "sub":
+        return count - args[0] if args[0] <= count else None
+    if kind == "mul":
+        return count * _MUL_VERBS[verb]
+    return count // 2 if count % 2 == 0 else None
+
+
+class Arithmetic(Family):
+    """Counting stories: a start, 1..6 steps (+, -, x2, x3, /2, boxes of), a question."""
+
+    name = "arithmetic"
+    answer_hint = "a whole number"
+
+    def describe(self) -> str:
+        return (
+            "Arithmetic word problem. Sentences, in order:\n"
+            "1. Start: 'NAME has N ITEM.'\n"
+            f"2. Between 1 and {MAX_STEPS} steps, each one of: 'NAME buys|finds|gets N more.', "
+            "'NAME buys N boxes of M.', 'NAME gives away|loses|eats|sells N.', "
+            "'NAME doubles them.', 'NAME triples them.', 'NAME halves them.'\n"
+            "3. Question: 'How many ITEM does NAME have?'\n"
+            f"NAME is one person from: {', '.join(NAMES)} (the same in every sentence). "
+            f"ITEM is one of: {', '.join(ITEMS)}. Numbers are whole, written in digits. "
+            f"The count must stay between 0 and {MAX_COUNT} after every step, and only an even "
+            "count can be halved.\n"
+            "Example: Ann has 10 pears. Ann doubles them. Ann eats 4. How many pears does "
+            "Ann have?  (answer 16)"
+        )
+
+    def sample(self, rng: np.random.Generator) -> Task:
+        name = NAMES[int(rng.integers(len(NAMES)))]
+        item = ITEMS[int(rng.integers(len(ITEMS)))]
+        count = int(rng.integers(0, 31))
+        lines = [f"{name} has {count} {item}."]
+        for _ in range(int(rng.integers(1, 5))):
+            options = [("add", v) for v in _ADD_VERBS] + [("bulk", "buys")]
+            if count > 0:
+                options += [("sub", v) for v in _SUB_VERBS]
+            if count <= MAX_COUNT // 3:
+                options += [("mul", v) for v in _MUL_VERBS]
+            if count % 2 == 0 and count > 0:
+                options.append(("half", "halves"))
+            kind, verb = options[int(rng.integers(len(options)))]
+            if kind == "add":
+                args = (int(rng.integers(1, 21)),)
+                count += args[0]
+            elif kind == "bulk":
+                args = (int(rng.integers(2, 6)), int(rng.integers(2, 11)))
+                count += args[0] * args[1]
+            elif kind == "sub":
+                args = (int(rng.integers(1, count + 1)),)
+                count -= args[0]
+            elif kind == "mul":
+                args = ()
+                count *= _MUL_VERBS[verb]
+            else:
+                args = ()
+                count //= 2
+            lines.append(_step_text(name, kind, verb, args))
+        lines.append(f"How many {item} does {name} have?")
+        return Task(self.name, " ".join(lines), str(count))
+
+    def parse(self, text: str) -> Task | None:
+        parts = sentences(text)
+        if parts is None or not 3 <= len(parts) <= MAX_STEPS + 2:
+            return None
+        start, question = _START.fullmatch(parts[0]), _QUESTION.fullmatch(parts[-1])
+        if start is None or question is None:
+            return None
+        name, item = name_of(start.group(1)), start.group(3).casefold()
+        if name is None or item not in ITEMS:
+            return None
+        if name_of(question.group(2)) != name or question.group(1).casefold() != item:
+            return None
+        count = int(start.group(2))
+        if count > MAX_COUNT:
+            return None
+        lines = [f"{name} has {count} {item}."]
+        for part in parts[1:-1]:
+            step = self._read_step(part, name)
+            if step is None:
+                return None
+            count = _apply_step(count, *step)
+            if count is None or count > MAX_COUNT:
+                return None
+            lines.append(_step_text(name, *step))
+        lines.append(f"How many {item} does {name} have?")
+        return Task(self.name, " ".join(lines), str(count))
+
+    @staticmethod
+    def _read_step(sentence: str, name: str) -> tuple[str, str, tuple[int, ...]] | None:
+        """A step sentence as (kind, verb, numbers), or None when it is not one of ``name``'s."""
+        for kind, pattern in _STEP_PATTERNS:
+            match = pattern.fullmatch(sentence)
+            if match is None:
+                continue
+            if name_of(match.group(1)) != name:
+                return None
+            args = tuple(int(n) for n in match.groups()[2:])
+            if any(not 1 <= n <= MAX_COUNT for n in args):
+                return None
+            return kind, match.group(2).casefold(), args
+        return None
+
+    def read_answer(self, text: str) -> str | None:
+        text = " ".join(text.split()).strip("$").rstrip(".").strip()
+        match = _NUMBER_ANSWER.fullmatch(text)
+        if match is None:
+            return None
+        try:
+            value = Decimal(match.group(1))
+        except InvalidOperation:
+            return None
+        if value == value.to_integral_value():
+            return str(int(value))
+        return format(value.normalize(), "f")
+
+    def candidates(self, task: Task) -> list[str]:
+        numbers = dict.fromkeys(re.findall(r"\d+", task.text))
+        return ["0", *(n for n in numbers if n != "0")]
+
+
+# -- ordering -----------------------------------------------------------------------------------
+MAX_PEOPLE = 6
+MAX_FACTS = 10
+SCALES = {
+    "taller": ("shorter", "tallest", "shortest"),
+    "older": ("younger", "oldest", "youngest"),
+    "faster": ("slower", "fastest", "slowest"),
+}
+"""Each scale: its 'more' comparative -> (its 'less' comparative, top superlative, bottom one)."""
+ORDINALS = {"": 1, "second ": 2, "third ": 3}
+_COMPARATIVES = {c: (more, c == more) for more, v in SCALES.items() for c in (more, v[0])}
+_SUPERLATIVES = {s: (more, s == v[1]) for more, v in SCALES.items() for s in v[1:]}
+_FACT = re.compile(r"(\w+) is (\w+) than (\w+)\.", re.I)
+_WHO = re.compile(r"Who is the (second |third )?(\w+)\?", re.I)
+
+
+def unique_at(graph: nx.DiGraph, rank: int, from_top: bool) -> str | None:
+    """The person at ``rank`` (1 = the end) from the top (or bottom) of every order consistent
+    with ``graph`` (edges point from more to less), or None when that person is not determined.
+
+    A person's place is the same in every consistent order exactly when they are compared,
+    directly or through others, with everyone: then it is one more than the number above them.
+    """
+    n = graph.number_of_nodes()
+    for person in graph.nodes:
+        above, below = nx.ancestors(graph, person), nx.descendants(graph, person)
+        if len(above) + len(below) == n - 1 and len(above if from_top else below) == rank - 1:
+            return person
+    return None
+
+
+class Ordering(Family):
+    """Ordering puzzles: comparisons on one scale, then who is first, second or third."""
+
+    name = "ordering"
+    answer_hint = "one person's name"
+
+    def describe(self) -> str:
+        pairs = "; ".join(f"{more}/{v[0]} (-> {v[1]}/{v[2]})" for more, v in SCALES.items())
+        return (
+            "Ordering puzzle. Sentences, in order:\n"
+            f"1. Between 1 and {MAX_FACTS} facts, each 'NAME is COMPARATIVE than NAME.'\n"
+            "2. One question: 'Who is the SUPERLATIVE?', 'Who is the second SUPERLATIVE?' or "
+            "'Who is the third SUPERLATIVE?'\n"
+            f"Every word comes from one scale: {pairs}. Names come from: {', '.join(NAMES)}; "
+            f"at most {MAX_PEOPLE} people. The facts must not contradict each other, and they "
+            "must determine exactly one person as the answer.\n"
+            "Example: Ann is taller than Bob. Cy is shorter than Bob. Who is the tallest? "
+            "(answer Ann)"
+        )
+
+    def sample(self, rng: np.random.Generator) -> Task:
+        size = int(rng.integers(3, MAX_PEOPLE + 1))
+        people = [NAMES[i] for i in rng.permutation(len(NAMES))[:size]]  # most first
+        more = list(SCALES)[int(rng.integers(len(SCALES)))]
+        less, top, bottom = SCALES[more]
+        rank = int(rng.integers(1, min(3, size) + 1))
+        from_top = bool(rng.integers(2))
+        answer = people[rank - 1] if from_top else people[-rank]
+        pairs = list(zip(people, people[1:], strict=False))
+        # dropping one link of the chain keeps the puzzle valid when the answer is still pinned
+        drop = int(rng.integers(len(pairs)))
+        graph = nx.DiGraph(pairs[:drop] + pairs[drop + 1 :])
+        graph.add_nodes_from(people)
+        if unique_at(graph, rank, from_top) == answer:
+            pairs.pop(drop)
+        facts = []
+        for i in rng.permutation(len(pairs)):
+            a, b = pairs[i]
+            facts.append(
+                f"{a} is {more} than {b}." if rng.integers(2) else f"{b} is {less} than {a}."
+            )
+        ordinal = {1: "", 2: "second ", 3: "third "}[rank]
+        question = f"Who is the {ordinal}{top if from_top else bottom}?"
+        return Task(self.name, " ".join([*facts, question]), answer)
+
+    def parse(self, text: str) -> Task | None:
+        parts = sentences(text)
+        if parts is None or not 2 <= len(parts) <= MAX_FACTS + 1:
+            return None
+        question = _WHO.fullmatch(parts[-1])
+        if question is None or question.group(2).casefold() not in _SUPERLATIVES:
+            return None
+        scale, from_top = _SUPERLATIVES[question.group(2).casefold()]
+        rank = ORDINALS[(question.group(1) or "").casefold()]
+        graph, lines = nx.DiGraph(), []
+        for part in parts[:-1]:
+            fact = _FACT.fullmatch(part)
+            if fact is None:
+                return None
+            a, word, b = name_of(fact.group(1)), fact.group(2).casefold(), name_of(fact.group(3))
+            if a is None or b is None or a == b or _COMPARATIVES.get(word, ("",))[0] != scale:
+                return None
+            graph.add_edge(*((a, b) if _COMPARATIVES[word][1] else (b, a)))
+            lines.append(f"{a} is {word} than {b}.")
+        if graph.number_of_nodes() > MAX_PEOPLE or not nx.is_directed_acyclic_graph(graph):
+            return None
+        answer = unique_at(graph, rank, from_top)
+        if answer is None:
+            return None
+        ordinal = (question.group(1) or "").casefold()
+        lines.append(f"Who is the {ordinal}{question.group(2).casefold()}?")
+        return Task(self.name, " ".join(lines), answer)
+
+    def read_answer(self, text: str) -> str | None:
+        word = " ".join(text.split()).rstrip(".!").strip()
+        if not re.fullmatch(r"[A-Za-z]{1,20}", word):
+            return None
+        return word.capitalize()
+
+    def candidates(self, task: Task) -> list[str]:
+        return list(dict.fromkeys(n for n in re.findall(r"[A-Z][a-z]*", task.text) if n in NAMES))
+
+
+FAMILIES: dict[str, Family] = {f.name: f for f in (Arithmetic(), Ordering())}
+"""Every shipped family, by name."""
