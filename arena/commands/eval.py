@@ -10,6 +10,13 @@ call, and a model is served by an inference actor on a private broker as in a to
 
 Prints one line per game and opponent (score with a 95% interval, W/D/L, invalid rate) and, with
 ``--json PATH``, writes the results as a JSON list. Exit 2 when the participant cannot be loaded.
+
+Role games (``mae-v0``, ``retail-v0``, ...) have no opponents: the participant plays each role in
+turn against the game's references (its strongest bot: scripted solvers, a ground-truth judge, a
+scripted agent; the simulators its game config names, e.g. the scripted user), and each role's
+own metric is printed with its 95% interval (:mod:`arena.eval.roles`). ``--n`` is the number of
+tasks; ``--tries K`` plays each task K times and adds pass^1..pass^K for 0/1 metrics (sample
+with ``--temperature`` above 0 for the tries to differ).
 """
 
 from __future__ import annotations
@@ -31,6 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--temperature", type=float, default=None, help="0 is greedy (default)")
     parser.add_argument("--max-new-tokens", type=int, default=None, help="longest reply (24)")
     parser.add_argument("--seed", type=int, default=10_000, help="seed of the first game")
+    parser.add_argument(
+        "--tries", type=int, default=1, help="role games: tries per task, for pass^k (1)"
+    )
     parser.add_argument("--concurrency", type=int, default=64, help="games played at once")
     parser.add_argument("--json", default=None, metavar="PATH", help="write the results here")
 
@@ -40,8 +50,10 @@ def run(args: argparse.Namespace) -> int:
     import json
     import tempfile
 
+    import games as registry_games
     from arena.eval.evaluate import evaluate
     from arena.eval.progress import Progress
+    from arena.eval.roles import evaluate_roles, is_role_game, role_seats
     from arena.play.config import GameConfig
     from arena.run.config import RunConfig
     from arena.tournament.config import TournamentConfig
@@ -73,21 +85,49 @@ def run(args: argparse.Namespace) -> int:
     (resolved,) = resolve_participants([participant], games, minimum=1)
     print(f"evaluating {resolved.name} ({resolved.describe()})", flush=True)
 
+    role_games = [g for g in games if is_role_game(registry_games.make(g.id, **g.kwargs))]
+    player_games = [g for g in games if g not in role_games]
+    name = resolved.name
+
     async def main() -> list:
         seating = Seating(config, [resolved], Path(tempfile.mkdtemp(prefix="arena-eval-")))
+        episodes = n * len(player_games) * len(opponents)
+        for game in role_games:
+            probe = registry_games.make(game.id, **game.kwargs)
+            episodes += n * args.tries * len(role_seats(probe, list(game.simulators)))
         try:
             await seating.start()
-            with Progress("eval", n * len(games) * len(opponents)) as progress:
-                return await evaluate(
-                    lambda game_id: seating.seat(resolved.name, seating.game(game_id), 0),
-                    [g.id for g in games],
-                    opponents,
-                    games_per_match=n,
-                    seed=args.seed,
-                    concurrency=args.concurrency,
-                    game_kwargs={g.id: g.kwargs for g in games},
-                    on_episode=progress.advance,
-                )
+            with Progress("eval", episodes) as progress:
+                results: list = []
+                if player_games:
+                    results += await evaluate(
+                        lambda game_id: seating.seat(name, seating.game(game_id), 0),
+                        [g.id for g in player_games],
+                        opponents,
+                        games_per_match=n,
+                        seed=args.seed,
+                        concurrency=args.concurrency,
+                        game_kwargs={g.id: g.kwargs for g in player_games},
+                        on_episode=progress.advance,
+                    )
+                for game in role_games:
+                    results += await evaluate_roles(
+                        lambda g, env, agent, seed: seating.seat(
+                            name, seating.game(g), seed, env, agent
+                        ),
+                        lambda g, env, agent, seed: seating.reference(
+                            name, seating.game(g), env, agent, seed
+                        ),
+                        game.id,
+                        tasks=n,
+                        tries=args.tries,
+                        simulated=list(game.simulators),
+                        seed=args.seed,
+                        concurrency=args.concurrency,
+                        game_kwargs=game.kwargs,
+                        on_episode=progress.advance,
+                    )
+                return results
         finally:
             await seating.close()
 

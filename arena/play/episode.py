@@ -29,6 +29,10 @@ the game's interaction graph (:meth:`games.interaction.Interaction.leaks`): the 
 seat may not see must not be in it. A leak ends the episode with an :class:`EpisodeError`, so a
 game bug never trains a policy on what it should not have known.
 
+Metrics: a role game may put its roles' headline numbers in ``infos[seat]["metrics"]`` when it
+ends (solver accuracy, judge accuracy, task success); they are kept in the episode's
+``stats["metrics"]`` per seat, for training logs and role evaluation.
+
 A game can set the group itself (role games, where what is comparable is the game's business,
 e.g. solvers of one proposed task): if ``env.infos[seat]`` holds a ``"group"`` key after the
 seat's step, its value (as a string, used as is) is that turn's group.
@@ -151,11 +155,13 @@ async def play_episode(
         else:
             seat.bot.reset(seat_seed(seed, index))
     turns: list[Turn] = []
+    metrics: dict[str, dict[str, float]] = {}
     started = time.monotonic()
     termination: str | None = None
     while env.agents:
         agent = env.agent_selection
         if env.terminations[agent] or env.truncations[agent]:
+            metrics[agent] = _metrics(env, agent)  # before step(None) drops its infos
             env.step(None)
             continue
         seat = seats[agent]
@@ -230,6 +236,8 @@ async def play_episode(
         "generated_tokens": int(sum(len(t.response_ids) for t in policy_turns)),
         "seconds": round(time.monotonic() - started, 3),
     }
+    if any(metrics.values()):
+        stats["metrics"] = {seat: m for seat, m in metrics.items() if m}
     return Episode(
         id=episode_id,
         game=game_id,
@@ -247,6 +255,13 @@ def turn_group(env: TextGame, game_id: str, seed: int, agent: str) -> str:
     game's own ``infos[agent]["group"]`` when it gives one, else game, seed and seat."""
     group = env.infos[agent].get("group")
     return str(group) if group is not None else f"{game_id}:{seed}:{agent}"
+
+
+def _metrics(env: TextGame, agent: str) -> dict[str, float]:
+    """The headline numbers a role game reports for ``agent``'s role when it ends
+    (``infos[agent]["metrics"]``), as plain floats."""
+    found = env.infos[agent].get("metrics")
+    return {str(k): float(v) for k, v in found.items()} if isinstance(found, Mapping) else {}
 
 
 def turn_error(env: TextGame, agent: str) -> str:

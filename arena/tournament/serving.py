@@ -19,9 +19,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import games
+import games.bots
+import simulators
 from arena.bus import Actor, BusError
 from arena.play.config import GameConfig, PlayConfig
-from arena.play.episode import BotSeat, Seat
+from arena.play.episode import BotSeat, Seat, SimulatorSeat
 from arena.play.seating import SeatFactory
 from arena.policies.chat import ChatFormat
 from arena.policies.config import InferenceConfig
@@ -32,6 +35,7 @@ from arena.run.plan import device_for
 from arena.run.processes import broker_argv, inference_argv
 from arena.tournament.config import TournamentConfig
 from arena.tournament.participants import Participant, make_bot
+from games.text_env import TextGame
 
 HEARTBEAT_INTERVAL = 1.0
 HEARTBEAT_TIMEOUT = 10.0
@@ -164,14 +168,34 @@ class Seating:
             self.launcher.stop_all()
 
     # -- seats -------------------------------------------------------------------------------
-    def seat(self, name: str, game: GameConfig, seed: int) -> Seat:
-        """A fresh seat filler for participant ``name`` in one match of ``game``."""
+    def seat(
+        self,
+        name: str,
+        game: GameConfig,
+        seed: int,
+        env: TextGame | None = None,
+        agent: str | None = None,
+    ) -> Seat:
+        """A fresh seat filler for participant ``name`` in one match of ``game`` (with ``env``
+        and ``agent``: in the role the game gives that seat)."""
         participant = self.participants[name]
         if participant.kind == "bot":
             return BotSeat(make_bot(participant.config, seed), name)
         return self._factories[name].policy_seat(
-            game.id, trained=False, params=participant.sampling()
+            game.id, trained=False, params=participant.sampling(), env=env, agent=agent
         )
+
+    def reference(self, name: str, game: GameConfig, env: TextGame, agent: str, seed: int) -> Seat:
+        """A reference filler of a role game's seat: the simulator the game config names for it
+        (a model-backed one talks through participant ``name``'s policy), else the game's
+        strongest reference bot."""
+        if agent in game.simulators and name in self._factories:
+            return self._factories[name].simulator_seat(game.id, env, agent)
+        if agent in game.simulators:
+            spec = game.simulators[agent]
+            return SimulatorSeat(simulators.make(spec.id, **spec.kwargs), spec.id, spec.timeout)
+        bot = games.spec(game.id).strongest_bot
+        return BotSeat(games.bots.make(bot, seed=seed), bot)
 
     def game(self, game_id: str) -> GameConfig:
         return self._games[game_id]

@@ -1,0 +1,155 @@
+"""Evaluation of role games: each role of the policy against fixed references.
+
+In a role game there is no opponent to beat; each role has its own measure. The policy plays one
+seat at a time (one seat per role: ``solver_0`` stands for every solver) while the game's
+reference bot (its ``strongest_bot``: scripted solvers, a ground-truth judge, a scripted agent)
+fills the other seats, and simulators fill the seats the game config simulates (the scripted
+user). After each episode the game's ``infos[seat]["metrics"]`` (a mapping of metric name to a
+number, set when the game ends; the episode keeps it in ``stats["metrics"]``) is read; for each (game, seat, metric) it reports the mean with a
+normal-approximation 95% interval.
+
+With ``tries`` > 1 every task (seed) is played ``tries`` times and a 0/1 metric is also reported
+as pass^k for k = 1..tries: the chance that all k tries of a task succeed, estimated per task
+as C(successes, k) / C(tries, k) and averaged over tasks (tau-bench's estimator,
+:func:`arena.eval.pass_k.pass_hat_k`). Sample at a temperature above 0 for tries to differ.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import games
+from arena.eval.evaluate import mean_ci
+from arena.eval.pass_k import pass_hat_k
+from arena.eval.ratings import wilson
+from arena.play.episode import Seat, play_episode
+from games.text_env import TextGame
+
+SeatMaker = Callable[[str, TextGame, str, int], Seat]
+"""``(game_id, env, agent, seed) -> Seat``: a fresh seat filler for one seat of one episode."""
+
+
+@dataclass
+class RoleResult:
+    """One metric of one role."""
+
+    game: str
+    seat: str
+    role: str
+    metric: str
+    mean: float
+    ci: tuple[float, float]
+    episodes: int
+    pass_k: dict[int, float] = field(default_factory=dict)
+    """pass^k for k = 1..tries, when the metric is 0/1 and tries > 1."""
+
+    def line(self) -> str:
+        passes = "".join(f"  pass^{k} {v:.3f}" for k, v in self.pass_k.items())
+        return (
+            f"{self.game} {self.role} ({self.seat}): {self.metric} {self.mean:.3f} "
+            f"[{self.ci[0]:.3f}, {self.ci[1]:.3f}]{passes}  ({self.episodes} episodes)"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def interval(values: Sequence[float]) -> tuple[float, float]:
+    """95% interval of a mean: Wilson's for a 0/1 metric (sound at 0 and 1), else the normal
+    approximation."""
+    if set(values) <= {0.0, 1.0}:
+        return wilson(int(sum(values)), len(values))
+    return mean_ci(values, min(0.0, *values), max(1.0, *values))
+
+
+def role_seats(env: TextGame, simulated: Sequence[str] = ()) -> list[str]:
+    """One seat per role the policy can play: the first seat of each role, simulated seats
+    excepted."""
+    seen: dict[str, str] = {}
+    for agent in env.possible_agents:
+        if agent not in simulated:
+            seen.setdefault(env.seat_role(agent), agent)
+    return list(seen.values())
+
+
+def is_role_game(env: TextGame) -> bool:
+    """Whether any seat plays a role other than the player's."""
+    return any(env.seat_role(a) != "player-v0" for a in env.possible_agents)
+
+
+async def evaluate_roles(
+    make_seat: SeatMaker,
+    make_reference: SeatMaker,
+    game_id: str,
+    *,
+    tasks: int,
+    tries: int = 1,
+    seats: Sequence[str] | None = None,
+    simulated: Sequence[str] = (),
+    seed: int = 10_000,
+    concurrency: int = 16,
+    game_kwargs: dict[str, Any] | None = None,
+    on_episode: Callable[[], None] | None = None,
+) -> list[RoleResult]:
+    """Play ``tasks`` x ``tries`` episodes per evaluated seat (default: :func:`role_seats`):
+    the policy (``make_seat``) in that seat, references (``make_reference``: the game's bot, or a
+    simulator on ``simulated`` seats) in the others."""
+    if tasks < 1 or tries < 1:
+        raise ValueError(f"tasks and tries must be >= 1, got {tasks} and {tries}")
+    kwargs = game_kwargs or {}
+    probe = games.make(game_id, **kwargs)
+    evaluated = list(seats) if seats is not None else role_seats(probe, simulated)
+    limit = asyncio.Semaphore(concurrency)
+
+    async def one(seat: str, task: int, attempt: int) -> dict[str, float]:
+        async with limit:
+            env = games.make(game_id, **kwargs)
+            episode_seed = seed + task
+            fillers = {
+                agent: (make_seat if agent == seat else make_reference)(
+                    game_id, env, agent, episode_seed
+                )
+                for agent in env.possible_agents
+            }
+            episode = await play_episode(
+                env,
+                game_id,
+                fillers,
+                seed=episode_seed,
+                episode_id=f"eval-{game_id}-{seat}-{task}-{attempt}",
+            )
+            if on_episode is not None:
+                on_episode()
+            metrics = episode.stats.get("metrics", {}).get(seat)
+            if not metrics:
+                raise ValueError(f"{game_id} sets no infos[{seat!r}]['metrics'] when it ends")
+            return metrics
+
+    results = []
+    for seat in evaluated:
+        runs = await asyncio.gather(*(one(seat, t, a) for t in range(tasks) for a in range(tries)))
+        per_metric: dict[str, list[float]] = defaultdict(list)
+        for values in runs:
+            for name, value in values.items():
+                per_metric[name].append(value)
+        for name, values in per_metric.items():
+            mean = sum(values) / len(values)
+            result = RoleResult(
+                game=game_id,
+                seat=seat,
+                role=probe.seat_role(seat),
+                metric=name,
+                mean=mean,
+                ci=interval(values),
+                episodes=len(values),
+            )
+            if tries > 1 and len(values) == tasks * tries and set(values) <= {0.0, 1.0}:
+                by_task = {t: [v == 1.0 for v in values[t * tries : (t + 1) * tries]]
+                           for t in range(tasks)}  # fmt: skip
+                result.pass_k = {k: pass_hat_k(by_task, k) for k in range(1, tries + 1)}
+            results.append(result)
+    return results

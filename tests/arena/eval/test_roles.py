@@ -1,0 +1,121 @@
+"""arena/eval/roles.py: each role of a role game against references, and pass^k over tries.
+
+The policy under test is itself a bot here (the MAE oracle, made to err on purpose), so every
+number is known in advance.
+
+Run with `.venv/bin/python -m pytest -q tests/arena/eval/test_roles.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import games
+from arena.eval.roles import evaluate_roles, is_role_game, role_seats
+from arena.play.episode import BotSeat
+from games.bots.mae import MAEOracleBot
+
+
+def oracle(game_id, env, agent, seed) -> BotSeat:
+    return BotSeat(MAEOracleBot(seed=seed), "mae-oracle-v0")
+
+
+def wrong(game_id, env, agent, seed) -> BotSeat:
+    return BotSeat(MAEOracleBot(seed=seed, error_rate=1.0), "always-wrong")
+
+
+def test_one_seat_per_role_and_which_games_are_role_games() -> None:
+    env = games.make("mae-v0", num_solvers=3)
+    assert role_seats(env) == ["proposer", "solver_0", "judge"]
+    assert role_seats(env, simulated=["judge"]) == ["proposer", "solver_0"]
+    assert is_role_game(env) and not is_role_game(games.make("tictactoe-v0"))
+
+
+def test_each_role_is_measured_against_the_references() -> None:
+    results = asyncio.run(evaluate_roles(wrong, oracle, "mae-v0", tasks=4))
+    table = {(r.seat, r.metric): (r.mean, r.episodes) for r in results}
+    # The always-wrong bot proposes valid problems (which the reference solvers all solve: no
+    # difficulty), solves none, and as a judge still judges by the truth.
+    assert table == {
+        ("proposer", "proposal_valid"): (1.0, 4),
+        ("proposer", "difficulty"): (0.0, 4),
+        ("solver_0", "solver_accuracy"): (0.0, 4),
+        ("judge", "judge_accuracy"): (1.0, 4),
+    }
+    assert {r.role for r in results} == {"proposer-v0", "solver-v0", "judge-v0"}
+    line = next(r for r in results if r.seat == "solver_0").line()
+    # Wilson's interval for 0 of 4: centre (z^2/2)/(4 + z^2) = 0.245, half-width 0.245.
+    assert line == "mae-v0 solver-v0 (solver_0): solver_accuracy 0.000 [0.000, 0.490]  (4 episodes)"
+
+
+def test_pass_k_over_tries_of_each_task() -> None:
+    calls = []
+
+    def flaky(game_id, env, agent, seed) -> BotSeat:
+        calls.append(seed)
+        error = 1.0 if len(calls) == 2 else 0.0  # the second try of the first task fails
+        return BotSeat(MAEOracleBot(seed=seed, error_rate=error), "flaky")
+
+    (result,) = asyncio.run(
+        evaluate_roles(flaky, oracle, "mae-v0", tasks=2, tries=3, seats=["solver_0"], concurrency=1)
+    )
+    assert calls == [10_000] * 3 + [10_001] * 3
+    # Task 0: 2 of 3 tries right, task 1: 3 of 3. pass^k = mean over tasks of C(c,k)/C(3,k):
+    # k=1: (2/3 + 1)/2, k=2: (1/3 + 1)/2, k=3: (0 + 1)/2.
+    assert result.mean == pytest.approx(5 / 6)
+    assert result.pass_k == pytest.approx({1: 5 / 6, 2: 2 / 3, 3: 0.5})
+
+
+def test_bad_arguments_and_games_without_metrics() -> None:
+    with pytest.raises(ValueError, match="tasks and tries must be >= 1"):
+        asyncio.run(evaluate_roles(oracle, oracle, "mae-v0", tasks=0))
+    random_seat = lambda game_id, env, agent, seed: BotSeat(  # noqa: E731
+        games.bots.make("random-v0", seed=seed), "random-v0"
+    )
+    with pytest.raises(ValueError, match=r"tictactoe-v0 sets no infos\['player_0'\]\['metrics'\]"):
+        asyncio.run(evaluate_roles(random_seat, random_seat, "tictactoe-v0", tasks=1))
+
+
+def test_arena_eval_measures_each_role_of_a_role_game(tmp_path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "roles.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "arena",
+            "eval",
+            "mae-oracle-v0",
+            "--games",
+            "mae-v0",
+            "--n",
+            "3",
+            "--tries",
+            "2",
+            "--json",
+            str(out),
+        ],  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    # Wilson's interval for 6 of 6: centre (1 + z^2/12) / (1 + z^2/6) = 0.805, half 0.195.
+    expected = (
+        "mae-v0 solver-v0 (solver_0): solver_accuracy 1.000 [0.610, 1.000]  pass^1 1.000  "
+        "pass^2 1.000  (6 episodes)"
+    )
+    assert expected in lines, lines
+    rows = json.loads(out.read_text())
+    assert {(r["seat"], r["metric"]) for r in rows} == {
+        ("proposer", "proposal_valid"),
+        ("proposer", "difficulty"),
+        ("solver_0", "solver_accuracy"),
+        ("judge", "judge_accuracy"),
+    }
