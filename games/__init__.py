@@ -52,6 +52,8 @@ for _id, _factory in {
     "mini-hanabi-v0": "games.mini_hanabi:MiniHanabi",
     "liars-dice-v0": "games.liars_dice:LiarsDice",
     "mae-v0": "games.mae.game:ProposerSolverJudge",
+    "retail-v0": "games.retail:RetailSupport",
+    "planner-executor-v0": "games.planner.game:PlannerExecutor",
 }.items():
     registry.register(_id, _factory)
 

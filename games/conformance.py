@@ -5,7 +5,8 @@
 - ``construct``: it is a TextGame with valid metadata and rules text;
 - ``api_test`` and ``seed_test``: PettingZoo's own checks (their warnings are reported, not failed);
 - ``text_roundtrip``: ``parse_action(action_to_text(a)) == a`` for legal actions along random
-  playthroughs, also in upper case with stray whitespace, and junk text parses to None;
+  playthroughs, also in upper case with stray whitespace, and junk text parses to None (for a
+  seat whose role speaks freely, a simulated user, only empty and blank text is junk);
 - ``determinism``: the same seed gives the same game, in one environment and in two;
 - ``hidden_info``: no seat's text ever shows what ``hidden_from(seat)`` lists while the game is on
   (strings equal to the seat's own ``private_info``, such as equal dice, are skipped);
@@ -36,6 +37,16 @@ from games.text_env import INFORMATION, KINDS, GameOverError, TextGame
 ROUNDTRIP_SAMPLE = 8
 """Legal actions round-tripped per decision (all of them when there are fewer)."""
 JUNK = ("", "   ", "???", "not an action at all 12345")
+PLAIN_TEXT_ROLES = frozenset({"simulated-user-v0"})
+"""Roles whose action is any message (a user speaks freely): for their seats only the empty and
+blank junk must be refused, as a sentence such as JUNK's last one is a valid message."""
+
+
+def junk_for(env: TextGame, agent: str) -> tuple[str, ...]:
+    """The junk texts ``agent``'s seat must refuse."""
+    if env.seat_role(agent) in PLAIN_TEXT_ROLES:
+        return tuple(j for j in JUNK if not j.strip())
+    return JUNK
 
 
 @dataclass(frozen=True)
@@ -171,7 +182,7 @@ def check_text_roundtrip(factory: Factory, playthroughs: int, seed: int) -> str:
                         f"parse_action({variant!r}) gave {parsed!r}, not {action!r}"
                     )
                 checked += 1
-            for junk in JUNK:
+            for junk in junk_for(env, agent):
                 parsed = env.parse_action(agent, junk)
                 assert parsed is None, f"parse_action({junk!r}) gave {parsed!r}, not None"
     return f"{checked} legal actions round-tripped over {playthroughs} playthroughs"
@@ -226,7 +237,7 @@ def check_bad_input(factory: Factory, playthroughs: int, seed: int) -> str:
     env.reset(seed=seed)
     agent = env.agent_selection
     out_of_range = "\x01" if env.free_text else env.action_space(agent).n
-    attempts = [None, out_of_range, "not an action at all 12345"]
+    attempts = [None, out_of_range, junk_for(env, agent)[-1]]
     for attempt, bad in enumerate(attempts[: env.max_retries + 1], start=1):
         if isinstance(bad, str):
             env.step_text(bad)

@@ -32,6 +32,7 @@ from arena.core.registry import Registry
 registry: Registry[Any] = Registry("simulator", entry_point_group="arena.simulators")
 """Simulator id -> its ``module:Factory``."""
 registry.register("llm-user-v0", "simulators.llm_user:LLMUser")
+registry.register("scripted-user-v0", "simulators.scripted_user:ScriptedUser")
 
 
 def make(simulator_id: str, **kwargs: Any) -> Any:

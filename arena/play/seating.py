@@ -28,14 +28,20 @@ from roles.base import Role
 from simulators.base import Generate, Message
 
 
-def seat_role(game: GameConfig, env: TextGame | None = None, agent: str | None = None) -> Role:
-    """The role of ``agent``'s seat: the run config's ``roles`` override (by seat, then by the
-    game's role id), else the game's own role, with ``role`` standing in for ``player-v0``. The
-    game's role kwargs come first, the config's ``role_kwargs`` override them."""
+def seat_role_id(game: GameConfig, env: TextGame | None = None, agent: str | None = None) -> str:
+    """The role id of ``agent``'s seat (see :func:`seat_role`)."""
     declared = env.seat_role(agent) if env is not None and agent is not None else "player-v0"
     role_id = game.roles.get(agent or "") or game.roles.get(declared)
     if role_id is None:
         role_id = game.role if declared == "player-v0" else declared
+    return role_id
+
+
+def seat_role(game: GameConfig, env: TextGame | None = None, agent: str | None = None) -> Role:
+    """The role of ``agent``'s seat: the run config's ``roles`` override (by seat, then by the
+    game's role id), else the game's own role, with ``role`` standing in for ``player-v0``. The
+    game's role kwargs come first, the config's ``role_kwargs`` override them."""
+    role_id = seat_role_id(game, env, agent)
     kwargs = env.role_kwargs(agent) if env is not None and agent is not None else {}
     return roles.make(role_id, **{**kwargs, **game.role_kwargs})
 
@@ -114,6 +120,10 @@ class SeatFactory:
             trained=trained,
             invalid_penalty=self.config.invalid_penalty,
         )
+
+    def config_of(self, game_id: str) -> GameConfig:
+        """The game's section of the play config."""
+        return self._games[game_id]
 
     def simulator_seat(self, game_id: str, env: TextGame, agent: str) -> SimulatorSeat:
         """The simulator the game config names for ``agent``'s seat."""

@@ -18,10 +18,13 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+import games
+import games.bots
 from arena.bus import Actor
 from arena.eval.evaluate import RANDOM_BOT, MatchResult, evaluate
 from arena.eval.exploitability import information_states
 from arena.eval.policy_reader import read_seat_at
+from arena.eval.roles import SeatMaker, evaluate_roles, is_role_game, role_seats
 from arena.eval.summary import EXPLOITABILITY_PREFIX, StrategyReading
 from arena.models import load_model
 from arena.play.episode import BotSeat, Seat
@@ -29,9 +32,11 @@ from arena.play.seating import SeatFactory
 from arena.policies.chat import ChatFormat
 from arena.policies.hf import HFPolicy
 from arena.policies.remote import RemotePolicy
+from arena.policies.types import SamplingParams
 from arena.run.config import RunConfig
 from arena.run.run_log import RunLog
 from games.bots.random_bot import RandomBot
+from games.text_env import TextGame
 from trainers.checkpoint import list_checkpoints
 
 _STEP_DIR = re.compile(r"step-(\d+)$")
@@ -47,7 +52,55 @@ async def evaluate_policy(
     c = config
     factory = SeatFactory(c.play, RemotePolicy(actor, c.learner.name, timeout=600), chat)
     params = replace(factory.params, temperature=c.eval.temperature)
-    return await _evaluate(c, log, label, step, lambda g: factory.policy_seat(g, params=params))
+    results = await _evaluate(c, log, label, step, lambda g: factory.policy_seat(g, params=params))
+    await evaluate_role_games(c, log, label, step, factory, params)
+    return results
+
+
+async def evaluate_role_games(
+    config: RunConfig,
+    log: RunLog,
+    label: str,
+    step: int,
+    factory: SeatFactory,
+    params: SamplingParams,
+) -> None:
+    """Each role of each role game of the run against the game's references (its strongest
+    bot; the simulators its config names), ``eval.games`` tasks per role, logged."""
+    c = config
+    role_games = [g for g in c.games if is_role_game(games.make(g.id, **g.kwargs))]
+    if not role_games:
+        return
+
+    def policy(game_id: str, env: TextGame, agent: str, seed: int) -> Seat:
+        return factory.policy_seat(game_id, trained=False, params=params, env=env, agent=agent)
+
+    def reference(game_id: str, env: TextGame, agent: str, seed: int) -> Seat:
+        if agent in factory.config_of(game_id).simulators:
+            return factory.simulator_seat(game_id, env, agent)
+        bot = games.spec(game_id).strongest_bot
+        return BotSeat(games.bots.make(bot, seed=seed), bot)
+
+    maker: SeatMaker = policy
+    total = sum(
+        c.eval.games * len(role_seats(games.make(g.id, **g.kwargs), list(g.simulators)))
+        for g in role_games
+    )
+    results = []
+    with log.progress(f"eval {label} (roles)", total) as advance:
+        for game in role_games:
+            results += await evaluate_roles(
+                maker,
+                reference,
+                game.id,
+                tasks=c.eval.games,
+                simulated=list(game.simulators),
+                seed=c.seed + 10_000,
+                concurrency=c.eval.concurrency,
+                game_kwargs=game.kwargs,
+                on_episode=advance,
+            )
+    log.role_evaluation(label, step, results)
 
 
 async def evaluate_baseline(config: RunConfig, log: RunLog) -> list[MatchResult]:
@@ -62,11 +115,12 @@ async def _evaluate(
 ) -> list[MatchResult]:
     """``eval.games`` games per game and opponent, with the evaluation's seeds, logged."""
     c = config
-    total = c.eval.games * len(c.games) * len(c.eval.opponents)
+    player_games = [g.id for g in c.games if not is_role_game(games.make(g.id, **g.kwargs))]
+    total = c.eval.games * len(player_games) * len(c.eval.opponents)
     with log.progress(f"eval {label}", total) as advance:
         results = await evaluate(
             make_seat,
-            [g.id for g in c.games],
+            player_games,
             c.eval.opponents,
             games_per_match=c.eval.games,
             seed=c.seed + 10_000,

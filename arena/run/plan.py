@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from arena.core.errors import ConfigError
+from arena.play.config import GameConfig
 from arena.run.config import RunConfig
 
 
@@ -126,15 +127,32 @@ def plan(config: RunConfig, run_dir: Path | None = None) -> str:
         f"waits for {rollout} on the bus, more may join",
     ]
     for game in config.games:
-        lines.append(
-            f"  game         {game.id} (weight {game.weight}) role={game.role} {game.role_kwargs or ''}"
-        )
+        lines.append(f"  game         {game.id} (weight {game.weight}) {seat_line(game)}")
     lines.append(
         f"  eval         {config.eval.games} games x {config.eval.opponents}, every {config.eval.every or 'start/end'}"
     )
     threads = cpu_threads(config)
     lines.append(f"  cpu threads  {threads or 'from OMP_NUM_THREADS'}")
     return "\n".join(lines)
+
+
+def seat_line(game: GameConfig) -> str:
+    """Who plays which seat of ``game``: the role of each seat (the game's own, or the config's
+    override), and the simulators, with the role kwargs."""
+    import games
+    from arena.play.seating import seat_role_id
+
+    env = games.make(game.id, **game.kwargs)
+    seats = []
+    for agent in env.possible_agents:
+        if agent in game.simulators:
+            seats.append(f"{agent}=simulator:{game.simulators[agent].id}")
+        else:
+            seats.append(f"{agent}={seat_role_id(game, env, agent)}")
+    if len({s.split("=", 1)[1] for s in seats}) == 1 and not game.simulators:
+        seats = [f"role={seats[0].split('=', 1)[1]}"]
+    kwargs = f" {game.role_kwargs}" if game.role_kwargs else ""
+    return " ".join(seats) + kwargs
 
 
 def cpu_threads(config: RunConfig, cores: int | None = None) -> dict[str, int]:
@@ -165,6 +183,7 @@ def validate(config: RunConfig) -> None:
     import games
     import games.bots
     import roles
+    import simulators
     from arena.core.registry import RegistryError
     from arena.play.seating import resolve_opponent
 
@@ -172,10 +191,21 @@ def validate(config: RunConfig) -> None:
         for game in config.games:
             games.registry.entry(game.id)
             roles.registry.entry(game.role)
+            for role_id in game.roles.values():
+                roles.registry.entry(role_id)
             bots = [*config.eval.opponents] + (
                 [config.opponents.fixed] if config.opponents.mode == "fixed" else []
             )
             for bot in bots:
                 games.bots.registry.entry(resolve_opponent(bot, game.id))
+            for seat, simulator in game.simulators.items():
+                simulators.registry.entry(simulator.id)
+                env = games.make(game.id, **game.kwargs)
+                if seat not in env.possible_agents or not env.simulatable(seat):
+                    allowed = [a for a in env.possible_agents if env.simulatable(a)] or "none"
+                    raise ConfigError(
+                        f"games[{game.id}].simulators: seat {seat!r} cannot be simulated; "
+                        f"the game's simulatable seats: {allowed}"
+                    )
     except RegistryError as err:
         raise ConfigError(str(err)) from None

@@ -25,6 +25,7 @@ from rich.console import Console
 
 from arena.eval.evaluate import MatchResult
 from arena.eval.progress import Progress
+from arena.eval.roles import RoleResult
 from arena.eval.summary import StrategyReading
 from arena.run.config import RunConfig
 
@@ -152,6 +153,16 @@ class RunLog:
                 self._tb.add_scalar(f"{prefix}/invalid_rate", r.invalid_rate, step)
                 if r.optimal_move_rate is not None:
                     self._tb.add_scalar(f"{prefix}/optimal_move_rate", r.optimal_move_rate, step)
+
+    def role_evaluation(self, label: str, step: int, results: list[RoleResult]) -> None:
+        """Log one evaluation of role games: each role's metric (``evals.jsonl``, the console,
+        TensorBoard as ``eval/<game>/<role>/<metric>``)."""
+        rows = [r.to_dict() for r in results]
+        self._append("evals.jsonl", {"label": label, "step": step, "roles": rows})
+        for r in results:
+            self.console.print(f"eval {label}: {r.line()}")
+            if self._tb is not None:
+                self._tb.add_scalar(f"eval/{r.game}/{r.seat}/{r.metric}", r.mean, step)
 
     def strategy(self, readings: list[StrategyReading]) -> None:
         """Log exploitability readings: a line each on the console, a row in ``evals.jsonl``."""

@@ -44,6 +44,8 @@ registry.register("hanabi-rules-v0", "games.bots.hanabi:HanabiRulesBot")
 registry.register("liars-dice-heuristic-v0", "games.bots.liars_dice:LiarsDiceBot")
 registry.register("negotiation-conceder-v0", "games.bots.negotiation:ConcedingNegotiator")
 registry.register("mae-oracle-v0", "games.bots.mae:MAEOracleBot")
+registry.register("retail-agent-v0", "games.bots.retail:RetailAgentBot")
+registry.register("planner-scripted-v0", "games.bots.planner:ScriptedPlannerBot")
 
 
 def make(bot_id: str, **kwargs: Any) -> Bot:
