@@ -5,7 +5,8 @@ seat at a time (one seat per role: ``solver_0`` stands for every solver) while t
 reference bot (its ``strongest_bot``: scripted solvers, a ground-truth judge, a scripted agent)
 fills the other seats, and simulators fill the seats the game config simulates (the scripted
 user). After each episode the game's ``infos[seat]["metrics"]`` (a mapping of metric name to a
-number, set when the game ends; the episode keeps it in ``stats["metrics"]``) is read; for each (game, seat, metric) it reports the mean with a
+number, set when the game ends; the episode keeps it in ``stats["metrics"]``) is read (a seat
+whose game reports none is logged and left out); for each (game, seat, metric) it reports the mean with a
 normal-approximation 95% interval.
 
 With ``tries`` > 1 every task (seed) is played ``tries`` times and a 0/1 metric is also reported
@@ -17,6 +18,7 @@ as C(successes, k) / C(tries, k) and averaged over tasks (tau-bench's estimator,
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -28,6 +30,8 @@ from arena.eval.pass_k import pass_hat_k
 from arena.eval.ratings import wilson
 from arena.play.episode import Seat, play_episode
 from games.text_env import TextGame
+
+log = logging.getLogger(__name__)
 
 SeatMaker = Callable[[str, TextGame, str, int], Seat]
 """``(game_id, env, agent, seed) -> Seat``: a fresh seat filler for one seat of one episode."""
@@ -124,10 +128,7 @@ async def evaluate_roles(
             )
             if on_episode is not None:
                 on_episode()
-            metrics = episode.stats.get("metrics", {}).get(seat)
-            if not metrics:
-                raise ValueError(f"{game_id} sets no infos[{seat!r}]['metrics'] when it ends")
-            return metrics
+            return episode.stats.get("metrics", {}).get(seat, {})
 
     results = []
     for seat in evaluated:
@@ -136,6 +137,8 @@ async def evaluate_roles(
         for values in runs:
             for name, value in values.items():
                 per_metric[name].append(value)
+        if not per_metric:
+            log.warning("%s reports no metrics for %s (infos[seat]['metrics'])", game_id, seat)
         for name, values in per_metric.items():
             mean = sum(values) / len(values)
             result = RoleResult(

@@ -109,7 +109,7 @@ class PlannerExecutor(TextGame):
     CONTINUE, scored on the last answer given; ``illegal`` on a forfeit.
 
     Infos: ``tool_error`` on every executor turn (``""`` when the call succeeded); at the end,
-    every seat's ``correct`` (bool), ``rounds`` (completed rounds), ``tool_errors`` (failed
+    every seat's ``metrics`` (``{"correct": 0.0 or 1.0}``, what role evaluation reads), ``correct`` (bool), ``rounds`` (completed rounds), ``tool_errors`` (failed
     calls), ``final_answer`` (``""`` when none) and ``task_kind``.
     """
 
@@ -364,6 +364,8 @@ class PlannerExecutor(TextGame):
                 tool_errors=self.tool_errors,
                 final_answer=self.final_answer or "",
                 task_kind=self.task.kind,
+                # the headline number role evaluation reads (arena/eval/roles.py)
+                metrics={"correct": float(self.correct)},
             )
 
     # -- what each seat reads --------------------------------------------------------------------

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-CONFIGS = ["mae"]
+CONFIGS = ["mae", "user_tool_use", "planner_executor"]
 TINY = [
     "model=tiny",
     "steps=2",

@@ -74,8 +74,8 @@ def test_bad_arguments_and_games_without_metrics() -> None:
     random_seat = lambda game_id, env, agent, seed: BotSeat(  # noqa: E731
         games.bots.make("random-v0", seed=seed), "random-v0"
     )
-    with pytest.raises(ValueError, match=r"tictactoe-v0 sets no infos\['player_0'\]\['metrics'\]"):
-        asyncio.run(evaluate_roles(random_seat, random_seat, "tictactoe-v0", tasks=1))
+    # a game that reports no metrics: nothing to show, and no crash
+    assert asyncio.run(evaluate_roles(random_seat, random_seat, "tictactoe-v0", tasks=1)) == []
 
 
 def test_arena_eval_measures_each_role_of_a_role_game(tmp_path) -> None:
