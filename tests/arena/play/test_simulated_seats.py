@@ -214,3 +214,27 @@ def test_only_simulatable_seats_take_a_simulator(chat: ChatFormat) -> None:
     f = factory(chat, simulators={"agent": SimulatorConfig(id="polite-v0")})
     with pytest.raises(ConfigError, match=r"seat 'agent' cannot be simulated.*\['user'\]"):
         f.seats("dialogue-v0", Dialogue(), random.Random(0), 0)
+
+
+def test_a_bad_tool_call_is_answered_and_recorded_on_the_turn(chat: ChatFormat) -> None:
+    from games.retail import RetailSupport
+    from simulators.scripted_user import ScriptedUser
+
+    agent = PolicySeat(
+        policy=ScriptPolicy(
+            chat.tokenizer,
+            ['<tool_call>{"name": "teleport", "arguments": {}}</tool_call>']
+            + ["<message>Could you tell me more?</message>"] * 8,
+        ),
+        role=roles.make("executor-v0", allow_message=True),
+        chat=chat,
+        params=SamplingParams(max_new_tokens=8),
+    )
+    seats = {"user": SimulatorSeat(ScriptedUser(), "scripted-user-v0"), "agent": agent}
+    episode = asyncio.run(play_episode(RetailSupport(), "retail-v0", seats, seed=2, episode_id="e"))
+    first = next(t for t in episode.turns if t.seat == "agent")
+    assert first.valid and "teleport" in first.error and "unknown tool" in first.error.lower()
+    later = [t for t in episode.turns if t.seat == "agent"][1:]
+    assert later and all(t.error == "" for t in later)
+    assert episode.termination in ("user_stop", "max_turns")
+    assert episode.final_rewards["agent"] == 0.0  # nothing was done
