@@ -22,6 +22,10 @@ is not up; ``brokered`` sends everything through the broker.
 ``heartbeat_timeout`` declares it lost: the requests pending through it fail with
 ``broker_lost``, it reconnects, and it registers again as soon as a broker answers (a restarted
 broker tells an actor it does not know to register). Direct traffic keeps flowing meanwhile.
+A request that reaches a restarted broker before this actor registered again (it may get there
+before any heartbeat) fails with ``broker_lost``, and the actor registers again: sending it
+again is the caller's choice. A background task that fails (heartbeats, the request sweeper, a
+re-registration) is logged, never lost silently.
 
 For threads that are not asyncio, :class:`~arena.bus.blocking.BlockingActor` runs an actor on a
 background loop and offers the same calls as blocking methods and ``concurrent.futures``.
@@ -101,6 +105,9 @@ class Actor(Serving):
         self._tasks: set[asyncio.Task[Any]] = set()
         self.broker_last_seen = 0.0
         self.broker_up = False
+        self.registrations = 0
+        """Registrations the broker accepted: more than one means it restarted (or lost this
+        actor) meanwhile, and what went through it at the time may be lost."""
         self._registering = False
         self.directory = Directory(self, routing, listen)
 
@@ -115,11 +122,20 @@ class Actor(Serving):
         self._loop = asyncio.get_running_loop()
         self.directory.bind()
         self._connect_broker()
-        self._background = [
-            self._loop.create_task(self._expire_requests()),
-        ]
+        self._background = [self._background_task(self._expire_requests())]
         await self._register(timeout)
-        self._background.append(self._loop.create_task(self._heartbeat()))
+        self._background.append(self._background_task(self._heartbeat()))
+
+    def _background_task(self, coro: Any) -> asyncio.Task[None]:
+        task = self._running_loop().create_task(coro)
+        task.add_done_callback(self._log_failure)
+        return task
+
+    def _log_failure(self, task: asyncio.Task[Any]) -> None:
+        """A background task that raised: say so (nobody awaits it)."""
+        if not task.cancelled() and (err := task.exception()) is not None:
+            self.counters["task_error"] += 1
+            log.error("%s: task %s failed", self.name, task.get_coro(), exc_info=err)
 
     def _connect_broker(self) -> None:
         sock = self._ctx.socket(zmq.DEALER)
@@ -152,6 +168,7 @@ class Actor(Serving):
         self.heartbeat_timeout = float(settings.get("heartbeat_timeout", self.heartbeat_timeout))
         self.broker_last_seen = time.monotonic()
         self.broker_up = True
+        self.registrations += 1
 
     async def close(self) -> None:
         """Stop heartbeats, fail pending requests, and close the sockets."""
@@ -309,6 +326,13 @@ class Actor(Serving):
                 code, text = str(body.get("code", "error")), str(body.get("message", ""))
             except (ProtocolError, AttributeError):
                 code, text = "malformed", "unreadable error reply"
+            if code == "not_registered" and msg.src == BROKER:
+                # The broker restarted (or declared this actor dead) and the request reached it
+                # before a heartbeat did: register again, and fail the request as lost with the
+                # old broker, which its caller may simply send again.
+                self.counters["error:not_registered"] += 1
+                self._register_again("the broker does not know this actor (it restarted)")
+                code, text = "broker_lost", f"the broker did not know {self.name}: {text}"
             future.set_exception(BusError(code, text))
         else:
             future.set_result(msg)
@@ -372,19 +396,28 @@ class Actor(Serving):
     async def _heartbeat(self) -> None:
         while True:
             await asyncio.sleep(self.heartbeat_interval)
-            silent = time.monotonic() - self.broker_last_seen
-            if self.broker_up and silent > self.heartbeat_timeout:
-                self._broker_lost(silent)
             try:
+                silent = time.monotonic() - self.broker_last_seen
+                if self.broker_up and silent > self.heartbeat_timeout:
+                    self._broker_lost(silent)
                 self.send_to_broker(self._heartbeat_frames())
             except BusError as err:
                 log.warning("%s could not send a heartbeat: %s", self.name, err)
+            except Exception:  # the heartbeats must go on, or the broker declares this dead
+                self.counters["heartbeat_error"] += 1
+                log.exception("%s could not send a heartbeat", self.name)
 
     def _heartbeat_frames(self) -> list[Any]:
         body = {"load": self.load}
-        for key, value in self.status.items():
-            body[key] = value() if callable(value) else value
-        return encode("heartbeat", body, src=self.name)[1]
+        try:
+            for key, value in self.status.items():
+                body[key] = value() if callable(value) else value
+            return encode("heartbeat", body, src=self.name)[1]
+        except Exception:  # a status that cannot be read or sent: beat without it
+            self.counters["status_error"] += 1
+            if self.counters["status_error"] == 1:  # then counted only: it comes every beat
+                log.exception("%s cannot report its status; heartbeats go without it", self.name)
+            return encode("heartbeat", {"load": self.load}, src=self.name)[1]
 
     def _broker_lost(self, silent: float) -> None:
         """No word from the broker for longer than its timeout: fail what waits on it, drop
@@ -409,6 +442,7 @@ class Actor(Serving):
         task = self._running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._log_failure)
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:

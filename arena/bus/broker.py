@@ -21,7 +21,8 @@
   (an instance joined, left or died). Requests then go peer to peer (:mod:`arena.bus.peers`);
   the broker routes only what is sent to it: first contacts, fallbacks, broadcasts.
 - **Restarts.** A broker that restarts knows nobody: a message from an unknown actor, heartbeat
-  included, is answered with ``not_registered``, and the actor registers again.
+  included, is answered with ``not_registered`` (a request always, anything else at most once
+  per heartbeat interval), and the actor registers again.
 - **Security.** With CURVE keys (:mod:`arena.bus.security`) only allow-listed public keys get
   through the handshake; without keys, binding a non-loopback ``tcp://`` address needs
   ``insecure``.
@@ -454,10 +455,12 @@ class Broker:
         self, identity: bytes, header: dict[str, Any], body_frames: list[Any], now: float
     ) -> None:
         """A message from an actor this broker does not know (it restarted, or the actor was
-        declared dead): tell it to register, at most once per heartbeat interval."""
+        declared dead): tell it to register. A request always gets that answer (its sender
+        waits for one, and registers again on it); anything else at most once per heartbeat
+        interval, so that a stream of heartbeats or episodes does not earn a stream of errors."""
         self.counters["not_registered"] += 1
         last = self._told_to_register.get(identity, 0.0)
-        if now - last < self.heartbeat_interval:
+        if header["type"] != "request" and now - last < self.heartbeat_interval:
             return
         self._told_to_register[identity] = now
         if len(self._told_to_register) > 4096:

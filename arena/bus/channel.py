@@ -71,7 +71,10 @@ class Channel:
             # Asking for EVENTS before each receive costs less than the zmq.Again that a
             # receive on an empty socket raises.
             while (sock := self.sock) is not None and sock.getsockopt(EVENTS) & POLLIN:
-                frames = [sock.recv(NOBLOCK)]  # first frame: small, so copied
+                try:
+                    frames = [sock.recv(NOBLOCK)]  # first frame: small, so copied
+                except zmq.Again:  # the input went away after EVENTS (a dropped connection)
+                    break
                 while sock.getsockopt(RCVMORE):
                     frames.append(sock.recv(copy=False))  # binary frames, zero-copy
                 try:

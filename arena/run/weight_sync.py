@@ -9,6 +9,13 @@ the actors' status service, so the coordinator can wait until every actor serves
 starts, found in the broker's directory (:mod:`arena.run.directory`): inference actors started
 elsewhere join a run under names of their own, and one that joins later gets the current weights
 re-sent by the learner and is waited for from the next version on.
+
+Weights travel through the broker (topic ``weights.<policy>``), so a broker that dies while they
+are on their way loses them, and nothing else would send that version again: the learner
+re-sends its weights when an inference actor (re)joins, but only if the learner itself had
+registered again with the new broker first. So a wait that finds an actor behind, after this
+actor registered again with a restarted broker, asks the learner to publish again (once per
+restart, once the learner and the actor are both on the new broker's directory).
 """
 
 from __future__ import annotations
@@ -25,14 +32,23 @@ from arena.run.directory import listing, serving
 class WeightSync:
     """The versions the inference actors last applied, and ways to wait for one."""
 
-    def __init__(self, policy_name: str, on_event: Callable[[str], None]) -> None:
+    def __init__(
+        self, policy_name: str, on_event: Callable[[str], None], learner_service: str = "learner"
+    ) -> None:
         self.policy_name = policy_name
+        self.learner_service = learner_service
+        """Who publishes the policy's weights (asked to publish again after a broker restart)."""
         self.on_event = on_event
         """Called with a line for the run's event log (a refused update)."""
         self.acks: dict[str, int] = {}
         """The version each inference actor last acknowledged applying."""
         self._applied = asyncio.Event()
         self.actor: Actor | None = None
+        self._registrations = 1  # its first
+        """The actor's registrations when the learner was last asked to publish again: more
+        since means a broker restart that may have lost weights on their way. (Such a request
+        may be one too many, when nothing was lost: a publish of served weights is refused as
+        not newer, at the cost of one export per broker restart.)"""
 
     def attach(self, actor: Actor) -> None:
         """Listen to every policy's acknowledgements (call before ``actor.start()``)."""
@@ -63,6 +79,7 @@ class WeightSync:
                     status = await self.actor.request(service=service, dst=name, timeout=30)
                     if status.body["version"] >= version:
                         break
+                    await self._publish_again_after_restart(name, version)
                 except BusError:
                     if name not in serving(await listing(self.actor), service):
                         break  # it left (or died): nothing to wait for
@@ -70,6 +87,25 @@ class WeightSync:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"{name} did not apply weights v{version} in {timeout:.0f}s")
                 await self._next_ack(0.5)
+
+    async def _publish_again_after_restart(self, name: str, version: int) -> None:
+        """``name`` serves an older version than ``version``: if the broker restarted since
+        weights last arrived, they may have died with it, so ask the learner to send them again,
+        once the learner and ``name`` are both registered with the new broker (else the publish
+        would be lost too; the next call looks again)."""
+        assert self.actor is not None
+        registrations = self.actor.registrations
+        if registrations <= self._registrations:
+            return
+        actors = await listing(self.actor)
+        if name not in (a["name"] for a in actors) or not serving(actors, self.learner_service):
+            return
+        self.on_event(
+            f"{name} does not serve weights v{version} after the broker restarted; asking the "
+            "learner to publish them again"
+        )
+        await self.actor.request({"op": "publish"}, service=self.learner_service, timeout=600)
+        self._registrations = registrations
 
     async def wait_applied(
         self, actor: str, version: int, exact: bool, timeout: float = 300.0

@@ -315,17 +315,32 @@ def test_a_rollout_actor_started_by_hand_is_the_async_runs_only_one(tmp_path: Pa
     assert not list((run_dir / "logs").glob("rollout-*.log"))  # the run started none
 
 
+def run_logs(run_dir: Path, out: str) -> str:
+    """The end of the run's output, its event log and every child's log: what a failure shows."""
+    parts = [f"--- arena train output\n{out[-3000:]}"]
+    for path in [run_dir / "events.log", *sorted((run_dir / "logs").glob("*.log"))]:
+        if path.exists():
+            parts.append(f"--- {path.name}\n{path.read_text(errors='replace')[-3000:]}")
+    return "\n".join(parts)
+
+
 def test_the_runs_own_broker_is_restarted_and_the_run_completes(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     bind = f"--bind ipc://{run_dir.resolve()}/bus.sock"
     proc = start("train", SMOKE, f"run_dir={run_dir}", "steps=4")
+    out = ""
     try:
         wait_for(lambda: len(metrics(run_dir)) >= 1, 300, "no step finished")
         os.kill(pids_of(bind)[0], signal.SIGKILL)
-        out, _ = proc.communicate(timeout=600)
+        # well within pytest's timeout, so that a hung run still shows its logs
+        out, _ = proc.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+        pytest.fail(f"the run hung after its broker was killed\n{run_logs(run_dir, out)}")
     finally:
         proc.kill()
-    assert proc.returncode == 0, out[-3000:]
+    assert proc.returncode == 0, run_logs(run_dir, out)
     assert [r["step"] for r in metrics(run_dir)] == [1, 2, 3, 4]
     events = (run_dir / "events.log").read_text()
     assert "broker" in events and "restarting (1/3)" in events

@@ -212,6 +212,72 @@ def test_weight_sync_waits_for_the_inference_actors_on_the_bus_whatever_their_na
     asyncio.run(scenario())
 
 
+def test_weights_lost_with_a_restarted_broker_are_published_again(ipc_dir: str) -> None:
+    """Weights go out through the broker: a broker killed while they were on their way loses
+    them, and an inference actor that registered again before the learner did is never sent
+    them again by the learner. The wait asks the learner to publish them again."""
+    address = f"ipc://{ipc_dir}/bus.sock"
+
+    def start_broker() -> tuple[Broker, threading.Thread]:
+        server = Broker(address, heartbeat_interval=0.2, heartbeat_timeout=10.0)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        return server, thread
+
+    served = {"version": 1}
+    published: list[int] = []
+
+    def on_weights(msg: Message) -> None:
+        served["version"] = msg.body["version"]
+
+    async def learner_op(msg: Message) -> dict[str, int]:
+        assert msg.body == {"op": "publish"}
+        published.append(2)
+        learner.publish("weights.main", {"version": 2}, "weights")
+        return {"version": 2}
+
+    learner = Actor("learner", address, services={"learner": learner_op}, heartbeat_interval=0.2)
+    events: list[str] = []
+
+    async def scenario() -> None:
+        trainer = Actor("trainer", address, kind="trainer", heartbeat_interval=0.2)
+        sync = WeightSync("main", events.append)
+        sync.attach(trainer)
+        inference = Actor(
+            "inference-0",
+            address,
+            services={"policy:main:status": lambda m: dict(served)},
+            heartbeat_interval=0.2,
+        )
+        inference.subscribe("weights.main", on_weights)
+        for actor in (trainer, inference, learner):
+            await actor.start()
+        await asyncio.wait_for(sync.wait_serving(1), 10)
+        server.stop()  # with weights v2 on their way: lost
+        thread.join(timeout=5)
+        restarted = start_broker()
+        try:
+            for actor in (trainer, inference, learner):
+                while actor.registrations < 2:
+                    await asyncio.sleep(0.05)
+            await asyncio.wait_for(sync.wait_serving(2), 10)
+            await asyncio.wait_for(sync.wait_serving(2), 10)  # once per restart
+        finally:
+            for actor in (learner, inference, trainer):
+                await actor.close()
+            restarted[0].stop()
+            restarted[1].join(timeout=5)
+
+    server, thread = start_broker()
+    asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert served["version"] == 2
+    assert published == [2]
+    assert events == [
+        "inference-0 does not serve weights v2 after the broker restarted; asking the learner "
+        "to publish them again"
+    ]
+
+
 def test_rollout_names_are_the_rollout_actors_in_index_order() -> None:
     actors = [
         {"name": "rollout-10", "kind": "rollout", "services": ["rollout"]},
