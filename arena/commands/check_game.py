@@ -15,9 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("ids", nargs="*", metavar="ID", help="registered game id(s)")
-    parser.add_argument("--all", action="store_true", help="check every registered game")
+def add_param_argument(parser: argparse.ArgumentParser) -> None:
+    """``-p KEY=VALUE``: a constructor argument for the game (shared with ``show-game``)."""
     parser.add_argument(
         "-p",
         "--param",
@@ -26,6 +25,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="constructor argument for the game (repeatable)",
     )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("ids", nargs="*", metavar="ID", help="registered game id(s)")
+    parser.add_argument("--all", action="store_true", help="check every registered game")
+    add_param_argument(parser)
     parser.add_argument(
         "--playthroughs", type=int, default=4, help="random games per play-based check"
     )

@@ -18,18 +18,13 @@ from typing import Any
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from arena.commands.check_game import add_param_argument
+
     parser.add_argument("id", metavar="ID", help="registered game id (or module:Factory)")
     parser.add_argument(
         "-o", "--output", default=None, help="PNG to write (default: ID.png; '-' for none)"
     )
-    parser.add_argument(
-        "-p",
-        "--param",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="constructor argument for the game (repeatable)",
-    )
+    add_param_argument(parser)
 
 
 def describe(env: Any) -> list[str]:

@@ -46,6 +46,21 @@ class Bot(ABC):
         return options[int(self.rng.choice(len(options), p=probs))]
 
 
+class ErringBot(Bot):
+    """A reference bot that can be made to err: with probability ``error_rate`` per decision
+    (:meth:`errs`) it plays a wrong move on purpose, a baseline between perfect and useless."""
+
+    def __init__(self, seed: int | None = None, error_rate: float = 0.0) -> None:
+        if not 0.0 <= error_rate <= 1.0:
+            raise ValueError(f"error_rate must be in [0, 1], got {error_rate}")
+        self.error_rate = float(error_rate)
+        super().__init__(seed)
+
+    def errs(self) -> bool:
+        """Whether this decision is one of the deliberate mistakes."""
+        return self.rng.random() < self.error_rate
+
+
 def unsupported(bot: Bot, env: TextGame, needs: str) -> TypeError:
     """The error for a bot asked to play a game it cannot play."""
     return TypeError(f"{type(bot).__name__} cannot play {env.metadata['name']}: it needs {needs}")

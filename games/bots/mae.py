@@ -12,19 +12,13 @@ it is a yardstick for evaluation and tests, never an opponent to learn the game'
 
 from __future__ import annotations
 
-from games.bots.base import Bot, unsupported
+from games.bots.base import ErringBot, unsupported
 from games.mae.game import ProposerSolverJudge
 from games.text_env import TextGame
 
 
-class MAEOracleBot(Bot):
+class MAEOracleBot(ErringBot):
     """Valid proposals, true answers (but for ``error_rate``), truthful verdicts."""
-
-    def __init__(self, seed: int | None = None, error_rate: float = 0.0) -> None:
-        if not 0.0 <= error_rate <= 1.0:
-            raise ValueError(f"error_rate must be in [0, 1], got {error_rate}")
-        self.error_rate = float(error_rate)
-        super().__init__(seed)
 
     def act(self, env: TextGame, agent: str) -> str:
         if not isinstance(env, ProposerSolverJudge):
@@ -37,7 +31,7 @@ class MAEOracleBot(Bot):
                 str(int(env.answers.get(s) is not None and env.family.check(task, env.answers[s])))
                 for s in env.solvers
             )
-        if self.rng.random() < self.error_rate:
+        if self.errs():
             return self.wrong_answer(env)
         return task.answer
 

@@ -13,19 +13,13 @@ a yardstick for evaluation and tests, never a partner to learn the game's secret
 
 from __future__ import annotations
 
-from games.bots.base import Bot, unsupported
+from games.bots.base import ErringBot, unsupported
 from games.planner.game import PlannerExecutor, canonical_call, plan_text
 from games.text_env import TextGame
 
 
-class ScriptedPlannerBot(Bot):
+class ScriptedPlannerBot(ErringBot):
     """Plans the reference steps, executes them exactly, stops after the answer."""
-
-    def __init__(self, seed: int | None = None, error_rate: float = 0.0) -> None:
-        if not 0.0 <= error_rate <= 1.0:
-            raise ValueError(f"error_rate must be in [0, 1], got {error_rate}")
-        self.error_rate = float(error_rate)
-        super().__init__(seed)
 
     def act(self, env: TextGame, agent: str) -> str:
         if not isinstance(env, PlannerExecutor):
@@ -42,7 +36,7 @@ class ScriptedPlannerBot(Bot):
         tool = env.plan_tool or "answer"
         if tool == "answer":
             text = env.task.answer
-            if self.rng.random() < self.error_rate:
+            if self.errs():
                 text = f"not {text}"
             return canonical_call({"name": "answer", "arguments": {"text": text}})
         mine = [s for s in steps if s.tool == tool]

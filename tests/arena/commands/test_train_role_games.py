@@ -10,11 +10,11 @@ Run with `.venv/bin/python -m pytest -q tests/arena/commands/test_train_role_gam
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.arena.commands.test_train import arena
 
 ROOT = Path(__file__).resolve().parents[3]
 CONFIGS = ["mae", "user_tool_use", "planner_executor"]
@@ -36,16 +36,6 @@ TINY = [
     "learner.optim.lr=1e-4",
     "bus.heartbeat_interval=0.5",
 ]
-
-
-def arena(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "arena", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=ROOT,
-    )
 
 
 @pytest.mark.parametrize("name", CONFIGS)
