@@ -144,7 +144,9 @@ def test_population_mode_seats_the_named_remote_policy(chat: ChatFormat) -> None
         seen.add(mine)
     assert seen == set(AGENTS)
     # The latest policy as the opponent: the same policy object, still untrained and labelled.
-    seats = f.seats("tictactoe-v0", env("tictactoe-v0"), random.Random(0), 0, Opponent("main", "main@7"))
+    seats = f.seats(
+        "tictactoe-v0", env("tictactoe-v0"), random.Random(0), 0, Opponent("main", "main@7")
+    )
     (other,) = [s for s in seats.values() if not s.trained]
     assert other.policy.name == "main" and other.policy_name == "main@7"
     # Without an opponent for the collect, population mode falls back to the fixed bot.
