@@ -26,6 +26,7 @@ from typing import Any
 from arena.bus import Actor, BusError
 from arena.play.stats import merge_collects
 from arena.run.directory import rollout_index
+from arena.run.watch import Watchdog
 
 Discover = Callable[[], Awaitable[list[str]]]
 """Returns the names of the rollout actors on the bus now, in index order."""
@@ -67,6 +68,8 @@ class Collector:
         self.group_size = group_size
         """Episodes per group (same game, seed, seats and opponent): every order is a multiple."""
         self.wait_timeout = wait_timeout
+        self.watchdog: Watchdog | None = None
+        """Reports collects that run long (set by the coordinator)."""
         """Seconds a collect waits for a rollout actor when there is none on the bus."""
         self.opponent: dict[str, str] | None = None
         """Population mode: who fills the untrained seats (sent with every order)."""
@@ -145,8 +148,13 @@ class Collector:
             order["group_size"] = self.group_size
         if self.opponent is not None:
             order["opponent"] = self.opponent
-        reply = await self.actor.request(order, dst=name, service="rollout", timeout=3600)
-        return reply.body
+        request = self.actor.request(order, dst=name, service="rollout", timeout=3600)
+        if self.watchdog is None:
+            return (await request).body
+        async with self.watchdog.waiting(
+            f"collect (seed {seed}): waiting for {name}'s {episodes} episodes", [name]
+        ):
+            return (await request).body
 
 
 class CollectStream:

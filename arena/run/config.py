@@ -28,6 +28,9 @@ __all__ = [
     "GameConfig",
     "InferenceConfig",
     "OpponentConfig",
+    "RayConfig",
+    "RayResources",
+    "RayResourcesConfig",
     "RolloutConfig",
     "RunConfig",
     "SamplingConfig",
@@ -37,6 +40,8 @@ __all__ = [
 ]
 
 MODES = ("sync", "async")
+LAUNCHERS = ("local", "ray")
+"""What starts a run's processes: local children, or Ray actors on a cluster."""
 TRAINABLE_BACKENDS = ("hf", "vllm")
 """Backends that take weight updates: the ones a run can train."""
 
@@ -128,6 +133,61 @@ class WaitConfig:
     timeout: float = 600.0
     """Seconds to wait for those actors and the learner before the run fails, naming what is
     missing and the commands that start it."""
+    report_every: float = 30.0
+    """While the run waits on an actor (a collect, a learner step, weights reaching the
+    inference actors), every this many seconds it reports what it waits for and on whom, with
+    their heartbeats (console and ``events.log``), so a stalled actor shows by name."""
+
+
+@dataclass
+class RayResources:
+    """What Ray reserves for each process of one kind (its ``ray.remote`` options)."""
+
+    num_cpus: float = 1.0
+    """Logical CPUs (Ray's ``num_cpus``; fractions allowed). The process also gets this many
+    torch threads (``OMP_NUM_THREADS``, at least 1) unless ``cpu_threads`` is set."""
+    num_gpus: float = 0.0
+    """GPUs (Ray's ``num_gpus``; a fraction shares one). Ray sets ``CUDA_VISIBLE_DEVICES`` of the
+    process to the GPUs it was given: give the inference actors and the learner GPUs when their
+    ``device`` is ``cuda``."""
+
+
+@dataclass
+class RayResourcesConfig:
+    """Resource requests per kind of process under ``launcher=ray``."""
+
+    broker: RayResources = field(default_factory=RayResources)
+    """The run's own broker (``bus.address`` unset); it runs on the node of ``arena train``."""
+    inference: RayResources = field(default_factory=RayResources)
+    """Each inference actor (``inference-<i>``, and ``inference-pool`` in population mode)."""
+    learner: RayResources = field(default_factory=RayResources)
+    """The learner (when ``start_learner``)."""
+    rollout: RayResources = field(default_factory=RayResources)
+    """Each rollout actor."""
+
+
+@dataclass
+class RayConfig:
+    """Where and how ``launcher=ray`` places the run's processes. Ray only places (and its
+    actors host) the ``arena`` processes; they still talk over Arena's bus."""
+
+    address: str | None = None
+    """The cluster, as ``ray.init(address=...)`` takes it: ``HOST:PORT`` of its head, ``auto``
+    (a cluster that must already run here: ``RAY_ADDRESS``, else the one ``ray start`` last
+    started on this machine) or ``local`` (a new Ray instance on this machine, stopped when the
+    run ends). None: Ray's default, ``auto`` if it finds a cluster, else ``local``."""
+    broker_host: str = "127.0.0.1"
+    """Host of the run's own broker (``bus.address`` unset), which runs on the node of ``arena
+    train``: the address of that node as every other node reaches it. The default (loopback)
+    serves a one-node cluster without keys; a cluster of several nodes needs the node's
+    address, and keys (``--keys``) or ``--insecure``."""
+    broker_port: int = 0
+    """Port of the run's own broker; 0 picks a free one when the run starts (kept in the run
+    directory's ``config.yaml``, so a resumed run binds the same)."""
+    placement_timeout: float = 300.0
+    """Seconds a process may wait for Ray to place it (free resources of the kind it asks for)
+    before the run fails, naming it, what it asks for and what the cluster has free."""
+    resources: RayResourcesConfig = field(default_factory=RayResourcesConfig)
 
 
 @dataclass
@@ -173,6 +233,12 @@ class RunConfig:
     """A run directory to continue from its last checkpoint (same config, same step count)."""
     checkpoint_every: int = 5
     """Save a checkpoint every this many steps (and at the end)."""
+    launcher: str = "local"
+    """What starts the run's processes: ``local`` (children of ``arena train`` on this
+    machine) or ``ray`` (Ray actors on a Ray cluster, see ``ray``; each runs the same ``arena``
+    command line as a subprocess on the node Ray chose)."""
+    ray: RayConfig = field(default_factory=RayConfig)
+    """Cluster, broker address and resources under ``launcher=ray``."""
     cpu_threads: int = 0
     """Torch CPU threads of each inference actor and of the learner. 0 splits the cores among
     the processes that compute at the same time: the inference actors share them while they
@@ -181,6 +247,7 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         check_choice("mode", self.mode, MODES)
+        check_choice("launcher", self.launcher, LAUNCHERS)
         check_choice("inference.backend", self.inference.backend, TRAINABLE_BACKENDS)
         if self.bus.routing is not None:
             check_choice("bus.routing", self.bus.routing, ROUTINGS)
@@ -189,6 +256,7 @@ class RunConfig:
         if self.steps < 0:
             raise ConfigError(f"steps must be >= 0, got {self.steps}")
         self._check_actors()
+        self._check_ray()
         if not self.games:
             raise ConfigError("games must list at least one game")
         self._check_groups()
@@ -226,6 +294,33 @@ class RunConfig:
                 raise ConfigError(
                     f"{key} must be >= 1 (a run needs at least one), got {value}; leave it "
                     "unset to wait for the actors the run starts itself"
+                )
+
+    def _check_ray(self) -> None:
+        """Resource requests Ray can take, a port that exists, and GPUs where a device needs
+        them (an actor given none sees none: ``CUDA_VISIBLE_DEVICES``)."""
+        r = self.ray
+        if not 0 <= r.broker_port <= 65535:
+            raise ConfigError(f"ray.broker_port must be in 0..65535, got {r.broker_port}")
+        if not r.placement_timeout > 0:
+            raise ConfigError(f"ray.placement_timeout must be > 0, got {r.placement_timeout}")
+        for kind in ("broker", "inference", "learner", "rollout"):
+            res = getattr(r.resources, kind)
+            for key in ("num_cpus", "num_gpus"):
+                if getattr(res, key) < 0:
+                    raise ConfigError(
+                        f"ray.resources.{kind}.{key} must be >= 0, got {getattr(res, key)}"
+                    )
+        if self.launcher != "ray":
+            return
+        for kind, device in (
+            ("inference", self.inference.device),
+            ("learner", self.learner.device),
+        ):
+            if device.startswith("cuda") and getattr(r.resources, kind).num_gpus <= 0:
+                raise ConfigError(
+                    f"{kind}.device={device} under launcher=ray needs a GPU: set "
+                    f"ray.resources.{kind}.num_gpus (Ray hides the GPUs it did not give)"
                 )
 
     def awaited(self) -> tuple[int, int]:

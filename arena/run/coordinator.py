@@ -51,7 +51,7 @@ from arena.policies.chat import ChatFormat
 from arena.run.collection import Collector, CollectStream
 from arena.run.config import RunConfig, load_run_config
 from arena.run.delivery import Deliveries
-from arena.run.directory import rollout_actors
+from arena.run.directory import listing, rollout_actors
 from arena.run.evaluation import (
     evaluate_baseline,
     evaluate_policy,
@@ -71,8 +71,10 @@ from arena.run.plan import (
 )
 from arena.run.population import Population
 from arena.run.processes import actor_commands, start_processes, write_configs
+from arena.run.ray_launcher import RayLauncher
 from arena.run.roster import ActorsMissing, wait_for_actors
 from arena.run.run_log import RunLog
+from arena.run.watch import Watchdog
 from arena.run.weight_sync import WeightSync
 
 
@@ -88,7 +90,11 @@ class RunCoordinator:
         self.run_dir = run_dir
         self.address = bus_address(config, run_dir)
         self.own_broker = own_broker(config, run_dir)
-        self.launcher = Launcher(run_dir / "logs")
+        self.launcher = (
+            RayLauncher(run_dir / "logs", config.ray, self.address, config.cpu_threads)
+            if config.launcher == "ray"
+            else Launcher(run_dir / "logs")
+        )
         self.log = RunLog(run_dir, config)
         self.weights = WeightSync(config.learner.name, self.log.event)
         self.version = 0
@@ -137,11 +143,18 @@ class RunCoordinator:
             c.rollout.group_size,
             wait_timeout=c.wait.timeout,
         )
+        self.watchdog = Watchdog(self.log.event, lambda: listing(actor), c.wait.report_every)
+        self.collector.watchdog = self.watchdog
+        self.weights.watchdog = self.watchdog
         self.population = Population(c, self.run_dir, actor, self.weights)
         self.deliveries = Deliveries(lambda: self.learner("status", timeout=30), self.log.event)
 
     async def learner(self, op: str, timeout: float = 3600.0) -> Any:
-        return (await self.actor.request({"op": op}, service="learner", timeout=timeout)).body
+        request = self.actor.request({"op": op}, service="learner", timeout=timeout)
+        if op == "status":
+            return (await request).body
+        async with self.watchdog.waiting(f"waiting for the learner's {op}", ["learner"]):
+            return (await request).body
 
     # -- the run ---------------------------------------------------------------------------
     async def run(self) -> int:

@@ -51,7 +51,12 @@ class Child:
 
 
 class Launcher:
-    """Owns the children of one run."""
+    """Owns the children of one run. A launcher that starts them elsewhere
+    (:class:`~arena.run.ray_launcher.RayLauncher`) overrides ``child_type``, :meth:`_spawn`,
+    :meth:`_ended` and :meth:`stop_all`; restarts and :class:`ChildDied` stay the same."""
+
+    child_type: type[Child] = Child
+    """The record of one child (a launcher may keep more about each)."""
 
     def __init__(self, log_dir: Path, env: dict[str, str] | None = None) -> None:
         self.log_dir = log_dir
@@ -69,7 +74,7 @@ class Launcher:
         env: dict[str, str] | None = None,
     ) -> Child:
         """Start ``arena argv`` as child ``name``, with ``env`` added to the launcher's."""
-        child = Child(name, list(argv), restartable, max_restarts, dict(env or {}))
+        child = self.child_type(name, list(argv), restartable, max_restarts, dict(env or {}))
         self.children[name] = child
         self._spawn(child)
         return child
@@ -92,13 +97,13 @@ class Launcher:
         """
         events = []
         for child in self.children.values():
-            code = child.process.poll() if child.process is not None else None
-            if code is None:
+            ended = self._ended(child)
+            if ended is None:
                 continue
             if child.restartable and child.restarts < child.max_restarts:
                 child.restarts += 1
                 event = (
-                    f"{child.name} (pid {child.pid}) exited with {code}; restarting "
+                    f"{child.name} (pid {child.pid}) {ended}; restarting "
                     f"({child.restarts}/{child.max_restarts})"
                 )
                 log.warning(event)
@@ -107,10 +112,15 @@ class Launcher:
                 self._spawn(child)
                 continue
             raise ChildDied(
-                f"{child.name} (pid {child.pid}) exited with code {code}; "
+                f"{child.name} (pid {child.pid}) {ended}; "
                 f"end of {self.log_dir / (child.name + '.log')}:\n{self.tail(child.name)}"
             )
         return events
+
+    def _ended(self, child: Child) -> str | None:
+        """How ``child`` ended (``exited with code N``), or None while it runs."""
+        code = child.process.poll() if child.process is not None else None
+        return None if code is None else f"exited with code {code}"
 
     def tail(self, name: str, lines: int = 15) -> str:
         path = self.log_dir / f"{name}.log"

@@ -9,6 +9,7 @@ resumed run starts its own broker again rather than looking for one."""
 from __future__ import annotations
 
 import os
+import socket
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -68,12 +69,30 @@ def resolve_for_run(config: RunConfig, run_dir: Path) -> RunConfig:
         # learner at T = 1 would take the gradient of another distribution than the samples'.
         loss=replace(learner.loss, temperature=config.sampling.temperature),
     )
-    return replace(config, learner=learner)
+    ray = config.ray
+    if config.launcher == "ray" and config.bus.address is None and not ray.broker_port:
+        ray = replace(ray, broker_port=free_port())  # the broker runs on this node
+    return replace(config, learner=learner, ray=ray)
 
 
 def local_address(run_dir: Path) -> str:
     """The address of a run's own broker: a socket file in its run directory."""
     return f"ipc://{run_dir.resolve()}/bus.sock"
+
+
+def own_address(config: RunConfig, run_dir: Path | None) -> str:
+    """Where a run's own broker listens: :func:`local_address`, or under ``launcher=ray``
+    (whose processes may run on other nodes) ``tcp://ray.broker_host:ray.broker_port``."""
+    if config.launcher == "ray":
+        return f"tcp://{config.ray.broker_host}:{config.ray.broker_port or '<port>'}"
+    return local_address(run_dir) if run_dir is not None else "ipc://<run_dir>/bus.sock"
+
+
+def free_port() -> int:
+    """A tcp port free on this host now (the OS's pick)."""
+    with socket.socket() as probe:
+        probe.bind(("", 0))
+        return probe.getsockname()[1]
 
 
 def own_broker(config: RunConfig, run_dir: Path | None = None) -> bool:
@@ -85,7 +104,7 @@ def own_broker(config: RunConfig, run_dir: Path | None = None) -> bool:
 
 def bus_address(config: RunConfig, run_dir: Path) -> str:
     """Where the run's processes find the broker."""
-    return config.bus.address or local_address(run_dir)
+    return config.bus.address or own_address(config, run_dir)
 
 
 def broker_hint(address: str) -> str:
@@ -104,7 +123,7 @@ def plan(config: RunConfig, run_dir: Path | None = None) -> str:
         run_dir = Path(config.run_dir)
     where = str(run_dir) if run_dir is not None else "<run_dir>"
     if own_broker(config, run_dir):
-        address = local_address(run_dir) if run_dir is not None else "ipc://<run_dir>/bus.sock"
+        address = own_address(config, run_dir)
         broker = f"{address} (started here, restarted up to {config.bus.max_restarts} times)"
     else:
         address = str(config.bus.address)
@@ -133,7 +152,20 @@ def plan(config: RunConfig, run_dir: Path | None = None) -> str:
     )
     threads = cpu_threads(config)
     lines.append(f"  cpu threads  {threads or 'from OMP_NUM_THREADS'}")
+    lines.append(f"  launcher     {launcher_line(config)}")
     return "\n".join(lines)
+
+
+def launcher_line(config: RunConfig) -> str:
+    """``local``, or ``ray`` with its cluster and what each kind of process asks Ray for."""
+    if config.launcher != "ray":
+        return "local (children of arena train on this machine)"
+    r = config.ray
+    asks = ", ".join(
+        f"{kind} {res.num_cpus:g} CPU {res.num_gpus:g} GPU"
+        for kind, res in vars(r.resources).items()
+    )
+    return f"ray (cluster {r.address or 'auto, else a local one'}): each process asks {asks}"
 
 
 def seat_line(game: GameConfig) -> str:

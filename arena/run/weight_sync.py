@@ -27,6 +27,7 @@ from collections.abc import Callable
 
 from arena.bus import Actor, BusError, Message
 from arena.run.directory import listing, serving
+from arena.run.watch import Watchdog
 
 
 class WeightSync:
@@ -44,6 +45,8 @@ class WeightSync:
         """The version each inference actor last acknowledged applying."""
         self._applied = asyncio.Event()
         self.actor: Actor | None = None
+        self.watchdog: Watchdog | None = None
+        """Reports a wait for weights that runs long (set by the coordinator)."""
         self._registrations = 1  # its first
         """The actor's registrations when the learner was last asked to publish again: more
         since means a broker restart that may have lost weights on their way. (Such a request
@@ -73,7 +76,19 @@ class WeightSync:
         assert self.actor is not None
         deadline = time.monotonic() + timeout
         service = f"policy:{self.policy_name}:status"
-        for name in serving(await listing(self.actor), service):
+        names = serving(await listing(self.actor), service)
+        if self.watchdog is None:
+            await self._wait_each(names, version, deadline, timeout)
+            return
+        async with self.watchdog.waiting(f"waiting for weights v{version}", names):
+            await self._wait_each(names, version, deadline, timeout)
+
+    async def _wait_each(
+        self, names: list[str], version: int, deadline: float, timeout: float
+    ) -> None:
+        assert self.actor is not None
+        service = f"policy:{self.policy_name}:status"
+        for name in names:
             while True:
                 try:
                     status = await self.actor.request(service=service, dst=name, timeout=30)
