@@ -17,10 +17,17 @@ Otherwise it says every fact whose keywords the message contains (an unanswered 
 nudge). A reply that tells nothing new counts as idle; after ``max_idle`` idle replies it gives
 up and stops. What it has told and how often it was idle are read back from its own messages in
 the history, so the simulator keeps no state between turns.
+
+``latency`` (seconds, default 0) makes every reply wait that long first, with ``asyncio.sleep``:
+a stand-in for a slow user, a human in the loop or a remote model, as agentic RL meets with tool
+calls. The episode waits without using a CPU, and the rollout actor plays its other episodes
+meanwhile, so such episodes are bound by waiting, not by compute (``configs/smoke_tools.yaml``,
+``bench/scale.py``). Keep it below the seat's ``simulator_timeout``.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -69,11 +76,16 @@ class ScriptedUser(Simulator):
 
     name = "scripted-user"
 
-    def __init__(self, max_idle: int = 3) -> None:
+    def __init__(self, max_idle: int = 3, latency: float = 0.0) -> None:
         super().__init__()
         if max_idle < 1:
             raise ValueError("max_idle must be >= 1")
+        if not latency >= 0.0:  # also refuses NaN
+            raise ValueError(f"latency must be >= 0 seconds, got {latency}")
         self.max_idle = max_idle
+        self.latency = float(latency)
 
     async def respond(self, view: SimulatorView) -> str:
+        if self.latency > 0:
+            await asyncio.sleep(self.latency)
         return reply(view.context, view.history, view.seat, self.max_idle)

@@ -31,7 +31,7 @@ import math
 import random
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -220,6 +220,7 @@ class Learner:
         metrics: dict[str, float] = {
             "version_before": float(self.version),
             "turns": float(len(samples)),
+            **staleness_metrics([s.policy_version for s in samples], self.version),
         }
         samples, stale = apply_staleness(samples, self.version, cfg.batch)
         self._assign_advantages(samples, metrics)
@@ -532,6 +533,24 @@ class Learner:
         self.state.counters.update(saved["counters"])  # the inbox shares this Counter
         self.ema.load_state_dict(saved["ema"])
         self.inbox.load_seen_ids(saved["seen_episodes"])
+
+
+def staleness_metrics(policy_versions: Sequence[int], version: int) -> dict[str, float]:
+    """How stale a step's turns are: per turn, the learner's version at the step minus the
+    version of the policy that generated it (``Turn.policy_version``), as ``staleness_mean``,
+    ``staleness_p50`` (the median) and ``staleness_max``. Every turn the step took counts,
+    those the staleness bound then drops or down-weights included (``filtered/stale_*`` counts
+    them). In sync mode every turn is 0 versions old; in async mode turns generated while the
+    learner trained are older (``arena train`` keeps each rollout actor at most
+    ``batch.max_staleness`` rounds ahead). Empty when there are no turns."""
+    if not policy_versions:
+        return {}
+    lags = version - np.asarray(policy_versions, dtype=np.float64)
+    return {
+        "staleness_mean": float(lags.mean()),
+        "staleness_p50": float(np.median(lags)),
+        "staleness_max": float(lags.max()),
+    }
 
 
 def _seed_everything(seed: int) -> None:

@@ -6,12 +6,14 @@
   worker thread (the event loop keeps answering and heartbeating meanwhile). With
   ``batch_samples = 0`` it steps only when asked (``{"op": "step"}``, for a synchronous loop).
 - **Output.** After each update the weights go out as ``weights`` messages on topic
-  ``weights.<name>``, one per bucket (arena/weights/buckets.py), and the step's metrics as a ``control``
-  message on topic ``metrics.learner``. The current weights are published once at start, so
-  inference actors serve a resumed policy. By default a version is written once into shared
-  memory and the buckets reference it (same-host receivers map it; others fetch the bytes from
-  this actor's ``weights:<name>`` service); ``--weight-transport bus`` sends the bytes in the
-  buckets instead (arena/weights/publisher.py).
+  ``weights.<name>``, one per bucket (arena/weights/buckets.py), and the step's metrics as a
+  ``control`` message on topic ``metrics.learner``; among them the staleness of the step's
+  turns (``staleness_mean``, ``staleness_p50``, ``staleness_max``, in versions; ``arena train``
+  logs them to ``metrics.jsonl`` as ``learner/staleness_*``). The current weights are published
+  once at start, so inference actors serve a resumed policy. By default a version is written
+  once into shared memory and the buckets reference it (same-host receivers map it; others
+  fetch the bytes from this actor's ``weights:<name>`` service); ``--weight-transport bus``
+  sends the bytes in the buckets instead (arena/weights/publisher.py).
 - **Late joiners.** The learner listens to the broker's ``actor.joined`` notices. When an actor
   that will receive ``weights.<name>`` joins (it subscribed to that topic or a prefix of it,
   such as ``weights.``), the current weights go out again, so an inference actor started after
@@ -204,11 +206,13 @@ class LearnerActor:
             return None
         self.last_metrics = metrics
         log.info(
-            "step %d: loss %.4f, %d turns, %.0f tok/s",
+            "step %d: loss %.4f, %d turns, %.0f tok/s, staleness p50 %.1f max %.0f",
             metrics["step"],
             metrics.get("loss", 0.0),
             metrics["samples"],
             metrics.get("tokens_per_s", 0.0),
+            metrics.get("staleness_p50", 0.0),
+            metrics.get("staleness_max", 0.0),
         )
         assert self._actor is not None
         self._actor.publish(METRICS_TOPIC, metrics)
