@@ -11,6 +11,9 @@ spelling (``Task.text``), so the same problem always reads the same.
 - ``ordering``: comparisons on one scale ("Ann is taller than Bob. ... Who is the tallest?");
   the facts must be consistent (an acyclic graph) and must pin down the person asked for.
 
+Each family takes difficulty knobs (its class says which); the defaults are the full family,
+and :data:`FAMILIES` holds the defaults. :func:`make_families` builds every family with knobs.
+
 Answers are read by :meth:`Family.read_answer` (``" 12 "``, ``"12.0"`` and ``"12 apples"`` all
 read ``"12"``; ``"ann."`` reads ``"Ann"``) and compared with the truth by :meth:`Family.check`.
 """
@@ -19,8 +22,10 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from typing import Any
 
 import networkx as nx
 import numpy as np
@@ -106,6 +111,23 @@ _STEP_PATTERNS = (
     ("mul", re.compile(rf"(\w+) ({'|'.join(_MUL_VERBS)}) them\.", re.I)),
     ("half", re.compile(r"(\w+) (halves) them\.", re.I)),
 )
+STEP_KINDS = ("add", "bulk", "sub", "mul", "half")
+"""The kinds of arithmetic step, in the order the grammar lists them."""
+_STEP_GRAMMAR = {
+    "add": "'NAME buys|finds|gets N more.'",
+    "bulk": "'NAME buys N boxes of M.'",
+    "sub": "'NAME gives away|loses|eats|sells N.'",
+    "mul": "'NAME doubles them.', 'NAME triples them.'",
+    "half": "'NAME halves them.'",
+}
+_EXAMPLE_STEPS = (
+    ("mul", "doubles", ()),
+    ("sub", "eats", (4,)),
+    ("add", "finds", (3,)),
+    ("half", "halves", ()),
+    ("bulk", "buys", (2, 5)),
+)
+"""The grammar example's steps (from 10 pears), the first ``max_steps`` of those allowed."""
 _START = re.compile(rf"(\w+) has {_NUM} (\w+)\.", re.I)
 _QUESTION = re.compile(r"How many (\w+) does (\w+) have\?", re.I)
 _NUMBER_ANSWER = re.compile(r"([+-]?\d{1,12}(?:\.\d{0,12})?)(?: [a-z]+)?", re.I)
@@ -136,33 +158,79 @@ def _apply_step(count: int, kind: str, verb: str, args: tuple[int, ...]) -> int 
 
 
 class Arithmetic(Family):
-    """Counting stories: a start, 1..6 steps (+, -, x2, x3, /2, boxes of), a question."""
+    """Counting stories: a start, 1..6 steps (+, -, x2, x3, /2, boxes of), a question.
+
+    Difficulty knobs (the defaults are the full family): ``max_steps`` (1..6) caps the steps of
+    a problem; ``ops`` names the step kinds allowed (``add``: buys/finds/gets N more, ``bulk``:
+    buys N boxes of M, ``sub``: gives away/loses/eats/sells N, ``mul``: doubles/triples,
+    ``half``: halves); both bound what :meth:`parse` accepts and :meth:`describe` states.
+    ``max_start`` (0..1000) and ``max_amount`` (1..1000) bound the numbers of reference problems
+    only: their start count is drawn from 0..max_start and an add step's N from
+    1..max_amount. A reference problem has 1..min(4, max_steps) steps.
+    """
 
     name = "arithmetic"
     answer_hint = "a whole number"
 
+    def __init__(
+        self,
+        max_steps: int = MAX_STEPS,
+        ops: Sequence[str] = STEP_KINDS,
+        max_start: int = 30,
+        max_amount: int = 20,
+    ) -> None:
+        ops = tuple(ops)
+        if not 1 <= max_steps <= MAX_STEPS:
+            raise ValueError(f"max_steps must be in 1..{MAX_STEPS}, got {max_steps}")
+        if not ops or any(op not in STEP_KINDS for op in ops):
+            raise ValueError(f"ops must be a non-empty subset of {STEP_KINDS}, got {ops}")
+        if not 0 <= max_start <= MAX_COUNT or not 1 <= max_amount <= MAX_COUNT:
+            raise ValueError(
+                f"max_start must be in 0..{MAX_COUNT} and max_amount in 1..{MAX_COUNT}, "
+                f"got {max_start} and {max_amount}"
+            )
+        if not {"add", "bulk", "mul"} & set(ops):
+            raise ValueError("ops must hold add, bulk or mul (steps possible from a count of 0)")
+        self.max_steps, self.max_start, self.max_amount = int(max_steps), max_start, max_amount
+        self.ops = tuple(op for op in STEP_KINDS if op in ops)
+
     def describe(self) -> str:
+        steps = ", ".join(_STEP_GRAMMAR[op] for op in self.ops)
+        example, answer = self._example()
+        halving = ", and only an even count can be halved" if "half" in self.ops else ""
         return (
             "Arithmetic word problem. Sentences, in order:\n"
             "1. Start: 'NAME has N ITEM.'\n"
-            f"2. Between 1 and {MAX_STEPS} steps, each one of: 'NAME buys|finds|gets N more.', "
-            "'NAME buys N boxes of M.', 'NAME gives away|loses|eats|sells N.', "
-            "'NAME doubles them.', 'NAME triples them.', 'NAME halves them.'\n"
+            f"2. Between 1 and {self.max_steps} steps, each one of: {steps}\n"
             "3. Question: 'How many ITEM does NAME have?'\n"
             f"NAME is one person from: {', '.join(NAMES)} (the same in every sentence). "
             f"ITEM is one of: {', '.join(ITEMS)}. Numbers are whole, written in digits. "
-            f"The count must stay between 0 and {MAX_COUNT} after every step, and only an even "
-            "count can be halved.\n"
-            "Example: Ann has 10 pears. Ann doubles them. Ann eats 4. How many pears does "
-            "Ann have?  (answer 16)"
+            f"The count must stay between 0 and {MAX_COUNT} after every step{halving}.\n"
+            f"Example: {example}  (answer {answer})"
         )
 
+    def _example(self) -> tuple[str, int]:
+        """The grammar's example (the default one when its steps are allowed) and its answer."""
+        steps = [s for s in _EXAMPLE_STEPS if s[0] in self.ops][: min(2, self.max_steps)]
+        count, lines = 10, ["Ann has 10 pears."]
+        for step in steps:
+            count = _apply_step(count, *step)
+            lines.append(_step_text("Ann", *step))
+        lines.append("How many pears does Ann have?")
+        return " ".join(lines), count
+
     def sample(self, rng: np.random.Generator) -> Task:
+        while True:  # draws again on a dead end (only knobs other than the defaults meet one)
+            task = self._draw(rng)
+            if task is not None:
+                return task
+
+    def _draw(self, rng: np.random.Generator) -> Task | None:
         name = NAMES[int(rng.integers(len(NAMES)))]
         item = ITEMS[int(rng.integers(len(ITEMS)))]
-        count = int(rng.integers(0, 31))
+        count = int(rng.integers(0, self.max_start + 1))
         lines = [f"{name} has {count} {item}."]
-        for _ in range(int(rng.integers(1, 5))):
+        for _ in range(int(rng.integers(1, min(4, self.max_steps) + 1))):
             options = [("add", v) for v in _ADD_VERBS] + [("bulk", "buys")]
             if count > 0:
                 options += [("sub", v) for v in _SUB_VERBS]
@@ -170,9 +238,12 @@ class Arithmetic(Family):
                 options += [("mul", v) for v in _MUL_VERBS]
             if count % 2 == 0 and count > 0:
                 options.append(("half", "halves"))
+            options = [o for o in options if o[0] in self.ops]
+            if not options:
+                return None
             kind, verb = options[int(rng.integers(len(options)))]
             if kind == "add":
-                args = (int(rng.integers(1, 21)),)
+                args = (int(rng.integers(1, self.max_amount + 1)),)
                 count += args[0]
             elif kind == "bulk":
                 args = (int(rng.integers(2, 6)), int(rng.integers(2, 11)))
@@ -186,13 +257,15 @@ class Arithmetic(Family):
             else:
                 args = ()
                 count //= 2
+            if count > MAX_COUNT:
+                return None
             lines.append(_step_text(name, kind, verb, args))
         lines.append(f"How many {item} does {name} have?")
         return Task(self.name, " ".join(lines), str(count))
 
     def parse(self, text: str) -> Task | None:
         parts = sentences(text)
-        if parts is None or not 3 <= len(parts) <= MAX_STEPS + 2:
+        if parts is None or not 3 <= len(parts) <= self.max_steps + 2:
             return None
         start, question = _START.fullmatch(parts[0]), _QUESTION.fullmatch(parts[-1])
         if start is None or question is None:
@@ -208,7 +281,7 @@ class Arithmetic(Family):
         lines = [f"{name} has {count} {item}."]
         for part in parts[1:-1]:
             step = self._read_step(part, name)
-            if step is None:
+            if step is None or step[0] not in self.ops:
                 return None
             count = _apply_step(count, *step)
             if count is None or count > MAX_COUNT:
@@ -282,31 +355,55 @@ def unique_at(graph: nx.DiGraph, rank: int, from_top: bool) -> str | None:
 
 
 class Ordering(Family):
-    """Ordering puzzles: comparisons on one scale, then who is first, second or third."""
+    """Ordering puzzles: comparisons on one scale, then who is first, second or third.
+
+    Difficulty knobs (the defaults are the full family): ``max_people`` (2..6) caps the people
+    of a puzzle and ``max_rank`` (1..3) the question's rank (1: only 'Who is the SUPERLATIVE?';
+    2 adds 'second', 3 'third'); both bound what :meth:`parse` accepts and :meth:`describe`
+    states. ``min_people`` (2..max_people; default 3, or 2 when max_people is 2) bounds reference
+    puzzles only: they have min_people..max_people people.
+    """
 
     name = "ordering"
     answer_hint = "one person's name"
 
+    def __init__(
+        self, max_people: int = MAX_PEOPLE, min_people: int | None = None, max_rank: int = 3
+    ) -> None:
+        if not 2 <= max_people <= MAX_PEOPLE:
+            raise ValueError(f"max_people must be in 2..{MAX_PEOPLE}, got {max_people}")
+        if not 1 <= max_rank <= len(ORDINALS):
+            raise ValueError(f"max_rank must be in 1..{len(ORDINALS)}, got {max_rank}")
+        min_people = min(3, max_people) if min_people is None else min_people
+        if not 2 <= min_people <= max_people:
+            raise ValueError(f"min_people must be in 2..{max_people}, got {min_people}")
+        self.max_people, self.min_people, self.max_rank = max_people, min_people, max_rank
+
     def describe(self) -> str:
         pairs = "; ".join(f"{more}/{v[0]} (-> {v[1]}/{v[2]})" for more, v in SCALES.items())
+        questions = [f"'Who is the {o}SUPERLATIVE?'" for o in list(ORDINALS)[: self.max_rank]]
+        if len(questions) > 1:
+            questions[-2:] = [f"{questions[-2]} or {questions[-1]}"]
+        if self.max_people >= 3:
+            example = "Ann is taller than Bob. Cy is shorter than Bob. Who is the tallest?"
+        else:
+            example = "Ann is taller than Bob. Who is the tallest?"
         return (
             "Ordering puzzle. Sentences, in order:\n"
             f"1. Between 1 and {MAX_FACTS} facts, each 'NAME is COMPARATIVE than NAME.'\n"
-            "2. One question: 'Who is the SUPERLATIVE?', 'Who is the second SUPERLATIVE?' or "
-            "'Who is the third SUPERLATIVE?'\n"
+            f"2. One question: {', '.join(questions)}\n"
             f"Every word comes from one scale: {pairs}. Names come from: {', '.join(NAMES)}; "
-            f"at most {MAX_PEOPLE} people. The facts must not contradict each other, and they "
-            "must determine exactly one person as the answer.\n"
-            "Example: Ann is taller than Bob. Cy is shorter than Bob. Who is the tallest? "
-            "(answer Ann)"
+            f"at most {self.max_people} people. The facts must not contradict each other, and "
+            "they must determine exactly one person as the answer.\n"
+            f"Example: {example} (answer Ann)"
         )
 
     def sample(self, rng: np.random.Generator) -> Task:
-        size = int(rng.integers(3, MAX_PEOPLE + 1))
+        size = int(rng.integers(self.min_people, self.max_people + 1))
         people = [NAMES[i] for i in rng.permutation(len(NAMES))[:size]]  # most first
         more = list(SCALES)[int(rng.integers(len(SCALES)))]
         less, top, bottom = SCALES[more]
-        rank = int(rng.integers(1, min(3, size) + 1))
+        rank = int(rng.integers(1, min(self.max_rank, size) + 1))
         from_top = bool(rng.integers(2))
         answer = people[rank - 1] if from_top else people[-rank]
         pairs = list(zip(people, people[1:], strict=False))
@@ -335,6 +432,8 @@ class Ordering(Family):
             return None
         scale, from_top = _SUPERLATIVES[question.group(2).casefold()]
         rank = ORDINALS[(question.group(1) or "").casefold()]
+        if rank > self.max_rank:
+            return None
         graph, lines = nx.DiGraph(), []
         for part in parts[:-1]:
             fact = _FACT.fullmatch(part)
@@ -345,7 +444,7 @@ class Ordering(Family):
                 return None
             graph.add_edge(*((a, b) if _COMPARATIVES[word][1] else (b, a)))
             lines.append(f"{a} is {word} than {b}.")
-        if graph.number_of_nodes() > MAX_PEOPLE or not nx.is_directed_acyclic_graph(graph):
+        if graph.number_of_nodes() > self.max_people or not nx.is_directed_acyclic_graph(graph):
             return None
         answer = unique_at(graph, rank, from_top)
         if answer is None:
@@ -365,4 +464,22 @@ class Ordering(Family):
 
 
 FAMILIES: dict[str, Family] = {f.name: f for f in (Arithmetic(), Ordering())}
-"""Every shipped family, by name."""
+"""Every shipped family, by name, with the default knobs."""
+KNOBS: dict[str, tuple[str, ...]] = {
+    "arithmetic": ("max_steps", "ops", "max_start", "max_amount"),
+    "ordering": ("max_people", "min_people", "max_rank"),
+}
+"""Each family's difficulty knobs (its constructor's keyword arguments)."""
+
+
+def make_families(**knobs: Any) -> dict[str, Family]:
+    """Every shipped family, by name, each built with the knobs of ``knobs`` that are its own
+    (see :data:`KNOBS`); a knob no family has is a ``TypeError``."""
+    unknown = set(knobs) - {k for names in KNOBS.values() for k in names}
+    if unknown:
+        raise TypeError(f"unknown family knob(s) {sorted(unknown)}; known: {KNOBS}")
+    classes = {"arithmetic": Arithmetic, "ordering": Ordering}
+    return {
+        name: cls(**{k: v for k, v in knobs.items() if k in KNOBS[name]})
+        for name, cls in classes.items()
+    }

@@ -36,7 +36,7 @@ import numpy as np
 from gymnasium import spaces
 
 from games.interaction import render
-from games.mae.families import FAMILIES, Family, Task
+from games.mae.families import FAMILIES, KNOBS, Family, Task, make_families
 from games.text_env import CHARSET, TextGame, normalize
 
 PROPOSAL_MAX_CHARS = 2000
@@ -46,6 +46,8 @@ REFERENCE = "reference"
 _EXAMPLES = 3
 """Reference problems drawn per episode: the first is the fallback; all are the proposer's
 sample actions (with one well-formed invalid problem)."""
+ROLES = ("proposer", "solver", "judge")
+"""The game's roles, as ``role_overrides`` names them."""
 _WHOLE_VERDICTS = 4
 """Up to this many solvers, every verdict combination is a sample judge action."""
 
@@ -56,6 +58,17 @@ class ProposerSolverJudge(TextGame):
     ``num_solvers`` (k, 1..8) solver seats; ``family`` fixes the task family (a key of
     :data:`games.mae.families.FAMILIES`), otherwise each episode's seed picks one; ``w_valid``
     and ``w_difficulty`` weigh the proposer's reward. The turn limit is k + 2 (one move per seat).
+
+    Difficulty knobs, each passed to the family that has it (defaults: the full families; see
+    :data:`games.mae.families.KNOBS`): arithmetic's ``max_steps`` (1..6), ``ops`` (the step
+    kinds allowed: add, bulk, sub, mul, half), ``max_start`` and ``max_amount`` (reference
+    problems' start count and added N); ordering's ``max_people`` (2..6), ``min_people``
+    (reference puzzles' least) and ``max_rank`` (1: only 'Who is the tallest?'-style questions,
+    2 adds 'second', 3 'third'). E.g. ``family="ordering", max_people=3, max_rank=1``.
+
+    ``role_overrides`` maps a role (``proposer``, ``solver``, ``judge``) to role kwargs laid over
+    the ones the game gives that role's seats, e.g. ``{"solver": {"example": "Jo"}}``: a run
+    config's ``role_kwargs`` reach every seat of the game, these only one role's.
 
     Interaction graph: proposer -> solver_i and proposer -> judge carry ``question``; the
     non-seat node ``reference`` does the same for a replacement problem; solver_i -> judge
@@ -88,10 +101,18 @@ class ProposerSolverJudge(TextGame):
         family: str | None = None,
         w_valid: float = 0.5,
         w_difficulty: float = 0.5,
+        role_overrides: Mapping[str, Mapping[str, Any]] | None = None,
         **kwargs: Any,
     ) -> None:
         if family is not None and family not in FAMILIES:
             raise ValueError(f"family must be one of {sorted(FAMILIES)}, got {family!r}")
+        self.role_overrides = {r: dict(kw) for r, kw in (role_overrides or {}).items()}
+        if not set(self.role_overrides) <= set(ROLES):
+            raise ValueError(
+                f"role_overrides takes roles {ROLES}, got {sorted(self.role_overrides)}"
+            )
+        knob_names = {k for names in KNOBS.values() for k in names}
+        self.families = make_families(**{k: kwargs.pop(k) for k in knob_names & set(kwargs)})
         self.num_solvers = int(num_solvers)
         self.fixed_family = family
         self.w_valid, self.w_difficulty = float(w_valid), float(w_difficulty)
@@ -106,7 +127,7 @@ class ProposerSolverJudge(TextGame):
             agents=["proposer", *self.solvers, "judge"],
             **kwargs,
         )
-        self.family: Family = FAMILIES[family or sorted(FAMILIES)[0]]
+        self.family: Family = self.families[family or sorted(FAMILIES)[0]]
         self._seed: int | None = None
 
     # -- who sees what ---------------------------------------------------------------------------
@@ -140,6 +161,13 @@ class ProposerSolverJudge(TextGame):
             graph.add_edge(solver, "judge", sees=frozenset({"answer"}))
         graph.add_edge("proposer", "judge", sees=frozenset({"question"}))
         graph.add_edge(REFERENCE, "judge", sees=frozenset({"question"}))
+        for seat in graph.nodes:
+            role = "solver" if seat in self.solvers else seat
+            if role in self.role_overrides:
+                graph.nodes[seat]["role_kwargs"] = {
+                    **graph.nodes[seat]["role_kwargs"],
+                    **self.role_overrides[role],
+                }
         return graph
 
     def rules(self, agent: str | None = None) -> str:
@@ -165,7 +193,7 @@ class ProposerSolverJudge(TextGame):
 
     def _new_game(self, rng: np.random.Generator) -> None:
         names = sorted(FAMILIES)
-        self.family = FAMILIES[self.fixed_family or names[int(rng.integers(len(names)))]]
+        self.family = self.families[self.fixed_family or names[int(rng.integers(len(names)))]]
         examples = np.random.default_rng(int(rng.integers(2**63)))
         self.examples = [self.family.sample(examples) for _ in range(_EXAMPLES)]
         self.reference = self.examples[0]

@@ -12,7 +12,17 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from games.mae.families import FAMILIES, MAX_CHARS, Arithmetic, Ordering, Task, unique_at
+from games.mae.families import (
+    FAMILIES,
+    KNOBS,
+    MAX_CHARS,
+    Arithmetic,
+    Family,
+    Ordering,
+    Task,
+    make_families,
+    unique_at,
+)
 
 ARITH = Arithmetic()
 ORDER = Ordering()
@@ -256,3 +266,150 @@ def test_candidates_come_from_the_problem_text() -> None:
     assert ARITH.candidates(task) == ["0", "12", "5", "3"]  # not the answer, 14
     puzzle = ORDER.parse("Cy is shorter than Bob. Ann is taller than Bob. Who is the tallest?")
     assert ORDER.candidates(puzzle) == ["Cy", "Bob", "Ann"]
+
+
+# -- difficulty knobs -----------------------------------------------------------------------------
+EASY_ORDER = Ordering(max_people=2, max_rank=1)
+EASY_ARITH = Arithmetic(max_steps=1, ops=["add"], max_start=9, max_amount=9)
+KNOBBED: list[Family] = [
+    EASY_ORDER,
+    Ordering(max_people=3, max_rank=2),
+    Ordering(max_people=4, min_people=4),
+    EASY_ARITH,
+    Arithmetic(max_steps=2, ops=("sub", "mul")),
+    Arithmetic(max_start=1000, max_amount=1000),
+    Arithmetic(ops=("half", "bulk")),
+]
+"""Families with knobs away from the defaults, for the checks every family must pass."""
+
+
+def test_the_defaults_are_the_full_families() -> None:
+    # reference problems as they were drawn before the knobs existed (seeds 0 and 1)
+    assert FAMILIES["arithmetic"].sample(np.random.default_rng(0)) == Task(
+        "arithmetic",
+        "Kim has 15 stamps. Kim buys 2 boxes of 2. Kim buys 4 more. How many stamps does Kim have?",
+        "23",  # 15 + 2 * 2 + 4
+    )
+    assert FAMILIES["ordering"].sample(np.random.default_rng(1)) == Task(
+        "ordering",
+        "Lu is taller than Eve. Ivy is taller than Lu. Eve is taller than Hal. "
+        "Who is the second tallest?",
+        "Lu",  # Ivy > Lu > Eve > Hal
+    )
+    assert "Between 1 and 6 steps" in ARITH.describe()
+    assert "'Who is the second SUPERLATIVE?' or 'Who is the third SUPERLATIVE?'" in ORDER.describe()
+    assert "at most 6 people" in ORDER.describe()
+
+
+def test_max_people_and_max_rank_bound_the_puzzles() -> None:
+    two = "Ann is taller than Bob. Who is the shortest?"
+    three = "Ann is taller than Bob. Bob is taller than Cy. Who is the tallest?"
+    second = "Ann is taller than Bob. Bob is taller than Cy. Who is the second tallest?"
+    third = "Ann is taller than Bob. Bob is taller than Cy. Who is the third tallest?"
+    assert EASY_ORDER.parse(two) == Task("ordering", two, "Bob")
+    assert EASY_ORDER.parse(three) is None  # three people
+    assert EASY_ORDER.parse("Ann is taller than Bob. Who is the second tallest?") is None
+    medium = Ordering(max_people=3, max_rank=2)
+    assert medium.parse(three) == Task("ordering", three, "Ann")
+    assert medium.parse(second) == Task("ordering", second, "Bob")
+    assert medium.parse(third) is None  # rank 3
+    assert ORDER.parse(third) == Task("ordering", third, "Cy")
+    text = EASY_ORDER.describe()
+    assert "One question: 'Who is the SUPERLATIVE?'\n" in text
+    assert "second" not in text and "at most 2 people" in text
+    assert "One question: 'Who is the SUPERLATIVE?' or 'Who is the second SUPERLATIVE?'\n" in (
+        medium.describe()
+    )
+
+
+def test_ordering_knobs_bound_the_reference_puzzles() -> None:
+    for seed in range(200):
+        task = EASY_ORDER.sample(np.random.default_rng(seed))
+        assert len(set(EASY_ORDER.candidates(task))) == 2  # two people, so one fact
+        assert task.text.count(".") == 1
+        assert re.search(r"Who is the (\w+)\?$", task.text)  # never second or third
+    four = Ordering(max_people=4, min_people=4)
+    for seed in range(50):
+        task = four.sample(np.random.default_rng(seed))
+        assert len(set(four.candidates(task))) == 4
+
+
+def test_max_steps_and_ops_bound_the_problems() -> None:
+    one = "Ann has 3 apples. Ann buys 2 more. How many apples does Ann have?"
+    two = "Ann has 3 apples. Ann buys 2 more. Ann eats 1. How many apples does Ann have?"
+    assert EASY_ARITH.parse(one) == Task("arithmetic", one, "5")
+    assert EASY_ARITH.parse(two) is None  # two steps
+    assert EASY_ARITH.parse("Ann has 3 apples. Ann eats 1. How many apples does Ann have?") is None
+    assert EASY_ARITH.parse(one.replace("buys 2 more", "doubles them")) is None
+    # the sample ranges bound reference problems only: the proposer may write larger numbers
+    assert EASY_ARITH.parse(one.replace("3", "300")).answer == "302"
+    no_add = Arithmetic(max_steps=2, ops=("sub", "mul"))
+    assert no_add.parse(two) is None
+    assert no_add.parse(two.replace("buys 2 more", "doubles them")).answer == "5"  # 3 * 2 - 1
+    text = EASY_ARITH.describe()
+    assert "Between 1 and 1 steps, each one of: 'NAME buys|finds|gets N more.'\n" in text
+    assert "halves" not in text and "doubles" not in text
+    assert (
+        "Example: Ann has 10 pears. Ann finds 3 more. How many pears does Ann have?  (answer 13)"
+        in text
+    )
+
+
+def test_arithmetic_knobs_bound_the_reference_problems() -> None:
+    for seed in range(200):
+        task = EASY_ARITH.sample(np.random.default_rng(seed))
+        numbers = [int(n) for n in re.findall(r"\d+", task.text)]
+        assert len(numbers) == 2 and numbers[0] <= 9 and 1 <= numbers[1] <= 9
+        assert " more." in task.text and int(task.answer) == sum(numbers)
+    steps = {
+        len(sentences) - 2
+        for seed in range(200)
+        for sentences in [
+            Arithmetic(max_steps=2).sample(np.random.default_rng(seed)).text.split(". ")
+        ]
+    }
+    assert steps == {1, 2}
+
+
+@pytest.mark.parametrize("family", KNOBBED, ids=lambda f: f"{f.name}-{vars(f)}")
+def test_knobbed_samples_parse_back_and_the_example_is_valid(family: Family) -> None:
+    for seed in range(200):
+        task = family.sample(np.random.default_rng(seed))
+        assert family.parse(task.text) == task, f"seed {seed}: {task}"
+    match = re.search(r"Example: (.*?\?)\s+\(answer (\w+)\)", family.describe(), re.S)
+    assert match is not None
+    task = family.parse(match.group(1))
+    assert task is not None and task.answer == match.group(2)
+
+
+@pytest.mark.parametrize(
+    ("cls", "knobs"),
+    [
+        (Arithmetic, {"max_steps": 0}),
+        (Arithmetic, {"max_steps": 7}),
+        (Arithmetic, {"ops": ()}),
+        (Arithmetic, {"ops": ("add", "pow")}),
+        (Arithmetic, {"ops": ("sub", "half")}),  # nothing to do from a count of 0
+        (Arithmetic, {"max_start": -1}),
+        (Arithmetic, {"max_amount": 0}),
+        (Ordering, {"max_people": 1}),
+        (Ordering, {"max_people": 7}),
+        (Ordering, {"max_rank": 0}),
+        (Ordering, {"max_rank": 4}),
+        (Ordering, {"max_people": 3, "min_people": 4}),
+        (Ordering, {"min_people": 1}),
+    ],
+)
+def test_knobs_out_of_range_are_refused(cls: type[Family], knobs: dict) -> None:
+    with pytest.raises(ValueError):
+        cls(**knobs)
+
+
+def test_make_families_routes_each_knob_to_its_family() -> None:
+    families = make_families(max_people=2, max_steps=1)
+    assert set(families) == set(FAMILIES) == set(KNOBS)
+    assert families["ordering"].max_people == 2 and families["ordering"].min_people == 2
+    assert families["arithmetic"].max_steps == 1
+    assert families["arithmetic"].ops == ARITH.ops
+    with pytest.raises(TypeError, match="max_persons"):
+        make_families(max_persons=2)

@@ -225,6 +225,38 @@ def test_the_seed_picks_the_family_unless_it_is_fixed() -> None:
     assert "1 solver(s) (solver_0)" in ProposerSolverJudge(num_solvers=1).rules()
 
 
+def test_difficulty_knobs_reach_the_families() -> None:
+    env = ProposerSolverJudge(family="ordering", max_people=2, max_rank=1, max_steps=1)
+    assert env.families["arithmetic"].max_steps == 1
+    env.reset(seed=4)
+    assert "at most 2 people" in env.observe("proposer")["text"]
+    assert len(set(env.family.candidates(env.reference))) == 2  # the fallback is easy too
+    three = "Ann is taller than Bob. Bob is taller than Cy. Who is the tallest?"
+    play(env, three)  # valid by default, too many people here: replaced
+    assert env.proposal_valid is False and env.task == env.reference
+    env.reset(seed=4)
+    play(env, "Bob is shorter than Ann. Who is the tallest?", "Ann", "Bob", "1 0")
+    assert env.returns == {"proposer": 0.75, "solver_0": 1.0, "solver_1": 0.0, "judge": 1.0}
+    assert ProposerSolverJudge().families["ordering"].max_people == 6  # defaults: full families
+    with pytest.raises(TypeError, match="max_persons"):
+        ProposerSolverJudge(max_persons=2)
+    with pytest.raises(ValueError, match="max_people"):
+        ProposerSolverJudge(max_people=9)
+
+
+def test_role_overrides_reach_one_role_only() -> None:
+    env = ProposerSolverJudge(num_solvers=2, role_overrides={"solver": {"example": "Jo"}})
+    assert env.role_kwargs("solver_0")["example"] == env.role_kwargs("solver_1")["example"] == "Jo"
+    assert env.role_kwargs("solver_0")["what"] == "your final answer alone (a number or a name)"
+    assert env.role_kwargs("judge")["example"] == "1 0"
+    assert "example" not in env.role_kwargs("proposer")
+    judged = ProposerSolverJudge(role_overrides={"judge": {"example": "0 0"}})
+    assert judged.role_kwargs("judge")["example"] == "0 0"
+    assert "example" not in judged.role_kwargs("solver_0")
+    with pytest.raises(ValueError, match="role_overrides"):
+        ProposerSolverJudge(role_overrides={"solver_0": {}})
+
+
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 @pytest.mark.parametrize("num_solvers", [1, 2, 3])
 def test_the_oracle_bot_plays_every_seat(family: str, num_solvers: int) -> None:
@@ -259,7 +291,13 @@ def test_an_erring_oracle_solver_is_judged_truthfully() -> None:
 
 
 @pytest.mark.parametrize(
-    "kwargs", [{}, {"num_solvers": 1}, {"num_solvers": 3, "family": "ordering"}]
+    "kwargs",
+    [
+        {},
+        {"num_solvers": 1},
+        {"num_solvers": 3, "family": "ordering"},
+        {"num_solvers": 8, "family": "ordering", "max_people": 2, "max_rank": 1},
+    ],
 )
 def test_conformance(kwargs: dict) -> None:
     report = check_game(lambda **kw: ProposerSolverJudge(**kwargs, **kw))
