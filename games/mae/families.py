@@ -360,15 +360,21 @@ class Ordering(Family):
     Difficulty knobs (the defaults are the full family): ``max_people`` (2..6) caps the people
     of a puzzle and ``max_rank`` (1..3) the question's rank (1: only 'Who is the SUPERLATIVE?';
     2 adds 'second', 3 'third'); both bound what :meth:`parse` accepts and :meth:`describe`
-    states. ``min_people`` (2..max_people; default 3, or 2 when max_people is 2) bounds reference
-    puzzles only: they have min_people..max_people people.
+    states, as does ``ask_bottom`` (False: questions ask for the top of the scale only, the
+    tallest, oldest or fastest, never the shortest, youngest or slowest). ``min_people``
+    (2..max_people; default 3, or 2 when max_people is 2) bounds reference puzzles only: they
+    have min_people..max_people people.
     """
 
     name = "ordering"
     answer_hint = "one person's name"
 
     def __init__(
-        self, max_people: int = MAX_PEOPLE, min_people: int | None = None, max_rank: int = 3
+        self,
+        max_people: int = MAX_PEOPLE,
+        min_people: int | None = None,
+        max_rank: int = 3,
+        ask_bottom: bool = True,
     ) -> None:
         if not 2 <= max_people <= MAX_PEOPLE:
             raise ValueError(f"max_people must be in 2..{MAX_PEOPLE}, got {max_people}")
@@ -378,9 +384,13 @@ class Ordering(Family):
         if not 2 <= min_people <= max_people:
             raise ValueError(f"min_people must be in 2..{max_people}, got {min_people}")
         self.max_people, self.min_people, self.max_rank = max_people, min_people, max_rank
+        self.ask_bottom = bool(ask_bottom)
 
     def describe(self) -> str:
-        pairs = "; ".join(f"{more}/{v[0]} (-> {v[1]}/{v[2]})" for more, v in SCALES.items())
+        pairs = "; ".join(
+            f"{more}/{v[0]} (-> {v[1]}/{v[2]})" if self.ask_bottom else f"{more}/{v[0]} (-> {v[1]})"
+            for more, v in SCALES.items()
+        )
         questions = [f"'Who is the {o}SUPERLATIVE?'" for o in list(ORDINALS)[: self.max_rank]]
         if len(questions) > 1:
             questions[-2:] = [f"{questions[-2]} or {questions[-1]}"]
@@ -404,7 +414,7 @@ class Ordering(Family):
         more = list(SCALES)[int(rng.integers(len(SCALES)))]
         less, top, bottom = SCALES[more]
         rank = int(rng.integers(1, min(self.max_rank, size) + 1))
-        from_top = bool(rng.integers(2))
+        from_top = bool(rng.integers(2)) if self.ask_bottom else True
         answer = people[rank - 1] if from_top else people[-rank]
         pairs = list(zip(people, people[1:], strict=False))
         # dropping one link of the chain keeps the puzzle valid when the answer is still pinned
@@ -432,7 +442,7 @@ class Ordering(Family):
             return None
         scale, from_top = _SUPERLATIVES[question.group(2).casefold()]
         rank = ORDINALS[(question.group(1) or "").casefold()]
-        if rank > self.max_rank:
+        if rank > self.max_rank or not (from_top or self.ask_bottom):
             return None
         graph, lines = nx.DiGraph(), []
         for part in parts[:-1]:
@@ -467,7 +477,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (Arithmetic(), Ordering())}
 """Every shipped family, by name, with the default knobs."""
 KNOBS: dict[str, tuple[str, ...]] = {
     "arithmetic": ("max_steps", "ops", "max_start", "max_amount"),
-    "ordering": ("max_people", "min_people", "max_rank"),
+    "ordering": ("max_people", "min_people", "max_rank", "ask_bottom"),
 }
 """Each family's difficulty knobs (its constructor's keyword arguments)."""
 

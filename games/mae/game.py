@@ -63,8 +63,9 @@ class ProposerSolverJudge(TextGame):
     :data:`games.mae.families.KNOBS`): arithmetic's ``max_steps`` (1..6), ``ops`` (the step
     kinds allowed: add, bulk, sub, mul, half), ``max_start`` and ``max_amount`` (reference
     problems' start count and added N); ordering's ``max_people`` (2..6), ``min_people``
-    (reference puzzles' least) and ``max_rank`` (1: only 'Who is the tallest?'-style questions,
-    2 adds 'second', 3 'third'). E.g. ``family="ordering", max_people=3, max_rank=1``.
+    (reference puzzles' least), ``max_rank`` (1: only 'Who is the tallest?'-style questions,
+    2 adds 'second', 3 'third') and ``ask_bottom`` (False: no 'Who is the shortest?'-style
+    questions). E.g. ``family="ordering", max_people=3, max_rank=1``.
 
     ``role_overrides`` maps a role (``proposer``, ``solver``, ``judge``) to role kwargs laid over
     the ones the game gives that role's seats, e.g. ``{"solver": {"example": "Jo"}}``: a run

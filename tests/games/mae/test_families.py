@@ -275,6 +275,8 @@ KNOBBED: list[Family] = [
     EASY_ORDER,
     Ordering(max_people=3, max_rank=2),
     Ordering(max_people=4, min_people=4),
+    Ordering(max_people=2, max_rank=1, ask_bottom=False),
+    Ordering(ask_bottom=False),
     EASY_ARITH,
     Arithmetic(max_steps=2, ops=("sub", "mul")),
     Arithmetic(max_start=1000, max_amount=1000),
@@ -320,6 +322,23 @@ def test_max_people_and_max_rank_bound_the_puzzles() -> None:
     assert "One question: 'Who is the SUPERLATIVE?' or 'Who is the second SUPERLATIVE?'\n" in (
         medium.describe()
     )
+
+
+def test_ask_bottom_false_keeps_to_the_top_of_the_scale() -> None:
+    top = Ordering(max_people=2, max_rank=1, ask_bottom=False)
+    tallest = "Ann is shorter than Bob. Who is the tallest?"
+    assert top.parse(tallest) == Task("ordering", tallest, "Bob")
+    assert top.parse("Ann is shorter than Bob. Who is the shortest?") is None
+    assert ORDER.parse("Ann is shorter than Bob. Who is the shortest?").answer == "Ann"
+    assert "taller/shorter (-> tallest);" in top.describe()
+    assert "shortest" not in top.describe()
+    answers = {"first": 0, "second": 0}
+    for seed in range(200):
+        task = top.sample(np.random.default_rng(seed))
+        assert re.search(r"Who is the (tallest|oldest|fastest)\?$", task.text), task.text
+        answers["first" if task.text.startswith(task.answer) else "second"] += 1
+    # the phrasing ('taller' or 'shorter') decides where the answer stands, about half each
+    assert 70 < answers["first"] < 130
 
 
 def test_ordering_knobs_bound_the_reference_puzzles() -> None:
