@@ -54,6 +54,7 @@ for _id, _factory in {
     "mae-v0": "games.mae.game:ProposerSolverJudge",
     "retail-v0": "games.retail:RetailSupport",
     "planner-executor-v0": "games.planner.game:PlannerExecutor",
+    "search-selfplay-v0": "games.search.game:SearchSelfPlay",
 }.items():
     registry.register(_id, _factory)
 

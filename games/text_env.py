@@ -22,7 +22,8 @@ simulator of the seat may know. A game sets ``infos[agent]["group"]`` to group c
 
 This class owns everything else, once: the PettingZoo bookkeeping, observations
 ``{"observation", "action_mask", "text"}``, the invalid-action policy (retry with feedback, then
-forfeit with a zero-sum penalty), the turn limit, ``step_text``, and the ``infos`` every seat gets:
+forfeit: the forfeiter loses ``forfeit_penalty``, shared out to the others in a zero-sum game and
+to nobody in any other kind), the turn limit, ``step_text``, and the ``infos`` every seat gets:
 
 ``invalid`` (bool, the agent's last action was rejected), ``invalid_reason``, ``retries`` (rejected
 attempts on the current turn), ``invalid_count`` (rejected attempts this episode), ``forfeit``,
@@ -262,14 +263,21 @@ class TextGame(AECEnv):
         return {normalize(name): i for i, name in enumerate(self.action_names)}
 
     def private_info(self, agent: str) -> list[str]:
-        """Strings in ``agent``'s text that no other seat may ever see while the game is live."""
+        """Strings in ``agent``'s text that no other seat may ever see while the game is live (a
+        hand of cards, a hidden goal). Posts are not listed here: the interaction graph says who
+        sees them, and :meth:`hidden_from` adds them."""
         return []
 
     def hidden_from(self, agent: str) -> list[str]:
-        """Strings that must not appear in ``agent``'s text while the game is live."""
-        return [
+        """Strings that must not appear in ``agent``'s text while the game is live: the other
+        seats' :meth:`private_info`, and every post the interaction graph keeps from ``agent``
+        as its history would render it. A post is a secret of some seats only (a solver's answer
+        is hidden from the other solvers, not from the judge), so posts belong here and never in
+        ``private_info``."""
+        secrets = [
             s for other in self.possible_agents if other != agent for s in self.private_info(other)
         ]
+        return secrets + [render([p]) for p in self.posts if not self.interaction.may_see(agent, p)]
 
     def observation_text(self, agent: str) -> str:
         """What ``agent`` reads: the game's description, then the turn, feedback and legal moves."""
@@ -438,9 +446,11 @@ class TextGame(AECEnv):
         )
         if self._retries[agent] > self.max_retries:
             info["forfeit"] = True
-            others = [a for a in self.agents if a != agent]
-            share = self.forfeit_penalty / len(others)
-            self._add_rewards({agent: -self.forfeit_penalty, **dict.fromkeys(others, share)})
+            rewards = {agent: -self.forfeit_penalty}
+            if self.zero_sum:  # the others share what the forfeiter loses; nobody else gains
+                others = [a for a in self.agents if a != agent]
+                rewards.update(dict.fromkeys(others, self.forfeit_penalty / len(others)))
+            self._add_rewards(rewards)
             self._finish("illegal")
             return
         left = self.max_retries - self._retries[agent] + 1

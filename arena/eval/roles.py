@@ -71,12 +71,13 @@ def interval(values: Sequence[float]) -> tuple[float, float]:
 
 
 def role_seats(env: TextGame, simulated: Sequence[str] = ()) -> list[str]:
-    """One seat per role the policy can play: the first seat of each role, simulated seats
-    excepted."""
-    seen: dict[str, str] = {}
+    """One seat per job the policy can do, simulated seats excepted: the first seat of each role
+    and role arguments. Seats alike (mae's k solvers) stand for each other; seats of one role
+    with different arguments (Search Self-Play's validator and solver, both solvers) do not."""
+    seen: dict[tuple[str, str], str] = {}
     for agent in env.possible_agents:
         if agent not in simulated:
-            seen.setdefault(env.seat_role(agent), agent)
+            seen.setdefault((env.seat_role(agent), repr(env.role_kwargs(agent))), agent)
     return list(seen.values())
 
 

@@ -46,6 +46,7 @@ registry.register("negotiation-conceder-v0", "games.bots.negotiation:ConcedingNe
 registry.register("mae-oracle-v0", "games.bots.mae:MAEOracleBot")
 registry.register("retail-agent-v0", "games.bots.retail:RetailAgentBot")
 registry.register("planner-scripted-v0", "games.bots.planner:ScriptedPlannerBot")
+registry.register("search-scripted-v0", "games.bots.search:SearchBot")
 
 
 def make(bot_id: str, **kwargs: Any) -> Bot:

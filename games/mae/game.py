@@ -35,7 +35,6 @@ import networkx as nx
 import numpy as np
 from gymnasium import spaces
 
-from games.interaction import render
 from games.mae.families import FAMILIES, KNOBS, Family, Task, make_families
 from games.text_env import CHARSET, TextGame, normalize
 
@@ -178,14 +177,6 @@ class ProposerSolverJudge(TextGame):
             f"fraction of solvers who got it wrong; a forfeit costs {self.forfeit_penalty:g}."
         )
         return f"{super().rules(agent)}\n\n{settings}"
-
-    def private_info(self, agent: str) -> list[str]:
-        # a solver's answer, as its own text shows it, is private from the other solvers
-        return [render([p]) for p in self.posts if p.sender == agent and p.field == "answer"]
-
-    def hidden_from(self, agent: str) -> list[str]:
-        # every post the graph keeps from ``agent`` (the judge may read the answers)
-        return [render([p]) for p in self.posts if not self.interaction.may_see(agent, p)]
 
     # -- the game --------------------------------------------------------------------------------
     def reset(self, seed: int | None = None, options: dict | None = None) -> None:

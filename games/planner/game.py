@@ -49,7 +49,6 @@ import numpy as np
 from gymnasium import spaces
 
 from games.formats import SUBGOAL_TOOL, VERDICT
-from games.interaction import render
 from games.planner.calculator import CalculatorError, evaluate
 from games.planner.tasks import KINDS, Task, TaskSampler, check_answer
 from games.search.corpus import DEFAULT_ENTITIES
@@ -202,10 +201,6 @@ class PlannerExecutor(TextGame):
             graph.add_edge(TASK, seat, sees=frozenset({"task"}))
             graph.add_edge(TOOLS_NODE, seat, sees=frozenset({"tool_result"}))
         return graph
-
-    def hidden_from(self, agent: str) -> list[str]:
-        # every post the graph keeps from ``agent``, as its history would render it
-        return [render([p]) for p in self.posts if not self.interaction.may_see(agent, p)]
 
     def rules(self, agent: str | None = None) -> str:
         others = "; ".join(

@@ -7,6 +7,7 @@ corpus, and documents that share no word with the query are never returned.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import bm25s
@@ -15,6 +16,9 @@ import numpy as np
 from games.search.corpus import Doc
 
 STOPWORDS = "en"
+
+# bm25s logs every index build at DEBUG on a logger of its own level; a game's user sees none of it
+logging.getLogger("bm25s").setLevel(logging.WARNING)
 
 
 def _tokens(texts: list[str]) -> list[list[str]]:

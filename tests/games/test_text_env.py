@@ -55,6 +55,15 @@ def test_zero_retries_forfeit_at_once_with_the_penalty_shared_by_the_others() ->
     assert env.returns == {"player_0": -3.0, "player_1": 1.0, "player_2": 1.0, "player_3": 1.0}
 
 
+def test_a_forfeit_in_a_general_sum_game_costs_the_forfeiter_and_pays_nobody() -> None:
+    env = PrisonersDilemma(max_retries=0, forfeit_penalty=2.0)
+    env.reset(seed=0)
+    assert not env.zero_sum
+    env.step_text("no idea")
+    assert env.termination_reason == "illegal"
+    assert env.returns == {"player_0": -2.0, "player_1": 0.0}
+
+
 @pytest.mark.parametrize("bad", [None, -1, 9, 2.0, "4", True, np.float32(1.0)])
 def test_malformed_actions_are_recorded_invalid(bad: object) -> None:
     env = TicTacToe()

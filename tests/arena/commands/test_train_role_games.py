@@ -17,7 +17,7 @@ import pytest
 from tests.arena.commands.test_train import arena
 
 ROOT = Path(__file__).resolve().parents[3]
-CONFIGS = ["mae", "user_tool_use", "planner_executor"]
+CONFIGS = ["mae", "ssp", "user_tool_use", "planner_executor"]
 TINY = [
     "model=tiny",
     "steps=2",

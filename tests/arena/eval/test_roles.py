@@ -31,6 +31,10 @@ def test_one_seat_per_role_and_which_games_are_role_games() -> None:
     assert role_seats(env) == ["proposer", "solver_0", "judge"]
     assert role_seats(env, simulated=["judge"]) == ["proposer", "solver_0"]
     assert is_role_game(env) and not is_role_game(games.make("tictactoe-v0"))
+    # one role, two jobs: the validator and the solver of Search Self-Play are both measured
+    ssp = games.make("search-selfplay-v0")
+    assert {ssp.seat_role(s) for s in ("validator", "solver")} == {"solver-v0"}
+    assert role_seats(ssp) == ["proposer", "validator", "solver"]
 
 
 def test_each_role_is_measured_against_the_references() -> None:
