@@ -115,6 +115,18 @@ def broker_hint(address: str) -> str:
     return f"arena broker --bind {bind}"
 
 
+def simulator_policies(config: RunConfig) -> dict[str, list[str]]:
+    """The policies, other than the trained one, that simulators talk through (a frozen
+    checkpoint or an ``openai`` backend the user serves with ``arena inference --name NAME``),
+    each with the ``game.seat`` names that use it."""
+    out: dict[str, list[str]] = {}
+    for game in config.games:
+        for seat, simulator in game.simulators.items():
+            if simulator.policy and simulator.policy != config.learner.name:
+                out.setdefault(simulator.policy, []).append(f"{game.id}.{seat}")
+    return out
+
+
 def plan(config: RunConfig, run_dir: Path | None = None) -> str:
     """What ``--dry-run`` prints: the broker, the actors (started here, or awaited from
     elsewhere), games, roles and policies."""
@@ -147,6 +159,11 @@ def plan(config: RunConfig, run_dir: Path | None = None) -> str:
     ]
     for game in config.games:
         lines.append(f"  game         {game.id} (weight {game.weight}) {seat_line(game)}")
+    for name, seats in simulator_policies(config).items():
+        lines.append(
+            f"  simulators   policy:{name} for {', '.join(seats)}: waits for it, not started here "
+            f"(arena inference --connect {address} --name {name} --model CHECKPOINT_OR_MODEL)"
+        )
     lines.append(
         f"  eval         {config.eval.games} games x {config.eval.opponents}, every {config.eval.every or 'start/end'}"
     )
@@ -178,7 +195,9 @@ def seat_line(game: GameConfig) -> str:
     seats = []
     for agent in env.possible_agents:
         if agent in game.simulators:
-            seats.append(f"{agent}=simulator:{game.simulators[agent].id}")
+            spec = game.simulators[agent]
+            on = f"@{spec.policy}" if spec.policy else ""
+            seats.append(f"{agent}=simulator:{spec.id}{on}")
         else:
             seats.append(f"{agent}={seat_role_id(game, env, agent)}")
     if len({s.split("=", 1)[1] for s in seats}) == 1 and not game.simulators:

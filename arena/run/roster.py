@@ -1,8 +1,9 @@
 """The actors a run waits for before it starts, and the commands that start the missing ones.
 
 A run needs the learner, ``wait.inference_actors`` inference actors serving
-``policy:<learner.name>`` (plus ``policy:pool`` in population mode) and ``wait.rollout_actors``
-rollout actors. They may be its own children or processes started elsewhere that joined through
+``policy:<learner.name>`` (plus ``policy:pool`` in population mode), an inference actor for
+every other policy a simulator talks through (``simulators.<seat>.policy``: the run never starts
+those) and ``wait.rollout_actors`` rollout actors. They may be its own children or processes started elsewhere that joined through
 an external broker; the broker's directory (:mod:`arena.run.directory`) says which are there.
 When some are missing, the run prints the exact command line that starts each kind (the one a
 run would start itself, with ``--connect`` to its broker), so a hand-started deployment never
@@ -24,6 +25,7 @@ from arena.bus import Actor
 from arena.bus.security import INSECURE_ENV, KEYS_ENV
 from arena.run.config import RunConfig
 from arena.run.directory import listing, rollout_names, serving
+from arena.run.plan import simulator_policies
 from arena.run.processes import POOL, inference_argv, learner_argv
 
 
@@ -73,6 +75,12 @@ def missing(
         )
     if c.opponents.mode == "population" and not serving(actors, f"policy:{POOL}"):
         out.append(f"the population's inference actor serving policy:{POOL}")
+    for name, seats in simulator_policies(c).items():
+        if not serving(actors, f"policy:{name}"):
+            out.append(
+                f"an inference actor serving policy:{name} (the simulator of {', '.join(seats)}): "
+                f"arena inference --connect {address} --name {name} --model CHECKPOINT_OR_MODEL"
+            )
     found = len(rollout_names(actors))
     if found < rollout:
         out.append(
@@ -86,7 +94,12 @@ def expects_others(config: RunConfig) -> bool:
     """Whether the run waits for actors it does not start itself."""
     c = config
     rollout, inference = c.awaited()
-    return not c.start_learner or rollout > c.rollout.actors or inference > c.inference.actors
+    return (
+        not c.start_learner
+        or rollout > c.rollout.actors
+        or inference > c.inference.actors
+        or bool(simulator_policies(c))
+    )
 
 
 async def wait_for_actors(

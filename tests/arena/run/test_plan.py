@@ -105,3 +105,37 @@ def test_the_learner_divides_by_the_sampling_temperature(
     assert config.sampling.temperature == temperature
     resolved = resolve_for_run(config, tmp_path)
     assert resolved.learner.loss.temperature == temperature
+
+
+def test_a_simulator_on_its_own_policy_is_awaited_and_shown_with_its_command(
+    tmp_path: Path,
+) -> None:
+    from arena.run.roster import expects_others, missing
+
+    config = load_run_config(
+        "configs/user_tool_use.yaml",
+        ["games.0.simulators.user.id=llm-user-v0", "games.0.simulators.user.policy=frozen"],
+    )
+    text = plan(config)
+    assert "user=simulator:llm-user-v0@frozen" in text
+    assert "policy:frozen for retail-v0.user: waits for it, not started here" in text
+    assert expects_others(config)
+    address = "ipc:///x/bus.sock"
+    actors = [
+        {"name": "learner", "kind": "learner", "services": ["learner"]},
+        {"name": "i", "kind": "inference", "services": ["policy:main", "policy:main:status"]},
+        {"name": "rollout-0", "kind": "rollout", "services": ["rollout"]},
+        {"name": "rollout-1", "kind": "rollout", "services": ["rollout"]},
+    ]
+    assert missing(config, actors, tmp_path, address) == [
+        "an inference actor serving policy:frozen (the simulator of retail-v0.user): "
+        f"arena inference --connect {address} --name frozen --model CHECKPOINT_OR_MODEL"
+    ]
+    served = {"name": "f", "kind": "inference", "services": ["policy:frozen"]}
+    assert missing(config, [*actors, served], tmp_path, address) == []
+    # the trained policy itself is no extra actor to wait for
+    main = load_run_config(
+        "configs/user_tool_use.yaml",
+        ["games.0.simulators.user.id=llm-user-v0", "games.0.simulators.user.policy=main"],
+    )
+    assert missing(main, actors, tmp_path, address) == [] and not expects_others(main)
