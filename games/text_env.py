@@ -94,6 +94,8 @@ class TextGame(AECEnv):
         "information": "perfect",
         "max_turns": 100,
         "strongest_bot": "random-v0",
+        # role games: the 0/1 ``infos[seat]["metrics"]`` that are a pass or a fail, for pass^k
+        "pass_metrics": (),
     }
     rules_text: ClassVar[str | None] = None
     """Rules shown to every seat; ``None`` means the game module's docstring."""

@@ -9,7 +9,9 @@ number, set when the game ends; the episode keeps it in ``stats["metrics"]``) is
 whose game reports none is logged and left out); for each (game, seat, metric) it reports the mean with a
 normal-approximation 95% interval.
 
-With ``tries`` > 1 every task (seed) is played ``tries`` times and a 0/1 metric is also reported
+With ``tries`` > 1 every task (seed) is played ``tries`` times, and each pass/fail metric (the
+0/1 metrics a game lists in ``metadata["pass_metrics"]``, such as retail's ``success``; never a
+count such as ``tool_calls``, even one that happens to be 0 or 1 every time) is also reported
 as pass^k for k = 1..tries: the chance that all k tries of a task succeed, estimated per task
 as C(successes, k) / C(tries, k) and averaged over tasks (tau-bench's estimator,
 :func:`arena.eval.pass_k.pass_hat_k`). Sample at a temperature above 0 for tries to differ.
@@ -151,7 +153,8 @@ async def evaluate_roles(
                 ci=interval(values),
                 episodes=len(values),
             )
-            if tries > 1 and len(values) == tasks * tries and set(values) <= {0.0, 1.0}:
+            passing = name in probe.metadata.get("pass_metrics", ())
+            if passing and tries > 1 and len(values) == tasks * tries:
                 by_task = {t: [v == 1.0 for v in values[t * tries : (t + 1) * tries]]
                            for t in range(tasks)}  # fmt: skip
                 result.pass_k = {k: pass_hat_k(by_task, k) for k in range(1, tries + 1)}

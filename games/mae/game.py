@@ -93,6 +93,7 @@ class ProposerSolverJudge(TextGame):
         "information": "hidden",
         "max_turns": 4,
         "strongest_bot": "mae-oracle-v0",
+        "pass_metrics": ("proposal_valid", "solver_accuracy"),
     }
 
     def __init__(

@@ -120,6 +120,7 @@ class PlannerExecutor(TextGame):
         "information": "hidden",
         "max_turns": 15,
         "strongest_bot": "planner-scripted-v0",
+        "pass_metrics": ("correct",),
     }
 
     def __init__(

@@ -107,6 +107,7 @@ class SearchSelfPlay(TextGame):
         "information": "hidden",
         "max_turns": 9,
         "strongest_bot": "search-scripted-v0",
+        "pass_metrics": ("valid", "validator_accuracy", "solver_accuracy"),
     }
 
     def __init__(

@@ -72,6 +72,26 @@ def test_pass_k_over_tries_of_each_task() -> None:
     assert result.pass_k == pytest.approx({1: 5 / 6, 2: 2 / 3, 3: 0.5})
 
 
+def test_pass_k_is_only_for_the_games_pass_fail_metrics() -> None:
+    from arena.play.episode import SimulatorSeat
+    from games.bots.retail import RetailAgentBot
+    from simulators.scripted_user import ScriptedUser
+
+    def retail(game_id, env, agent, seed) -> BotSeat | SimulatorSeat:
+        if agent == "user":
+            return SimulatorSeat(ScriptedUser(), "scripted-user-v0")
+        return BotSeat(RetailAgentBot(seed=seed), "retail-agent-v0")
+
+    results = asyncio.run(
+        evaluate_roles(retail, retail, "retail-v0", tasks=2, tries=2, simulated=["user"])
+    )
+    table = {r.metric: r for r in results}
+    assert table["success"].mean == 1.0 and table["success"].pass_k == {1: 1.0, 2: 1.0}
+    # a count is no pass or fail, even when it is 0 every time: no pass^k for it
+    assert table["tool_errors"].mean == 0.0 and table["tool_errors"].pass_k == {}
+    assert table["tool_calls"].pass_k == {}
+
+
 def test_bad_arguments_and_games_without_metrics() -> None:
     with pytest.raises(ValueError, match="tasks and tries must be >= 1"):
         asyncio.run(evaluate_roles(oracle, oracle, "mae-v0", tasks=0))
