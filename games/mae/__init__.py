@@ -2,7 +2,8 @@
 verifiable answers.
 
 - :mod:`games.mae.families`: the task families (``FAMILIES``), each a tiny problem language
-  whose parser computes the true answer;
+  whose parser computes the true answer: :mod:`games.mae.family` (what a family is),
+  :mod:`games.mae.arithmetic` and :mod:`games.mae.ordering`;
 - :mod:`games.mae.game`: :class:`ProposerSolverJudge`, the game (seats ``proposer``,
   ``solver_0..``, ``judge``).
 """
