@@ -126,7 +126,9 @@ class BatchConfig:
     policy: str | None = None
     """Train only on seats whose assigned policy has this name; None takes every trained seat."""
     max_staleness: int = 4
-    """A turn generated more than this many versions before the learner's is stale."""
+    """A turn generated more than this many versions before the learner's is stale. ``arena
+    train`` in async mode paces its rollouts so that none is; the learner still drops (or
+    down-weights) any that arrive, e.g. from actors started by hand that it does not pace."""
     stale_mode: str = "reject"
     """``reject`` drops stale turns; ``downweight`` scales their loss by stale_decay ** excess."""
     stale_decay: float = 0.5

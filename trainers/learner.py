@@ -541,8 +541,8 @@ def staleness_metrics(policy_versions: Sequence[int], version: int) -> dict[str,
     ``staleness_p50`` (the median) and ``staleness_max``. Every turn the step took counts,
     those the staleness bound then drops or down-weights included (``filtered/stale_*`` counts
     them). In sync mode every turn is 0 versions old; in async mode turns generated while the
-    learner trained are older (``arena train`` keeps each rollout actor at most
-    ``batch.max_staleness`` rounds ahead). Empty when there are no turns."""
+    learner trained are older (``arena train`` paces them to at most
+    ``batch.max_staleness`` versions). Empty when there are no turns."""
     if not policy_versions:
         return {}
     lags = version - np.asarray(policy_versions, dtype=np.float64)

@@ -374,6 +374,7 @@ class Directory:
             actor.security,
             actor.max_message_bytes,
             max(100, round(actor.heartbeat_interval * 1000)),
+            max(100, round(actor.heartbeat_timeout * 1000)),
         )
         loop = actor._running_loop()
         label = f"{actor.name}->{instance.name}"

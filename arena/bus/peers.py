@@ -142,13 +142,16 @@ class Peer:
         security: Security | None,
         max_message_bytes: int,
         heartbeat_ms: int,
+        timeout_ms: int | None = None,
     ) -> Peer:
         sock = context.socket(zmq.DEALER)
         configure_socket(sock, max_message_bytes)
         sock.setsockopt(zmq.ROUTING_ID, own_name.encode())
-        # ZMTP heartbeats notice a peer whose host vanished without closing the connection.
+        # ZMTP heartbeats notice a peer whose host vanished without closing the connection,
+        # after ``timeout_ms`` of silence (default 5 intervals): the bus's heartbeat timeout, so
+        # that a peer that is only slow (paused, swapping) counts as dead on neither path sooner
         sock.setsockopt(zmq.HEARTBEAT_IVL, heartbeat_ms)
-        sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, heartbeat_ms * 5)
+        sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, timeout_ms or heartbeat_ms * 5)
         if security is not None and instance.public_key:
             curve_client(sock, security, instance.public_key.encode())
         monitor = sock.get_monitor_socket(_CONNECTION_EVENTS)

@@ -159,38 +159,64 @@ class Collector:
 
 class CollectStream:
     """Async mode: every rollout actor on the bus collects order after order until
-    :meth:`stop`, each at most ``max_staleness`` rounds ahead of the learner's step. An actor
-    that joins gets orders from then on; one whose order fails is dropped until it is on the
-    bus again (restarted). Each order is an equal share of a step's groups among the actors
-    collecting at that moment, at least one group."""
+    :meth:`stop`. An actor that joins gets orders from then on; one whose order fails is dropped
+    until it is on the bus again (restarted). Each order is an equal share of a step's groups
+    among the actors collecting at that moment, at least one group.
+
+    The staleness bound ``max_staleness`` (eta) holds exactly, by pacing, not by dropping:
+
+    - **Admission** (as AReaL): an order of n episodes starts only while the episodes not yet
+      trained on (in flight, plus delivered but not taken by a step) stay within
+      (eta + 1) x ``episodes_per_step`` with it. With one batch trained per step this is AReaL's
+      "in flight + accepted <= (eta + version + 1) x batch"; counting what the steps actually
+      took keeps it from stalling when a step takes more than one batch.
+    - **No step outruns a straggler**: every order remembers the oldest policy version its turns
+      can have (the version the inference actors serve when it starts, :attr:`version`); the
+      coordinator asks :meth:`ready_for` before each step, which holds the step that would leave
+      an order in flight more than eta versions behind until that order is in.
+
+    So every trained turn is at most eta versions old, and none is dropped or down-weighted for
+    staleness; a slow actor slows the run instead. Dropping stale turns after the fact would
+    discard long episodes more often than short ones, biasing training toward short episodes.
+    """
 
     def __init__(
         self,
         collector: Collector,
         episodes_per_step: int,
         seed: int,
-        step: Callable[[], int],
+        version: Callable[[], Awaitable[int]],
         max_staleness: int,
         on_event: Callable[[str], None],
     ) -> None:
         self.collector = collector
+        self.episodes_per_step = episodes_per_step
         self.groups = max(1, episodes_per_step // collector.group_size)
         self.seed = seed
-        self.step = step
-        """The learner's current step (the bound on how far ahead an actor may run)."""
+        self.version = version
+        """The oldest policy version the inference actors serve now (an order's turns are at
+        least this new)."""
         self.max_staleness = max_staleness
         self.on_event = on_event
         self.replies: list[dict[str, Any]] = []
         """Collect replies not yet taken by a step (see :meth:`take`)."""
-        self._rounds: dict[str, int] = {}
-        """Per actor: rounds it may count against the staleness bound (a late joiner starts at
-        the current step, so the bound holds it from its first round)."""
+        self.in_flight: dict[int, tuple[int, int]] = {}
+        """Orders on their way: order number -> (episodes, the version when it started)."""
+        self.untrained = 0
+        """Episodes ordered and not yet taken by a step (in flight, or reported and waiting)."""
+        self._orders = 0
         self._issued: dict[str, int] = {}
         """Per actor: orders ever given (their seeds), kept across its restarts so that it never
         gets an order seed twice."""
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._stopped = asyncio.Event()
+        self._changed = asyncio.Event()
         self._last_actor = time.monotonic()
+
+    @property
+    def capacity(self) -> int:
+        """Most episodes that may be untrained at once: (eta + 1) x episodes_per_step."""
+        return (self.max_staleness + 1) * self.episodes_per_step
 
     @property
     def episodes(self) -> int:
@@ -200,7 +226,16 @@ class CollectStream:
     def take(self) -> list[dict[str, Any]]:
         """The replies since the last call (the learner takes every turn that reached it)."""
         taken, self.replies = self.replies, []
+        self.untrained -= sum(r["episodes"] for r in taken)
+        self._notify()
         return taken
+
+    def ready_for(self, version: int) -> bool:
+        """Whether a step may train at learner version ``version``: afterwards the learner is
+        at ``version + 1``, so no order still in flight may have started before
+        ``version + 1 - max_staleness``."""
+        oldest = min((v for _, v in self.in_flight.values()), default=None)
+        return oldest is None or version + 1 - oldest <= self.max_staleness
 
     async def run(self, poll: float = 1.0) -> None:
         """Find the rollout actors on the bus every ``poll`` seconds and keep one producer
@@ -213,7 +248,6 @@ class CollectStream:
                 names = []
             for name in names:
                 if name not in self._tasks or self._tasks[name].done():
-                    self._rounds.setdefault(name, self.step())
                     self._tasks[name] = asyncio.create_task(self._produce(name))
             if any(not t.done() for t in self._tasks.values()):
                 self._last_actor = time.monotonic()
@@ -232,22 +266,43 @@ class CollectStream:
     async def _produce(self, name: str) -> None:
         index = _index(name)
         while not self._stopped.is_set():
-            while self._rounds[name] - self.step() > self.max_staleness:
+            while True:  # admission: wait for a step to take episodes
+                active = sum(not t.done() for t in self._tasks.values())
+                episodes = max(1, self.groups // max(1, active)) * self.collector.group_size
+                if self.untrained + episodes <= max(self.capacity, episodes):
+                    break
+                await self._next_change(0.5)
                 if self._stopped.is_set():
                     return
-                await asyncio.sleep(0.1)
-            active = sum(not t.done() for t in self._tasks.values())
-            episodes = max(1, self.groups // max(1, active)) * self.collector.group_size
+            order = self._orders
+            self._orders += 1
+            self.untrained += episodes
+            self.in_flight[order] = (episodes, await self.version())
             issued = self._issued.get(name, 0)
             self._issued[name] = issued + 1
             seed = self.seed + index * 10**5 + issued
             try:
                 reply = await self.collector.order(name, episodes, seed)
             except BusError as err:
+                # The episodes it sent before it failed reach the next step uncounted here:
+                # admission may run ahead by that much, once per failure.
+                self.untrained -= episodes
                 self.on_event(f"{name} failed a collect ({err}); continuing without it")
                 return  # run() starts it again once it is on the bus again
-            self._rounds[name] += 1
+            finally:
+                del self.in_flight[order]
+                self._notify()
+            # what never came is not waiting to be trained: it frees its admission room
+            self.untrained -= episodes - reply["episodes"]
             self.replies.append(reply)
+
+    def _notify(self) -> None:
+        self._changed.set()
+
+    async def _next_change(self, timeout: float) -> None:
+        self._changed.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), timeout)
 
 
 def _index(name: str) -> int:

@@ -198,7 +198,8 @@ class RunConfig:
     """Seeds every actor (each adds its own offset)."""
     mode: str = "sync"
     """``sync``: generate, train, publish, repeat. ``async``: rollouts continue while the
-    learner trains, bounded by ``learner.batch.max_staleness`` versions."""
+    learner trains; no trained turn is more than ``learner.batch.max_staleness`` versions old
+    (paced at admission: :class:`arena.run.collection.CollectStream`)."""
     steps: int = 10
     """Learner steps to train."""
     model: str = "smollm2-135m"

@@ -14,8 +14,10 @@ bus:
   them and publishes new weights; the next step starts once every inference actor has applied
   them (:mod:`arena.run.weight_sync`).
 - **async:** rollout actors keep collecting (whole groups per order) while the learner trains;
-  a rollout actor waits while it is more than ``learner.batch.max_staleness`` steps ahead of the
-  learner, and the learner drops (or down-weights) turns older than that.
+  the staleness bound ``learner.batch.max_staleness`` is kept by pacing (:class:`CollectStream
+  <arena.run.collection.CollectStream>`): an order starts only while the untrained episodes stay
+  within (max_staleness + 1) batches, and a step waits for any order in flight that would
+  otherwise end up older than the bound, so no turn is dropped for staleness.
 
 Opponents: ``self-play`` (every seat trained), ``fixed`` (a reference bot on the other seats), or
 ``population`` (:mod:`arena.run.population`).
@@ -288,7 +290,7 @@ class RunCoordinator:
             self.collector,
             c.rollout.episodes_per_step,
             seed=(c.seed + 1) * 10**7,
-            step=lambda: self.step,
+            version=self.admission_version,
             max_staleness=c.learner.batch.max_staleness,
             on_event=self.log.event,
         )
@@ -297,7 +299,9 @@ class RunCoordinator:
             while self.step < c.steps:
                 t0 = time.monotonic()
                 await self._choose_opponent()
-                while stream.episodes < c.rollout.episodes_per_step:
+                while stream.episodes < c.rollout.episodes_per_step or not stream.ready_for(
+                    self.version
+                ):
                     if producing.done():
                         producing.result()  # raises why it stopped
                     await asyncio.sleep(0.1)
@@ -326,6 +330,11 @@ class RunCoordinator:
             stream.stop()
             producing.cancel()
         return consumed
+
+    async def admission_version(self) -> int:
+        """The oldest version a turn of an order starting now can have: what the inference
+        actors serve (never newer than the learner's)."""
+        return min(self.version, await self.weights.served_version())
 
     def _next_step(self, metrics: dict[str, Any] | None) -> int:
         """The learner's step count is the run's: it counts every batch, even one whose turns

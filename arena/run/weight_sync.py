@@ -43,6 +43,9 @@ class WeightSync:
         """Called with a line for the run's event log (a refused update)."""
         self.acks: dict[str, int] = {}
         """The version each inference actor last acknowledged applying."""
+        self.serving: dict[str, int] = {}
+        """The version each inference actor of this policy said it serves, at its last
+        announcement (applied or refused): see :meth:`served_version`."""
         self._applied = asyncio.Event()
         self.actor: Actor | None = None
         self.watchdog: Watchdog | None = None
@@ -58,8 +61,18 @@ class WeightSync:
         actor.subscribe("weights_ack.", self._on_ack)
         self.actor = actor
 
+    async def served_version(self) -> int:
+        """The oldest version an inference actor of this policy on the bus now serves, as far
+        as their announcements tell (one that has announced nothing yet serves the initial
+        weights: 0). Turns sampled from now on are at least this new."""
+        assert self.actor is not None
+        names = serving(await listing(self.actor), f"policy:{self.policy_name}:status")
+        return min((self.serving.get(name, 0) for name in names), default=0)
+
     def _on_ack(self, msg: Message) -> None:
         body = msg.body
+        if msg.topic == f"weights_ack.{self.policy_name}" and "serving" in body:
+            self.serving[str(body.get("actor"))] = int(body["serving"])
         if body.get("applied"):
             self.acks[body["actor"]] = int(body["version"])
             self._applied.set()

@@ -137,6 +137,23 @@ def test_a_collect_waits_for_a_rollout_actor_to_join(
     assert orders == [("rollout-0", {"op": "collect", "episodes": 4, "seed": 100})]
 
 
+def stream_of(collector: Collector, version: list[int], max_staleness: int = 2) -> CollectStream:
+    async def served() -> int:
+        return version[0]
+
+    return CollectStream(
+        collector, 8, seed=10**7, version=served, max_staleness=max_staleness,
+        on_event=lambda _: None,
+    )  # fmt: skip
+
+
+async def until(predicate, timeout: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.05)
+
+
 def test_async_collection_gives_orders_to_every_actor_on_the_bus_including_late_ones(
     broker: str,
 ) -> None:
@@ -148,28 +165,74 @@ def test_async_collection_gives_orders_to_every_actor_on_the_bus_including_late_
         for actor in (trainer, first):
             await actor.start()
         collector = Collector(trainer, lambda: rollout_actors(trainer), 3, lambda _: None)
-        stream = CollectStream(
-            collector, 8, seed=10**7, step=lambda: 0, max_staleness=2, on_event=lambda _: None
-        )
+        stream = stream_of(collector, [0])
         running = asyncio.create_task(stream.run(poll=0.1))
-        await asyncio.sleep(1.0)
+        # alone, one actor takes a whole step per order, until (2 + 1) x 8 episodes wait
+        await until(lambda: len(orders) == 3)
         late = fake_rollout(broker, "rollout-9", orders)
         await late.start()
         await asyncio.sleep(1.0)
+        assert len(orders) == 3 and stream.untrained == 24  # admission holds both
+        assert len(stream.take()) == 3 and stream.untrained == 0  # a step takes them
+        await until(lambda: stream.untrained == 24)
+        await asyncio.sleep(0.5)
         stream.stop()
         await asyncio.wait_for(running, 5)
         for actor in (late, first, trainer):
             await actor.close()
-        assert stream.episodes == sum(o["episodes"] for _, o in orders)
+        assert stream.episodes == sum(o["episodes"] for _, o in orders[3:]) == 24
 
     asyncio.run(scenario())
-    # Without a learner step, each actor runs max_staleness + 1 rounds ahead and then waits.
     by_actor = {
         name: [o["seed"] for n, o in orders if n == name] for name in ("rollout-4", "rollout-9")
     }
-    assert by_actor["rollout-4"] == [10**7 + 4 * 10**5 + r for r in range(3)]
-    assert by_actor["rollout-9"] == [10**7 + 9 * 10**5 + r for r in range(3)]
-    assert [o["episodes"] for n, o in orders][0] == 8  # alone, one actor takes a whole step
+    assert by_actor["rollout-4"][:3] == [10**7 + 4 * 10**5 + r for r in range(3)]
+    assert by_actor["rollout-9"][0] == 10**7 + 9 * 10**5  # the late joiner's first order
+    assert [o["episodes"] for _, o in orders[:3]] == [8, 8, 8]
+    assert {o["episodes"] for _, o in orders[3:]} == {4}  # two actors share each step's 8
+
+
+def test_no_step_leaves_an_order_in_flight_more_than_max_staleness_behind(broker: str) -> None:
+    orders: list[tuple[str, dict[str, Any]]] = []
+    release = asyncio.Event()
+
+    async def scenario() -> None:
+        trainer = Actor("trainer", broker, kind="trainer", heartbeat_interval=0.2)
+        fast = fake_rollout(broker, "rollout-0", orders)
+        reply = fake_rollout(broker, "rollout-1", orders)._services["rollout"]
+
+        async def held(msg: Message) -> dict[str, Any]:
+            await release.wait()  # a straggler: its first order takes as long as the test says
+            return reply(msg)
+
+        slow = Actor(
+            "rollout-1", broker, kind="rollout", services={"rollout": held}, heartbeat_interval=0.2
+        )
+        for actor in (trainer, slow):
+            await actor.start()
+        collector = Collector(trainer, lambda: rollout_actors(trainer), 3, lambda _: None)
+        version = [0]
+        stream = stream_of(collector, version, max_staleness=1)
+        running = asyncio.create_task(stream.run(poll=0.1))
+        await until(lambda: len(stream.in_flight) == 1)  # the straggler's order, 8 episodes
+        await fast.start()
+        # the slow actor's order started at version 0: steps at versions 0 (-> 1) may run,
+        # the step at version 1 (-> 2) would leave it 2 versions behind
+        assert stream.ready_for(0) and not stream.ready_for(1)
+        version[0] = 1
+        await until(lambda: stream.episodes >= 8)
+        stream.take()
+        assert not stream.ready_for(1)  # still held, however much the fast actor brings
+        release.set()
+        await until(lambda: stream.ready_for(1))
+        stream.stop()
+        await asyncio.wait_for(running, 5)
+        for actor in (slow, fast, trainer):
+            await actor.close()
+        # every order started at most (1 + 1) x 8 untrained episodes
+        assert stream.untrained <= 16
+
+    asyncio.run(scenario())
 
 
 def test_weight_sync_waits_for_the_inference_actors_on_the_bus_whatever_their_names(

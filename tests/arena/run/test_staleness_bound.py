@@ -1,0 +1,65 @@
+"""The staleness bound kept by pacing, end to end: an async ``arena train`` run with two rollout
+actors, one of them stopped (SIGSTOP) for a while mid-run, a straggler. The run waits for it
+instead of training ahead, so no trained turn is more than ``max_staleness`` versions old and
+none is dropped for staleness (before the pacing, the fast actor's episodes carried the learner
+on and the straggler's arrived too old, to be dropped).
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/run/test_staleness_bound.py`` (about two
+minutes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from pathlib import Path
+
+from tests.arena.commands.test_train import SMOKE, metrics, pids_of, run_dir_of, start, wait_for
+
+MAX_STALENESS = 1
+STEPS = 6
+
+
+def test_a_straggler_slows_the_run_and_no_turn_is_too_stale(tmp_path: Path) -> None:
+    proc = start(
+        "train",
+        SMOKE,
+        f"output_dir={tmp_path}",
+        "mode=async",
+        f"steps={STEPS}",
+        "checkpoint_every=100",
+        "rollout.actors=2",
+        f"learner.batch.max_staleness={MAX_STALENESS}",
+        "learner.batch.filter_zero_advantage=false",
+        "wait.report_every=2",
+        "bus.heartbeat_timeout=60",  # a stopped actor is slow, not dead
+    )
+    stopped: list[int] = []
+    try:
+        wait_for(lambda: (tmp_path / "smoke").exists(), 120, "the run never started")
+        run_dir = run_dir_of(tmp_path)
+        wait_for(lambda: len(metrics(run_dir)) >= 1, 300, "no step finished")
+        stopped = [
+            p
+            for p in pids_of("--index 1")
+            if str(run_dir) in Path(f"/proc/{p}/cmdline").read_text()
+        ]
+        os.kill(stopped[0], signal.SIGSTOP)
+        time.sleep(12)  # the other actor alone brings more than a step's episodes meanwhile
+        os.kill(stopped[0], signal.SIGCONT)
+        out, _ = proc.communicate(timeout=600)
+    finally:
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        proc.kill()
+    assert proc.returncode == 0, out[-3000:]
+    rows = metrics(run_dir)
+    assert [r["step"] for r in rows] == list(range(1, STEPS + 1))
+    for row in rows:
+        assert row["learner/staleness_max"] <= MAX_STALENESS, row
+        assert row.get("learner/filtered/stale_rejected", 0.0) == 0.0, row
+    events = (run_dir / "events.log").read_text()
+    assert "waiting for rollout-1's" in events  # the wait was reported, naming the straggler
