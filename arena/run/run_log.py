@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -188,16 +189,45 @@ class RunLog:
     def finish(self, summary: str, *, episodes_per_s: float, mode: str) -> None:
         self.console.print(summary)
         self.console.print(f"{mode} mode: {episodes_per_s:.3f} episodes/s over the training steps")
+        staleness = self.staleness()
+        if staleness:
+            self.console.print(
+                f"staleness of the trained turns: p50 {staleness['staleness_p50']:g} (median "
+                f"over the steps), max {staleness['staleness_max']:g} versions; dropped for "
+                f"staleness {staleness['stale_rejected']:g}, down-weighted "
+                f"{staleness['stale_downweighted']:g}"
+            )
         self._append(
             "run_summary.jsonl",
             {
                 "mode": mode,
                 "episodes_per_s": episodes_per_s,
                 "wall_s": time.monotonic() - self._started,
+                **staleness,
             },
         )
         if self._tb is not None:
             self._tb.close()
+
+    def staleness(self) -> dict[str, float]:
+        """The staleness of the run's trained turns, from ``metrics.jsonl``: the median of the
+        steps' p50s, the largest max, and the turns dropped or down-weighted for staleness
+        (empty before any step)."""
+        path = self.run_dir / "metrics.jsonl"
+        rows = [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+        rows = [r for r in rows if "learner/staleness_max" in r]
+        if not rows:
+            return {}
+        return {
+            "staleness_p50": float(statistics.median(r["learner/staleness_p50"] for r in rows)),
+            "staleness_max": float(max(r["learner/staleness_max"] for r in rows)),
+            "stale_rejected": float(
+                sum(r.get("learner/filtered/stale_rejected", 0.0) for r in rows)
+            ),
+            "stale_downweighted": float(
+                sum(r.get("learner/filtered/stale_downweighted", 0.0) for r in rows)
+            ),
+        }
 
     def _append(self, name: str, row: dict[str, Any]) -> None:
         with open(self.run_dir / name, "a") as out:

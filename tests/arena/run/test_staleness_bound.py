@@ -11,6 +11,7 @@ minutes).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import time
@@ -63,3 +64,28 @@ def test_a_straggler_slows_the_run_and_no_turn_is_too_stale(tmp_path: Path) -> N
         assert row.get("learner/filtered/stale_rejected", 0.0) == 0.0, row
     events = (run_dir / "events.log").read_text()
     assert "waiting for rollout-1's" in events  # the wait was reported, naming the straggler
+    (summary,) = [json.loads(x) for x in (run_dir / "run_summary.jsonl").read_text().splitlines()]
+    assert summary["staleness_max"] <= MAX_STALENESS and summary["stale_rejected"] == 0.0
+    assert "staleness of the trained turns: p50" in out
+
+
+def test_the_run_summary_aggregates_the_steps_staleness(tmp_path: Path) -> None:
+    from arena.run.config import load_run_config
+    from arena.run.run_log import RunLog
+
+    log = RunLog(tmp_path, load_run_config(SMOKE, []))
+    assert log.staleness() == {}
+    rows = [
+        {"step": 1, "learner/staleness_p50": 0.0, "learner/staleness_max": 1.0},
+        {"step": 2, "learner/staleness_p50": 1.0, "learner/staleness_max": 3.0,
+         "learner/filtered/stale_rejected": 2.0},
+        {"step": 3, "learner/staleness_p50": 2.0, "learner/staleness_max": 2.0,
+         "learner/filtered/stale_downweighted": 1.0},
+    ]  # fmt: skip
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert log.staleness() == {
+        "staleness_p50": 1.0,
+        "staleness_max": 3.0,
+        "stale_rejected": 2.0,
+        "stale_downweighted": 1.0,
+    }
