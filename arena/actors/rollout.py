@@ -4,6 +4,7 @@ A rollout actor is a bus actor named ``rollout-<i>`` that serves ``rollout`` req
 coordinator of ``arena train``::
 
     {"op": "collect", "episodes": 16, "seed": 1234, "group_size": 4,   # group_size: default 1
+     "lease": "rollout-3-1234",                                  # optional: the job's id
      "opponent": {"policy": "pool", "label": "pool@step-4"}}     # population mode only
       -> {"episodes": 16, "failed": 0, "seconds": 3.2, "stats": {...}, "transcript": {...} | None}
 
@@ -16,8 +17,12 @@ opponent, and differ only by what the policy samples. Their turns share a group 
 A group's finished episodes are sent to the learner back to back once the whole group is
 played, so that a learner step in between (async mode) does not split it (short of one that
 falls in that very instant; sync mode steps only after the collect). Episode ids are
-``rollout-<i>-<order seed>-<index>``: unique for any order size, as long as the coordinator
-never gives one actor the same order seed twice.
+``<lease>-<index>``, the lease defaulting to ``rollout-<i>-<order seed>``: unique for any order
+size, as long as the coordinator never gives one actor the same order seed twice. An order is
+a job: given again (the same seed, size and lease) to any rollout actor, it plays the same
+games under the same episode ids, so the learner trains on whichever copy of an episode comes
+first and drops the others as duplicates (:mod:`arena.run.collection` re-leases the jobs of
+an actor that died or overran its lease).
 
 It fills the seats with a :class:`~arena.play.seating.SeatFactory`, plays up to ``concurrency``
 episodes at once on asyncio (their generation requests batch together in the inference actors),
@@ -109,8 +114,15 @@ class RolloutActor:
         count, seed = int(body["episodes"]), int(body["seed"])
         group_size = int(body.get("group_size", 1))
         opponent = body.get("opponent")
+        lease = body.get("lease")
+        if lease is not None and not isinstance(lease, str):
+            raise ValueError(f"lease must be a string, got {lease!r}")
         return await self.collect(
-            count, seed, Opponent(**opponent) if opponent else None, group_size=group_size
+            count,
+            seed,
+            Opponent(**opponent) if opponent else None,
+            group_size=group_size,
+            lease=lease,
         )
 
     def plan(self, count: int, seed: int, group_size: int = 1) -> list[tuple[str, int]]:
@@ -133,11 +145,19 @@ class RolloutActor:
         return plans
 
     async def collect(
-        self, count: int, seed: int, opponent: Opponent | None = None, *, group_size: int = 1
+        self,
+        count: int,
+        seed: int,
+        opponent: Opponent | None = None,
+        *,
+        group_size: int = 1,
+        lease: str | None = None,
     ) -> dict[str, Any]:
         """Play ``count`` episodes in groups of ``group_size``, send each group's to the
-        learner once the group is done, and summarize them."""
+        learner once the group is done, and summarize them. Episodes are named
+        ``<lease>-<index>`` (default lease: ``<actor name>-<seed>``)."""
         plans = self.plan(count, seed, group_size)
+        lease = lease or f"{self.name}-{seed}"
         limit = asyncio.Semaphore(self.concurrency)
         started = time.monotonic()
 
@@ -153,7 +173,7 @@ class RolloutActor:
                         game_id,
                         seats,
                         seed=episode_seed,
-                        episode_id=f"{self.name}-{seed}-{index}",
+                        episode_id=f"{lease}-{index}",
                     )
                 except EpisodeError as err:
                     self.counters["episodes_failed"] += 1

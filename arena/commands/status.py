@@ -70,4 +70,20 @@ def format_table(actors: list[dict[str, Any]]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)) for r in rows]
     lines.append(f"{len(actors)} actors")
+    lines += run_state(actors)
     return "\n".join(line.rstrip() for line in lines)
+
+
+def run_state(actors: list[dict[str, Any]]) -> list[str]:
+    """What the trainer of a run (``arena train``) says of it: the leases of its episode jobs
+    and the long waits it is in, with their diagnosis (:mod:`arena.run.watch`)."""
+    lines = []
+    for actor in actors:
+        status = actor.get("status") or {}
+        leases = status.get("leases")
+        if isinstance(leases, dict):
+            counts = ", ".join(f"{k.replace('_', '-')} {v}" for k, v in leases.items())
+            lines.append(f"{actor['name']}: episode jobs {counts}")
+        for line in status.get("waiting") or []:
+            lines.append(f"{actor['name']}: {line}")
+    return lines

@@ -7,10 +7,18 @@ next collect after it registers (:mod:`arena.run.directory`). A run may start no
 
 Collects come in whole groups of ``rollout.group_size`` episodes: the groups of a collect are
 split over the actors, and no group is ever split between two of them, since only the episodes
-of one order share a seed (and so a group id). An actor's failed episodes are ordered again
-from it as fresh groups (a new seed), rounded up to whole groups: the partial groups already
-sent still compare their surviving attempts. The share of an actor whose order failed goes back
-to it if it is on the bus again (restarted), else it is split over the actors that are.
+of one order share a seed (and so a group id).
+
+Every order is a **lease** of a job (its seed, size and a lease id that names its episodes,
+:mod:`arena.actors.rollout`). When the actor holding it dies, or the lease runs past
+``rollout.lease_timeout`` (a straggler), the same job is leased again: to another actor on the
+bus if there is one, else to the same one once it is back (restarted). The job replays the
+same games under the same episode ids, so the episodes the first holder had already sent and
+their new copies are the same ids: the learner trains on each once and drops the rest as
+duplicates (``rejected_duplicate``). A straggler is not stopped; its late copies are dropped the
+same way. Episodes that failed inside a finished order (an episode error) are ordered again as
+fresh groups (a new seed), rounded up to whole groups. :class:`Leases` counts it all (metrics
+``leases/*``, and ``arena status`` on the trainer).
 
 In async mode, :class:`CollectStream` keeps every rollout actor collecting, order after order.
 """
@@ -21,6 +29,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from arena.bus import Actor, BusError
@@ -45,8 +54,34 @@ def fixed(count: int) -> Discover:
     return discover
 
 
+@dataclass
+class Leases:
+    """How leased jobs went, since the run started."""
+
+    leased: int = 0
+    """Orders given, re-leases included."""
+    completed: int = 0
+    """Orders answered."""
+    re_leased: int = 0
+    """Jobs given again after their holder died or overran ``rollout.lease_timeout``."""
+
+    def as_dict(self) -> dict[str, int]:
+        return {"leased": self.leased, "completed": self.completed, "re_leased": self.re_leased}
+
+
+@dataclass
+class Job:
+    """One order's work: ``episodes`` from ``seed``, named after ``lease``, held by ``holder``."""
+
+    seed: int
+    episodes: int
+    lease: str
+    holder: str
+
+
 class Collector:
-    """Splits collects over the rollout actors present at the time and re-orders failed shares."""
+    """Splits collects over the rollout actors present at the time, leases each share as a job,
+    and leases a job again when its holder dies or overruns."""
 
     def __init__(
         self,
@@ -57,6 +92,7 @@ class Collector:
         group_size: int = 1,
         *,
         wait_timeout: float = 600.0,
+        lease_timeout: float = 3600.0,
     ) -> None:
         self.actor = actor
         self.discover: Discover = fixed(actors) if isinstance(actors, int) else actors
@@ -73,6 +109,9 @@ class Collector:
         """Seconds a collect waits for a rollout actor when there is none on the bus."""
         self.opponent: dict[str, str] | None = None
         """Population mode: who fills the untrained seats (sent with every order)."""
+        self.lease_timeout = lease_timeout
+        """Seconds an order may take before its job is leased to another actor."""
+        self.leases = Leases()
 
     def shares(self, total: int, actors: int | None = None) -> list[int]:
         """Episodes per actor, for ``actors`` actors (default: the fixed number given):
@@ -101,34 +140,62 @@ class Collector:
             await asyncio.sleep(0.5)
 
     async def collect(self, total: int, seed: int) -> dict[str, Any]:
-        """``total`` episodes split over the rollout actors on the bus; a failed share is
-        ordered again (``max_restarts`` times at most), from the same actor if it is there."""
+        """``total`` episodes split over the rollout actors on the bus, one job each. A job
+        whose holder failed is leased again (``max_restarts`` times at most); an order's failed
+        episodes are ordered again as fresh groups."""
         names = await self.present()
-        pending = dict(zip(names, self.shares(total, len(names)), strict=True))
+        jobs = self.jobs(dict(zip(names, self.shares(total, len(names)), strict=True)), seed)
         replies = []
         for attempt in range(self.max_restarts + 1):
-            orders = [(name, s) for name, s in pending.items() if s > 0]
             results = await asyncio.gather(
-                # One actor never gets an order seed twice (the coordinator's seeds are 100
-                # apart per step), and episode ids name the actor and the order seed.
-                *(self.order(name, s, seed + attempt * 10 + _index(name)) for name, s in orders),
-                return_exceptions=True,
+                *(self.run_job(job) for job in jobs), return_exceptions=True
             )
+            lost: list[tuple[Job, BaseException]] = []
             again: dict[str, int] = {}
-            for (name, s), result in zip(orders, results, strict=True):
+            for job, result in zip(jobs, results, strict=True):
                 if isinstance(result, BaseException):
-                    self.on_event(f"{name} failed its collect ({result}); re-queueing {s} episodes")
-                    again[name] = s
-                elif result["failed"]:
-                    replies.append(result)
-                    again[name] = -(-result["failed"] // self.group_size) * self.group_size
-                else:
-                    replies.append(result)
-            if not again or attempt == self.max_restarts:
+                    lost.append((job, result))
+                    continue
+                replies.append(result)
+                if result["failed"]:
+                    again[job.holder] = -(-result["failed"] // self.group_size) * self.group_size
+            if not (lost or again) or attempt == self.max_restarts:
                 break
             await asyncio.sleep(RETRY_DELAY)
-            pending = self.reassign(again, await self.present())
+            present = await self.present()
+            jobs = [self.release(job, err, present) for job, err in lost]
+            # one actor never gets an order seed twice (the coordinator's seeds are 100 apart
+            # per step): fresh groups take the next attempt's seeds
+            jobs += self.jobs(self.reassign(again, present), seed + (attempt + 1) * 10)
         return merge_collects(replies)
+
+    def jobs(self, shares: dict[str, int], seed: int) -> list[Job]:
+        """A job per actor with a share, seeded ``seed`` + its index."""
+        out = []
+        for name, episodes in shares.items():
+            if episodes > 0:
+                job_seed = seed + _index(name)
+                out.append(Job(job_seed, episodes, f"{name}-{job_seed}", name))
+        return out
+
+    def release(self, job: Job, error: BaseException, present: list[str]) -> Job:
+        """Lease ``job`` again, to another actor on the bus when there is one (the holder may
+        still be listed while it restarts, or be busy with the job if it merely overran), else
+        to the holder, back on the bus."""
+        others = [n for n in present if n != job.holder] or present
+        holder = others[self.leases.re_leased % len(others)]
+        self.leases.re_leased += 1
+        self.on_event(
+            f"{job.holder} did not finish job {job.lease} ({error}); leasing it to {holder}"
+        )
+        return Job(job.seed, job.episodes, job.lease, holder)
+
+    async def run_job(self, job: Job) -> dict[str, Any]:
+        """Order ``job`` from its holder; raises :class:`BusError` when the holder dies or the
+        lease times out."""
+        reply = await self.order(job.holder, job.episodes, job.seed, lease=job.lease)
+        self.leases.completed += 1
+        return reply
 
     def reassign(self, again: dict[str, int], present: list[str]) -> dict[str, int]:
         """Shares to order again: each stays with its actor if that one is on the bus, and
@@ -140,15 +207,20 @@ class Collector:
                 pending[name] = pending.get(name, 0) + s
         return pending
 
-    async def order(self, name: str, episodes: int, seed: int) -> dict[str, Any]:
+    async def order(
+        self, name: str, episodes: int, seed: int, lease: str | None = None
+    ) -> dict[str, Any]:
         """One collect order to rollout actor ``name`` (``episodes`` a multiple of the group
-        size); returns its reply."""
+        size), timed out after ``lease_timeout``; returns its reply."""
         order: dict[str, Any] = {"op": "collect", "episodes": episodes, "seed": seed}
+        if lease is not None:
+            order["lease"] = lease
+        self.leases.leased += 1
         if self.group_size > 1:
             order["group_size"] = self.group_size
         if self.opponent is not None:
             order["opponent"] = self.opponent
-        request = self.actor.request(order, dst=name, service="rollout", timeout=3600)
+        request = self.actor.request(order, dst=name, service="rollout", timeout=self.lease_timeout)
         if self.watchdog is None:
             return (await request).body
         async with self.watchdog.waiting(
@@ -160,7 +232,8 @@ class Collector:
 class CollectStream:
     """Async mode: every rollout actor on the bus collects order after order until
     :meth:`stop`. An actor that joins gets orders from then on; one whose order fails is dropped
-    until it is on the bus again (restarted). Each order is an equal share of a step's groups
+    until it is on the bus again (restarted), and its job is leased again to the next actor that
+    looks (not to the same one if it merely overran its lease). Each order is an equal share of a step's groups
     among the actors collecting at that moment, at least one group.
 
     The staleness bound ``max_staleness`` (eta) holds exactly, by pacing, not by dropping:
@@ -208,6 +281,8 @@ class CollectStream:
         self._issued: dict[str, int] = {}
         """Per actor: orders ever given (their seeds), kept across its restarts so that it never
         gets an order seed twice."""
+        self._requeue: list[tuple[Job, int, str | None]] = []
+        """Jobs to lease again: (job, the version it started at, an actor not to give it to)."""
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._stopped = asyncio.Event()
         self._changed = asyncio.Event()
@@ -264,37 +339,55 @@ class CollectStream:
             task.cancel()
 
     async def _produce(self, name: str) -> None:
-        index = _index(name)
         while not self._stopped.is_set():
-            while True:  # admission: wait for a step to take episodes
-                active = sum(not t.done() for t in self._tasks.values())
-                episodes = max(1, self.groups // max(1, active)) * self.collector.group_size
-                if self.untrained + episodes <= max(self.capacity, episodes):
-                    break
-                await self._next_change(0.5)
-                if self._stopped.is_set():
-                    return
+            job, version = self._requeued(name) or await self._admit(name) or (None, 0)
+            if job is None:
+                return  # stopped while waiting for room
             order = self._orders
             self._orders += 1
-            self.untrained += episodes
-            self.in_flight[order] = (episodes, await self.version())
-            issued = self._issued.get(name, 0)
-            self._issued[name] = issued + 1
-            seed = self.seed + index * 10**5 + issued
+            self.in_flight[order] = (job.episodes, version)
             try:
-                reply = await self.collector.order(name, episodes, seed)
+                reply = await self.collector.run_job(job)
             except BusError as err:
-                # The episodes it sent before it failed reach the next step uncounted here:
-                # admission may run ahead by that much, once per failure.
-                self.untrained -= episodes
-                self.on_event(f"{name} failed a collect ({err}); continuing without it")
+                # the job stays admitted, and keeps the version it started at: the next
+                # producer to look leases it again (not its straggling holder, if it overran)
+                overran = err.code == "timeout"
+                self._requeue.append((job, version, name if overran else None))
+                self.collector.leases.re_leased += 1
+                self.on_event(f"{name} did not finish job {job.lease} ({err}); leasing it again")
                 return  # run() starts it again once it is on the bus again
             finally:
                 del self.in_flight[order]
                 self._notify()
             # what never came is not waiting to be trained: it frees its admission room
-            self.untrained -= episodes - reply["episodes"]
+            self.untrained -= job.episodes - reply["episodes"]
             self.replies.append(reply)
+
+    def _requeued(self, name: str) -> tuple[Job, int] | None:
+        """A job to lease again, if one waits that ``name`` may take."""
+        for i, (job, version, not_for) in enumerate(self._requeue):
+            if not_for != name:
+                del self._requeue[i]
+                return Job(job.seed, job.episodes, job.lease, name), version
+        return None
+
+    async def _admit(self, name: str) -> tuple[Job, int] | None:
+        """A new job for ``name``, once admission has room for it (None when stopped)."""
+        while True:
+            active = sum(not t.done() for t in self._tasks.values())
+            episodes = max(1, self.groups // max(1, active)) * self.collector.group_size
+            if self.untrained + episodes <= max(self.capacity, episodes):
+                break
+            await self._next_change(0.5)
+            if self._stopped.is_set():
+                return None
+            if any(not_for != name for _, _, not_for in self._requeue):
+                return self._requeued(name)
+        self.untrained += episodes
+        issued = self._issued.get(name, 0)
+        self._issued[name] = issued + 1
+        seed = self.seed + _index(name) * 10**5 + issued
+        return Job(seed, episodes, f"{name}-{seed}", name), await self.version()
 
     def _notify(self) -> None:
         self._changed.set()

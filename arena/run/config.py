@@ -71,7 +71,10 @@ class RolloutConfig:
     penalty of the game itself comes on top)."""
     max_restarts: int = 3
     """Times the launcher restarts a crashed rollout actor before the run fails (and times a
-    collect re-orders the share of an actor that failed it)."""
+    collect leases again the job of an actor that failed it)."""
+    lease_timeout: float = 3600.0
+    """Seconds an order (a leased job) may take before the job is leased to another rollout
+    actor; the straggler's late episodes are then dropped by the learner as duplicates."""
 
 
 @dataclass

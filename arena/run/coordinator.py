@@ -144,8 +144,12 @@ class RunCoordinator:
             self.log.event,
             c.rollout.group_size,
             wait_timeout=c.wait.timeout,
+            lease_timeout=c.rollout.lease_timeout,
         )
         self.watchdog = Watchdog(self.log.event, lambda: listing(actor), c.wait.report_every)
+        # what `arena status` shows of the run: its long waits and how its leases went
+        actor.status["waiting"] = self.watchdog.current
+        actor.status["leases"] = self.collector.leases.as_dict
         self.collector.watchdog = self.watchdog
         self.weights.watchdog = self.watchdog
         self.population = Population(c, self.run_dir, actor, self.weights)
@@ -279,6 +283,7 @@ class RunCoordinator:
                 collect_s=t_collect,
                 train_s=t_train,
                 learner_version=sampled_with,
+                leases=self.collector.leases.as_dict(),
             )
             await self._periodic()
         return episodes
@@ -324,6 +329,7 @@ class RunCoordinator:
                     train_s=time.monotonic() - t0 - t_wait,
                     learner_version=sampled_with,
                     overlapped=True,
+                    leases=self.collector.leases.as_dict(),
                 )
                 await self._periodic()
         finally:

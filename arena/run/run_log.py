@@ -78,9 +78,11 @@ class RunLog:
         train_s: float,
         learner_version: int,
         overlapped: bool = False,
+        leases: dict[str, int] | None = None,
     ) -> None:
         """Log one step. ``collected`` summarizes the episodes it consumed; in ``overlapped``
-        (async) mode they were generated over the whole step, training time included."""
+        (async) mode they were generated over the whole step, training time included.
+        ``leases`` are the run's lease counters so far (``leases/*``)."""
         seconds = collect_s + train_s
         generating = seconds if overlapped else collect_s or collected["seconds"]
         row = {
@@ -98,6 +100,7 @@ class RunLog:
             **{f"reward/{k}": v for k, v in collected["reward"].items()},
             **{f"invalid_rate/{k}": v for k, v in collected["invalid_rate"].items()},
             **{f"learner/{k}": v for k, v in metrics.items() if isinstance(v, (int, float))},
+            **{f"leases/{k}": v for k, v in (leases or {}).items()},
         }
         self._append("metrics.jsonl", row)
         for key, value in row.items():

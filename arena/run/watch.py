@@ -9,7 +9,9 @@ waiting for and the state of the actors it waits on, as the broker's directory k
     collect 3: waiting for rollout-1's 8 episodes for 30 s; rollout-1 last heartbeat 29 s ago
 
 A stopped or wedged actor therefore shows by name in the console and in ``events.log`` long
-before the bound ends the run with an error; ``arena status`` shows the same heartbeat ages.
+before the bound ends the run with an error. The waits reported and not yet over are also the
+trainer's ``waiting`` status (:meth:`Watchdog.current`), which ``arena status`` prints under
+the actor table, so the diagnosis of a live run is one command away.
 """
 
 from __future__ import annotations
@@ -48,20 +50,27 @@ class Watchdog:
         self.report = report
         self.listing = listing
         self.every = every
+        self._current: dict[int, str] = {}
+
+    def current(self) -> list[str]:
+        """The latest report of every wait that has been reported and is not over yet."""
+        return list(self._current.values())
 
     @contextlib.asynccontextmanager
     async def waiting(self, what: str, on: Sequence[str]) -> AsyncIterator[None]:
         """Report ``what`` and the state of the actors ``on`` every ``every`` seconds until the
         block ends."""
-        task = asyncio.create_task(self._watch(what, list(on)))
+        key = id(object())
+        task = asyncio.create_task(self._watch(key, what, list(on)))
         try:
             yield
         finally:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+            self._current.pop(key, None)
 
-    async def _watch(self, what: str, on: list[str]) -> None:
+    async def _watch(self, key: int, what: str, on: list[str]) -> None:
         started = time.monotonic()
         while True:
             await asyncio.sleep(self.every)
@@ -69,4 +78,6 @@ class Watchdog:
                 state = diagnosis(await self.listing(), on)
             except BusError as err:
                 state = f"the broker does not answer ({err})"
-            self.report(f"{what} for {time.monotonic() - started:.0f} s; {state}")
+            line = f"{what} for {time.monotonic() - started:.0f} s; {state}"
+            self._current[key] = line
+            self.report(line)

@@ -218,6 +218,7 @@ MALFORMED = [
     {"op": "collect", "episodes": 2, "seed": 1, "opponent": {"policy": "pool"}},  # no label
     {"op": "collect", "episodes": 6, "seed": 1, "group_size": 4},  # not whole groups
     {"op": "collect", "episodes": 2, "seed": 1, "group_size": 0},  # no group
+    {"op": "collect", "episodes": 2, "seed": 1, "lease": 7},  # a lease that is no name
 ]
 
 
@@ -236,6 +237,12 @@ def test_malformed_orders_get_errors_and_the_actor_keeps_serving(
             assert reply["episodes"] == 2 and reply["failed"] == 0
             # Nothing was played for the refused orders.
             assert sorted(e.id for e in got) == ["rollout-0-5-0", "rollout-0-5-1"]
+            # a job leased again names its episodes after its lease, whoever plays it
+            again = {"op": "collect", "episodes": 2, "seed": 5, "lease": "rollout-3-5"}
+            assert (await w.collect(again))["episodes"] == 2
+            replayed = [e for e in await w.settle(4) if e not in got]
+            assert sorted(e.id for e in replayed) == ["rollout-3-5-0", "rollout-3-5-1"]
+            assert [e.game for e in replayed] == [e.game for e in got]
 
     asyncio.run(scenario())
 

@@ -134,7 +134,9 @@ def test_a_collect_waits_for_a_rollout_actor_to_join(
         await trainer.close()
 
     asyncio.run(scenario())
-    assert orders == [("rollout-0", {"op": "collect", "episodes": 4, "seed": 100})]
+    assert orders == [
+        ("rollout-0", {"op": "collect", "episodes": 4, "seed": 100, "lease": "rollout-0-100"})
+    ]
 
 
 def stream_of(collector: Collector, version: list[int], max_staleness: int = 2) -> CollectStream:
@@ -233,6 +235,57 @@ def test_no_step_leaves_an_order_in_flight_more_than_max_staleness_behind(broker
         assert stream.untrained <= 16
 
     asyncio.run(scenario())
+
+
+def hanging_rollout(address: str, name: str, orders: list[tuple[str, dict[str, Any]]]) -> Actor:
+    """A rollout actor that takes orders and never answers (dead to the collector once it is
+    closed; a straggler while it is open)."""
+
+    async def collect(msg: Message) -> dict[str, Any]:
+        orders.append((name, msg.body))
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    return Actor(
+        name, address, kind="rollout", services={"rollout": collect}, heartbeat_interval=0.2
+    )
+
+
+@pytest.mark.parametrize("how", ["dies", "overruns"])
+def test_a_job_whose_holder_dies_or_overruns_is_leased_again_whole(broker: str, how: str) -> None:
+    orders: list[tuple[str, dict[str, Any]]] = []
+    events: list[str] = []
+
+    async def scenario() -> dict[str, Any]:
+        trainer = Actor("trainer", broker, kind="trainer", heartbeat_interval=0.2)
+        good = fake_rollout(broker, "rollout-0", orders)
+        bad = hanging_rollout(broker, "rollout-1", orders)
+        for actor in (trainer, good, bad):
+            await actor.start()
+        collector = Collector(
+            trainer,
+            lambda: rollout_actors(trainer),
+            3,
+            events.append,
+            lease_timeout=60 if how == "dies" else 1.5,
+        )
+        collect = asyncio.create_task(collector.collect(8, seed=100))
+        await until(lambda: len(orders) == 2)
+        if how == "dies":
+            await bad.close()
+        result = await asyncio.wait_for(collect, 30)
+        for actor in (good, trainer) if how == "dies" else (bad, good, trainer):
+            await actor.close()
+        return {"result": result, "leases": collector.leases.as_dict()}
+
+    out = asyncio.run(scenario())
+    first = {"op": "collect", "episodes": 4, "seed": 101, "lease": "rollout-1-101"}
+    assert ("rollout-1", first) in orders
+    # the same job (seed, size, lease: so the same episode ids) goes to the live actor
+    assert orders[-1] == ("rollout-0", first)
+    assert out["result"]["episodes"] == 8
+    assert out["leases"] == {"leased": 3, "completed": 2, "re_leased": 1}
+    assert any("leasing it to rollout-0" in e for e in events), events
 
 
 def test_weight_sync_waits_for_the_inference_actors_on_the_bus_whatever_their_names(
