@@ -13,6 +13,8 @@ import asyncio
 import contextlib
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 from arena.bus import BusError
@@ -44,8 +46,21 @@ def test_the_watchdog_reports_while_the_wait_lasts_and_stops_after() -> None:
             await asyncio.sleep(0.18)
         await asyncio.sleep(0.15)  # no report once the block has ended
 
+    seen: list[list[str]] = []
+
+    async def main_watching_current() -> None:
+        watchdog = Watchdog(reports.append, listing, every=0.05)
+        async with watchdog.waiting("step 7: waiting for weights v2", ["inference-0"]):
+            await asyncio.sleep(0.12)
+            seen.append(watchdog.current())
+        seen.append(watchdog.current())
+
     asyncio.run(main())
     assert len(reports) == 3, reports
+    asyncio.run(main_watching_current())
+    # while the wait lasts its latest report is current (what `arena status` shows), then not
+    assert seen[0] == [reports[-1]] and seen[1] == []
+    del reports[3:]
     assert reports[0].startswith("step 7: waiting for weights v2 for 0 s; inference-0 serves v1")
 
     async def broken() -> list[dict]:
@@ -86,6 +101,13 @@ def test_a_stopped_rollout_actor_is_named_and_the_run_recovers(tmp_path: Path) -
             60,
             "the stopped rollout actor was never named",
         )
+        # `arena status` shows the same diagnosis for the live run
+        status = subprocess.run(
+            [sys.executable, "-m", "arena", "status", f"ipc://{run_dir.resolve()}/bus.sock"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         os.kill(stopped[0], signal.SIGCONT)
         out, _ = proc.communicate(timeout=600)
     finally:
@@ -95,6 +117,10 @@ def test_a_stopped_rollout_actor_is_named_and_the_run_recovers(tmp_path: Path) -
         proc.kill()
     assert proc.returncode == 0, out[-3000:]
     assert [r["step"] for r in metrics(run_dir)] == [1, 2, 3]
+    assert status.returncode == 0, status.stderr
+    waits = [x for x in status.stdout.splitlines() if x.startswith("trainer: collect")]
+    assert waits and "waiting for rollout-0's" in waits[0] and "last heartbeat" in waits[0]
+    assert "trainer: episode jobs leased " in status.stdout
     line = next(x for x in events.read_text().splitlines() if "rollout-0 last heartbeat" in x)
     assert "waiting for rollout-0's" in line
     age = int(line.rsplit("last heartbeat ", 1)[1].split()[0])

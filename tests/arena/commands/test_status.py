@@ -1,0 +1,55 @@
+"""``arena status``'s table and what it says of a run (the trainer's leases and long waits).
+
+The command itself runs against live runs in tests/arena/run/test_watch.py (a stopped rollout
+actor is named) and tests/arena/bus/test_direct.py.
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/commands/test_status.py``.
+"""
+
+from __future__ import annotations
+
+from arena.commands.status import format_table, run_state
+
+TRAINER = {
+    "name": "trainer",
+    "kind": "trainer",
+    "host": "node-a",
+    "pid": 7,
+    "services": [],
+    "last_heartbeat": 0.4,
+    "status": {
+        "load": 0,
+        "leases": {"leased": 9, "completed": 7, "re_leased": 2},
+        "waiting": ["collect (seed 101): waiting for rollout-1's 8 episodes for 31 s; x"],
+    },
+}
+ROLLOUT = {
+    "name": "rollout-1",
+    "kind": "rollout",
+    "host": "node-b",
+    "pid": 9,
+    "services": ["rollout"],
+    "endpoint": "tcp://node-b:4000",
+    "last_heartbeat": 29.6,
+    "status": {"load": 3},
+}
+
+
+def test_the_trainer_says_how_its_leases_went_and_what_it_waits_for() -> None:
+    assert run_state([ROLLOUT, TRAINER]) == [
+        "trainer: episode jobs leased 9, completed 7, re-leased 2",
+        "trainer: collect (seed 101): waiting for rollout-1's 8 episodes for 31 s; x",
+    ]
+    assert run_state([ROLLOUT]) == []
+
+
+def test_the_table_lists_every_actor_then_the_run() -> None:
+    lines = format_table([TRAINER, ROLLOUT]).splitlines()
+    assert lines[0].split() == [
+        "name", "kind", "host", "services", "endpoint", "version", "load", "heartbeat"
+    ]  # fmt: skip
+    assert lines[1].split()[:3] == ["rollout-1", "rollout", "node-b:9"]
+    assert lines[1].split()[-3:] == ["3", "29.6s", "ago"]
+    assert lines[2].split()[:2] == ["trainer", "trainer"]
+    assert lines[3] == "2 actors"
+    assert lines[4].startswith("trainer: episode jobs leased 9")
