@@ -22,7 +22,13 @@ size, as long as the coordinator never gives one actor the same order seed twice
 a job: given again (the same seed, size and lease) to any rollout actor, it plays the same
 games under the same episode ids, so the learner trains on whichever copy of an episode comes
 first and drops the others as duplicates (:mod:`arena.run.collection` re-leases the jobs of
-an actor that died or overran its lease).
+an actor that died or overran its lease). The coordinator stops a straggler's job before it
+leases it again::
+
+    {"op": "cancel", "lease": "rollout-3-1234"} -> {"cancelled": true}   # false: none under way
+
+The groups it already sent stay sent (a group goes out whole, never half); the rest are not
+played, and the cancelled collect answers with an error that nobody waits for any more.
 
 It fills the seats with a :class:`~arena.play.seating.SeatFactory`, plays up to ``concurrency``
 episodes at once on asyncio (their generation requests batch together in the inference actors),
@@ -82,6 +88,8 @@ class RolloutActor:
         self.heartbeat_interval = heartbeat_interval
         self.name = f"rollout-{index}"
         self.counters: Counter[str] = Counter()
+        self._running: dict[str, asyncio.Task[dict[str, Any]]] = {}
+        """Collects under way, by lease: what a ``cancel`` order can stop."""
         self._mixture = [g.id for g in play.games]
         self._weights = [g.weight for g in play.games]
         self._game_kwargs = {g.id: g.kwargs for g in play.games}
@@ -109,6 +117,8 @@ class RolloutActor:
 
     async def _on_request(self, msg: Message) -> dict[str, Any]:
         body = msg.body
+        if isinstance(body, dict) and body.get("op") == "cancel":
+            return {"cancelled": self.cancel(body.get("lease"))}
         if not isinstance(body, dict) or body.get("op") != "collect":
             raise ValueError("rollout takes {'op': 'collect', 'episodes': N, 'seed': S}")
         count, seed = int(body["episodes"]), int(body["seed"])
@@ -117,13 +127,41 @@ class RolloutActor:
         lease = body.get("lease")
         if lease is not None and not isinstance(lease, str):
             raise ValueError(f"lease must be a string, got {lease!r}")
-        return await self.collect(
-            count,
-            seed,
-            Opponent(**opponent) if opponent else None,
-            group_size=group_size,
-            lease=lease,
+        key = lease or f"{self.name}-{seed}"
+        task = asyncio.ensure_future(
+            self.collect(
+                count,
+                seed,
+                Opponent(**opponent) if opponent else None,
+                group_size=group_size,
+                lease=key,
+            )
         )
+        self._running[key] = task
+        try:
+            # awaiting the task directly: a cancelled request cancels the collect with it
+            return await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and not current.cancelling():  # a cancel order, not ours
+                raise ValueError(f"job {key} was cancelled (its lease ran out)") from None
+            raise
+        finally:
+            if self._running.get(key) is task:
+                del self._running[key]
+
+    def cancel(self, lease: Any) -> bool:
+        """Stop the collect of ``lease`` (a straggler whose job was leased again): the groups
+        it already sent stay sent, the others are not played. False if none is under way."""
+        if not isinstance(lease, str):
+            raise ValueError(f"cancel needs a lease name, got {lease!r}")
+        task = self._running.get(lease)
+        if task is None or task.done():
+            return False
+        task.cancel()
+        self.counters["jobs_cancelled"] += 1
+        log.info("%s: cancelled job %s", self.name, lease)
+        return True
 
     def plan(self, count: int, seed: int, group_size: int = 1) -> list[tuple[str, int]]:
         """(game, episode seed) of each episode of an order, group by group: the order's seed

@@ -8,7 +8,9 @@
 - :mod:`arena.run.directory`: who is on the bus (the broker's directory), and
   :mod:`arena.run.roster`: the actors a run waits for, and the commands that start the missing
   ones (actors started elsewhere join a run through an external broker).
-- :mod:`arena.run.collection`, :mod:`arena.run.weight_sync`, :mod:`arena.run.population`,
-  :mod:`arena.run.evaluation`: the concerns the coordinator calls, one module each.
+- :mod:`arena.run.collection` (sync collects and leased jobs), :mod:`arena.run.stream` (async
+  collection, paced by the staleness bound), :mod:`arena.run.weight_sync`,
+  :mod:`arena.run.population`, :mod:`arena.run.evaluation`: the concerns the coordinator calls,
+  one module each.
 - :mod:`arena.run.run_log`: metrics, events, transcripts and the console.
 """

@@ -202,7 +202,7 @@ class RunConfig:
     mode: str = "sync"
     """``sync``: generate, train, publish, repeat. ``async``: rollouts continue while the
     learner trains; no trained turn is more than ``learner.batch.max_staleness`` versions old
-    (paced at admission: :class:`arena.run.collection.CollectStream`)."""
+    (paced at admission: :class:`arena.run.stream.CollectStream`)."""
     steps: int = 10
     """Learner steps to train."""
     model: str = "smollm2-135m"

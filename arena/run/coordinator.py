@@ -15,7 +15,7 @@ bus:
   them (:mod:`arena.run.weight_sync`).
 - **async:** rollout actors keep collecting (whole groups per order) while the learner trains;
   the staleness bound ``learner.batch.max_staleness`` is kept by pacing (:class:`CollectStream
-  <arena.run.collection.CollectStream>`): an order starts only while the untrained episodes stay
+  <arena.run.stream.CollectStream>`): an order starts only while the untrained episodes stay
   within (max_staleness + 1) batches, and a step waits for any order in flight that would
   otherwise end up older than the bound, so no turn is dropped for staleness.
 
@@ -50,7 +50,7 @@ from arena.eval.summary import StrategyReading, write_eval_summary
 from arena.models import load_tokenizer
 from arena.play.stats import merge_collects
 from arena.policies.chat import ChatFormat
-from arena.run.collection import Collector, CollectStream
+from arena.run.collection import Collector
 from arena.run.config import RunConfig, load_run_config
 from arena.run.delivery import Deliveries
 from arena.run.directory import listing, rollout_actors
@@ -76,6 +76,7 @@ from arena.run.processes import actor_commands, start_processes, write_configs
 from arena.run.ray_launcher import RayLauncher
 from arena.run.roster import ActorsMissing, wait_for_actors
 from arena.run.run_log import RunLog
+from arena.run.stream import CollectStream
 from arena.run.watch import Watchdog
 from arena.run.weight_sync import WeightSync
 
@@ -283,7 +284,7 @@ class RunCoordinator:
                 collect_s=t_collect,
                 train_s=t_train,
                 learner_version=sampled_with,
-                leases=self.collector.leases.as_dict(),
+                leases=self.collector.leases.after_step(metrics),
             )
             await self._periodic()
         return episodes
@@ -329,7 +330,7 @@ class RunCoordinator:
                     train_s=time.monotonic() - t0 - t_wait,
                     learner_version=sampled_with,
                     overlapped=True,
-                    leases=self.collector.leases.as_dict(),
+                    leases=self.collector.leases.after_step(metrics),
                 )
                 await self._periodic()
         finally:

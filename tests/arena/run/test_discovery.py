@@ -19,9 +19,10 @@ from typing import Any
 import pytest
 
 from arena.bus import Actor, Broker, Message
-from arena.run.collection import Collector, CollectStream
+from arena.run.collection import Collector
 from arena.run.config import load_run_config
 from arena.run.directory import listing, rollout_actors, rollout_names, serving
+from arena.run.stream import CollectStream
 from arena.run.weight_sync import WeightSync
 
 
@@ -237,11 +238,19 @@ def test_no_step_leaves_an_order_in_flight_more_than_max_staleness_behind(broker
     asyncio.run(scenario())
 
 
-def hanging_rollout(address: str, name: str, orders: list[tuple[str, dict[str, Any]]]) -> Actor:
+def hanging_rollout(
+    address: str,
+    name: str,
+    orders: list[tuple[str, dict[str, Any]]],
+    cancels: list[tuple[str, str]],
+) -> Actor:
     """A rollout actor that takes orders and never answers (dead to the collector once it is
-    closed; a straggler while it is open)."""
+    closed; a straggler while it is open), and notes the leases it is told to cancel."""
 
     async def collect(msg: Message) -> dict[str, Any]:
+        if msg.body.get("op") == "cancel":
+            cancels.append((name, msg.body["lease"]))
+            return {"cancelled": True}
         orders.append((name, msg.body))
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
@@ -254,12 +263,13 @@ def hanging_rollout(address: str, name: str, orders: list[tuple[str, dict[str, A
 @pytest.mark.parametrize("how", ["dies", "overruns"])
 def test_a_job_whose_holder_dies_or_overruns_is_leased_again_whole(broker: str, how: str) -> None:
     orders: list[tuple[str, dict[str, Any]]] = []
+    cancels: list[tuple[str, str]] = []
     events: list[str] = []
 
     async def scenario() -> dict[str, Any]:
         trainer = Actor("trainer", broker, kind="trainer", heartbeat_interval=0.2)
         good = fake_rollout(broker, "rollout-0", orders)
-        bad = hanging_rollout(broker, "rollout-1", orders)
+        bad = hanging_rollout(broker, "rollout-1", orders, cancels)
         for actor in (trainer, good, bad):
             await actor.start()
         collector = Collector(
@@ -284,7 +294,16 @@ def test_a_job_whose_holder_dies_or_overruns_is_leased_again_whole(broker: str, 
     # the same job (seed, size, lease: so the same episode ids) goes to the live actor
     assert orders[-1] == ("rollout-0", first)
     assert out["result"]["episodes"] == 8
-    assert out["leases"] == {"leased": 3, "completed": 2, "re_leased": 1}
+    # a straggler is told to stop its job before the job goes elsewhere; a dead one is not
+    overran = how == "overruns"
+    assert cancels == ([("rollout-1", "rollout-1-101")] if overran else [])
+    assert out["leases"] == {
+        "leased": 3,
+        "completed": 2,
+        "re_leased": 1,
+        "cancelled": int(overran),
+        "duplicates_dropped": 0,
+    }
     assert any("leasing it to rollout-0" in e for e in events), events
 
 

@@ -58,5 +58,6 @@ def test_a_killed_rollout_actors_job_is_leased_again_and_trained_once(tmp_path: 
     accepted = last["learner/count/episodes_accepted"]
     assert accepted == sum(r["episodes"] for r in rows) == STEPS * PER_STEP, rows
     assert last["learner/count/rejected_duplicate"] >= 1, last
+    assert last["leases/duplicates_dropped"] == last["learner/count/rejected_duplicate"]
     events = (run_dir / "events.log").read_text()
     assert "did not finish job rollout-1-" in events
