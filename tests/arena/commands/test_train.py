@@ -65,6 +65,15 @@ def wait_for(predicate, timeout: float, what: str) -> None:
         time.sleep(0.5)
 
 
+def rollout_pids(run_dir: Path, index: int) -> list[int]:
+    """The processes of rollout actor ``index`` of the run in ``run_dir``."""
+    return [
+        p
+        for p in pids_of(f"--index {index}")
+        if str(run_dir) in Path(f"/proc/{p}/cmdline").read_text()
+    ]
+
+
 def pids_of(pattern: str) -> list[int]:
     found = []
     for pid in os.listdir("/proc"):
@@ -144,11 +153,7 @@ def test_killed_rollout_actor_is_restarted_and_run_completes(tmp_path: Path) -> 
         )
         run_dir = run_dir_of(tmp_path)
         wait_for(lambda: len(metrics(run_dir)) >= 1, 300, "no step finished")
-        victims = [
-            p
-            for p in pids_of("--index 0")
-            if str(run_dir) in Path(f"/proc/{p}/cmdline").read_text()
-        ]
+        victims = rollout_pids(run_dir, 0)
         os.kill(victims[0], signal.SIGKILL)
         out, _ = proc.communicate(timeout=600)
     finally:

@@ -14,7 +14,7 @@ import signal
 import time
 from pathlib import Path
 
-from tests.arena.commands.test_train import ROOT, metrics, pids_of, start, wait_for
+from tests.arena.commands.test_train import ROOT, metrics, rollout_pids, start, wait_for
 
 TOOLS = str(ROOT / "configs" / "smoke_tools.yaml")
 STEPS, PER_STEP = 3, 16
@@ -38,11 +38,7 @@ def test_a_killed_rollout_actors_job_is_leased_again_and_trained_once(tmp_path: 
         wait_for(lambda: len(metrics(run_dir)) >= 1, 300, "no step finished")
         # into step 2's collect: the first wave has been sent, the second is being played
         time.sleep(3.0)
-        (victim,) = [
-            p
-            for p in pids_of("--index 1")
-            if str(run_dir) in Path(f"/proc/{p}/cmdline").read_text()
-        ]
+        (victim,) = rollout_pids(run_dir, 1)
         os.kill(victim, signal.SIGKILL)
         out, _ = proc.communicate(timeout=600)
     finally:

@@ -17,7 +17,14 @@ import signal
 import time
 from pathlib import Path
 
-from tests.arena.commands.test_train import SMOKE, metrics, pids_of, run_dir_of, start, wait_for
+from tests.arena.commands.test_train import (
+    SMOKE,
+    metrics,
+    rollout_pids,
+    run_dir_of,
+    start,
+    wait_for,
+)
 
 MAX_STALENESS = 1
 STEPS = 6
@@ -42,11 +49,7 @@ def test_a_straggler_slows_the_run_and_no_turn_is_too_stale(tmp_path: Path) -> N
         wait_for(lambda: (tmp_path / "smoke").exists(), 120, "the run never started")
         run_dir = run_dir_of(tmp_path)
         wait_for(lambda: len(metrics(run_dir)) >= 1, 300, "no step finished")
-        stopped = [
-            p
-            for p in pids_of("--index 1")
-            if str(run_dir) in Path(f"/proc/{p}/cmdline").read_text()
-        ]
+        stopped = rollout_pids(run_dir, 1)
         os.kill(stopped[0], signal.SIGSTOP)
         time.sleep(12)  # the other actor alone brings more than a step's episodes meanwhile
         os.kill(stopped[0], signal.SIGCONT)

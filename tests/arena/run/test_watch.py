@@ -19,7 +19,14 @@ from pathlib import Path
 
 from arena.bus import BusError
 from arena.run.watch import Watchdog, diagnosis
-from tests.arena.commands.test_train import SMOKE, metrics, pids_of, run_dir_of, start, wait_for
+from tests.arena.commands.test_train import (
+    SMOKE,
+    metrics,
+    rollout_pids,
+    run_dir_of,
+    start,
+    wait_for,
+)
 
 LISTING = [
     {"name": "inference-0", "status": {"policy_version": 1}, "last_heartbeat": 0.4},
@@ -89,11 +96,7 @@ def test_a_stopped_rollout_actor_is_named_and_the_run_recovers(tmp_path: Path) -
         wait_for(lambda: (tmp_path / "smoke").exists(), 120, "the run never started")
         run_dir = run_dir_of(tmp_path)
         wait_for(lambda: len(metrics(run_dir)) >= 1, 300, "no step finished")
-        stopped = [
-            p
-            for p in pids_of("--index 0")
-            if str(run_dir) in Path(f"/proc/{p}/cmdline").read_text()
-        ]
+        stopped = rollout_pids(run_dir, 0)
         os.kill(stopped[0], signal.SIGSTOP)
         events = run_dir / "events.log"
         wait_for(
