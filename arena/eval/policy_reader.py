@@ -12,11 +12,15 @@ divided by the read's temperature.
 
 The reply of an action is the canonical one the role reads back: the action text wrapped in the
 role's output format (``<answer>bet</answer>``), less the part the role prefills into the prompt,
-ending with the closing tag where the seat's stop string ends generation. The policy read is the
-softmax of those log-probabilities over the legal actions. The mass on no legal reply,
-1 - sum over the legal actions of exp(log-prob), is reported as the state's *invalid mass*; it is
-an upper bound on the probability of an invalid reply, since variants the game would still accept
-(another casing, another tokenization of the same text) count in it too.
+ending with the closing tag where the seat's stop string ends generation. Its last token is
+scored together with every token that extends it (``>`` with ``>.``, ``>\n``, ...): sampling any
+of them completes the closing tag, so generation stops there and the reply reads the same (a
+model that learned to write ``</answer>.`` is read as playing its move, not as replying
+nothing). The policy read is the softmax of those log-probabilities over the legal actions. The
+mass on no legal reply, 1 - sum over the legal actions of exp(log-prob), is reported as the
+state's *invalid mass*; it is an upper bound on the probability of an invalid reply, since
+variants the game would still accept (another casing, another tokenization of the same text)
+count in it too.
 
 With ``conversation`` memory, the seat's earlier turns on the way to a state are in its context;
 the reader puts the canonical reply of each earlier action there, as play with those replies would.
@@ -30,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,9 +126,13 @@ def reply_logprobs(
     *,
     temperature: float = 1.0,
     batch_size: int = 16,
+    extensions: Mapping[int, Sequence[int]] | None = None,
 ) -> list[np.ndarray]:
     """For each (prompt ids, [reply ids, ...]): the sum of each reply's token log-probabilities
-    after the prompt, under ``softmax(logits / temperature)`` (teacher forcing).
+    after the prompt, under ``softmax(logits / temperature)`` (teacher forcing). With
+    ``extensions``, a reply's last token ``t`` counts as any of ``extensions[t]`` (the tokens
+    that extend it, ``t`` included: :func:`token_extensions`): its log-probability is the
+    log of their summed probability.
 
     Each prompt runs once: a batch of ``batch_size`` prompts, left-padded, fills a KV cache, which
     is then repeated for each of a prompt's replies; the replies, right-padded, run on top of it.
@@ -177,12 +185,30 @@ def reply_logprobs(
         # reply token t is predicted by the prompt's last logits (t = 0) or reply column t - 1
         logits = torch.cat([first[index.to(device)][:, None], rest[:, :-1]], dim=1).float()
         logprobs = torch.log_softmax(logits / temperature, dim=-1)
-        token_lp = logprobs.gather(-1, reply_ids.to(device)[..., None])[..., 0].cpu()
-        sums = (token_lp * reply_mask).sum(-1).double().numpy()
+        token_lp = logprobs.gather(-1, reply_ids.to(device)[..., None])[..., 0]
+        if extensions:
+            for row, reply in enumerate(flat):
+                last = int(reply[-1])
+                if last in extensions:
+                    alternatives = torch.as_tensor(list(extensions[last]), device=device)
+                    at = len(reply) - 1
+                    token_lp[row, at] = torch.logsumexp(logprobs[row, at, alternatives], -1)
+        sums = (token_lp.cpu() * reply_mask).sum(-1).double().numpy()
         offset = 0
         for _, replies in chunk:
             out.append(sums[offset : offset + len(replies)].copy())
             offset += len(replies)
+    return out
+
+
+def token_extensions(tokenizer: Any, token_ids: Iterable[int]) -> dict[int, list[int]]:
+    """For each of ``token_ids``: every vocabulary token whose text begins with that token's
+    text (itself included), e.g. ``>`` -> ``>``, ``>.``, ``>>``, ``>\n``."""
+    vocab = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    out = {}
+    for token in set(int(t) for t in token_ids):
+        text = vocab[token]
+        out[token] = [i for i, v in enumerate(vocab) if v is not None and v.startswith(text)]
     return out
 
 
@@ -209,7 +235,14 @@ def read_seat(
         )
     prompts = [state_prompt(game_id, seat, s) for s in information_states(game_id)]
     items = [(p.prompt_ids, [p.replies[a] for a in p.state.legal_actions]) for p in prompts]
-    scores = reply_logprobs(model, items, temperature=temperature, batch_size=batch_size)
+    lasts = [reply[-1] for _, replies in items for reply in replies]
+    scores = reply_logprobs(
+        model,
+        items,
+        temperature=temperature,
+        batch_size=batch_size,
+        extensions=token_extensions(seat.chat.tokenizer, lasts),
+    )
     actions = openspiel_game(game_id).num_distinct_actions()
     table: dict[str, list[float]] = {}
     invalid: dict[str, float] = {}
