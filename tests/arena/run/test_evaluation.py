@@ -24,12 +24,9 @@ from arena.policies.types import SamplingParams
 from arena.run.config import EvalConfig, RunConfig
 from arena.run.evaluation import evaluate_baseline, final_checkpoint, read_strategy
 from arena.run.run_log import RunLog
+from tests.arena.eval.test_policy_reader import CONFIG_ROLE, TINY_EXPLOITABILITY
 
 KUHN = "kuhn-poker-v0"
-CONFIG_ROLE = {"prefill": True, "example": "bet", "show_rules": False, "turn_suffix": "Your move?"}
-TINY_EXPLOITABILITY = 0.920001
-"""The tiny model (seed 0) read at temperature 1 with :data:`CONFIG_ROLE`: measured in
-tests/arena/eval/test_policy_reader.py."""
 
 
 def test_read_strategy_reads_the_weights_at_both_temperatures(tiny_model) -> None:
