@@ -18,7 +18,6 @@ the broker or actor turns into an ``error`` reply and a counter.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 import threading
@@ -326,7 +325,9 @@ _STR_OR_NONE = (str, type(None))
 _NUMBER = (float, int)
 
 
-_unpack_header = functools.partial(msgpack.unpackb, raw=False, strict_map_key=True, use_list=True)
+# msgpack >= 1.0 (a requirement) unpacks with raw=False, strict_map_key=True and use_list=True by
+# default, which is what a header needs; passing them again costs ~0.2 µs per message.
+_unpack_header = msgpack.unpackb
 
 
 def _reject_header(header: Any, n_frames: int) -> None:

@@ -95,13 +95,15 @@ class Serving:
         self._reply(msg, origin, mtype, body)
 
     def _reply(self, request: Message, origin: bytes | None, mtype: str, body: Any) -> None:
-        route = {"src": self.name, "dst": request.src, "reply_to": request.id}
+        src, dst, reply_to = self.name, request.src, request.id
         try:
-            _, frames = encode(mtype, body, max_bytes=self.max_message_bytes, **route)
+            _, frames = encode(
+                mtype, body, src=src, dst=dst, reply_to=reply_to, max_bytes=self.max_message_bytes
+            )
         except (TypeError, ValueError) as err:
             self.counters["bad_reply"] += 1
             error = {"code": "handler_error", "message": str(err)}
-            _, frames = encode("error", error, **route)
+            _, frames = encode("error", error, src=src, dst=dst, reply_to=reply_to)
         try:
             if origin is None:
                 self._reply_to_broker(frames)

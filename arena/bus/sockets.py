@@ -53,10 +53,11 @@ COPY_BELOW = 1 << 16
 
 
 def send(sock: zmq.Socket, parts: list[Any], flags: int = NOBLOCK) -> None:
-    """Send a multipart message. Small ``bytes`` parts are copied; large ones, arrays and
-    received ``zmq.Frame`` objects go without a copy."""
-    last = len(parts) - 1
+    """Send a multipart message (``parts`` is not empty). Small ``bytes`` parts are copied;
+    large ones, arrays and received ``zmq.Frame`` objects go without a copy."""
     more = flags | SNDMORE
-    for i, part in enumerate(parts):
-        copy = type(part) is bytes and len(part) < COPY_BELOW
-        sock.send(part, more if i < last else flags, copy=copy)
+    for i in range(len(parts) - 1):
+        part = parts[i]
+        sock.send(part, more, type(part) is bytes and len(part) < COPY_BELOW)
+    part = parts[-1]
+    sock.send(part, flags, type(part) is bytes and len(part) < COPY_BELOW)
