@@ -21,8 +21,19 @@
   coalesce: one catch-up publish runs at a time and at most one more waits behind it, whatever
   the number of joins. Version 0 is never sent again: every receiver starts from version 0
   weights and refuses a version that is not newer than the one it serves.
+- **Restarts.** A learner started again (killed, then restarted by ``arena train``'s launcher
+  or by hand) resumes from its last checkpoint (``checkpoint.resume``), so its version goes back
+  to that checkpoint's step, which may be older than what the inference actors serve. Every
+  learner process has an ``epoch`` (its start time in nanoseconds) that its weight buckets and
+  its ``status`` carry: receivers take a newer epoch's weights even when their version is not
+  newer (arena/weights/assembler.py), so its start publish rolls every inference actor back to
+  the checkpoint, and the trainer tells the restart from the epoch and continues from there
+  (arena/run/learner_restart.py). An episode with a trained turn sampled under a version newer
+  than this learner's (by weights of the dead learner that no checkpoint holds) is discarded,
+  counted (``discarded_newer_version``, in the metrics as ``count/discarded_newer_version``) and
+  logged.
 - **Requests** to service ``learner``, body ``{"op": ...}``:
-  ``status`` -> {step, version, pending, counters, metrics};
+  ``status`` -> {step, version, epoch, pending, counters, metrics};
   ``add`` with ``episodes: [...]`` -> {accepted, rejected};
   ``step`` -> the metrics of an update over whatever is pending (null when nothing is);
   ``checkpoint`` -> {path}; ``publish`` -> {version} (re-sends the current weights).
@@ -38,6 +49,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -66,10 +78,18 @@ class LearnerActor:
         self.address = address
         self.name = name
         self.publish_on_start = publish_on_start
+        self.epoch = time.time_ns()
+        """This process's start: a later learner (a restart) has a larger one (hosts' clocks
+        agree far better than the seconds a restart takes)."""
         self.publisher = WeightPublisher(
-            learner.config.name, shm=shm_weights, bucket_bytes=learner.config.bucket_bytes
+            learner.config.name,
+            shm=shm_weights,
+            bucket_bytes=learner.config.bucket_bytes,
+            epoch=self.epoch,
         )
         self.last_metrics: dict[str, float] = {}
+        # present from the start, so that every step's metrics report it (0 until a restart)
+        learner.state.counters["discarded_newer_version"] += 0
         # One worker thread: updates, exports and saves never overlap.
         self._worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="learner")
         self._wake = asyncio.Event()
@@ -92,6 +112,14 @@ class LearnerActor:
         await actor.start()
         self._actor = actor
         try:
+            if self.learner.version > 0:
+                log.info(
+                    "%s starts at version %d (epoch %d): inference actors roll back to it, and "
+                    "episodes sampled under a newer version are discarded",
+                    self.name,
+                    self.learner.version,
+                    self.epoch,
+                )
             if self.publish_on_start:
                 await self._publish()
             self._started.set()
@@ -128,8 +156,33 @@ class LearnerActor:
         except Exception as err:  # an unreadable body: count it like any bad record
             self.learner.inbox.reject(f"in message {msg.id}", err)
             return
-        if self.learner.add_episode(body):
+        if self._admit(body) and self.learner.add_episode(body):
             self._wake.set()
+
+    def _admit(self, body: Any) -> bool:
+        """False (counted and logged) for an episode with a trained turn sampled under a newer
+        version than this learner's: weights of a learner that died after publishing them, and
+        that no checkpoint holds. A malformed body passes, for the inbox to reject."""
+        turns = body.get("turns") if isinstance(body, dict) else None
+        versions = [
+            t.get("policy_version")
+            for t in (turns if isinstance(turns, list) else [])
+            if isinstance(t, dict) and t.get("trained", True)
+        ]
+        newest = max((v for v in versions if isinstance(v, int)), default=-1)
+        if newest <= self.learner.version:
+            return True
+        counters = self.learner.state.counters
+        counters["discarded_newer_version"] += 1
+        log.warning(
+            "discarded episode %s: sampled under version %d, newer than this learner's %d "
+            "(a learner before a restart published it; %d discarded so far)",
+            body.get("id"),
+            newest,
+            self.learner.version,
+            counters["discarded_newer_version"],
+        )
+        return False
 
     def _on_actor_joined(self, msg: Message) -> None:
         """An actor (re)registered: if it receives this learner's weights, send them again."""
@@ -176,13 +229,14 @@ class LearnerActor:
             return {
                 "step": state.step,
                 "version": self.learner.version,
+                "epoch": self.epoch,
                 "pending": self.learner.pending_samples,
                 "counters": dict(state.counters),
                 "metrics": self.last_metrics,
             }
         if op == "add":
             episodes = body.get("episodes") or []
-            accepted = self.learner.add_episodes(episodes)
+            accepted = self.learner.add_episodes(e for e in episodes if self._admit(e))
             if accepted:
                 self._wake.set()
             return {"accepted": accepted, "rejected": len(episodes) - accepted}

@@ -226,6 +226,10 @@ class RunConfig:
     """Start the learner as a child process. False: the run starts none and waits for a
     learner started elsewhere (``arena learner --connect ADDR --config RUN_DIR/learner.yaml``,
     the file this run writes into its run directory) to offer service ``learner``."""
+    learner_max_restarts: int = 3
+    """Times the launcher restarts a learner it started that died, before the run fails. The
+    new one resumes from the last checkpoint and the run continues from that step
+    (:mod:`arena.run.learner_restart`); a learner started elsewhere may be restarted there."""
     output_dir: str = "runs"
     """Parent directory of run directories."""
     run_dir: str | None = None
@@ -287,6 +291,7 @@ class RunConfig:
             ("inference.actors", self.inference.actors),
             ("rollout.max_restarts", self.rollout.max_restarts),
             ("bus.max_restarts", self.bus.max_restarts),
+            ("learner_max_restarts", self.learner_max_restarts),
         ):
             if value < 0:
                 raise ConfigError(f"{key} must be >= 0, got {value}")

@@ -27,8 +27,10 @@ It evaluates before and after training (and every ``eval.every`` steps) against 
 reads the exploitability of the base model and of the final checkpoint in Kuhn and Leduc poker.
 It writes ``metrics.jsonl``, TensorBoard events, transcripts and checkpoints under
 ``<output_dir>/<name>/<time>/`` (:mod:`arena.run.run_log`), and ends with a before/after table
-(``eval_summary.md`` and ``eval_summary.json``). A crashed rollout actor, or the run's own
-broker, is restarted; any other dead child stops the run with an error that names it.
+(``eval_summary.md`` and ``eval_summary.json``). A crashed rollout actor, the run's own
+broker, or the learner is restarted; any other dead child stops the run with an error that
+names it. A restarted learner resumes from its last checkpoint, and the run goes back to that
+step and continues (:mod:`arena.run.learner_restart`).
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ from arena.run.evaluation import (
     readable_games,
 )
 from arena.run.launcher import ChildDied, Launcher
+from arena.run.learner_restart import LearnerClient, LearnerRestarted
 from arena.run.plan import (
     broker_hint,
     bus_address,
@@ -154,14 +157,29 @@ class RunCoordinator:
         self.collector.watchdog = self.watchdog
         self.weights.watchdog = self.watchdog
         self.population = Population(c, self.run_dir, actor, self.weights)
+        # `await self.learner(op)`: LearnerRestarted when the learner restarted meanwhile
+        self.learner = LearnerClient(actor, self.watchdog, c.wait.timeout)
         self.deliveries = Deliveries(lambda: self.learner("status", timeout=30), self.log.event)
+        self.weights.learner_check = self.learner.check_restart
 
-    async def learner(self, op: str, timeout: float = 3600.0) -> Any:
-        request = self.actor.request({"op": op}, service="learner", timeout=timeout)
-        if op == "status":
-            return (await request).body
-        async with self.watchdog.waiting(f"waiting for the learner's {op}", ["learner"]):
-            return (await request).body
+    async def _rewind(self, restart: LearnerRestarted) -> None:
+        """Go back to a restarted learner's step: drop the metrics rows past it, wait until
+        every inference actor serves exactly its version (it rolled them back), and count
+        deliveries from here."""
+        while True:
+            status = restart.status
+            self.log.event(
+                f"{restart} (the run was at step {self.step}, v{self.version}): continuing "
+                f"from step {status['step']}"
+            )
+            self.step, self.version = int(status["step"]), int(status["version"])
+            self.log.resume_at(self.step)
+            try:
+                await self.weights.wait_serving(self.version, exact=True)
+                await self.deliveries.start()
+                return
+            except LearnerRestarted as again:  # restarted once more meanwhile
+                restart = again
 
     # -- the run ---------------------------------------------------------------------------
     async def run(self) -> int:
@@ -237,7 +255,7 @@ class RunCoordinator:
             else:
                 episodes = await self._train_async()
         wall = time.monotonic() - started
-        saved = await self.learner("checkpoint")
+        saved = await self.learner.final_checkpoint(self.step, self.run_dir)
         after = await self.evaluate("after")
         readings = await self.read_strategy(saved.get("path") if saved else None)
         summary = write_eval_summary(
@@ -260,33 +278,36 @@ class RunCoordinator:
         c = self.config
         episodes = 0
         while self.step < c.steps:
-            t0 = time.monotonic()
-            # Seeds (and so episode ids) follow the step: unique within a run, and a resumed run
-            # replays exactly the steps its checkpoint lacks.
-            await self._choose_opponent()
-            collected = await self.collector.collect(
-                c.rollout.episodes_per_step, seed=(c.seed + 1) * 10**6 + self.step * 100
-            )
-            await self.deliveries.wait(collected["episodes"])
-            t_collect = time.monotonic() - t0
-            sampled_with = self.version
-            metrics = await self.learner("step")
-            t_train = time.monotonic() - t0 - t_collect
-            if metrics and "version" in metrics:
-                self.version = int(metrics["version"])
-                await self.weights.wait_serving(self.version)
-            self.step = self._next_step(metrics)
-            episodes += collected["episodes"]
-            self.log.step(
-                self.step,
-                metrics or {},
-                collected,
-                collect_s=t_collect,
-                train_s=t_train,
-                learner_version=sampled_with,
-                leases=self.collector.leases.after_step(metrics),
-            )
-            await self._periodic()
+            try:
+                t0 = time.monotonic()
+                # Seeds (and so episode ids) follow the step: unique within a run, and a resumed run
+                # replays exactly the steps its checkpoint lacks.
+                await self._choose_opponent()
+                collected = await self.collector.collect(
+                    c.rollout.episodes_per_step, seed=(c.seed + 1) * 10**6 + self.step * 100
+                )
+                await self.deliveries.wait(collected["episodes"])
+                t_collect = time.monotonic() - t0
+                sampled_with = self.version
+                metrics = await self.learner("step")
+                t_train = time.monotonic() - t0 - t_collect
+                if metrics and "version" in metrics:
+                    self.version = int(metrics["version"])
+                    await self.weights.wait_serving(self.version)
+                self.step = self._next_step(metrics)
+                episodes += collected["episodes"]
+                self.log.step(
+                    self.step,
+                    metrics or {},
+                    collected,
+                    collect_s=t_collect,
+                    train_s=t_train,
+                    learner_version=sampled_with,
+                    leases=self.collector.leases.after_step(metrics),
+                )
+                await self._periodic()
+            except LearnerRestarted as restart:  # the step runs again from its checkpoint
+                await self._rewind(restart)
         return episodes
 
     async def _train_async(self) -> int:
@@ -301,38 +322,51 @@ class RunCoordinator:
             on_event=self.log.event,
         )
         producing = asyncio.create_task(stream.run())
+        rewound = False
         try:
             while self.step < c.steps:
-                t0 = time.monotonic()
-                await self._choose_opponent()
-                while stream.episodes < c.rollout.episodes_per_step or not stream.ready_for(
-                    self.version
-                ):
-                    if producing.done():
-                        producing.result()  # raises why it stopped
-                    await asyncio.sleep(0.1)
-                sampled_with, t_wait = self.version, time.monotonic() - t0
-                # The learner takes every turn that reached it; episodes reported from here on
-                # go to the next step.
-                collected = merge_collects(stream.take())
-                consumed += collected["episodes"]
-                await self.deliveries.wait(collected["episodes"])
-                metrics = await self.learner("step")
-                self.step = self._next_step(metrics)
-                if metrics and "version" in metrics:
-                    self.version = int(metrics["version"])
-                # Generation went on the whole step long, while waiting and while training.
-                self.log.step(
-                    self.step,
-                    metrics or {},
-                    collected,
-                    collect_s=t_wait,
-                    train_s=time.monotonic() - t0 - t_wait,
-                    learner_version=sampled_with,
-                    overlapped=True,
-                    leases=self.collector.leases.after_step(metrics),
-                )
-                await self._periodic()
+                try:
+                    t0 = time.monotonic()
+                    await self._choose_opponent()
+                    while stream.episodes < c.rollout.episodes_per_step or not stream.ready_for(
+                        self.version
+                    ):
+                        if producing.done():
+                            producing.result()  # raises why it stopped
+                        await asyncio.sleep(0.1)
+                    sampled_with, t_wait = self.version, time.monotonic() - t0
+                    # The learner takes every turn that reached it; episodes reported from here on
+                    # go to the next step.
+                    collected = merge_collects(stream.take())
+                    consumed += collected["episodes"]
+                    await self.deliveries.wait(collected["episodes"])
+                    metrics = await self.learner("step")
+                    if metrics is None and rewound:
+                        # orders sampled by the dead learner's weights: all discarded
+                        self.log.event("nothing to train on since the learner restarted; waiting")
+                        rewound = False
+                        continue
+                    rewound = False
+                    self.step = self._next_step(metrics)
+                    if metrics and "version" in metrics:
+                        self.version = int(metrics["version"])
+                    # Generation went on the whole step long, while waiting and while training.
+                    self.log.step(
+                        self.step,
+                        metrics or {},
+                        collected,
+                        collect_s=t_wait,
+                        train_s=time.monotonic() - t0 - t_wait,
+                        learner_version=sampled_with,
+                        overlapped=True,
+                        leases=self.collector.leases.after_step(metrics),
+                    )
+                    await self._periodic()
+                except LearnerRestarted as restart:
+                    # what was collected for the dead learner's step is gone with it
+                    stream.take()
+                    await self._rewind(restart)
+                    rewound = True
         finally:
             stream.stop()
             producing.cancel()

@@ -17,8 +17,14 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-RECEIVED = ("episodes_accepted", "rejected_duplicate", "rejected_bad_record")
-"""The learner's counters (``trainers/inbox.py``) that together count the episodes it got."""
+RECEIVED = (
+    "episodes_accepted",
+    "rejected_duplicate",
+    "rejected_bad_record",
+    "discarded_newer_version",
+)
+"""The learner's counters (``trainers/inbox.py``, ``trainers/learner_actor.py``) that together
+count the episodes it got."""
 
 
 class Deliveries:

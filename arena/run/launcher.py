@@ -5,9 +5,10 @@ multi-host deployment starts by hand. Each is started with ``ARENA_PARENT_PID`` 
 the kernel for SIGTERM when the launcher dies (:func:`arena.core.process.die_with_parent`): a
 killed launcher leaves no orphans. Each child's output goes to ``<run_dir>/logs/<name>.log``.
 
-:meth:`Launcher.check` is called periodically: a dead child marked ``restartable`` (rollout
-actors) is started again, up to its restart budget, and the event is logged; any other death is
-a :class:`ChildDied` that names the child, its exit code and the end of its log.
+:meth:`Launcher.check` is called periodically: a dead child marked ``restartable`` (the run's
+own broker, the learner, rollout actors: :mod:`arena.run.processes`) is started again with the
+same command line, up to its restart budget, and the event is logged; any other death is a
+:class:`ChildDied` that names the child, its exit code and the end of its log.
 """
 
 from __future__ import annotations

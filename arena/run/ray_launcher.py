@@ -10,7 +10,7 @@ command lines and the exit codes.
 :class:`RayLauncher` is a :class:`~arena.run.launcher.Launcher`: the coordinator watches, restarts
 and stops it the same way. A child has ended when its subprocess exits (its exit code) or when
 its actor is lost (a node died, someone ``ray.kill``-ed it); a restartable one (rollout actors,
-the run's own broker) gets a new actor, wherever Ray places it, up to its restart budget; any
+the learner, the run's own broker) gets a new actor, wherever Ray places it, up to its restart budget; any
 other end is a :class:`~arena.run.launcher.ChildDied` naming it. A child Ray cannot place within
 ``ray.placement_timeout`` fails the run too, naming what it asked for and what the cluster has.
 :meth:`RayLauncher.stop_all` stops every process group (SIGTERM, then SIGKILL) and kills every

@@ -16,6 +16,11 @@ re-sends its weights when an inference actor (re)joins, but only if the learner 
 registered again with the new broker first. So a wait that finds an actor behind, after this
 actor registered again with a restarted broker, asks the learner to publish again (once per
 restart, once the learner and the actor are both on the new broker's directory).
+
+A learner that restarts from its checkpoint rolls the inference actors back to that checkpoint's
+version (its buckets carry a newer epoch, :mod:`arena.weights.assembler`); the coordinator then
+waits for that version exactly (``exact=True``), since a version newer than it is the dead
+learner's.
 """
 
 from __future__ import annotations
@@ -23,11 +28,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from arena.bus import Actor, BusError, Message
 from arena.run.directory import listing, serving
 from arena.run.watch import Watchdog
+
+LEARNER_CHECK_EVERY = 2.0
+"""Seconds between two looks at the learner while a wait for weights lasts."""
 
 
 class WeightSync:
@@ -50,6 +58,10 @@ class WeightSync:
         self.actor: Actor | None = None
         self.watchdog: Watchdog | None = None
         """Reports a wait for weights that runs long (set by the coordinator)."""
+        self.learner_check: Callable[[], Awaitable[None]] | None = None
+        """Called every :data:`LEARNER_CHECK_EVERY` seconds while an actor does not serve the
+        awaited version yet; raises when the learner restarted meanwhile, since that version
+        then never comes (set by the coordinator: arena/run/learner_restart.py)."""
         self._registrations = 1  # its first
         """The actor's registrations when the learner was last asked to publish again: more
         since means a broker restart that may have lost weights on their way. (Such a request
@@ -83,37 +95,47 @@ class WeightSync:
                 f"{body.get('actor')} refused weights v{body.get('version')}: {body.get('reason')}"
             )
 
-    async def wait_serving(self, version: int, timeout: float = 600.0) -> None:
-        """Until every inference actor of the policy on the bus serves ``version`` (or newer),
-        asking each its status. One that leaves the bus meanwhile is no longer waited for."""
+    async def wait_serving(self, version: int, timeout: float = 600.0, exact: bool = False) -> None:
+        """Until every inference actor of the policy on the bus serves ``version`` (or newer,
+        unless ``exact``), asking each its status. One that leaves the bus meanwhile is no
+        longer waited for."""
         assert self.actor is not None
         deadline = time.monotonic() + timeout
         service = f"policy:{self.policy_name}:status"
         names = serving(await listing(self.actor), service)
         if self.watchdog is None:
-            await self._wait_each(names, version, deadline, timeout)
+            await self._wait_each(names, version, deadline, timeout, exact)
             return
         async with self.watchdog.waiting(f"waiting for weights v{version}", names):
-            await self._wait_each(names, version, deadline, timeout)
+            await self._wait_each(names, version, deadline, timeout, exact)
 
     async def _wait_each(
-        self, names: list[str], version: int, deadline: float, timeout: float
+        self, names: list[str], version: int, deadline: float, timeout: float, exact: bool
     ) -> None:
         assert self.actor is not None
         service = f"policy:{self.policy_name}:status"
+        checked = time.monotonic()
         for name in names:
             while True:
                 try:
                     status = await self.actor.request(service=service, dst=name, timeout=30)
-                    if status.body["version"] >= version:
+                    served = status.body["version"]
+                    if served == version or (served > version and not exact):
                         break
-                    await self._publish_again_after_restart(name, version)
+                    if served < version:
+                        await self._publish_again_after_restart(name, version)
                 except BusError:
                     if name not in serving(await listing(self.actor), service):
                         break  # it left (or died): nothing to wait for
                     # else lost on the way (a restarting broker): ask again
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"{name} did not apply weights v{version} in {timeout:.0f}s")
+                if (
+                    self.learner_check is not None
+                    and time.monotonic() - checked > LEARNER_CHECK_EVERY
+                ):
+                    checked = time.monotonic()
+                    await self.learner_check()
                 await self._next_ack(0.5)
 
     async def _publish_again_after_restart(self, name: str, version: int) -> None:

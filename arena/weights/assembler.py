@@ -7,6 +7,14 @@ bfloat16 server) and are cast to the served one; any other dtype change is refus
 update (a missing bucket: a newer version starts, or it times out) or a corrupt one is rejected
 with a reason and the old weights keep serving. A bucket of a version older than the one being
 assembled is refused without disturbing the newer one.
+
+**Epochs.** A bucket may carry the ``epoch`` of its publisher (a learner's start time in
+nanoseconds, :mod:`arena.weights.publisher`). Versions are compared within one epoch. A newer
+epoch is a publisher that restarted, from its checkpoint: its versions count again from that
+checkpoint's step, so its update is taken even when its version is not newer than the served
+one (the served weights roll back to the checkpoint's), and from then on buckets of an older
+epoch (a dead publisher's, still on their way) are stale. A bucket without an epoch, or a
+receiver that has taken none yet, compares versions only.
 """
 
 from __future__ import annotations
@@ -59,6 +67,7 @@ class _Checked:
 @dataclass
 class _Partial:
     version: int
+    epoch: int | None
     num_buckets: int
     started: float
     buckets: dict[int, _Checked] = field(default_factory=dict)
@@ -84,6 +93,8 @@ class WeightAssembler:
         self.files = files
         self.counters: Counter[str] = Counter()
         self.last_version = -1
+        self.last_epoch: int | None = None
+        """The epoch of the last update taken (None: none carried one)."""
         self._partial: _Partial | None = None
 
     def add(self, body: Any) -> tuple[int, dict[str, torch.Tensor]] | None:
@@ -93,7 +104,7 @@ class WeightAssembler:
         belonged to, and :class:`StaleBucket` for one of an old version, which drops nothing.
         """
         try:
-            version, index, total, checked = self._check_bucket(body)
+            version, epoch, index, total, checked = self._check_bucket(body)
         except StaleBucket:
             self.counters["stale"] += 1
             raise
@@ -101,14 +112,16 @@ class WeightAssembler:
             self._drop(f"corrupt bucket: {err}")
             raise
         partial = self._partial
-        if partial is not None and (partial.version != version or self._expired(partial)):
+        if partial is not None and (
+            (partial.version, partial.epoch) != (version, epoch) or self._expired(partial)
+        ):
             self._drop(
                 f"update {partial.version} incomplete: "
                 f"{len(partial.buckets)}/{partial.num_buckets} buckets arrived"
             )
             partial = None
         if partial is None:
-            partial = self._partial = _Partial(version, total, time.monotonic())
+            partial = self._partial = _Partial(version, epoch, total, time.monotonic())
         if total != partial.num_buckets:
             self._drop("buckets disagree on num_buckets")
             raise WeightUpdateError(
@@ -132,20 +145,33 @@ class WeightAssembler:
                 f"update {version} lacks {len(missing)} tensors, e.g. {sorted(missing)[0]}"
             )
         self.last_version = version
+        if epoch is not None:
+            self.last_epoch = epoch
         self.counters["applied"] += 1
         return version, state
 
-    def check_fresh(self, version: int) -> None:
+    def check_fresh(self, version: int, epoch: int | None = None) -> None:
         """Raise :class:`StaleBucket` unless ``version`` is newer than the served one and not
-        older than the one being assembled."""
-        if version <= self.last_version:
-            raise StaleBucket(f"version {version} is not newer than {self.last_version}")
-        if self._partial is not None and version < self._partial.version:
+        older than the one being assembled (within one epoch; a newer epoch is always fresh,
+        an older one never: see the module docstring)."""
+        if _later(epoch, self.last_epoch) is None:
+            if version <= self.last_version:
+                raise StaleBucket(f"version {version} is not newer than {self.last_version}")
+        elif not _later(epoch, self.last_epoch):
             raise StaleBucket(
-                f"version {version} is older than update {self._partial.version} in progress"
+                f"version {version} comes from a publisher that has restarted since "
+                f"(epoch {epoch}, the served weights' is {self.last_epoch})"
+            )
+        partial = self._partial
+        if partial is None:
+            return
+        newer_epoch = _later(epoch, partial.epoch)
+        if newer_epoch is False or (newer_epoch is None and version < partial.version):
+            raise StaleBucket(
+                f"version {version} is older than update {partial.version} in progress"
             )
 
-    def _check_bucket(self, body: Any) -> tuple[int, int, int, _Checked]:
+    def _check_bucket(self, body: Any) -> tuple[int, int | None, int, int, _Checked]:
         if not isinstance(body, dict):
             raise WeightUpdateError("bucket must be a map")
         try:
@@ -157,7 +183,10 @@ class WeightAssembler:
             checksum, entries = int(body["checksum"]), body["tensors"]
         except (KeyError, TypeError, ValueError) as err:
             raise WeightUpdateError(f"bucket lacks or garbles field {err}") from None
-        self.check_fresh(version)
+        epoch = body.get("epoch")
+        if epoch is not None and (not isinstance(epoch, int) or isinstance(epoch, bool)):
+            raise WeightUpdateError(f"bucket epoch must be an integer, got {epoch!r}")
+        self.check_fresh(version, epoch)
         if not 0 <= index < total:
             raise WeightUpdateError(f"bucket index {index} outside 0..{total - 1}")
         mapped = self._mapped(body)
@@ -185,7 +214,7 @@ class WeightAssembler:
             )
         if crc != checksum:
             raise WeightUpdateError(f"checksum mismatch in bucket {index} of version {version}")
-        return version, index, total, checked
+        return version, epoch, index, total, checked
 
     def _mapped(self, body: dict[str, Any]) -> np.ndarray | None:
         ref = body.get("shm")
@@ -220,3 +249,11 @@ class WeightAssembler:
             log.warning("weight update rejected, old weights keep serving: %s", reason)
         self._partial = None
         self.files.forget()
+
+
+def _later(epoch: int | None, than: int | None) -> bool | None:
+    """Whether ``epoch`` is a later publisher's than ``than``: True, False (an earlier one's),
+    or None when they are the same publisher or either is unknown (compare versions then)."""
+    if epoch is None or than is None or epoch == than:
+        return None
+    return epoch > than

@@ -10,7 +10,9 @@
   buckets carry the bytes as frames (:func:`arena.weights.buckets.make_buckets`).
 
 Either way a receiver checks names, shapes, dtypes and per-bucket checksums before it applies
-anything (:class:`arena.weights.assembler.WeightAssembler`).
+anything (:class:`arena.weights.assembler.WeightAssembler`). Every bucket carries the
+publisher's ``epoch`` when it has one: a restarted learner's versions start again from its
+checkpoint's, and the epoch tells receivers to take them.
 
 Use::
 
@@ -74,8 +76,13 @@ class WeightPublisher:
         shm: bool = True,
         directory: str | os.PathLike[str] = SHM_DIR,
         bucket_bytes: int = DEFAULT_BUCKET_BYTES,
+        epoch: int | None = None,
     ) -> None:
         self.name = name
+        self.epoch = epoch
+        """Put on every bucket: receivers take a newer epoch's versions even when they are
+        not newer (a learner restarted from its checkpoint; see :mod:`arena.weights.assembler`).
+        None sends none."""
         self.topic = f"weights.{name}"
         self.bucket_bytes = bucket_bytes
         self._writer = (
@@ -113,7 +120,15 @@ class WeightPublisher:
                     for n, t in groups[index]
                 ]
                 bodies.append(
-                    bucket_body(version, index, len(groups), checksum, tensors, shm=file.ref())
+                    bucket_body(
+                        version,
+                        index,
+                        len(groups),
+                        checksum,
+                        tensors,
+                        shm=file.ref(),
+                        **self._epoch(),
+                    )
                 )
                 if index == 0:
                     self._held = _Held(file, bodies)  # fetchable from the first bucket on
@@ -132,7 +147,10 @@ class WeightPublisher:
                 self._writer = None
         self._held = None
         for body in byte_buckets(groups, version):
-            send(body)
+            send(body | self._epoch())
+
+    def _epoch(self) -> dict[str, int]:
+        return {} if self.epoch is None else {"epoch": self.epoch}
 
     def close(self) -> None:
         """Remove the shared-memory file (receivers that mapped it keep their mapping)."""

@@ -11,7 +11,9 @@
   checkpoint for a bfloat16 server); a name may be missing only where the served model ties it to
   one that is present (``save_pretrained`` leaves out tied embeddings).
 
-A complete update goes to ``deliver(version, state, transport)``; a refusal to
+Buckets of a restarted publisher (a newer ``epoch``) roll the served version back to its
+checkpoint's (:mod:`arena.weights.assembler`). A complete update goes to
+``deliver(version, state, transport)``; a refusal to
 ``refuse(version, reason, transport)``. ``transport`` is ``shm``, ``bus``, ``fetch`` or
 ``load``. Nothing here touches the served weights: the caller applies them between batches.
 """
@@ -107,7 +109,7 @@ class WeightReceiver:
             self._take(assembler, body, "shm")
         else:
             try:  # an outdated reference is refused here, not fetched first
-                assembler.check_fresh(_version(body))
+                assembler.check_fresh(_version(body), _epoch(body))
             except StaleBucket as err:
                 self._stale(body, err, "fetch")
                 return
@@ -250,6 +252,13 @@ def _dtype_name(code: str) -> str:
     """The dtype name of a safetensors code (an unknown code stays as it is, and is refused)."""
     known = BY_SAFETENSORS.get(code)
     return known.name if known is not None else code
+
+
+def _epoch(body: Any) -> int | None:
+    """The publisher's epoch a bucket names (None: none, or not an integer; the assembler
+    refuses the latter when it checks the bucket)."""
+    epoch = body.get("epoch") if isinstance(body, dict) else None
+    return epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else None
 
 
 def _version(body: Any) -> int:

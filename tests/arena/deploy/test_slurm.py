@@ -79,9 +79,9 @@ def test_the_script_is_valid_bash_and_starts_every_process(script: str) -> None:
         "rollout-1": "3",
         "rollout-2": "3",
     }
-    # the broker and rollout actors are started again when they die, as arena train does
+    # the broker, the learner and rollout actors are started again when they die, as arena train does
     assert found["broker"]["restarts"] == "3" and found["rollout-2"]["restarts"] == "3"
-    assert found["learner"]["restarts"] == "0" and found["train"]["restarts"] == "0"
+    assert found["learner"]["restarts"] == "3" and found["train"]["restarts"] == "0"
     # torch threads follow the CPUs each step asks for, not the cores of the writing host
     assert found["inference-1"]["env"] == {"OMP_NUM_THREADS": "4"}
     assert found["learner"]["env"] == {"OMP_NUM_THREADS": "8"}

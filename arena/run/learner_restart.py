@@ -1,0 +1,133 @@
+"""Noticing that the learner restarted from its checkpoint, so that the run continues from there.
+
+A learner process that dies (``kill -9``, out of memory, a lost host) is started again by
+whatever started it: ``arena train``'s launcher (``learner_max_restarts``), an operator, or a
+cluster engine. The new process resumes from its last checkpoint, so its step and version go
+back to that checkpoint's, and everything the dead one held in memory is gone: pending turns,
+and any update newer than the checkpoint (arena/commands/learner.py, trainers/learner_actor.py).
+
+Every learner process has an ``epoch`` (its start time) in its ``status`` reply. The trainer
+asks the learner through :class:`LearnerClient`, which remembers the first epoch it sees and
+raises :class:`LearnerRestarted`, carrying the new learner's status, when
+
+- a ``status`` reply names another epoch (the learner restarted between two requests), or
+- a request to the learner fails (it died while answering, or none is on the bus), and a learner
+  then answers ``status`` under another epoch within ``timeout`` seconds (``wait.timeout``;
+  past ``wait.report_every`` the wait is reported, and shown by ``arena status``, like any
+  other: :mod:`arena.run.watch`). One that answers under the same epoch did not restart: the
+  request's own error is raised. One that does not answer in time leaves the run with that
+  error too: no wait is unbounded, or
+- a wait for weights finds the learner restarted (:meth:`LearnerClient.check_restart`, every
+  few seconds while an inference actor lacks the awaited version, which then never comes).
+
+The coordinator (arena/run/coordinator.py) catches it at the step it was in, and goes back to
+the new learner's step: its metrics rows past it are dropped, the inference actors must serve
+exactly the checkpoint's version (the restarted learner published it at start, and they roll
+back to it), and the step runs again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from pathlib import Path
+from typing import Any, NoReturn
+
+from arena.bus import Actor, BusError
+from arena.run.watch import Watchdog
+
+
+class LearnerRestarted(Exception):
+    """The learner answering now is not the one the run was talking to."""
+
+    def __init__(self, status: dict[str, Any]) -> None:
+        self.status = status
+        """The new learner's ``status`` reply (``step``, ``version``, ``epoch``, ...)."""
+        super().__init__(
+            f"the learner restarted (epoch {status.get('epoch')}) from its checkpoint at "
+            f"step {status.get('step')}"
+        )
+
+
+class LearnerClient:
+    """The trainer's requests to service ``learner`` (see the module docstring)."""
+
+    def __init__(self, actor: Actor, watchdog: Watchdog, timeout: float, poll: float = 1.0) -> None:
+        self.actor = actor
+        self.watchdog = watchdog
+        """Reports a request, or the wait for the learner to come back, that runs long."""
+        self.timeout = timeout
+        """Seconds to wait for a learner to answer after a failed request."""
+        self.poll = poll
+        self.epoch: int | None = None
+        """The epoch of the learner the run talks to (None until a status named one)."""
+        self.restarts = 0
+
+    async def __call__(self, op: str, timeout: float = 3600.0) -> Any:
+        """The learner's reply to ``op``; :class:`LearnerRestarted` when the learner that
+        answers is not the one before."""
+        try:
+            body = await self._request(op, timeout)
+        except BusError as err:
+            await self._after_error(err, f"the learner's {op}")
+        return self._check(body) if op == "status" else body
+
+    async def check_restart(self) -> None:
+        """:class:`LearnerRestarted` if the learner answering now is a new one (nothing when
+        none answers: the wait that asks goes on, within its own bound)."""
+        with contextlib.suppress(BusError):
+            self._check(await self._request("status", 10))
+
+    async def final_checkpoint(self, step: int, run_dir: Path) -> Any:
+        """The checkpoint after the run's last ``step``; asked again of a learner that restarted
+        meanwhile from that step's checkpoint (one that lost steps fails the run: resume it)."""
+        try:
+            return await self("checkpoint")
+        except LearnerRestarted as restart:
+            if int(restart.status["step"]) < step:
+                raise RuntimeError(
+                    f"{restart} after step {step}: continue the run with resume={run_dir} to "
+                    "train the steps it lost"
+                ) from restart
+            return await self("checkpoint")
+
+    def _check(self, status: dict[str, Any]) -> dict[str, Any]:
+        """``status`` itself when it is the known learner's (or the first seen); else
+        :class:`LearnerRestarted`, and the new epoch becomes the known one."""
+        epoch = status.get("epoch")
+        if self.epoch is None or epoch == self.epoch:
+            self.epoch = epoch
+            return status
+        self.epoch = epoch
+        self.restarts += 1
+        raise LearnerRestarted(status)
+
+    async def _request(self, op: str, timeout: float) -> Any:
+        request = self.actor.request({"op": op}, service="learner", timeout=timeout)
+        if op == "status":
+            return (await request).body
+        async with self.watchdog.waiting(f"waiting for the learner's {op}", ["learner"]):
+            return (await request).body
+
+    async def _after_error(self, err: BusError, what: str) -> NoReturn:
+        """A request to the learner (``what``) failed with ``err``: wait until a learner
+        answers ``status``, then raise :class:`LearnerRestarted` if it is a new one, else
+        ``err``; ``err`` too when none answers within :attr:`timeout`."""
+        waiting = f"{what} failed ({err}); waiting for the learner to answer again"
+        async with self.watchdog.waiting(waiting, ["learner"]):
+            deadline = time.monotonic() + self.timeout
+            while True:
+                try:
+                    status = await self._request("status", 30)
+                except BusError as again:
+                    if time.monotonic() > deadline:
+                        raise BusError(
+                            err.code,
+                            f"{err.message}; and no learner answered for {self.timeout:g}s "
+                            f"since ({again})",
+                        ) from err
+                    await asyncio.sleep(self.poll)
+                    continue
+                self._check(status)  # raises LearnerRestarted for a new learner
+                raise err

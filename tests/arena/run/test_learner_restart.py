@@ -1,0 +1,91 @@
+"""A learner killed with SIGKILL under ``arena train``: the launcher restarts it, the new one
+resumes from the last checkpoint, and the run goes back to that step and completes.
+
+The run trains configs/smoke.yaml (the tiny model) for 6 steps with a checkpoint every 3, and
+the learner dies once step 4 is logged: the inference actors then serve a version (4, or 5 if
+the kill lands after the next update) that no checkpoint holds, and the last checkpoint is step
+3's (step 6, the next, is two updates away). The restarted learner starts at step 3 and rolls
+them back to version 3; the run drops its rows past step 3 and trains steps 4 to 6 again,
+without ``resume=``. Every step reports
+the episodes discarded for being newer than the learner (``learner/count/discarded_newer_version``;
+how many there are depends on where the kill lands, and tests/trainers/test_learner_restart.py
+pins the discarding itself).
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/run/test_learner_restart.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.arena.commands.test_train import (
+    SMOKE,
+    metrics,
+    pids_of,
+    run_logs,
+    start,
+)
+
+
+def learner_pids(run_dir: Path) -> list[int]:
+    """The learner process of the run in ``run_dir``."""
+    return [
+        p
+        for p in pids_of(" learner --address ")
+        if str(run_dir) in Path(f"/proc/{p}/cmdline").read_text()
+    ]
+
+
+def served_versions(log: Path) -> list[int]:
+    """The versions an inference actor applied, in order, from its log."""
+    return [int(v) for v in re.findall(r"serves version (\d+)", log.read_text())]
+
+
+def test_a_killed_learner_is_restarted_and_the_run_continues_from_its_checkpoint(
+    tmp_path: Path,
+) -> None:
+    run_dir = tmp_path / "run"
+    proc = start("train", SMOKE, f"run_dir={run_dir}", "steps=6", "checkpoint_every=3")
+    out = ""
+    try:
+        deadline = time.monotonic() + 300
+        while len(metrics(run_dir)) < 4:  # polled often: the kill must come before step 6
+            assert time.monotonic() < deadline and proc.poll() is None, "no 4 steps"
+            time.sleep(0.05)
+        victim = learner_pids(run_dir)
+        assert len(victim) == 1, victim
+        os.kill(victim[0], signal.SIGKILL)
+        # well within pytest's timeout, so that a hung run still shows its logs
+        out, _ = proc.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+        pytest.fail(f"the run hung after its learner was killed\n{run_logs(run_dir, out)}")
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, run_logs(run_dir, out)
+    rows = metrics(run_dir)
+    assert [r["step"] for r in rows] == [1, 2, 3, 4, 5, 6], run_logs(run_dir, out)
+    events = (run_dir / "events.log").read_text()
+    assert f"learner (pid {victim[0]}) exited with code -9; restarting (1/3)" in events
+    # the new learner started from the checkpoint of step 3, and the run went back there
+    assert re.search(r"the learner restarted \(epoch \d+\) from its checkpoint at step 3", events)
+    assert "continuing from step 3" in events
+    learner_log = (run_dir / "logs" / "learner.log").read_text()
+    assert re.search(r"resumed from \S+step-00000003 at step 3", learner_log)
+    # inference-0 served a version of the dead learner's past 3, then exactly the checkpoint's
+    versions = served_versions(run_dir / "logs" / "inference-0.log")
+    back = next(i for i in range(1, len(versions)) if versions[i] < versions[i - 1])
+    assert versions[:4] == [1, 2, 3, 4] and versions[back] == 3, versions
+    assert versions[back:] == [3, 4, 5, 6], versions
+    # every step reports what was discarded as newer than the learner
+    assert all("learner/count/discarded_newer_version" in r for r in rows), rows
+    assert (run_dir / "eval_summary.json").exists()
+    assert not pids_of(str(run_dir)), "children outlived the run"
