@@ -13,7 +13,9 @@
   own (its name on the bus, its sampler's seed), so each gets a Deployment of one replica,
   ``Recreate``d: two pods of one actor would fight over its name.
 - ``30-learner.yaml`` and ``50-train.yaml``: Jobs for the learner and ``arena train`` (the
-  coordinator). The run ends when the ``train`` Job completes.
+  coordinator). The learner's is restarted in place when it fails (``OnFailure``, up to
+  ``learner_max_restarts``), and resumes from its last checkpoint; the run ends when the
+  ``train`` Job completes.
 - ``40-rollout.yaml``: a StatefulSet of ``rollout.actors`` replicas. A rollout actor's name
   must be ``rollout-<integer>``, unique on the bus; a StatefulSet pod's ordinal (the
   ``apps.kubernetes.io/pod-index`` label, Kubernetes 1.28+) gives ``--index``. Scaling it up
@@ -235,8 +237,15 @@ class _Builder:
         return self.object("apps/v1", "Deployment", process.name, spec=spec)
 
     def job(self, process: Process) -> dict[str, Any]:
+        """A Job; one with a restart budget (the learner: ``learner_max_restarts``) restarts its
+        container in place when it fails, so an ``emptyDir`` run volume, and the checkpoint the
+        new learner resumes from, survive the restart."""
         labels = self.labels(process.kind)
-        spec = {"backoffLimit": 0, "template": self.template(process, labels, "Never")}
+        restart = "OnFailure" if process.max_restarts else "Never"
+        spec = {
+            "backoffLimit": process.max_restarts,
+            "template": self.template(process, labels, restart),
+        }
         return self.object("batch/v1", "Job", process.name, spec=spec)
 
     def rollout(self, processes: list[Process]) -> list[dict[str, Any]]:

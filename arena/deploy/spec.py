@@ -47,7 +47,8 @@ class Process:
     """The ``arena`` command line without ``arena`` (``actor_commands``' own)."""
     env: dict[str, str] = field(default_factory=dict)
     max_restarts: int = 0
-    """Times a dead one is started again (rollout actors, the broker); 0: its death ends it."""
+    """Times a dead one is started again (rollout actors, the broker, the learner); 0: its death
+    ends it."""
 
     @property
     def kind(self) -> str:

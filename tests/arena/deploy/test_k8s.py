@@ -108,8 +108,8 @@ def check_structure(doc: dict[str, Any]) -> None:
     if kind == "Service":
         assert all(isinstance(p["port"], int) for p in doc["spec"].get("ports", []))
     for pod in pod_specs(doc):
-        expected = "Never" if kind == "Job" else "Always"
-        assert pod["restartPolicy"] == expected
+        allowed = ("Never", "OnFailure") if kind == "Job" else ("Always",)  # as the API server
+        assert pod["restartPolicy"] in allowed
         assert "securityContext" not in pod  # an fsGroup would make the secret group-readable
         volumes = {v["name"]: v for v in pod["volumes"]}
         for container in pod["containers"]:
@@ -229,6 +229,12 @@ def test_command_lines_are_those_arena_train_starts_locally(out: Path) -> None:
     }
     runs = {v["name"]: v for v in learner["volumes"]}["runs"]
     assert runs == {"name": "runs", "persistentVolumeClaim": {"claimName": "arena-runs"}}
+    # a failed learner is restarted in place (it resumes from its checkpoint); the coordinator
+    # is not: its end is the run's
+    assert learner["restartPolicy"] == "OnFailure"
+    assert objects["Job/arena-smoke-learner"]["spec"]["backoffLimit"] == 3
+    assert pod_specs(objects["Job/arena-smoke-train"])[0]["restartPolicy"] == "Never"
+    assert objects["Job/arena-smoke-train"]["spec"]["backoffLimit"] == 0
 
 
 def test_insecure_writes_no_secret_and_says_so(deploy: Callable[..., Result], out: Path) -> None:
