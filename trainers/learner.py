@@ -12,7 +12,7 @@ Rewards: a turn's ``reward`` is its own reward, and the rollout side adds the se
 outcome to the seat's last turn; returns are discounted sums of those (trainers/advantages.py).
 
 One update is ``loss.ppo_epochs`` passes over ``loss.minibatches`` mini-batches of the turns,
-one optimizer step each, against the policy from before the first (trainers/losses.py); it
+one optimizer step each, against the policy from before the first (trainers/update.py); it
 counts as one step (the weights' version, the LR schedule, checkpoints) however many it took.
 
 Under ``torchrun`` every rank builds a Learner; rank 0 adds episodes and calls :meth:`step`,
@@ -24,17 +24,14 @@ The bus actor around it is :class:`trainers.learner_actor.LearnerActor` (``arena
 
 from __future__ import annotations
 
-import contextlib
-import itertools
 import logging
-import math
 import random
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import torch
@@ -45,19 +42,18 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 
-from arena.models import fast_dtype, resolve_device
+from arena.models import resolve_device
 from arena.records import Episode
 from arena.weights.buckets import make_buckets
 from trainers import checkpoint as ckpt
 from trainers import distributed as ddist
 from trainers.advantages import EMABaseline, compute_advantages, stats_by_key
-from trainers.batch import MicroBatch, Sample, pack, shard
+from trainers.batch import Sample
 from trainers.config import LearnerConfig
 from trainers.filters import apply_staleness, filter_samples
 from trainers.inbox import Inbox
 from trainers.logprobs import TokenLogprobs, unwrap_peft
-from trainers.losses import aggregation_weights, policy_loss
-from trainers.optim import build_optimizer, learning_rate, set_learning_rate
+from trainers.optim import build_optimizer
 from trainers.trained_model import (
     add_lora,
     frozen_copy,
@@ -68,21 +64,10 @@ from trainers.trained_model import (
     lora_state_dict,
     save_hf,
 )
+from trainers.update import PolicyUpdate
 
 log = logging.getLogger("arena.learner")
 _FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
-# Loss metrics that are token sums (averaged per token and pass); the others are per step.
-_PER_TOKEN = (
-    "entropy",
-    "clip_frac",
-    "dual_clip_frac",
-    "tis_capped_frac",
-    "tis_weight",
-    "sampler_kl",
-    "ratio",
-    "ratio_dev",
-    "kl_token",
-)
 
 
 @dataclass
@@ -98,15 +83,6 @@ class LearnerState:
     @property
     def version(self) -> int:
         return self.step
-
-
-class _MiniBatch(NamedTuple):
-    """One optimizer step's share of a batch on this rank: its micro-batches (dummies pad them
-    to the busiest rank's count), how many hold turns, and the trained tokens of all ranks."""
-
-    batches: list[MicroBatch]
-    real: int
-    tokens: int
 
 
 class Learner:
@@ -145,6 +121,16 @@ class Learner:
         module = TokenLogprobs(model, config.loss.temperature, config.sparse_logits)
         self.policy = ddist.wrap(module, config.distributed.strategy, self.dist, self.device)
         self.optimizer = build_optimizer(model, config.optim, self.device)
+        self.update = PolicyUpdate(
+            config,
+            model,
+            self.policy,
+            self.optimizer,
+            self.reference,
+            self.dist,
+            self.device,
+            self.pad_id,
+        )
         self.ema = EMABaseline(config.advantage.ema_alpha)
         self.state = LearnerState()
         self.inbox = Inbox(
@@ -276,201 +262,16 @@ class Learner:
                     metrics[f"{name}/{game}/{role}/{stat}"] = value
 
     def _update(self, kept: list[Sample]) -> dict[str, float]:
-        """ppo_epochs passes over the mini-batches of ``kept``, one optimizer step each.
-
-        Every rank holds all of ``kept`` (rank 0 broadcast it), splits it alike and trains its
-        shard of each mini-batch, so all ranks take the same optimizer steps in lockstep.
-        """
-        cfg = self.config
-        start = time.perf_counter()
-        parts = [self._minibatch([kept[i] for i in idx]) for idx in self._split(len(kept))]
-        self._old_logprobs(parts[1:])  # mini-batch 0's first pass (before any step) gives its own
-        lr = learning_rate(self.state.step, cfg.optim)  # per learner step: see loss.minibatches
-        set_learning_rate(self.optimizer, lr)
-        totals: Counter[str] = Counter()
-        steps = passes = 0
-        for epoch, part in itertools.product(range(cfg.loss.ppo_epochs), parts):
-            sums, finite = self._accumulate(part.batches, part.real)
-            grad_norm = self._clip_gradients()
-            bad = not (finite and math.isfinite(grad_norm))
-            if ddist.all_reduce_max(float(bad), self.dist, self.device) > 0:
-                self.optimizer.zero_grad(set_to_none=True)
-                self.state.counters["skipped_nonfinite"] += 1
-                log.warning(
-                    "non-finite loss or gradient at step %d (epoch %d, optimizer step %d): "
-                    "update skipped, weights kept",
-                    self.state.step,
-                    epoch,
-                    steps,
-                )
-                if steps == 0:
-                    return {"skipped": 1.0}
-                break  # earlier optimizer steps already moved the weights: the step still counts
-            self.optimizer.step()
-            self.optimizer.zero_grad(set_to_none=True)
-            steps += 1
-            passes += part.tokens
-            totals.update(sums)
-            totals["grad_norm"] += grad_norm
-        num_tokens = sum(part.tokens for part in parts)
+        """The optimizer steps on ``kept`` (trainers/update.py); the step counts once, however
+        many it took, unless the first met a non-finite loss or gradient."""
+        metrics = self.update.run(kept, self.state.step, self.state.counters)
+        if metrics.get("skipped"):
+            return metrics
         self.state.step += 1
         self.state.samples_trained += len(kept)
-        self.state.tokens_trained += num_tokens
-        elapsed = time.perf_counter() - start
-        mine = sum(mb.num_input_tokens for part in parts for mb in part.batches[: part.real])
-        tokens = ddist.all_reduce_sum({"in": float(mine)}, self.dist, self.device)["in"]
-        metrics = self._loss_metrics(totals, passes, steps)
-        metrics.update(
-            lr=lr,
-            optimizer_steps=float(steps),
-            version=float(self.state.step),
-            tokens=float(num_tokens),
-            input_tokens=tokens,
-            update_time=elapsed,
-            tokens_per_s=tokens / elapsed,
-            trained_tokens_per_s=num_tokens / elapsed,
-        )
+        self.state.tokens_trained += int(metrics["tokens"])
+        metrics["version"] = float(self.state.step)
         return metrics
-
-    def _split(self, count: int) -> list[np.ndarray]:
-        """Sample indices of each mini-batch: a shuffle seeded by (seed, step), so every rank
-        (and a resumed run) splits alike without a message. One mini-batch keeps the order."""
-        parts = min(self.config.loss.minibatches, count)
-        if parts <= 1:
-            return [np.arange(count)]
-        seed = [self.config.seed % 2**32, self.state.step]
-        order = np.random.default_rng(seed).permutation(count)
-        return [np.sort(idx) for idx in np.array_split(order, parts)]
-
-    def _minibatch(self, samples: list[Sample]) -> _MiniBatch:
-        """This rank's micro-batches of one mini-batch, weighted to aggregate over all ranks."""
-        cfg = self.config
-        mine = shard(samples, self.dist.rank, self.dist.world)
-        batches = [
-            mb.to(self.device) for mb in pack(mine, cfg.batch.micro_batch_tokens, self.pad_id)
-        ]
-        # Every rank runs as many forwards as the busiest (FSDP2 gathers weights in each).
-        count = int(ddist.all_reduce_max(float(len(batches)), self.dist, self.device))
-        real = len(batches)
-        batches += [self._dummy_batch() for _ in range(count - real)]
-        num_tokens = sum(len(s.response_ids) for s in samples)
-        constant = cfg.loss.norm_constant or cfg.batch.max_response_tokens
-        for mb in batches:
-            mb.agg_weights = aggregation_weights(
-                mb.seq_lengths, cfg.loss.aggregation, num_tokens, len(samples), constant
-            )
-        return _MiniBatch(batches, real, num_tokens)
-
-    def _old_logprobs(self, parts: list[_MiniBatch]) -> None:
-        """Old-policy (and reference) logprobs of the mini-batches after the first.
-
-        Their first pass runs after earlier mini-batches moved the weights, so it cannot serve
-        as the old policy: one no-grad forward each, before the first optimizer step.
-        """
-        for mb in (mb for part in parts for mb in part.batches):
-            with torch.no_grad(), self._autocast():
-                args = (mb.input_ids, mb.attention_mask, mb.target_ids, mb.loss_mask)
-                mb.prox_logprobs = self.policy(*args)[0]
-            if self.config.loss.kl_coef > 0:
-                mb.ref_logprobs = self._reference_logprobs(mb)
-
-    def _accumulate(self, batches: list[MicroBatch], real: int) -> tuple[dict[str, float], bool]:
-        """Forward and backward every micro-batch; gradients sync on the last one only.
-
-        A micro-batch without old logprobs takes them from this pass: only its first, which
-        :meth:`_update` runs before any optimizer step.
-        """
-        cfg = self.config.loss
-        sums: Counter[str] = Counter()
-        finite = True
-        for i, mb in enumerate(batches):
-            ddist.sync_gradients(self.policy, i == len(batches) - 1)
-            with self._autocast():
-                logprobs, entropy = self.policy(
-                    mb.input_ids,
-                    mb.attention_mask,
-                    mb.target_ids,
-                    mb.loss_mask,
-                    entropy_grad=cfg.entropy_coef > 0,
-                )
-            if mb.prox_logprobs is None:
-                mb.prox_logprobs = logprobs.detach()
-                if cfg.kl_coef > 0:
-                    mb.ref_logprobs = self._reference_logprobs(mb)
-            out = policy_loss(
-                logprobs,
-                entropy,
-                mb.prox_logprobs,
-                mb.sampler_logprobs,
-                mb.advantages,
-                mb.weights,
-                mb.agg_weights,
-                cfg,
-                mb.ref_logprobs,
-            )
-            finite = finite and bool(torch.isfinite(out.loss))
-            # DDP and FSDP2 average gradients over ranks; the shares already sum to the mean.
-            (out.loss * self.dist.world).backward()
-            if i < real:
-                sums.update({k: float(v) for k, v in out.sums.items()})
-                sums["loss"] += float(out.loss.detach())
-        return ddist.all_reduce_sum(dict(sums), self.dist, self.device), finite
-
-    def _clip_gradients(self) -> float:
-        """Clip to optim.grad_clip (if > 0) and return the global norm before clipping."""
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        clip = self.config.optim.grad_clip if self.config.optim.grad_clip > 0 else math.inf
-        norm = torch.nn.utils.clip_grad_norm_(params, clip)
-        full = getattr(norm, "full_tensor", None)  # FSDP2 returns a DTensor
-        return float(full() if callable(full) else norm)
-
-    def _autocast(self) -> contextlib.AbstractContextManager[Any]:
-        dtype = self.config.autocast
-        if dtype == "auto":
-            dtype = "bfloat16" if fast_dtype(str(self.device)) == "bfloat16" else None
-        if dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=getattr(torch, dtype))
-
-    def _reference_logprobs(self, mb: MicroBatch) -> torch.Tensor:
-        with torch.no_grad(), self._autocast():
-            if self.reference is not None:
-                module = TokenLogprobs(
-                    self.reference, self.config.loss.temperature, self.config.sparse_logits
-                )
-                return module(mb.input_ids, mb.attention_mask, mb.target_ids, mb.loss_mask)[0]
-            with self.model.disable_adapter():  # LoRA: the base model is the reference
-                return self.policy(mb.input_ids, mb.attention_mask, mb.target_ids, mb.loss_mask)[0]
-
-    def _dummy_batch(self) -> MicroBatch:
-        """A one-token micro-batch with zero weight, for ranks that ran out of turns."""
-        ids = np.array([self.pad_id], dtype=np.int32)
-        sample = Sample(
-            episode_id="",
-            turn_index=0,
-            game="",
-            role="",
-            seat="",
-            group="",
-            prompt_ids=ids,
-            response_ids=ids,
-            sampler_logprobs=np.zeros(1, np.float32),
-            valid=True,
-            policy_version=0,
-            ret=0.0,
-            outcome=0.0,
-            weight=0.0,
-        )
-        return pack([sample], self.config.batch.micro_batch_tokens, self.pad_id)[0].to(self.device)
-
-    @staticmethod
-    def _loss_metrics(totals: dict[str, float], passes: int, steps: int) -> dict[str, float]:
-        """Means over the optimizer steps: losses per step, the others per token and pass
-        (``passes`` counts each step's tokens), so clip_frac is the share of clipped tokens."""
-        per_step = ("loss", "pg_loss", "kl", "grad_norm")
-        out = {k: totals[k] / max(steps, 1) for k in per_step if k in totals}
-        out.update({k: totals[k] / max(passes, 1) for k in _PER_TOKEN if k in totals})
-        return out
 
     # -- weights out ---------------------------------------------------------------------
     def export_weights(self) -> dict[str, torch.Tensor]:

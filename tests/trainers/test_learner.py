@@ -13,7 +13,7 @@ import pytest
 import torch
 from synthetic import two_seat_episodes
 
-import trainers.learner as learner_module
+import trainers.update as update_module
 from arena.weights.assembler import WeightAssembler
 from trainers.config import LearnerConfig
 from trainers.learner import Learner
@@ -111,7 +111,7 @@ def test_gradient_accumulation_equals_one_big_batch() -> None:
 
 def test_nan_loss_skips_the_step_without_touching_weights(fresh_tiny, monkeypatch, caplog) -> None:
     learner = Learner(make_config(), *fresh_tiny)
-    real_loss = learner_module.policy_loss
+    real_loss = update_module.policy_loss
     calls = {"n": 0}
 
     def poisoned(*args, **kwargs):
@@ -121,7 +121,7 @@ def test_nan_loss_skips_the_step_without_touching_weights(fresh_tiny, monkeypatc
             out.loss = out.loss * float("nan")
         return out
 
-    monkeypatch.setattr(learner_module, "policy_loss", poisoned)
+    monkeypatch.setattr(update_module, "policy_loss", poisoned)
     before = params(learner.model)
     learner.add_episodes(two_seat_episodes(4))
     metrics = learner.step()

@@ -2,7 +2,9 @@
 
 Rank 0 takes the episodes and leads; rank 1 follows. After the updates both ranks must hold
 identical parameters, equal to those of a single process trained on the same turns (the
-aggregation weights count the global batch, so sharding changes nothing but float order).
+aggregation weights count the global batch, so sharding changes nothing but float order). With
+several mini-batches and epochs per step, every rank splits the batch alike and takes the same
+optimizer steps (trainers/update.py).
 
 Run with ``.venv/bin/python -m pytest -q tests/trainers/test_learner_distributed.py``.
 """
@@ -26,19 +28,25 @@ from trainers.learner import Learner
 STEPS = 2
 
 
-def learner_config(strategy: str) -> LearnerConfig:
+ONE_STEP: dict[str, int] = {}
+FOUR_STEPS = {"minibatches": 2, "ppo_epochs": 2}
+"""The ``loss`` sections: one optimizer step per learner step, or 2 mini-batches x 2 epochs."""
+
+
+def learner_config(strategy: str, loss: dict[str, int]) -> LearnerConfig:
     return LearnerConfig.from_dict(
         {
             "model": "tiny",
             "device": "cpu",
             "optim": {"lr": 1e-3},
+            "loss": loss,
             "batch": {"micro_batch_tokens": 48, "max_seq_len": 48},
             "distributed": {"strategy": strategy, "backend": "gloo"},
         }
     )
 
 
-def run_rank(rank: int, world: int, port: int, strategy: str, out: str) -> None:
+def run_rank(rank: int, world: int, port: int, strategy: str, loss: dict, out: str) -> None:
     os.environ.update(
         MASTER_ADDR="127.0.0.1",
         MASTER_PORT=str(port),
@@ -47,18 +55,21 @@ def run_rank(rank: int, world: int, port: int, strategy: str, out: str) -> None:
         LOCAL_RANK=str(rank),
     )
     torch.set_num_threads(1)
-    learner = Learner(learner_config(strategy))
+    learner = Learner(learner_config(strategy, loss))
     assert learner.dist.world == world
+    optimizer_steps = loss.get("minibatches", 1) * loss.get("ppo_epochs", 1)
     if rank == 0:
         for i in range(STEPS):
             learner.add_episodes(two_seat_episodes(3, start=10 * i))
             metrics = learner.step()
             assert metrics is not None and metrics["version"] == i + 1
+            assert metrics["optimizer_steps"] == optimizer_steps
         weights = learner.export_weights()
         learner.close()
     else:
         learner.follow()
         weights = learner.export_weights() if strategy == "ddp" else None
+    assert learner.state.step == STEPS
     if weights is not None:
         save_file(
             {k: v.contiguous() for k, v in weights.items() if k != "lm_head.weight"},
@@ -75,11 +86,13 @@ def free_port() -> int:
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("loss", [ONE_STEP, FOUR_STEPS], ids=["one-step", "minibatches"])
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp2"])
 def test_two_gloo_ranks_match_each_other_and_one_process(
-    tmp_path: Path, strategy: str, monkeypatch
+    tmp_path: Path, strategy: str, loss: dict[str, int], monkeypatch
 ) -> None:
-    mp.spawn(run_rank, args=(2, free_port(), strategy, str(tmp_path)), nprocs=2, join=True)
+    args = (2, free_port(), strategy, loss, str(tmp_path))
+    mp.spawn(run_rank, args=args, nprocs=2, join=True)
     rank0 = load_file(str(tmp_path / "rank0.safetensors"))
     if strategy == "ddp":  # every DDP rank holds full weights: they must be identical
         rank1 = load_file(str(tmp_path / "rank1.safetensors"))
@@ -87,7 +100,7 @@ def test_two_gloo_ranks_match_each_other_and_one_process(
             assert torch.equal(tensor, rank1[name]), name
     for key in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
         monkeypatch.delenv(key, raising=False)
-    single = Learner(learner_config(strategy))
+    single = Learner(learner_config(strategy, loss))
     assert not single.dist.enabled
     for i in range(STEPS):
         single.add_episodes(two_seat_episodes(3, start=10 * i))

@@ -1,19 +1,14 @@
 """Several optimizer steps per batch: mini-batches and epochs against one old policy.
 
-Run with ``.venv/bin/python -m pytest -q tests/trainers/test_minibatches.py``.
+Run with ``.venv/bin/python -m pytest -q tests/trainers/test_update.py``.
 """
 
 from __future__ import annotations
 
-import os
-import socket
 from pathlib import Path
 
 import pytest
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
-from safetensors.torch import load_file, save_file
 from synthetic import two_seat_episodes
 
 from arena.models import tiny_model
@@ -72,14 +67,13 @@ def test_two_minibatches_take_two_steps_against_the_old_policy(fresh_tiny) -> No
 
 def test_the_split_is_a_seeded_partition_kept_whole_turns(fresh_tiny) -> None:
     learner = Learner(make_config(loss={"minibatches": 3}), *fresh_tiny)
-    parts = learner._split(10)
+    parts = learner.update.split(10, step=0)
     assert [len(p) for p in parts] == [4, 3, 3]
     assert sorted(i for p in parts for i in p) == list(range(10))
-    again = [list(p) for p in learner._split(10)]
+    again = [list(p) for p in learner.update.split(10, step=0)]
     assert again == [list(p) for p in parts]  # the same on every rank and after a resume
-    learner.state.step = 1
-    assert [list(p) for p in learner._split(10)] != again  # reshuffled for the next batch
-    assert len(learner._split(2)) == 2  # never more mini-batches than turns
+    assert [list(p) for p in learner.update.split(10, step=1)] != again  # reshuffled next step
+    assert len(learner.update.split(2, step=0)) == 2  # never more mini-batches than turns
 
 
 def test_without_a_step_between_the_ratio_stays_one(fresh_tiny) -> None:
@@ -156,78 +150,3 @@ def test_resume_with_minibatches_is_exact(tmp_path: Path) -> None:
     expected = params(straight.model)
     for name, tensor in params(resumed.model).items():
         assert torch.equal(tensor, expected[name]), name
-
-
-# -- two gloo ranks: the same split and the same optimizer steps on each --------------------
-STEPS = 2
-
-
-def distributed_config(strategy: str) -> LearnerConfig:
-    return LearnerConfig.from_dict(
-        {
-            "model": "tiny",
-            "device": "cpu",
-            "optim": {"lr": 1e-3},
-            "loss": {"minibatches": 2, "ppo_epochs": 2},
-            "batch": {"micro_batch_tokens": 48, "max_seq_len": 48},
-            "distributed": {"strategy": strategy, "backend": "gloo"},
-        }
-    )
-
-
-def run_rank(rank: int, world: int, port: int, strategy: str, out: str) -> None:
-    os.environ.update(
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
-        RANK=str(rank),
-        WORLD_SIZE=str(world),
-        LOCAL_RANK=str(rank),
-    )
-    torch.set_num_threads(1)
-    learner = Learner(distributed_config(strategy))
-    if rank == 0:
-        for i in range(STEPS):
-            learner.add_episodes(two_seat_episodes(3, start=10 * i))
-            metrics = learner.step()
-            assert metrics is not None and metrics["optimizer_steps"] == 4.0
-        weights = learner.export_weights()
-        learner.close()
-    else:
-        learner.follow()
-        weights = learner.export_weights() if strategy == "ddp" else None
-    assert learner.state.step == STEPS
-    if weights is not None:
-        save_file(
-            {k: v.contiguous() for k, v in weights.items() if k != "lm_head.weight"},
-            f"{out}/rank{rank}.safetensors",
-        )
-    dist.barrier()
-    dist.destroy_process_group()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("strategy", ["ddp", "fsdp2"])
-def test_ranks_split_alike_and_match_one_process(
-    tmp_path: Path, strategy: str, monkeypatch
-) -> None:
-    mp.spawn(run_rank, args=(2, free_port(), strategy, str(tmp_path)), nprocs=2, join=True)
-    rank0 = load_file(str(tmp_path / "rank0.safetensors"))
-    if strategy == "ddp":
-        rank1 = load_file(str(tmp_path / "rank1.safetensors"))
-        for name, tensor in rank0.items():
-            assert torch.equal(tensor, rank1[name]), name
-    for key in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
-        monkeypatch.delenv(key, raising=False)
-    single = Learner(distributed_config(strategy))
-    for i in range(STEPS):
-        single.add_episodes(two_seat_episodes(3, start=10 * i))
-        single.step()
-    reference = single.export_weights()
-    for name, tensor in rank0.items():
-        assert torch.allclose(tensor, reference[name], atol=1e-5), name
