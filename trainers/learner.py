@@ -255,11 +255,12 @@ class Learner:
         )
         for sample, advantage in zip(samples, advantages, strict=True):
             sample.advantage = float(advantage)
-        game_role = [(s.game, s.role) for s in samples]
+        # Reported per advantage key (adv/<game>/<agent>/mean with the default key), the
+        # statistics the advantages were normalized with.
         for name, values in (("adv", advantages), ("return", [s.ret for s in samples])):
-            for (game, role), stats in stats_by_key(values, game_role).items():
+            for key, stats in stats_by_key(values, keys).items():
                 for stat, value in stats.items():
-                    metrics[f"{name}/{game}/{role}/{stat}"] = value
+                    metrics[f"{name}/{'/'.join(key)}/{stat}"] = value
 
     def _update(self, kept: list[Sample]) -> dict[str, float]:
         """The optimizer steps on ``kept`` (trainers/update.py); the step counts once, however

@@ -78,13 +78,16 @@ def test_one_step_moves_weights_and_reports_metrics(fresh_tiny) -> None:
         "grad_norm",
         "tokens_per_s",
         "lr",
-        "adv/g/player/mean",
-        "adv/g/player/std",
-        "return/g/player/mean",
+        "adv/g/p0/mean",
+        "adv/g/p1/std",
+        "return/g/p0/mean",
         "sampler_kl",
     ):
         assert name in metrics and np.isfinite(metrics[name]), name
-    assert metrics["adv/g/player/mean"] == pytest.approx(0.0, abs=1e-9)
+    # per advantage key (game, agent): each seat's advantages are centred on its own mean
+    for seat in ("p0", "p1"):
+        assert metrics[f"adv/g/{seat}/mean"] == pytest.approx(0.0, abs=1e-6)
+    assert not any(k.startswith("adv/g/player/") for k in metrics)
     assert learner.state.step == 1 and learner.version == 1
 
 
