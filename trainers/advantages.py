@@ -33,8 +33,8 @@ and solver, so k symmetric solver seats share one baseline.
   ``role_baseline_ema``: one update per player per game, read before the update so that the
   baseline is independent of the return it is subtracted from. (SPIRAL discounts R - b by
   gamma^(steps from the end); with gamma = 1, as it trains, that equals G_k - b.) b_key starts
-  at 0 and lives for the whole run (the learner checkpoints it). A trajectory that one
-  batch's ``max_batch_samples`` cuts in two updates its baseline once in each part.
+  at 0 and lives for the whole run (the learner checkpoints it). A batch holds whole
+  episodes (trainers/inbox.py), so a trajectory's turns are never split between batches.
 - ``ema-turn``:          the per-turn variant: A = G - b_key and b_key <- alpha * b_key +
   (1 - alpha) * G after each turn, one sample at a time in batch order. A K-turn trajectory
   then moves b by 1 - alpha^K of the way instead of 1 - alpha (about 23 % instead of 5 % for

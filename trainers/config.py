@@ -119,7 +119,9 @@ class BatchConfig:
     max_response_tokens: int | None = None
     """The sampler's generation limit; a response that reached it was cut off (overlong)."""
     max_batch_samples: int = 0
-    """Most turns one step trains on (oldest first); 0 takes every pending turn."""
+    """Most turns one step trains on, oldest first, in whole episodes and whole groups (so a
+    step takes more when its first episode or group alone is larger); 0 takes every pending
+    turn."""
     batch_samples: int = 64
     """The bus actor steps once this many trained turns are pending; 0 steps only on request.
     ``arena train`` sets 0: its trainer requests every step."""

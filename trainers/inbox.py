@@ -4,6 +4,12 @@ Each episode is parsed (``Episode.from_dict`` for bus bodies), turned into sampl
 token checks) and queued. A malformed record or a duplicate id is dropped with a logged reason
 and a counter, and the others go on. The bus thread adds while the training thread takes, so
 the queue is guarded by a lock.
+
+Episodes arrive in *units*: one episode (:meth:`Inbox.add`), or the episodes of one GRPO group
+at once (:meth:`Inbox.add_group`). A step takes whole units, so it never trains on part of a
+group (whose advantages would then be normalized over the members that happened to arrive) nor
+on part of an episode, whatever the timing of the step against the arrivals and whatever
+``max_batch_samples`` is.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter, OrderedDict, deque
+from collections.abc import Iterable
 from typing import Any
 
 from arena.records import Episode
@@ -35,32 +42,48 @@ class Inbox:
         self.vocab_size = vocab_size
         self.dedupe_window = dedupe_window
         self.counters = counters
-        self._pending: deque[Sample] = deque()
+        self._pending: deque[list[Sample]] = deque()  # units, oldest first
+        self._count = 0
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._lock = threading.Lock()
 
     def add(self, item: Episode | dict[str, Any]) -> bool:
         """Queue one episode's trained turns; False (and a counted reason) if it is dropped."""
-        try:
-            episode = item if isinstance(item, Episode) else Episode.from_dict(item)
-            samples = episode_samples(episode, self.gamma, self.policy, self.vocab_size)
-        except Exception as err:  # any malformed input: drop it, keep training
-            ident = item.get("id", "?") if isinstance(item, dict) else getattr(item, "id", "?")
-            self.reject(str(ident), err)
-            return False
+        return self.add_group([item]) == 1
+
+    def add_group(self, items: Iterable[Episode | dict[str, Any]]) -> int:
+        """Queue several episodes as one unit that a step takes whole (the members of one
+        group); each is checked on its own, and the number accepted is returned."""
+        parsed: list[tuple[Episode, list[Sample]]] = []
+        for item in items:
+            try:
+                episode = item if isinstance(item, Episode) else Episode.from_dict(item)
+                parsed.append(
+                    (episode, episode_samples(episode, self.gamma, self.policy, self.vocab_size))
+                )
+            except Exception as err:  # any malformed input: drop it, keep training
+                ident = item.get("id", "?") if isinstance(item, dict) else getattr(item, "id", "?")
+                self.reject(str(ident), err)
+        unit: list[Sample] = []
+        accepted = 0
         with self._lock:
-            if episode.id in self._seen:
-                self.counters["rejected_duplicate"] += 1
-                log.info("dropped duplicate episode %s", episode.id)
-                return False
-            self._seen[episode.id] = None
+            for episode, samples in parsed:
+                if episode.id in self._seen:
+                    self.counters["rejected_duplicate"] += 1
+                    log.info("dropped duplicate episode %s", episode.id)
+                    continue
+                self._seen[episode.id] = None
+                unit.extend(samples)
+                accepted += 1
+                self.counters["episodes_accepted"] += 1
+                if not samples:
+                    self.counters["episodes_without_trained_turns"] += 1
             while len(self._seen) > self.dedupe_window:
                 self._seen.popitem(last=False)
-            self._pending.extend(samples)
-            self.counters["episodes_accepted"] += 1
-            if not samples:
-                self.counters["episodes_without_trained_turns"] += 1
-        return True
+            if unit:
+                self._pending.append(unit)
+                self._count += len(unit)
+        return accepted
 
     def reject(self, ident: str, reason: Exception | str) -> None:
         """Count and log an episode that could not be used."""
@@ -69,13 +92,19 @@ class Inbox:
         log.warning("rejected episode %s: %s", ident, reason)
 
     def take(self, limit: int = 0) -> list[Sample]:
-        """The oldest ``limit`` pending samples (all of them when limit <= 0)."""
+        """The oldest pending samples, in whole units (episodes or groups): as many units as
+        fit in ``limit`` samples, but at least one (all of them when limit <= 0)."""
+        taken: list[Sample] = []
         with self._lock:
-            count = len(self._pending) if limit <= 0 else min(limit, len(self._pending))
-            return [self._pending.popleft() for _ in range(count)]
+            while self._pending and (
+                limit <= 0 or not taken or len(taken) + len(self._pending[0]) <= limit
+            ):
+                taken.extend(self._pending.popleft())
+            self._count -= len(taken)
+        return taken
 
     def __len__(self) -> int:
-        return len(self._pending)
+        return self._count
 
     def seen_ids(self) -> list[str]:
         with self._lock:

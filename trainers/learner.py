@@ -158,6 +158,11 @@ class Learner:
         """Queue one episode (see :meth:`add_episodes`); False if it was dropped."""
         return self.inbox.add(item)
 
+    def add_group(self, items: Iterable[Episode | dict[str, Any]]) -> int:
+        """Queue the episodes of one group so that a step takes all of them or none (checked
+        one by one as in :meth:`add_episodes`); returns how many were accepted."""
+        return self.inbox.add_group(items)
+
     @property
     def pending_samples(self) -> int:
         return len(self.inbox)

@@ -1,7 +1,11 @@
 """The learner on the bus: a thin actor around :class:`~trainers.learner.Learner`.
 
-- **Input.** ``episode`` messages addressed to service ``learner`` (body = ``Episode.to_dict()``);
-  malformed or duplicate ones are dropped with a logged reason and a counter.
+- **Input.** ``episode`` messages addressed to service ``learner``. The body is one
+  ``Episode.to_dict()``, or a list of them: the episodes of one group (``rollout.group_size``
+  episodes from one seed), which a step then takes all together or not at all, so a step never
+  normalizes a group's advantages over only the members that had arrived (the rollout actor
+  sends each group so). Malformed or duplicate episodes are dropped with a logged reason and a
+  counter; the others of their group go on.
 - **Updates.** Once ``batch.batch_samples`` trained turns are pending, the learner steps on a
   worker thread (the event loop keeps answering and heartbeating meanwhile). With
   ``batch_samples = 0`` it steps only when asked (``{"op": "step"}``, for a synchronous loop).
@@ -156,7 +160,8 @@ class LearnerActor:
         except Exception as err:  # an unreadable body: count it like any bad record
             self.learner.inbox.reject(f"in message {msg.id}", err)
             return
-        if self._admit(body) and self.learner.add_episode(body):
+        group = body if isinstance(body, list) else [body]
+        if self.learner.add_group([e for e in group if self._admit(e)]):
             self._wake.set()
 
     def _admit(self, body: Any) -> bool:

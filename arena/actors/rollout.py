@@ -14,9 +14,9 @@ the ``group_size`` episodes of a group share both, so they start from the same d
 with the same seats (the trained seat and the bots follow from the episode seed) and the same
 opponent, and differ only by what the policy samples. Their turns share a group id per seat
 (arena/play/episode.py), which the ``group`` and ``broadcast`` advantage modes normalize over.
-A group's finished episodes are sent to the learner back to back once the whole group is
-played, so that a learner step in between (async mode) does not split it (short of one that
-falls in that very instant; sync mode steps only after the collect). Episode ids are
+A group's finished episodes go to the learner in one ``episode`` message once the whole group
+is played, and the learner queues them as one unit, so no learner step (async mode steps while
+rollouts play) trains on part of a group. Episode ids are
 ``<lease>-<index>``, the lease defaulting to ``rollout-<i>-<order seed>``: unique for any order
 size, as long as the coordinator never gives one actor the same order seed twice. An order is
 a job: given again (the same seed, size and lease) to any rollout actor, it plays the same
@@ -222,8 +222,8 @@ class RolloutActor:
             members = range(first, first + group_size)
             played = await asyncio.gather(*(one(i, *plans[i]) for i in members))
             finished = [e for e in played if e is not None]
-            for episode in finished:  # back to back, so one learner step takes them all
-                self.actor.send("episode", episode.to_dict(), service="learner")
+            if finished:  # in one message: the learner queues a group whole (learner_actor.py)
+                self.actor.send("episode", [e.to_dict() for e in finished], service="learner")
             return finished
 
         groups = await asyncio.gather(*(group(i) for i in range(0, count, group_size)))

@@ -104,7 +104,9 @@ def test_learner_actor_end_to_end(tmp_path: Path, fresh_tiny) -> None:
         episodes = [e.to_dict() for e in two_seat_episodes(3)]
         bad = dict(episodes[0], id="bad")
         del bad["final_rewards"]
-        for body in [bad, episodes[0], episodes[0], *episodes[1:]]:
+        # One episode per message, then a group in one message (a list, queued as one
+        # unit), whose duplicate member is dropped while the others go on.
+        for body in [bad, episodes[0], [episodes[0], *episodes[1:]]]:
             client.send("episode", body, service="learner")
         version, state = wait_for(updates, lambda u: u[0] == 1)
         step_metrics = wait_for(metrics, lambda m: m.get("version") == 1.0)

@@ -281,8 +281,15 @@ def test_group_advantages_carry_signal(tmp_path: Path, mode: str) -> None:
     assert [r["step"] for r in rows] == [1, 2]
     assert all(r["episodes"] == 16 for r in rows)
     assert all(r["invalid_rate/tictactoe-v0/player"] < 1 for r in rows)  # some moves are legal
-    adv = "learner/adv/tictactoe-v0/player"
-    assert any(r[f"{adv}/std"] > 0 and r[f"{adv}/max"] > 0 > r[f"{adv}/min"] for r in rows), rows
+    # Per advantage key: the default key separates the two seats of a self-play game.
+    seats = {k.split("/")[3] for r in rows for k in r if k.startswith("learner/adv/tictactoe-v0/")}
+    assert seats and seats <= {"player_0", "player_1"}, seats
+    assert any(
+        r[f"{adv}/std"] > 0 and r[f"{adv}/max"] > 0 > r[f"{adv}/min"]
+        for r in rows
+        for adv in (f"learner/adv/tictactoe-v0/{seat}" for seat in seats)
+        if f"{adv}/std" in r
+    ), rows
     trained = [r["learner/samples"] for r in rows]
     assert sum(trained) > 0 and all(r["learner/tokens"] > 0 for r in rows if r["learner/samples"])
     assert all(r.get("learner/filtered/zero_advantage", 0) < r["learner/turns"] for r in rows)
