@@ -110,7 +110,7 @@ class RunLog:
         invalid = " ".join(f"{k}={v:.0%}" for k, v in collected["invalid_rate"].items())
         self.console.print(
             f"step {step}/{self.config.steps}  {row['episodes_per_s']:.2f} ep/s  "
-            f"{row['gen_tokens_per_s']:.0f} gen tok/s  loss {metrics.get('loss', float('nan')):.4f}  "
+            f"{row['gen_tokens_per_s']:.0f} gen tok/s  {update_text(metrics)}  "
             f"reward {rewards}  invalid {invalid}  staleness {row['staleness']}"
         )
         if self._advance_step is not None:
@@ -235,6 +235,26 @@ class RunLog:
     def _append(self, name: str, row: dict[str, Any]) -> None:
         with open(self.run_dir / name, "a") as out:
             out.write(json.dumps(row, default=_plain) + "\n")
+
+
+def update_text(metrics: dict[str, Any]) -> str:
+    """The learner's step on the console: loss and entropy (nats per generated token), or why
+    nothing was trained (e.g. every turn of a GRPO batch had advantage 0: the groups had no
+    spread, a sign that sampling has collapsed)."""
+    if "loss" in metrics:
+        entropy = metrics.get("entropy")
+        return f"loss {metrics['loss']:.4f}" + (
+            f"  entropy {entropy:.3f}" if isinstance(entropy, (int, float)) else ""
+        )
+    filtered = {
+        k.removeprefix("filtered/"): int(v)
+        for k, v in metrics.items()
+        if k.startswith("filtered/") and v
+    }
+    if not filtered:
+        return "no update"
+    reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(filtered.items()))
+    return f"no update ({sum(filtered.values())} turns filtered: {reasons})"
 
 
 def _plain(value: Any) -> Any:

@@ -1,0 +1,24 @@
+"""The run log's console line for a learner step.
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/run/test_run_log.py``.
+"""
+
+from __future__ import annotations
+
+from arena.run.run_log import update_text
+
+
+def test_a_step_shows_its_loss_and_entropy() -> None:
+    assert update_text({"loss": -0.15649, "entropy": 0.4491, "samples": 24.0}) == (
+        "loss -0.1565  entropy 0.449"
+    )
+    assert update_text({"loss": 0.5}) == "loss 0.5000"
+
+
+def test_a_step_that_trained_nothing_says_why_instead_of_a_nan_loss() -> None:
+    # A GRPO batch whose groups had no spread: every turn's advantage was 0.
+    metrics = {"samples": 0.0, "filtered/zero_advantage": 64.0, "filtered/overlong": 0.0}
+    assert update_text(metrics) == "no update (64 turns filtered: zero_advantage 64)"
+    both = {"filtered/zero_advantage": 60.0, "filtered/stale": 4.0}
+    assert update_text(both) == "no update (64 turns filtered: stale 4, zero_advantage 60)"
+    assert update_text({}) == "no update"
