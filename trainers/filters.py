@@ -44,14 +44,19 @@ def is_overlong(sample: Sample, config: BatchConfig) -> bool:
     return config.filter_overlong and limit is not None and len(sample.response_ids) >= limit
 
 
-def filter_samples(samples: list[Sample], config: BatchConfig) -> tuple[list[Sample], Counter[str]]:
+def filter_samples(
+    samples: list[Sample], config: BatchConfig
+) -> tuple[list[Sample], Counter[str], list[Sample]]:
     """Apply the overlong, void and zero-advantage filters (in that order of reporting).
 
     Turns longer than ``max_seq_len`` are always dropped, since they cannot be trained on.
     Run it after the advantages are computed: filtered turns still count in the statistics
-    that normalize the others.
+    that normalize the others. Returns the kept turns, a count per reason, and the turns the
+    zero-advantage filter dropped: their policy gradient is 0, so they are left out of the
+    passes only to save compute, and still count in the loss's normalizer (trainers/update.py).
     """
     kept: list[Sample] = []
+    silent: list[Sample] = []
     counts: Counter[str] = Counter()
     for sample in samples:
         if is_overlong(sample, config):
@@ -60,6 +65,7 @@ def filter_samples(samples: list[Sample], config: BatchConfig) -> tuple[list[Sam
             counts["void"] += 1
         elif config.filter_zero_advantage and abs(sample.advantage) <= ZERO_ADVANTAGE_TOL:
             counts["zero_advantage"] += 1
+            silent.append(sample)
         else:
             kept.append(sample)
-    return kept, counts
+    return kept, counts, silent

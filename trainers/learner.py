@@ -215,12 +215,12 @@ class Learner:
         }
         samples, stale = apply_staleness(samples, self.version, cfg.batch)
         self._assign_advantages(samples, metrics)
-        kept, filtered = filter_samples(samples, cfg.batch)
+        kept, filtered, silent = filter_samples(samples, cfg.batch)
         for reason, count in (stale + filtered).items():
             metrics[f"filtered/{reason}"] = float(count)
         metrics["samples"] = float(len(kept))
         if kept:
-            metrics.update(self._update(kept))
+            metrics.update(self._update(kept, silent))
         else:
             # No turn carried signal past the filters (e.g. every return was equal). The batch
             # still counts as a step, so a run's step count and resume point follow the batches
@@ -267,10 +267,10 @@ class Learner:
                 for stat, value in stats.items():
                     metrics[f"{name}/{'/'.join(key)}/{stat}"] = value
 
-    def _update(self, kept: list[Sample]) -> dict[str, float]:
+    def _update(self, kept: list[Sample], silent: list[Sample]) -> dict[str, float]:
         """The optimizer steps on ``kept`` (trainers/update.py); the step counts once, however
         many it took, unless the first met a non-finite loss or gradient."""
-        metrics = self.update.run(kept, self.state.step, self.state.counters)
+        metrics = self.update.run(kept, self.state.step, self.state.counters, silent)
         if metrics.get("skipped"):
             return metrics
         self.state.step += 1

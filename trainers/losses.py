@@ -22,6 +22,10 @@ ranks), so gradient accumulation gives the same gradient as one big batch:
 - ``token-mean``:           a_t = 1 / N_tokens
 - ``seq-mean-token-mean``:  a_t = 1 / (len_i * N_turns)      len_i = tokens of t's turn
 - ``constant``:             a_t = 1 / (C * N_turns)           C = norm_constant (Dr. GRPO)
+
+N_tokens and N_turns include the turns the zero-advantage filter left out of the passes
+(trainers/filters.py): their gradient is 0, and counting them keeps the filter a saving of
+compute that changes no update.
 """
 
 from __future__ import annotations
@@ -36,8 +40,8 @@ from trainers.config import LossConfig
 def aggregation_weights(
     seq_lengths: torch.Tensor,
     mode: str,
-    num_tokens: int,
-    num_seqs: int,
+    num_tokens: float,
+    num_seqs: float,
     constant: float | None = None,
 ) -> torch.Tensor:
     """a_t for each token (see the module docstring); counts are over the global batch."""

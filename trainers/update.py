@@ -25,6 +25,7 @@ import logging
 import math
 import time
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -88,14 +89,36 @@ class PolicyUpdate:
         self.device = device
         self.pad_id = pad_id
 
-    def run(self, kept: list[Sample], step: int, counters: Counter[str]) -> dict[str, float]:
+    def run(
+        self,
+        kept: list[Sample],
+        step: int,
+        counters: Counter[str],
+        silent: Sequence[Sample] = (),
+    ) -> dict[str, float]:
         """Train on ``kept`` at learner ``step``; its metrics, with ``tokens`` (the trained
-        response tokens) and ``optimizer_steps``, or ``{"skipped": 1.0}`` when the first
-        optimizer step already met a non-finite loss or gradient (nothing moved; counted in
-        ``counters["skipped_nonfinite"]``)."""
+        response tokens), ``signal_share`` and ``optimizer_steps``, or ``{"skipped": 1.0}``
+        when the first optimizer step already met a non-finite loss or gradient (nothing
+        moved; counted in ``counters["skipped_nonfinite"]``).
+
+        ``silent`` are the turns the zero-advantage filter left out: they count in the loss's
+        normalizer (tokens or turns, by ``loss.aggregation``) as if they had been trained on,
+        since their policy gradient is 0. So a batch where 4 of 64 turns carry signal moves
+        the policy as the unfiltered loss would, about 1/16 as far as one where all 64 do,
+        and not as far as a full batch (which made the steps with the least signal the
+        noisiest). ``signal_share`` is the kept share of those tokens."""
         cfg = self.config
         start = time.perf_counter()
-        parts = [self._minibatch([kept[i] for i in idx]) for idx in self.split(len(kept), step)]
+        silent_tokens = sum(len(s.response_ids) for s in silent)
+        splits = self.split(len(kept), step)
+        parts = [
+            self._minibatch(
+                [kept[i] for i in idx],
+                silent_tokens * len(idx) / len(kept),
+                len(silent) * len(idx) / len(kept),
+            )
+            for idx in splits
+        ]
         self._old_logprobs(parts[1:])  # mini-batch 0's first pass (before any step) gives its own
         lr = learning_rate(step, cfg.optim)  # per learner step: see loss.minibatches
         set_learning_rate(self.optimizer, lr)
@@ -133,6 +156,7 @@ class PolicyUpdate:
             lr=lr,
             optimizer_steps=float(steps),
             tokens=float(num_tokens),
+            signal_share=num_tokens / (num_tokens + silent_tokens) if num_tokens else 0.0,
             input_tokens=tokens,
             update_time=elapsed,
             tokens_per_s=tokens / elapsed,
@@ -161,8 +185,11 @@ class PolicyUpdate:
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=getattr(torch, dtype))
 
-    def _minibatch(self, samples: list[Sample]) -> _MiniBatch:
-        """This rank's micro-batches of one mini-batch, weighted to aggregate over all ranks."""
+    def _minibatch(
+        self, samples: list[Sample], silent_tokens: float = 0.0, silent_turns: float = 0.0
+    ) -> _MiniBatch:
+        """This rank's micro-batches of one mini-batch, weighted to aggregate over all ranks
+        and over the mini-batch's share of the silent turns (see :meth:`run`)."""
         cfg = self.config
         mine = shard(samples, self.dist.rank, self.dist.world)
         batches = [
@@ -176,7 +203,11 @@ class PolicyUpdate:
         constant = cfg.loss.norm_constant or cfg.batch.max_response_tokens
         for mb in batches:
             mb.agg_weights = aggregation_weights(
-                mb.seq_lengths, cfg.loss.aggregation, num_tokens, len(samples), constant
+                mb.seq_lengths,
+                cfg.loss.aggregation,
+                num_tokens + silent_tokens,
+                len(samples) + silent_turns,
+                constant,
             )
         return _MiniBatch(batches, real, num_tokens)
 

@@ -42,9 +42,10 @@ def test_filters_count_each_reason() -> None:
     config = BatchConfig(
         max_seq_len=20, micro_batch_tokens=64, max_response_tokens=4, filter_void=True
     )
-    kept, counts = filter_samples(samples, config)
+    kept, counts, silent = filter_samples(samples, config)
     assert [s.turn_index for s in kept] == [4]
     assert counts == {"overlong": 2, "void": 1, "zero_advantage": 1}
+    assert [s.turn_index for s in silent] == [3]
     # With the optional filters off, only the turn that cannot fit is dropped.
     config = BatchConfig(
         max_seq_len=20,
@@ -53,5 +54,5 @@ def test_filters_count_each_reason() -> None:
         filter_overlong=False,
         filter_zero_advantage=False,
     )
-    kept, counts = filter_samples(samples, config)
-    assert len(kept) == 4 and counts == {"overlong": 1}
+    kept, counts, silent = filter_samples(samples, config)
+    assert len(kept) == 4 and counts == {"overlong": 1} and silent == []

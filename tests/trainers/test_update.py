@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from synthetic import two_seat_episodes
+from synthetic import episode, turn, two_seat_episodes
 
 from arena.models import tiny_model
 from trainers.batch import Sample, collate
@@ -36,14 +36,17 @@ def adam_steps(learner: Learner) -> set[int]:
     return {int(state["step"]) for state in learner.optimizer.state.values()}
 
 
-def capture_kept(learner: Learner) -> list[Sample]:
-    """Record the turns each update trains on (advantages assigned, filters applied)."""
+def capture_kept(learner: Learner, silent: list[Sample] | None = None) -> list[Sample]:
+    """Record the turns each update trains on (advantages assigned, filters applied), and in
+    ``silent`` those the zero-advantage filter left out."""
     kept: list[Sample] = []
     update = learner._update
 
-    def recording(samples: list[Sample]) -> dict[str, float]:
+    def recording(samples: list[Sample], left_out: list[Sample]) -> dict[str, float]:
         kept.extend(samples)
-        return update(samples)
+        if silent is not None:
+            silent.extend(left_out)
+        return update(samples, left_out)
 
     learner._update = recording  # type: ignore[method-assign]
     return kept
@@ -99,10 +102,12 @@ def test_a_large_learning_rate_gets_clipped(fresh_tiny) -> None:
 
 def test_one_step_is_reinforce_with_truncated_is(fresh_tiny) -> None:
     """minibatches = ppo_epochs = 1 is the update of old: r = 1, so no clip acts, and the step
-    is AdamW on -sum_t a_t min(pi / pi_sampler, C) A logp_t, computed here by hand."""
+    is AdamW on -sum_t a_t min(pi / pi_sampler, C) A logp_t, computed here by hand (a_t = 1 /
+    the tokens of every turn with a finite advantage, the zero-advantage ones included)."""
     config = make_config(loss={"minibatches": 1, "ppo_epochs": 1})
     learner = Learner(config, *fresh_tiny)
-    kept = capture_kept(learner)
+    silent: list[Sample] = []
+    kept = capture_kept(learner, silent)
     learner.add_episodes(two_seat_episodes(6))
     metrics = learner.step()
     assert metrics["optimizer_steps"] == 1.0 and metrics["clip_frac"] == 0.0
@@ -113,11 +118,14 @@ def test_one_step_is_reinforce_with_truncated_is(fresh_tiny) -> None:
     mb = collate(kept, int(tokenizer.pad_token_id))
     logp, _ = TokenLogprobs(model)(mb.input_ids, mb.attention_mask, mb.target_ids, mb.loss_mask)
     tis = torch.clamp(torch.exp(logp.detach() - mb.sampler_logprobs), max=config.loss.tis_cap)
-    loss = -(tis * mb.advantages * logp).sum() / logp.numel()
+    tokens = logp.numel() + sum(len(s.response_ids) for s in silent)
+    assert silent and metrics["signal_share"] == pytest.approx(logp.numel() / tokens)
+    loss = -(tis * mb.advantages * logp).sum() / tokens
     loss.backward()
     torch.nn.utils.clip_grad_norm_(list(model.parameters()), config.optim.grad_clip)
     build_optimizer(model, config.optim, torch.device("cpu")).step()
-    assert metrics["loss"] == pytest.approx(float(-(tis * mb.advantages).mean()), rel=1e-5)
+    expected = float(-(tis * mb.advantages).sum() / tokens)
+    assert metrics["loss"] == pytest.approx(expected, rel=1e-5)
     # AdamW's first step moves each weight by about lr; where a gradient is near eps, float
     # order (micro-batches vs one batch) shifts that by a little: 1e-3 of lr is the tolerance.
     trained = params(learner.model)
@@ -150,3 +158,46 @@ def test_resume_with_minibatches_is_exact(tmp_path: Path) -> None:
     expected = params(straight.model)
     for name, tensor in params(resumed.model).items():
         assert torch.equal(tensor, expected[name]), name
+
+
+def grouped_episodes() -> list:
+    """Group ``a``: two attempts with equal returns (advantage 0 in group mode); group ``b``:
+    a win and a loss. Two turns of 2 response tokens each per episode."""
+    out = []
+    for name, group, reward in (
+        ("a0", "a", 1.0),
+        ("a1", "a", 1.0),
+        ("b0", "b", 1.0),
+        ("b1", "b", -1.0),
+    ):
+        turns = [
+            turn(name, i, "p0", group=group, prompt=(1, 2, 3 + i), reward=reward * i)
+            for i in range(2)
+        ]
+        out.append(episode(name, turns, final_rewards={"p0": reward}))
+    return out
+
+
+@pytest.mark.parametrize("aggregation", ["token-mean", "seq-mean-token-mean", "constant"])
+def test_the_zero_advantage_filter_saves_compute_and_changes_no_update(aggregation: str) -> None:
+    # The turns of group a carry no signal. Dropping them from the passes must give the loss
+    # and the gradient of training on all turns: they stay in the normalizer. (Normalizing over
+    # the kept turns alone doubled this batch's gradient, and a batch with 4 of 64 informative
+    # turns took a full-size step on those 4.)
+    results = {}
+    for filtered in (True, False):
+        model, tokenizer = tiny_model(seed=0)
+        config = make_config(
+            advantage={"mode": "group"},
+            batch={"filter_zero_advantage": filtered, "max_response_tokens": 8},
+            loss={"aggregation": aggregation},
+        )
+        learner = Learner(config, model, tokenizer)
+        learner.add_episodes(grouped_episodes())
+        results[filtered] = learner.step()
+    kept, full = results[True], results[False]
+    assert kept["samples"] == 4 and full["samples"] == 8
+    assert kept["filtered/zero_advantage"] == 4
+    assert kept["signal_share"] == pytest.approx(0.5) and full["signal_share"] == 1.0
+    assert kept["loss"] == pytest.approx(full["loss"], abs=1e-6)
+    assert kept["grad_norm"] == pytest.approx(full["grad_norm"], rel=1e-4)
