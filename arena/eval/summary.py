@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +88,10 @@ class StrategyReading:
     sampling: bool = False
     """Read at the training sampling temperature rather than the evaluation's."""
     seconds: float = 0.0
+    policy: dict[str, list[float]] = field(default_factory=dict)
+    """The policy read: information-state string (OpenSpiel's) -> probability of each action
+    id, normalized over the legal ones (Kuhn: 0 pass, 1 bet). Whether the policy plays its
+    card shows here directly, e.g. ``"0"`` (player 0 holds the jack, nothing bet yet)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

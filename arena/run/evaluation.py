@@ -197,6 +197,7 @@ def read_strategy(
                     model=model,
                     sampling=sampling,
                     seconds=reading.seconds,
+                    policy=reading.table,
                 )
             )
     return out

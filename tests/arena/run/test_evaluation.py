@@ -53,6 +53,11 @@ def test_read_strategy_reads_the_weights_at_both_temperatures(tiny_model) -> Non
     )  # fmt: skip
     table = read_seat(KUHN, seat, temperature=1.0).table
     assert greedy_read.exploitability == pytest.approx(exploitability(KUHN, greedy(table)))
+    # the reading keeps the policy it read: 12 information states, each a distribution
+    assert greedy_read.policy == greedy(table) and sampled.policy.keys() == table.keys()
+    for state, row in table.items():
+        assert sampled.policy[state] == pytest.approx(row, abs=1e-4)
+    assert len(table) == 12 and all(sum(row) == pytest.approx(1.0) for row in table.values())
     assert greedy_read.invalid_mass == pytest.approx(sampled.invalid_mass)  # both read at T=1
     assert all(0.0 <= r.invalid_mass <= 1.0 for r in readings)
     assert {(r.label, r.step, r.model) for r in readings} == {("before", 0, "tiny")}
