@@ -37,7 +37,8 @@
   counted (``discarded_newer_version``, in the metrics as ``count/discarded_newer_version``) and
   logged.
 - **Requests** to service ``learner``, body ``{"op": ...}``:
-  ``status`` -> {step, version, epoch, pending, counters, metrics};
+  ``status`` -> {step, version, epoch, pending, training, counters, metrics} (``training``: a
+  step is under way, its weights' publish included; ``metrics``: the last step's);
   ``add`` with ``episodes: [...]`` -> {accepted, rejected};
   ``step`` -> the metrics of an update over whatever is pending (null when nothing is);
   ``checkpoint`` -> {path}; ``publish`` -> {version} (re-sends the current weights).
@@ -103,6 +104,8 @@ class LearnerActor:
         self._catch_up: asyncio.Task[None] | None = None
         self._catch_up_again = False
         self._closing = False
+        self._training = 0
+        """Steps under way, their weights' publish included (``training`` in ``status``)."""
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
         """Serve until ``stop`` is set (or forever)."""
@@ -236,6 +239,7 @@ class LearnerActor:
                 "version": self.learner.version,
                 "epoch": self.epoch,
                 "pending": self.learner.pending_samples,
+                "training": self._training > 0,
                 "counters": dict(state.counters),
                 "metrics": self.last_metrics,
             }
@@ -260,6 +264,13 @@ class LearnerActor:
         return await asyncio.get_running_loop().run_in_executor(self._worker, fn, *args)
 
     async def _train(self) -> dict[str, float] | None:
+        self._training += 1
+        try:
+            return await self._train_and_publish()
+        finally:
+            self._training -= 1
+
+    async def _train_and_publish(self) -> dict[str, float] | None:
         metrics = await self._in_worker(self.learner.step)
         if metrics is None:
             return None

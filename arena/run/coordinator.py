@@ -289,7 +289,7 @@ class RunCoordinator:
                 await self.deliveries.wait(collected["episodes"])
                 t_collect = time.monotonic() - t0
                 sampled_with = self.version
-                metrics = await self.learner("step")
+                metrics = await self.learner.step(self.version)
                 t_train = time.monotonic() - t0 - t_collect
                 if metrics and "version" in metrics:
                     self.version = int(metrics["version"])
@@ -340,7 +340,7 @@ class RunCoordinator:
                     collected = merge_collects(stream.take())
                     consumed += collected["episodes"]
                     await self.deliveries.wait(collected["episodes"])
-                    metrics = await self.learner("step")
+                    metrics = await self.learner.step(self.version)
                     if metrics is None and rewound:
                         # orders sampled by the dead learner's weights: all discarded
                         self.log.event("nothing to train on since the learner restarted; waiting")

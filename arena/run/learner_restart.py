@@ -20,6 +20,13 @@ raises :class:`LearnerRestarted`, carrying the new learner's status, when
 - a wait for weights finds the learner restarted (:meth:`LearnerClient.check_restart`, every
   few seconds while an inference actor lacks the awaited version, which then never comes).
 
+A ``step`` whose reply is lost while the same learner lives on (its connection dropped, e.g. a
+machine thrashing under memory pressure starves the sockets' heartbeats) is not an error of the
+run: :meth:`LearnerClient.step` asks the learner what became of it. A learner past the version
+the step started from ran it, and its ``status`` carries the step's metrics; one with turns
+pending and no step under way never got the request, which is sent again; one still training is
+waited for (within the step's own timeout).
+
 The coordinator (arena/run/coordinator.py) catches it at the step it was in, and goes back to
 the new learner's step: its metrics rows past it are dropped, the inference actors must serve
 exactly the checkpoint's version (the restarted learner published it at start, and they roll
@@ -36,6 +43,10 @@ from typing import Any, NoReturn
 
 from arena.bus import Actor, BusError
 from arena.run.watch import Watchdog
+
+LOST_REPLY = frozenset({"actor_dead", "broker_lost", "unreachable", "timeout"})
+"""Error codes of a request whose reply may have been lost on the way (the bus's, not the
+learner's own errors): the learner may have done what was asked."""
 
 
 class LearnerRestarted(Exception):
@@ -72,6 +83,44 @@ class LearnerClient:
         except BusError as err:
             await self._after_error(err, f"the learner's {op}")
         return self._check(body) if op == "status" else body
+
+    async def step(self, version: int, timeout: float = 3600.0) -> Any:
+        """The learner's reply to ``step``, asked of a learner at ``version``: its metrics, or
+        None when it had nothing to train on. :class:`LearnerRestarted` when a new learner
+        answers; a reply lost on the way is recovered (see the module docstring)."""
+        deadline = time.monotonic() + timeout
+        try:
+            return await self._request("step", timeout)
+        except BusError as err:
+            if err.code not in LOST_REPLY:  # the learner answered, with an error
+                await self._after_error(err, "the learner's step")
+            return await self._recover_step(err, version, deadline)
+
+    async def _recover_step(self, err: BusError, version: int, deadline: float) -> Any:
+        what = f"the learner's step failed ({err}); asking the learner what became of it"
+        async with self.watchdog.waiting(what, ["learner"]):
+            answered_by = time.monotonic() + self.timeout
+            while True:
+                try:
+                    status = self._check(await self._request("status", 30))
+                except BusError as again:  # none answers (yet)
+                    if time.monotonic() > answered_by:
+                        raise BusError(
+                            err.code,
+                            f"{err.message}; and no learner answered for {self.timeout:g}s "
+                            f"since ({again})",
+                        ) from err
+                    await asyncio.sleep(self.poll)
+                    continue
+                if not status.get("training"):
+                    if int(status["step"]) > version:  # it ran; the reply was lost
+                        return status.get("metrics")
+                    if status.get("pending"):  # the request never reached it
+                        return await self.step(version, max(deadline - time.monotonic(), 1.0))
+                    return None  # it ran with nothing to train on
+                if time.monotonic() > deadline:
+                    raise err
+                await asyncio.sleep(self.poll)
 
     async def check_restart(self) -> None:
         """:class:`LearnerRestarted` if the learner answering now is a new one (nothing when

@@ -11,20 +11,31 @@ the episodes discarded for being newer than the learner (``learner/count/discard
 how many there are depends on where the kill lands, and tests/trainers/test_learner_restart.py
 pins the discarding itself).
 
+The unit tests below lose the reply of a learner's ``step`` on a real bus in three ways (the
+step ran, the request never arrived, the step was still running) and check that
+:meth:`LearnerClient.step` recovers each from the learner's ``status``.
+
 Run with ``.venv/bin/python -m pytest -q tests/arena/run/test_learner_restart.py``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import signal
 import subprocess
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from arena.bus import Actor, Broker, BusError, Message
+from arena.run.learner_restart import LearnerClient, LearnerRestarted
+from arena.run.watch import Watchdog
 from tests.arena.commands.test_train import (
     SMOKE,
     metrics,
@@ -89,3 +100,118 @@ def test_a_killed_learner_is_restarted_and_the_run_continues_from_its_checkpoint
     assert all("learner/count/discarded_newer_version" in r for r in rows), rows
     assert (run_dir / "eval_summary.json").exists()
     assert not pids_of(str(run_dir)), "children outlived the run"
+
+
+@pytest.fixture
+def broker(ipc_dir: str) -> Iterator[str]:
+    address = f"ipc://{ipc_dir}/bus.sock"
+    server = Broker(address, heartbeat_interval=0.2, heartbeat_timeout=10.0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield address
+    server.stop()
+    thread.join(timeout=5)
+
+
+async def no_actors() -> list[dict[str, Any]]:
+    return []
+
+
+def quiet_watchdog() -> Watchdog:
+    return Watchdog(lambda line: None, no_actors, 30.0)
+
+
+class FakeLearner:
+    """Service ``learner`` with the status fields the client reads; a step trains for
+    ``seconds`` (``training`` meanwhile), then moves to the next version."""
+
+    def __init__(self, seconds: float = 0.0, epoch: int = 7) -> None:
+        self.version, self.pending, self.training = 0, 4, False
+        self.seconds, self.epoch, self.steps_asked = seconds, epoch, 0
+
+    async def __call__(self, msg: Message) -> Any:
+        if msg.body["op"] == "status":
+            return {
+                "step": self.version,
+                "version": self.version,
+                "epoch": self.epoch,
+                "pending": self.pending,
+                "training": self.training,
+                "metrics": {"version": float(self.version), "samples": 4.0},
+            }
+        self.steps_asked += 1
+        self.training, self.pending = True, 0
+        await asyncio.sleep(self.seconds)
+        self.version += 1
+        self.training = False
+        return {"version": float(self.version), "samples": 4.0}
+
+
+async def lose_first_step(broker: str, learner: FakeLearner, how: str) -> tuple[Any, LearnerClient]:
+    """Ask for a step whose first reply is lost ``how``: ``ran`` (the learner stepped),
+    ``never_arrived`` (it never got the request), ``running`` (lost while it trains)."""
+    server = Actor("learner", broker, services={"learner": learner}, heartbeat_interval=0.2)
+    trainer = Actor("trainer", broker, heartbeat_interval=0.2)
+    await server.start()
+    await trainer.start()
+    client = LearnerClient(trainer, quiet_watchdog(), timeout=10, poll=0.05)
+    real = client._request
+    lost = BusError("actor_dead", "learner: connection lost (the actor died or its host ...)")
+
+    async def losing(op: str, timeout: float) -> Any:
+        if op != "step" or learner.steps_asked + (how == "never_arrived") > 1:
+            return await real(op, timeout)
+        if how == "never_arrived":
+            learner.steps_asked += 1  # counted as asked, never delivered
+            raise lost
+        reply = asyncio.ensure_future(real(op, timeout))
+        if how == "ran":
+            await reply
+        else:
+            while not learner.training:
+                await asyncio.sleep(0.01)
+        raise lost
+
+    client._request = losing  # type: ignore[method-assign]
+    try:
+        return await client.step(0, timeout=30), client
+    finally:
+        await trainer.close()
+        await server.close()
+
+
+@pytest.mark.parametrize("how", ["ran", "never_arrived", "running"])
+def test_a_lost_step_reply_is_recovered_from_the_learners_status(broker: str, how: str) -> None:
+    learner = FakeLearner(seconds=0.5 if how == "running" else 0.0)
+    metrics, client = asyncio.run(lose_first_step(broker, learner, how))
+    assert metrics == {"version": 1.0, "samples": 4.0}
+    assert learner.version == 1  # one update: a step that ran is never asked for again
+    assert client.restarts == 0
+
+
+def test_a_lost_step_reply_from_a_restarted_learner_is_a_restart(broker: str) -> None:
+    async def scenario() -> None:
+        learner = FakeLearner()
+        server = Actor("learner", broker, services={"learner": learner}, heartbeat_interval=0.2)
+        trainer = Actor("trainer", broker, heartbeat_interval=0.2)
+        await server.start()
+        await trainer.start()
+        client = LearnerClient(trainer, quiet_watchdog(), 10, poll=0.05)
+        try:
+            await client("status")  # the run knows epoch 7
+            learner.epoch = 8  # a new process answers from here on
+            real = client._request
+
+            async def dead(op: str, timeout: float) -> Any:
+                if op == "step":
+                    raise BusError("actor_dead", "learner: connection lost")
+                return await real(op, timeout)
+
+            client._request = dead  # type: ignore[method-assign]
+            with pytest.raises(LearnerRestarted):
+                await client.step(0, timeout=30)
+        finally:
+            await trainer.close()
+            await server.close()
+
+    asyncio.run(scenario())
