@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -32,3 +33,18 @@ def ipc_dir() -> Iterator[str]:
     path = tempfile.mkdtemp(prefix="arena-", dir="/tmp")
     yield path
     shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def broker(ipc_dir: str) -> Iterator[str]:
+    """The address of a real broker on its own thread, over ipc. A generous liveness timeout:
+    the actors of a test often share one event loop with the work they do."""
+    from arena.bus import Broker
+
+    address = f"ipc://{ipc_dir}/bus.sock"
+    server = Broker(address, heartbeat_interval=0.2, heartbeat_timeout=10.0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield address
+    server.stop()
+    thread.join(timeout=5)

@@ -99,19 +99,8 @@ class LearnerClient:
     async def _recover_step(self, err: BusError, version: int, deadline: float) -> Any:
         what = f"the learner's step failed ({err}); asking the learner what became of it"
         async with self.watchdog.waiting(what, ["learner"]):
-            answered_by = time.monotonic() + self.timeout
             while True:
-                try:
-                    status = self._check(await self._request("status", 30))
-                except BusError as again:  # none answers (yet)
-                    if time.monotonic() > answered_by:
-                        raise BusError(
-                            err.code,
-                            f"{err.message}; and no learner answered for {self.timeout:g}s "
-                            f"since ({again})",
-                        ) from err
-                    await asyncio.sleep(self.poll)
-                    continue
+                status = await self._answered(err)  # LearnerRestarted for a new learner
                 if not status.get("training"):
                     if int(status["step"]) > version:  # it ran; the reply was lost
                         return status.get("metrics")
@@ -165,18 +154,22 @@ class LearnerClient:
         ``err``; ``err`` too when none answers within :attr:`timeout`."""
         waiting = f"{what} failed ({err}); waiting for the learner to answer again"
         async with self.watchdog.waiting(waiting, ["learner"]):
-            deadline = time.monotonic() + self.timeout
-            while True:
-                try:
-                    status = await self._request("status", 30)
-                except BusError as again:
-                    if time.monotonic() > deadline:
-                        raise BusError(
-                            err.code,
-                            f"{err.message}; and no learner answered for {self.timeout:g}s "
-                            f"since ({again})",
-                        ) from err
-                    await asyncio.sleep(self.poll)
-                    continue
-                self._check(status)  # raises LearnerRestarted for a new learner
-                raise err
+            await self._answered(err)
+            raise err
+
+    async def _answered(self, err: BusError) -> dict[str, Any]:
+        """The status of the learner, once one answers after ``err`` (checked: a new one
+        raises :class:`LearnerRestarted`); ``err``, extended, when none answers within
+        :attr:`timeout`."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                return self._check(await self._request("status", 30))
+            except BusError as again:
+                if time.monotonic() > deadline:
+                    raise BusError(
+                        err.code,
+                        f"{err.message}; and no learner answered for {self.timeout:g}s "
+                        f"since ({again})",
+                    ) from err
+                await asyncio.sleep(self.poll)

@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import re
-import threading
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -32,7 +31,7 @@ import numpy as np
 import pytest
 
 from arena.actors.rollout import RolloutActor
-from arena.bus import Actor, Broker, BusError, Message
+from arena.bus import Actor, BusError, Message
 from arena.play.config import GameConfig, OpponentConfig, PlayConfig
 from arena.policies.types import Generation, Prompt, SamplingParams
 from arena.records import Episode
@@ -80,18 +79,6 @@ class FirstLegal:
             finish_reason="stop",
             version=self.version,
         ).to_dict()
-
-
-@pytest.fixture
-def broker(ipc_dir: str) -> Iterator[str]:
-    address = f"ipc://{ipc_dir}/bus.sock"
-    # A generous liveness timeout: every actor shares one loop with the episodes it plays.
-    server = Broker(address, heartbeat_interval=0.2, heartbeat_timeout=10.0)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield address
-    server.stop()
-    thread.join(timeout=5)
 
 
 @dataclass

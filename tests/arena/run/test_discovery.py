@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -24,17 +23,6 @@ from arena.run.config import load_run_config
 from arena.run.directory import listing, rollout_actors, rollout_names, serving
 from arena.run.stream import CollectStream
 from arena.run.weight_sync import WeightSync
-
-
-@pytest.fixture
-def broker(ipc_dir: str) -> Iterator[str]:
-    address = f"ipc://{ipc_dir}/bus.sock"
-    server = Broker(address, heartbeat_interval=0.2, heartbeat_timeout=10.0)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield address
-    server.stop()
-    thread.join(timeout=5)
 
 
 def fake_rollout(address: str, name: str, orders: list[tuple[str, dict[str, Any]]]) -> Actor:

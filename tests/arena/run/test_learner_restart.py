@@ -25,15 +25,13 @@ import os
 import re
 import signal
 import subprocess
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from arena.bus import Actor, Broker, BusError, Message
+from arena.bus import Actor, BusError, Message
 from arena.run.learner_restart import LearnerClient, LearnerRestarted
 from arena.run.watch import Watchdog
 from tests.arena.commands.test_train import (
@@ -100,17 +98,6 @@ def test_a_killed_learner_is_restarted_and_the_run_continues_from_its_checkpoint
     assert all("learner/count/discarded_newer_version" in r for r in rows), rows
     assert (run_dir / "eval_summary.json").exists()
     assert not pids_of(str(run_dir)), "children outlived the run"
-
-
-@pytest.fixture
-def broker(ipc_dir: str) -> Iterator[str]:
-    address = f"ipc://{ipc_dir}/bus.sock"
-    server = Broker(address, heartbeat_interval=0.2, heartbeat_timeout=10.0)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield address
-    server.stop()
-    thread.join(timeout=5)
 
 
 async def no_actors() -> list[dict[str, Any]]:
