@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from arena.bus import BusError, Message
-from tests.arena.actors.test_rollout import FirstLegal, broker, tictactoe, world  # noqa: F401
+from tests.arena.actors.test_rollout import FirstLegal, tictactoe, world
 
 
 async def until(condition: Any, timeout: float = 10.0) -> None:
