@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from arena.bus import BusError
@@ -104,13 +105,20 @@ def test_a_stopped_rollout_actor_is_named_and_the_run_recovers(tmp_path: Path) -
             60,
             "the stopped rollout actor was never named",
         )
-        # `arena status` shows the same diagnosis for the live run
-        status = subprocess.run(
-            [sys.executable, "-m", "arena", "status", f"ipc://{run_dir.resolve()}/bus.sock"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        # `arena status` shows the same diagnosis for the live run. It lists what the trainer
+        # said at its last heartbeat (every 0.5 s here), which may predate the report just
+        # logged: ask until a heartbeat has carried it, within a bound.
+        deadline = time.monotonic() + 30
+        while True:
+            status = subprocess.run(
+                [sys.executable, "-m", "arena", "status", f"ipc://{run_dir.resolve()}/bus.sock"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            if "trainer: collect" in status.stdout or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
         os.kill(stopped[0], signal.SIGCONT)
         out, _ = proc.communicate(timeout=600)
     finally:
