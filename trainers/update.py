@@ -103,10 +103,10 @@ class PolicyUpdate:
 
         ``silent`` are the turns the zero-advantage filter left out: they count in the loss's
         normalizer (tokens or turns, by ``loss.aggregation``) as if they had been trained on,
-        since their policy gradient is 0. So a batch where 4 of 64 turns carry signal moves
-        the policy as the unfiltered loss would, about 1/16 as far as one where all 64 do,
-        and not as far as a full batch (which made the steps with the least signal the
-        noisiest). ``signal_share`` is the kept share of those tokens."""
+        since their policy gradient is 0. So the loss of a batch where 4 of 64 turns carry
+        signal is the unfiltered one, 4/64 of the weight of a batch whose 64 turns all do
+        (normalizing over the 4 alone gave them a full batch's weight, and made the steps with
+        the least signal the noisiest). ``signal_share`` is the kept share of those tokens."""
         cfg = self.config
         start = time.perf_counter()
         silent_tokens = sum(len(s.response_ids) for s in silent)
