@@ -171,8 +171,9 @@ class OptimConfig:
     """LR after warmup: ``constant``, ``linear`` or ``cosine`` decay to min_lr_ratio * lr."""
     warmup_steps: int = 0
     """Linear warmup from lr / warmup_steps to lr."""
-    total_steps: int = 1000
-    """Length of the linear or cosine decay."""
+    total_steps: int | None = None
+    """Length of the linear or cosine decay, in learner steps. None: the run's ``steps``
+    (``arena train`` fills it in); a learner built on its own with a decaying schedule needs it."""
     min_lr_ratio: float = 0.0
     """Floor of the decay as a fraction of lr."""
 

@@ -42,6 +42,11 @@ def learning_rate(step: int, config: OptimConfig) -> float:
         return config.lr * (step + 1) / config.warmup_steps
     if config.schedule == "constant":
         return config.lr
+    if config.total_steps is None:
+        raise ValueError(
+            f"optim.schedule={config.schedule} decays over optim.total_steps, which is not set "
+            "(arena train sets it to the run's steps; set it when building a learner yourself)"
+        )
     span = max(config.total_steps - config.warmup_steps, 1)
     progress = min(max(step - config.warmup_steps, 0) / span, 1.0)
     floor = config.min_lr_ratio

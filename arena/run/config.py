@@ -263,6 +263,8 @@ class RunConfig:
             raise ConfigError(f"cpu_threads must be >= 0, got {self.cpu_threads}")
         if self.steps < 0:
             raise ConfigError(f"steps must be >= 0, got {self.steps}")
+        if self.learner.optim.total_steps is None:  # the LR schedule decays over the whole run
+            self.learner.optim.total_steps = self.steps
         self._check_actors()
         self._check_ray()
         if not self.games:

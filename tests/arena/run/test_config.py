@@ -88,3 +88,10 @@ def test_groups_and_greedy_evaluation_are_accepted() -> None:
 def test_truncated_sampling_is_refused_for_training(override: str) -> None:
     with pytest.raises(ConfigError, match="whole tempered distribution"):
         load_run_config(CONFIGS / "smoke.yaml", [override])
+
+
+def test_the_learning_rate_decays_over_the_run_unless_told_otherwise() -> None:
+    config = load_run_config(CONFIGS / "smoke.yaml", ["steps=12", "learner.optim.schedule=cosine"])
+    assert config.learner.optim.total_steps == 12
+    told = load_run_config(CONFIGS / "smoke.yaml", ["learner.optim.total_steps=40"])
+    assert told.learner.optim.total_steps == 40
