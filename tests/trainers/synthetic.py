@@ -1,12 +1,15 @@
-"""Hand-made Episode records for the trainer tests (no games: trainers learn from records)."""
+"""Hand-made Episode records and small learner configs for the trainer tests (no games: trainers
+learn from records)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import numpy as np
+import torch
 
 from arena.records import Episode, SeatAssignment, Turn
+from trainers.config import LearnerConfig
 
 
 def turn(
@@ -125,3 +128,19 @@ def two_seat_episodes(count: int, start: int = 0, version: int = 0) -> list[Epis
             )
         out.append(episode(eid, turns))
     return out
+
+
+def make_config(micro_batch_tokens: int = 256, **sections: dict) -> LearnerConfig:
+    """Small test defaults (lr 1e-3, 64-token sequences), with per-section overrides."""
+    data: dict = {
+        "optim": {"lr": 1e-3},
+        "batch": {"micro_batch_tokens": micro_batch_tokens, "max_seq_len": 64},
+    }
+    for name, values in sections.items():
+        data.setdefault(name, {}).update(values)
+    return LearnerConfig.from_dict(data)
+
+
+def params(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """A detached copy of every parameter, by name."""
+    return {n: p.detach().clone() for n, p in model.named_parameters()}

@@ -11,24 +11,12 @@ import logging
 import numpy as np
 import pytest
 import torch
-from synthetic import two_seat_episodes
+from synthetic import make_config, params, two_seat_episodes
 
 import trainers.update as update_module
 from arena.weights.assembler import WeightAssembler
 from trainers.config import LearnerConfig
 from trainers.learner import Learner
-
-
-def make_config(**sections: dict) -> LearnerConfig:
-    """Small test defaults, with per-section overrides."""
-    data: dict = {"optim": {"lr": 1e-3}, "batch": {"micro_batch_tokens": 256, "max_seq_len": 64}}
-    for name, values in sections.items():
-        data.setdefault(name, {}).update(values)
-    return LearnerConfig.from_dict(data)
-
-
-def params(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    return {n: p.detach().clone() for n, p in model.named_parameters()}
 
 
 def test_bad_episodes_are_rejected_and_the_batch_goes_on(fresh_tiny, caplog) -> None:

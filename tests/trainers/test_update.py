@@ -5,11 +5,13 @@ Run with ``.venv/bin/python -m pytest -q tests/trainers/test_update.py``.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
+import synthetic
 import torch
-from synthetic import episode, turn, two_seat_episodes
+from synthetic import episode, params, turn, two_seat_episodes
 
 from arena.models import tiny_model
 from trainers.batch import Sample, collate
@@ -18,17 +20,8 @@ from trainers.learner import Learner
 from trainers.logprobs import TokenLogprobs
 from trainers.optim import build_optimizer
 
-
-def make_config(**sections: dict) -> LearnerConfig:
-    """Small test defaults, with per-section overrides."""
-    data: dict = {"optim": {"lr": 1e-3}, "batch": {"micro_batch_tokens": 64, "max_seq_len": 64}}
-    for name, values in sections.items():
-        data.setdefault(name, {}).update(values)
-    return LearnerConfig.from_dict(data)
-
-
-def params(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    return {n: p.detach().clone() for n, p in model.named_parameters()}
+# 64-token micro-batches: a mini-batch here spans several, so accumulation is exercised
+make_config = functools.partial(synthetic.make_config, 64)
 
 
 def adam_steps(learner: Learner) -> set[int]:
