@@ -6,7 +6,8 @@ Each seed is one full run (about half an hour on a 2-core CPU), so this is not p
 ``make test``. ``--use RUN_DIR ...`` judges finished runs instead of starting new ones. Ends with
 one JSON line.
 
-Run: .venv/bin/python bench/learning.py [--seeds 0 1] [--use runs/learning-s0/<time> ...]
+Run: .venv/bin/python bench/learning.py [key=value ...] [--seeds 0 1] [--use RUN_DIR ...]
+(config overrides for every run come before ``--seeds``, e.g. ``learner.loss.minibatches=2``).
 """
 
 from __future__ import annotations
