@@ -3,12 +3,10 @@
 The socket is a plain pyzmq socket whose file descriptor is watched with ``loop.add_reader``;
 that costs less per message than ``zmq.asyncio``. ZeroMQ's descriptor is edge-triggered, so the
 reader drains the socket completely: it receives until a receive finds nothing (``zmq.Again``),
-which also re-arms the edge. A send made outside the reader may consume the edge, so it checks
-for pending input right after sending (``EVENTS``) and, if any, schedules a drain. Checking at
-once rather than on the loop's next turn saves a turn of the loop per request: one request at
-a time, that turn (an extra ``epoll_wait``) cost more than the check itself, and a burst of 64
-sends costs 64 checks of about a microsecond each. Sends made while draining need no check:
-the drain ends with a receive that finds nothing, after the send.
+which also re-arms the edge. A send made outside the reader may consume the edge, so it leaves
+one check for pending input to the next turn of the loop (one check for all the sends of a
+turn, not one per send). Sends made while draining need no check: the drain ends with a
+receive that finds nothing, after the send.
 
 Why receive until ``zmq.Again`` rather than ask ``EVENTS`` before each receive: each of the two
 costs one system call (libzmq polls its mailbox), but ``EVENTS`` costs it per message and the
@@ -41,6 +39,7 @@ class Channel:
         "loop",
         "draining",
         "scheduled",
+        "checking",
         "_router",
         "_fd",
         "name",
@@ -63,7 +62,8 @@ class Channel:
         self.name = name
         self.draining = False
         self.scheduled = False
-        """A drain is queued for the next turn of the loop."""
+        self.checking = False
+        """A check for input stranded by a send is queued for the next turn of the loop."""
         self._router = sock.type == zmq.ROUTER
         self._fd = sock.getsockopt(zmq.FD)
         loop.add_reader(self._fd, self.drain)
@@ -78,13 +78,19 @@ class Channel:
         if sock is None:
             raise zmq.ZMQError(zmq.ENOTSOCK, "channel closed")
         send(sock, frames)
-        if self.draining or self.scheduled:
+        if self.draining or self.scheduled or self.checking:
             return
-        if sock.getsockopt(EVENTS) & POLLIN:
-            # Drained on the next turn, not now: the caller may be in the middle of something
-            # (a handler, a loop over requests) that a drain's callbacks should not interleave.
-            self.scheduled = True
-            self.loop.call_soon(self.drain)
+        # Checked on the next turn, not now: a burst of sends (64 requests resumed in one turn)
+        # then pays one check, not one each. The loop runs queued callbacks before it sleeps,
+        # so input that arrived meanwhile is not left waiting.
+        self.checking = True
+        self.loop.call_soon(self._check)
+
+    def _check(self) -> None:
+        self.checking = False
+        sock = self.sock
+        if sock is not None and not self.draining and sock.getsockopt(EVENTS) & POLLIN:
+            self.drain()
 
     def drain(self) -> None:
         """Receive and hand on every message queued on the socket (the first frame as
