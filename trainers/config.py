@@ -177,6 +177,14 @@ class OptimConfig:
     min_lr_ratio: float = 0.0
     """Floor of the decay as a fraction of lr."""
 
+    def describe(self) -> str:
+        """The schedule in a few words, e.g. ``2e-05 (cosine to 2e-06 over 24 steps)``."""
+        parts = [f"{self.warmup_steps} warm-up steps"] if self.warmup_steps else []
+        if self.schedule != "constant":
+            floor = self.lr * self.min_lr_ratio
+            parts.insert(0, f"{self.schedule} to {floor:g} over {self.total_steps} steps")
+        return f"{self.lr:g} ({', '.join(parts)})" if parts else f"{self.lr:g}"
+
     def __post_init__(self) -> None:
         check_choice("optim.schedule", self.schedule, SCHEDULES)
         if len(self.betas) != 2:

@@ -152,7 +152,9 @@ def plan(config: RunConfig, run_dir: Path | None = None) -> str:
         f"service=policy:{config.learner.name} max_batch={config.inference.max_batch}; "
         f"waits for {inference} on the bus",
         f"  learner      advantage={config.learner.advantage.mode} key={config.learner.advantage.key} "
-        f"lr={config.learner.optim.lr} lora={config.learner.lora.enabled} ({learner})",
+        f"lr={config.learner.optim.describe()} optimizer_steps="
+        f"{config.learner.loss.ppo_epochs * config.learner.loss.minibatches} "
+        f"lora={config.learner.lora.enabled} ({learner})",
         f"  rollout x{config.rollout.actors}    {config.rollout.episodes_per_step} episodes/step, "
         f"concurrency {config.rollout.concurrency}, opponents={config.opponents.mode}; "
         f"waits for {rollout} on the bus, more may join",

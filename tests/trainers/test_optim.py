@@ -26,3 +26,11 @@ def test_a_decay_without_a_length_is_refused_and_constant_needs_none() -> None:
     assert learning_rate(7, OptimConfig(lr=0.1)) == 0.1
     with pytest.raises(ValueError, match="optim.total_steps"):
         learning_rate(0, OptimConfig(lr=0.1, schedule="linear"))
+
+
+def test_the_schedule_is_described_in_a_few_words() -> None:
+    assert OptimConfig(lr=2e-5).describe() == "2e-05"
+    cosine = OptimConfig(lr=2e-5, schedule="cosine", total_steps=24, min_lr_ratio=0.1)
+    assert cosine.describe() == "2e-05 (cosine to 2e-06 over 24 steps)"
+    warm = OptimConfig(lr=1e-5, warmup_steps=3)
+    assert warm.describe() == "1e-05 (3 warm-up steps)"
