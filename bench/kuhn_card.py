@@ -13,8 +13,9 @@ the exact reply of a target policy at all 12 information states, side by side fo
 Same model, prompts (the run config's seat, as training renders them), learning rate and seed
 for both. Each step is one AdamW step on the 12 (prompt, reply) pairs, the loss the reply tokens'
 cross entropy; after it the policy is read exactly (:func:`arena.eval.policy_reader.read_seat`,
-T = 1) and its exploitability computed. ``steps_to_target`` is the first step after which the
-exploitability stays within 0.05 of the target's for the rest of the run (None: never).
+T = 1) and its exploitability computed. ``steps_to_play_the_card`` is the first step from which
+the card rule's run stays below 1/3 (which no card-blind policy does); ``steps_to_always_bet``
+the first from which the always-bet run stays within 0.01 of its 1/3 (None: never).
 
 Run: .venv/bin/python bench/kuhn_card.py [--config configs/selfplay.yaml] [--lr 2e-5] [--steps 20]
 Ends with one JSON line. About 2 minutes per 20 steps of each target on 2 CPU cores.
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -39,7 +41,7 @@ from arena.run.config import load_run_config
 
 GAME = "kuhn-poker-v0"
 PASS, BET = 0, 1
-TARGET_EXPLOITABILITY = {"card_rule": 1 / 6, "always_bet": 1 / 3}
+TARGETS = ("card_rule", "always_bet")
 
 
 def card_rule(key: str) -> int:
@@ -92,10 +94,10 @@ def train(config_path: str, target: str, lr: float, steps: int, seed: int) -> li
     return curve
 
 
-def steps_to_target(curve: list[float], target: float, tolerance: float = 0.05) -> int | None:
-    """The first step after which the curve stays within ``tolerance`` of ``target``."""
+def steps_until(curve: list[float], holds: Callable[[float], bool]) -> int | None:
+    """The first step from which ``holds`` is true of every later value (None: never)."""
     for step in range(len(curve)):
-        if all(abs(value - target) <= tolerance for value in curve[step:]):
+        if all(holds(value) for value in curve[step:]):
             return step
     return None
 
@@ -109,10 +111,14 @@ def main() -> None:
     args = parser.parse_args()
     started = time.monotonic()
     out: dict[str, object] = {"bench": "kuhn_card", "lr": args.lr, "steps": args.steps}
-    for target, goal in TARGET_EXPLOITABILITY.items():
-        curve = train(args.config, target, args.lr, args.steps, args.seed)
+    curves = {
+        target: train(args.config, target, args.lr, args.steps, args.seed) for target in TARGETS
+    }
+    for target, curve in curves.items():
         out[f"{target}_exploitability"] = [round(v, 3) for v in curve]
-        out[f"{target}_steps_to_target"] = steps_to_target(curve, goal)
+    # only a policy that reads its card gets below 1/3; always bet is exactly 1/3
+    out["steps_to_play_the_card"] = steps_until(curves["card_rule"], lambda e: e < 1 / 3)
+    out["steps_to_always_bet"] = steps_until(curves["always_bet"], lambda e: abs(e - 1 / 3) < 0.01)
     out["minutes"] = round((time.monotonic() - started) / 60, 1)
     print(json.dumps(out))
 
