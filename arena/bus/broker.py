@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -134,7 +133,8 @@ class Broker:
         self._watchers: dict[str, set[str]] = {}
         """Directory key -> names of the actors that resolved it (told of every change)."""
         self._told_to_register: dict[bytes, float] = {}
-        self._stop = threading.Event()
+        self._stopping = False
+        """Set by :meth:`stop`: a plain flag, see there."""
         self._ctx = context or zmq.Context.instance()
         self._sock = self._ctx.socket(zmq.ROUTER)
         configure_socket(self._sock, max_message_bytes)
@@ -160,15 +160,10 @@ class Broker:
         # recv that ends in EAGAIN each poll libzmq's mailbox, and system calls are the broker's
         # main cost. The timeout bounds how late a heartbeat tick or a stop() can be.
         sock.setsockopt(zmq.RCVTIMEO, max(1, round(min(self.heartbeat_interval, 0.1) * 1000)))
-        recv, more, stopped, monotonic = (
-            sock.recv,
-            sock.getsockopt,
-            self._stop.is_set,
-            time.monotonic,
-        )
+        recv, more, monotonic = sock.recv, sock.getsockopt, time.monotonic
         next_tick = monotonic() + self.heartbeat_interval
         try:
-            while not stopped():
+            while not self._stopping:
                 try:
                     frames = [recv(), recv()]  # routing id, header: small, so copied
                 except zmq.Again:
@@ -188,8 +183,12 @@ class Broker:
             log.info("broker stopped")
 
     def stop(self) -> None:
-        """Ask the loop to finish (thread- and signal-safe)."""
-        self._stop.set()
+        """Ask the loop to finish. Thread- and signal-safe: it sets a flag and takes no lock.
+
+        A lock would deadlock: a process whose launcher dies gets its death signal once per
+        exiting thread of the launcher (the kernel reparents it once per thread), so a second
+        SIGTERM can run this handler again while the first still holds the lock."""
+        self._stopping = True
 
     # -- handling ----------------------------------------------------------------------------
     def _handle(self, frames: list[Any], now: float) -> None:

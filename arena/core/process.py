@@ -53,13 +53,20 @@ def serve(
 
 
 def on_stop_signal(callback: Callable[[], None]) -> None:
-    """For a process without an event loop: call ``callback`` on SIGINT or SIGTERM."""
+    """For a process without an event loop: call ``callback`` on SIGINT or SIGTERM.
+
+    ``callback`` runs inside the signal handler, possibly again while an earlier call has not
+    returned (signals can come in bursts: see :func:`die_with_parent`), so it must not take a
+    lock; setting a flag is safe."""
     for sig in STOP_SIGNALS:
         signal.signal(sig, lambda *_: callback())
 
 
 def die_with_parent() -> None:
     """If ``ARENA_PARENT_PID`` names this process's parent, get SIGTERM when it dies.
+
+    The signal may come several times: the kernel sends it each time it reparents this process,
+    once per exiting thread of a multithreaded parent (a Ray worker, for one).
 
     Linux only (``PR_SET_PDEATHSIG``); elsewhere a killed launcher may leave its children
     running. A child whose parent already died before this call exits at once.

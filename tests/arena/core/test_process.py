@@ -78,3 +78,46 @@ def _alive(pid: int) -> bool:
     # a zombie (dead, not yet reaped by init) counts as gone
     with open(f"/proc/{pid}/stat") as stat:
         return stat.read().split(")")[-1].split()[0] != "Z"
+
+
+THREADED_PARENT = """
+import os, subprocess, sys, threading, time
+for _ in range(256):  # a launcher with many threads, as a Ray worker has
+    threading.Thread(target=time.sleep, args=(600,), daemon=True).start()
+child = subprocess.Popen([sys.executable, "-m", "arena", "broker", "--bind", sys.argv[1]],
+                         env={**os.environ, "ARENA_PARENT_PID": str(os.getpid())},
+                         stdout=sys.stderr)
+print(child.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def _broker_listening(log: Path, pid: int, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while "listening" not in (log.read_text() if log.exists() else ""):
+        assert _alive(pid) and time.monotonic() < deadline, "the broker never started"
+        time.sleep(0.1)
+
+
+def test_a_broker_dies_with_its_killed_multithreaded_launcher(tmp_path: Path) -> None:
+    # The kernel sends the death signal each time it reparents the broker, once per exiting
+    # thread of the launcher: a second SIGTERM inside the first one's handler used to deadlock
+    # on threading.Event's lock (2 of 6 runs here), leaving the broker running for good.
+    log = tmp_path / "broker.log"
+    with open(log, "w") as out:
+        parent = subprocess.Popen(
+            [sys.executable, "-c", THREADED_PARENT, f"ipc://{tmp_path}/bus.sock"],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=out,
+            text=True,
+        )
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    _broker_listening(log, child)  # past die_with_parent: the death signal is armed
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 20
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(child), "the broker outlived its SIGKILLed launcher"
