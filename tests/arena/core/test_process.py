@@ -62,12 +62,17 @@ def test_a_child_dies_with_its_killed_parent() -> None:
     child = int(parent.stdout.readline())
     time.sleep(1.0)  # let the child reach die_with_parent
     assert _alive(child)
+    assert _gone_after_killing(parent, child), "the child outlived its SIGKILLed parent"
+
+
+def _gone_after_killing(parent: subprocess.Popen, child: int, timeout: float = 20.0) -> bool:
+    """SIGKILL ``parent``; whether ``child`` is gone within ``timeout`` seconds."""
     parent.kill()
     parent.wait()
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + timeout
     while _alive(child) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _alive(child), "the child outlived its SIGKILLed parent"
+    return not _alive(child)
 
 
 def _alive(pid: int) -> bool:
@@ -115,9 +120,4 @@ def test_a_broker_dies_with_its_killed_multithreaded_launcher(tmp_path: Path) ->
     assert parent.stdout is not None
     child = int(parent.stdout.readline())
     _broker_listening(log, child)  # past die_with_parent: the death signal is armed
-    parent.kill()
-    parent.wait()
-    deadline = time.monotonic() + 20
-    while _alive(child) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not _alive(child), "the broker outlived its SIGKILLed launcher"
+    assert _gone_after_killing(parent, child), "the broker outlived its SIGKILLed launcher"
