@@ -182,7 +182,8 @@ class OptimConfig:
         parts = [f"{self.warmup_steps} warm-up steps"] if self.warmup_steps else []
         if self.schedule != "constant":
             floor = self.lr * self.min_lr_ratio
-            parts.insert(0, f"{self.schedule} to {floor:g} over {self.total_steps} steps")
+            length = f"{self.total_steps} steps" if self.total_steps else "total_steps (unset)"
+            parts.insert(0, f"{self.schedule} to {floor:g} over {length}")
         return f"{self.lr:g} ({', '.join(parts)})" if parts else f"{self.lr:g}"
 
     def __post_init__(self) -> None:

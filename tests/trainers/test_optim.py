@@ -34,3 +34,5 @@ def test_the_schedule_is_described_in_a_few_words() -> None:
     assert cosine.describe() == "2e-05 (cosine to 2e-06 over 24 steps)"
     warm = OptimConfig(lr=1e-5, warmup_steps=3)
     assert warm.describe() == "1e-05 (3 warm-up steps)"
+    unsized = OptimConfig(lr=2e-5, schedule="linear")
+    assert unsized.describe() == "2e-05 (linear to 0 over total_steps (unset))"
