@@ -13,10 +13,17 @@ Layout of ``<dir>/step-00000042/`` (one directory per saved step)::
 A checkpoint is written into ``<dir>/.tmp-step-...``, flushed to disk, then renamed into place
 in one ``os.rename``: a directory named ``step-*`` is complete, and a crash (even ``kill -9``)
 mid-write leaves only a temporary directory, removed by the next save.
+
+Disk space: a full checkpoint takes about 12 bytes per weight (the weights in float32, and
+Adam's two float32 moments of each trained weight: 1.7 GB for the 135M default model), and
+``keep`` of them stay, plus the one being written. :func:`check_space` says so before training
+starts; a save that still runs out of space raises :class:`CheckpointSpaceError`, removes its
+temporary directory and leaves the earlier checkpoints as they were.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import random
@@ -33,6 +40,45 @@ from safetensors.torch import load_file, save_file
 
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 _TMP_PREFIX = ".tmp-"
+_GB = 1e9
+
+
+def _size(nbytes: float) -> str:
+    return f"{nbytes / _GB:.1f} GB" if nbytes >= 0.1 * _GB else f"{nbytes / 1e6:.1f} MB"
+
+
+class CheckpointSpaceError(OSError):
+    """The checkpoint directory's disk cannot hold the checkpoints the run will write."""
+
+
+def checkpoint_bytes(total_params: int, trained_params: int) -> int:
+    """About the size of one checkpoint: every weight in float32 (the HF model directory) and
+    two float32 Adam moments per trained weight (optimizer.safetensors)."""
+    return 4 * total_params + 8 * trained_params
+
+
+def check_space(root: str | os.PathLike[str], one: int, keep: int) -> str | None:
+    """Before training: raise :class:`CheckpointSpaceError` if ``root``'s disk cannot hold even
+    one checkpoint of ``one`` bytes; return a warning if it cannot hold ``keep`` of them plus
+    the one being written (``keep`` 0 keeps every checkpoint: one more is asked for); else None."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(root).free
+    if free < one:
+        raise CheckpointSpaceError(
+            errno.ENOSPC,
+            f"{root} has {_size(free)} free and one checkpoint takes about "
+            f"{_size(one)}: free some space, or set output_dir (arena train) or "
+            "checkpoint.dir to a larger disk",
+        )
+    copies = (keep or 1) + 1
+    if free < copies * one:
+        return (
+            f"{root} has {_size(free)} free, and {copies} checkpoints of about "
+            f"{_size(one)} each may be on disk at once (checkpoint.keep={keep}, plus the "
+            "one being written): a save may run out of space; lower checkpoint.keep or free space"
+        )
+    return None
 
 
 def step_dir_name(step: int) -> str:
@@ -73,6 +119,14 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _out_of_space(err: BaseException) -> bool:
+    # safetensors reports a full disk as a SafetensorError, not an OSError: "... I/O error: No
+    # space left on device (os error 28)"
+    if isinstance(err, OSError):
+        return err.errno == errno.ENOSPC
+    return "No space left on device" in str(err)
+
+
 def write_atomically(
     root: str | os.PathLike[str], step: int, write: Callable[[Path], None], keep: int = 0
 ) -> Path:
@@ -95,9 +149,17 @@ def write_atomically(
         else:
             os.rename(tmp, final)
         _fsync_dir(root)
-    except BaseException:
+    except BaseException as err:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        if not _out_of_space(err):
+            raise
+        free = _size(shutil.disk_usage(root).free)
+        raise CheckpointSpaceError(
+            errno.ENOSPC,
+            f"no space left on the disk of {root} while saving {final.name} ({free} free "
+            "after removing the partial copy; the earlier checkpoints are intact): free space "
+            "and resume the run, or lower checkpoint.keep",
+        ) from err
     if keep > 0:
         for _, path in list_checkpoints(root)[:-keep]:
             shutil.rmtree(path, ignore_errors=True)

@@ -121,6 +121,8 @@ class Learner:
         module = TokenLogprobs(model, config.loss.temperature, config.sparse_logits)
         self.policy = ddist.wrap(module, config.distributed.strategy, self.dist, self.device)
         self.optimizer = build_optimizer(model, config.optim, self.device)
+        if config.checkpoint.dir and self.dist.is_main:
+            self._check_checkpoint_space(model)
         self.update = PolicyUpdate(
             config,
             model,
@@ -326,6 +328,16 @@ class Learner:
         log.info("checkpoint %s", path)
         ddist.barrier(self.dist)
         return path
+
+    def _check_checkpoint_space(self, model: Any) -> None:
+        """Refuse to start without room for one checkpoint; warn without room for ``keep``."""
+        params = list(model.parameters())
+        one = ckpt.checkpoint_bytes(
+            sum(p.numel() for p in params), sum(p.numel() for p in params if p.requires_grad)
+        )
+        warning = ckpt.check_space(self.config.checkpoint.dir, one, self.config.checkpoint.keep)
+        if warning:
+            log.warning("%s", warning)
 
     def _resume_path(self) -> Path | None:
         cfg = self.config.checkpoint

@@ -5,18 +5,31 @@ Run with ``.venv/bin/python -m pytest -q tests/trainers/test_learner_checkpoint.
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 import torch
+from safetensors import SafetensorError
 from synthetic import two_seat_episodes
 from transformers import AutoModelForCausalLM
 
-from trainers.checkpoint import latest_checkpoint, list_checkpoints, load_optimizer, save_optimizer
+from trainers.checkpoint import (
+    CheckpointSpaceError,
+    check_space,
+    checkpoint_bytes,
+    latest_checkpoint,
+    list_checkpoints,
+    load_optimizer,
+    save_optimizer,
+    write_atomically,
+)
 from trainers.config import LearnerConfig
 from trainers.learner import Learner
 
@@ -214,3 +227,55 @@ def test_lora_checkpoint_resumes_adapters_and_exports_merged_weights(tmp_path: P
         first.model.named_parameters(), resumed.model.parameters(), strict=True
     ):
         assert torch.equal(a, b), name
+
+
+def _free(monkeypatch, free: float) -> None:
+    usage = shutil.disk_usage("/")
+    monkeypatch.setattr(
+        "trainers.checkpoint.shutil.disk_usage",
+        lambda path: usage._replace(free=int(free)),
+    )
+
+
+def test_disk_space_is_checked_before_training(tmp_path: Path, monkeypatch) -> None:
+    # The default model: 134.5 M weights, all trained -> 12 bytes each, 1.614 GB a checkpoint
+    one = checkpoint_bytes(134_515_008, 134_515_008)
+    assert one == 1_614_180_096
+    _free(monkeypatch, 7e9)  # keep 3 + the one being written: 4 x 1.61 = 6.46 GB fit
+    assert check_space(tmp_path, one, keep=3) is None
+    _free(monkeypatch, 5e9)
+    warning = check_space(tmp_path, one, keep=3)
+    assert warning and "5.0 GB free" in warning and "4 checkpoints of about 1.6 GB" in warning
+    _free(monkeypatch, 1e9)
+    with pytest.raises(CheckpointSpaceError, match="1.0 GB free and one checkpoint takes about"):
+        check_space(tmp_path, one, keep=3)
+    # The learner runs the check: the tiny model's checkpoint (12 bytes a weight) does not fit
+    # in 1 kB, so it refuses to start and saves nothing.
+    _free(monkeypatch, 1e3)
+    with pytest.raises(CheckpointSpaceError):
+        Learner(config(tmp_path / "ckpt"))
+    assert list_checkpoints(tmp_path / "ckpt") == []
+
+
+def test_a_save_that_fills_the_disk_is_reported_and_cleaned_up(tmp_path: Path) -> None:
+    # A full disk as the OS reports it (ENOSPC), and as safetensors reports it, with its own
+    # error type (seen in a run: "Error while serializing: I/O error: No space left on device
+    # (os error 28)"): both must read as a full disk.
+    write_atomically(tmp_path, 1, lambda out: (out / "state.json").write_text("{}"))
+
+    def into_a_full_disk(out: Path) -> None:
+        (out / "half").write_bytes(b"x" * 4096)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def as_safetensors_reports_it(out: Path) -> None:
+        raise SafetensorError(
+            "Error while serializing: I/O error: No space left on device (os error 28)"
+        )
+
+    for step, write in ((2, into_a_full_disk), (3, as_safetensors_reports_it)):
+        with pytest.raises(CheckpointSpaceError, match=f"while saving step-0000000{step}"):
+            write_atomically(tmp_path, step, write)
+        assert [s for s, _ in list_checkpoints(tmp_path)] == [1]
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["step-00000001"]  # no partial copy
+    with pytest.raises(ValueError):  # any other error passes through unchanged
+        write_atomically(tmp_path, 3, lambda out: int("x"))
