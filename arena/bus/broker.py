@@ -1,7 +1,8 @@
 """The broker: one ROUTER socket that registers actors and routes messages between them.
 
 - **Registry.** Actors send ``register`` (name, kind, services, topics, host, pid); the broker
-  answers with a ``reply``. An actor's ZeroMQ routing id is its name.
+  answers with a ``reply``. An actor's ZeroMQ routing id is its name. The bookkeeping (who is
+  registered, who offers what, who watches which directory entry) is :mod:`arena.bus.registry`.
 - **Routing.** A message with ``dst`` goes to that actor. A message with only ``service`` goes to
   the least-loaded actor offering it (fewest outstanding requests; ties rotate). A message with
   ``topic`` is broadcast to every actor subscribed to a prefix of it. ``reply``/``error`` go back
@@ -35,11 +36,9 @@ The broker never unpacks message bodies it routes; it forwards the original fram
 
 from __future__ import annotations
 
-import itertools
 import logging
 import time
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any
 
 import zmq
@@ -50,8 +49,10 @@ from arena.bus.codec import (
     ProtocolError,
     decode_header,
     encode,
+    message_from_header,
     validate_body,
 )
+from arena.bus.registry import ActorInfo, Registry
 from arena.bus.security import Security, curve_server, resolve_security
 from arena.bus.sockets import RCVMORE, configure_socket, send
 
@@ -60,47 +61,6 @@ log = logging.getLogger("arena.broker")
 BROKER_NAME = "broker"
 BUILTIN_SERVICES = ("echo", "broker.actors", "broker.stats", "broker.resolve")
 _AUTO: Any = object()
-
-
-@dataclass
-class ActorInfo:
-    """What the broker knows of one registered actor."""
-
-    name: str
-    kind: str
-    services: list[str]
-    topics: list[str]
-    host: str
-    pid: int
-    identity: bytes
-    last_seen: float
-    endpoint: str | None = None
-    """Where peers send requests straight to it (None: only through the broker)."""
-    public_key: str | None = None
-    """Its CURVE public key (z85), for peers connecting to its endpoint."""
-    status: dict[str, Any] = field(default_factory=dict)
-    """What its last heartbeat reported: ``load`` (requests in service), e.g. ``policy_version``."""
-    outstanding: set[tuple[str, str]] = field(default_factory=set)
-    """(requester, request id) pairs routed to this actor and not yet answered."""
-    delivered: list[str] = field(default_factory=list)
-    """Ids of recent episode/weights messages sent to it, reported if it dies."""
-
-    def public(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "kind": self.kind,
-            "services": self.services,
-            "topics": self.topics,
-            "host": self.host,
-            "pid": self.pid,
-            "endpoint": self.endpoint,
-            "status": self.status,
-            "last_heartbeat": round(time.monotonic() - self.last_seen, 3),
-        }
-
-    def instance(self) -> dict[str, Any]:
-        """Its directory entry."""
-        return {"name": self.name, "endpoint": self.endpoint, "public_key": self.public_key}
 
 
 class Broker:
@@ -125,13 +85,12 @@ class Broker:
         self.max_message_bytes = max_message_bytes
         self.pending_ttl = pending_ttl
         self.counters: Counter[str] = Counter()
-        self.actors: dict[str, ActorInfo] = {}
-        self._by_identity: dict[bytes, ActorInfo] = {}
-        self._offering: dict[str, list[ActorInfo]] = {}
+        self.registry = Registry()
+        # the hot path's lookups, one attribute away (the registry mutates these dicts in place)
+        self._by_identity = self.registry.by_identity
+        self._actors = self.registry.actors
         self._pending: dict[tuple[str, str], tuple[str, float]] = {}
-        self._rotation = itertools.count()
-        self._watchers: dict[str, set[str]] = {}
-        """Directory key -> names of the actors that resolved it (told of every change)."""
+        """(requester, request id) -> (the actor it was routed to, when)."""
         self._told_to_register: dict[bytes, float] = {}
         self._stopping = False
         """Set by :meth:`stop`: a plain flag, see there."""
@@ -150,6 +109,14 @@ class Broker:
         for address in self.addresses:
             self._sock.bind(address)
             self.bound.append(self._sock.getsockopt_string(zmq.LAST_ENDPOINT))
+
+    def _message(self, header: dict[str, Any], frames: list[Any]) -> Message:
+        return message_from_header(header, frames, self.max_message_bytes)
+
+    @property
+    def actors(self) -> dict[str, ActorInfo]:
+        """The registered actors by name."""
+        return self.registry.actors
 
     # -- main loop ---------------------------------------------------------------------------
     def serve_forever(self) -> None:
@@ -214,7 +181,7 @@ class Broker:
             self._heard(actor, header, body_frames)
             return
         elif mtype == "register":
-            self._register(identity, _message(header, body_frames))
+            self._register(identity, self._message(header, body_frames))
             return
         if actor is None:
             self._unknown(identity, header, body_frames, now)
@@ -222,24 +189,24 @@ class Broker:
         dst = header["dst"]
         if dst is not None:
             if dst == BROKER_NAME:
-                msg = _message(header, body_frames)
+                msg = self._message(header, body_frames)
                 if mtype == "control":
                     self._control(actor, msg)
                 else:
                     self._serve_builtin(identity, msg)
                 return
-            target = self.actors.get(dst)
+            target = self._actors.get(dst)
             if target is None:
                 self._reject(
                     identity,
-                    _message(header, body_frames),
+                    self._message(header, body_frames),
                     ProtocolError("unknown_actor", f"no actor {dst!r}"),
                 )
                 return
         elif (service := header["service"]) is not None:
-            target = self._pick(service)
+            target = self.registry.pick(service)
             if target is None:
-                msg = _message(header, body_frames)
+                msg = self._message(header, body_frames)
                 if service in BUILTIN_SERVICES:
                     self._serve_builtin(identity, msg)
                     return
@@ -274,7 +241,7 @@ class Broker:
                 identity, msg, ProtocolError("schema", "actor name must equal its routing id")
             )
             return
-        previous = self.actors.get(name)
+        previous = self._actors.get(name)
         if previous is not None:
             # A restarted actor under the same name: its earlier life's work is lost, so the
             # requests pending on it fail now rather than at their timeouts.
@@ -291,10 +258,8 @@ class Broker:
             endpoint=endpoint,
             public_key=public_key,
         )
-        self.actors[name] = info
-        self._by_identity[identity] = info
+        self.registry.add(info)
         self._told_to_register.pop(identity, None)
-        self._reindex()
         self._tell_watchers(info)
         self.counters["registered"] += 1
         log.info("registered %s (%s) services=%s", name, info.kind, info.services)
@@ -311,41 +276,25 @@ class Broker:
         )
         self._notify("actor.joined", info.public())
 
-    def _pick(self, service: str) -> ActorInfo | None:
-        offering = self._offering.get(service)
-        if not offering:
-            return None
-        if len(offering) == 1:
-            return offering[0]
-        least = min(len(a.outstanding) for a in offering)
-        candidates = [a for a in offering if len(a.outstanding) == least]
-        return candidates[next(self._rotation) % len(candidates)]
-
-    def _reindex(self) -> None:
-        self._offering = {}
-        for actor in self.actors.values():
-            for service in actor.services:
-                self._offering.setdefault(service, []).append(actor)
-
     def _route_reply(self, identity: bytes, header: dict[str, Any], body_frames: list[Any]) -> None:
         key = (header["dst"], header["reply_to"])  # both checked non-empty by decode_header
         entry = self._pending.pop(key, None)
         if entry is None:
             self._reject(
                 identity,
-                _message(header, body_frames),
+                self._message(header, body_frames),
                 ProtocolError("unknown_request", f"no pending request {key[1]!r}"),
             )
             return
-        target = self.actors.get(entry[0])
+        target = self._actors.get(entry[0])
         if target is not None:
             target.outstanding.discard(key)
-        requester = self.actors.get(key[0])
+        requester = self._actors.get(key[0])
         if requester is not None:
             self._forward(requester.identity, body_frames)
 
     def _broadcast(self, sender: ActorInfo, topic: str, body_frames: list[Any]) -> None:
-        for actor in list(self.actors.values()):
+        for actor in list(self._actors.values()):
             if actor is not sender and any(topic.startswith(t) for t in actor.topics):
                 self._forward(actor.identity, body_frames)
 
@@ -356,7 +305,7 @@ class Broker:
             )
             return
         if msg.service == "broker.actors":
-            body: Any = [a.public() for a in self.actors.values()]
+            body: Any = [a.public() for a in self._actors.values()]
         elif msg.service == "broker.stats":
             body = dict(self.counters)
         elif msg.service == "broker.resolve":
@@ -395,47 +344,21 @@ class Broker:
         self._notify("actor.left", actor.public())
 
     def _remove(self, actor: ActorInfo) -> None:
-        self.actors.pop(actor.name, None)
-        if self._by_identity.get(actor.identity) is actor:
-            self._by_identity.pop(actor.identity, None)
-        self._reindex()
+        self.registry.remove(actor)
         self._tell_watchers(actor)
-        for watchers in self._watchers.values():
-            watchers.discard(actor.name)
 
     # -- the directory -----------------------------------------------------------------------
-    def _instances(self, key: str) -> list[dict[str, Any]] | None:
-        kind, _, name = key.partition(":")
-        if kind == "service":
-            actors = self._offering.get(name, [])
-        elif kind == "name":
-            actors = [self.actors[name]] if name in self.actors else []
-        else:
-            return None
-        return [a.instance() for a in actors if a.endpoint is not None]
-
     def _resolve(self, requester: ActorInfo, msg: Message) -> Any:
         key = msg.body.get("key") if isinstance(msg.body, dict) else None
-        instances = self._instances(key) if isinstance(key, str) else None
+        instances = self.registry.resolve(requester, key)
         if instances is None:
             raise ProtocolError("schema", 'resolve takes {"key": "service:NAME" or "name:ACTOR"}')
-        self._watchers.setdefault(key, set()).add(requester.name)  # type: ignore[arg-type]
         return instances
 
     def _tell_watchers(self, actor: ActorInfo) -> None:
         """Tell everyone who resolved an entry that ``actor`` belongs to that it changed."""
-        keys = [f"name:{actor.name}", *(f"service:{s}" for s in actor.services)]
-        for key in keys:
-            watchers = self._watchers.get(key)
-            if not watchers:
-                continue
-            body = {"op": "directory", "key": key, "instances": self._instances(key)}
-            for name in list(watchers):
-                watcher = self.actors.get(name)
-                if watcher is None:
-                    watchers.discard(name)
-                elif watcher is not actor:
-                    self._send(watcher.identity, "control", body, dst=name)
+        for watcher, body in self.registry.changes(actor):
+            self._send(watcher.identity, "control", body, dst=watcher.name)
 
     # -- liveness of what the broker hears -----------------------------------------------------
     def _heard(self, actor: ActorInfo, header: dict[str, Any], body_frames: list[Any]) -> None:
@@ -443,7 +366,7 @@ class Broker:
         if len(header["body"]) <= 1:  # msgpack nil: an old-style empty heartbeat
             return
         try:
-            status = _message(header, body_frames).body
+            status = self._message(header, body_frames).body
         except ProtocolError as err:
             self.counters[err.code] += 1
             return
@@ -464,7 +387,7 @@ class Broker:
         self._told_to_register[identity] = now
         if len(self._told_to_register) > 4096:
             self._told_to_register.clear()
-        msg = _message(header, body_frames)
+        msg = self._message(header, body_frames)
         log.warning("message from unknown actor %r: telling it to register", identity)
         self._send(
             identity,
@@ -477,7 +400,7 @@ class Broker:
     # -- liveness ----------------------------------------------------------------------------
     def _tick(self) -> None:
         now = time.monotonic()
-        for actor in list(self.actors.values()):
+        for actor in list(self._actors.values()):
             if now - actor.last_seen > self.heartbeat_timeout:
                 self._declare_dead(actor)
             else:
@@ -485,8 +408,8 @@ class Broker:
         stale = [k for k, (_, t) in self._pending.items() if now - t > self.pending_ttl]
         for key in stale:
             target_name, _ = self._pending.pop(key)
-            if target_name in self.actors:
-                self.actors[target_name].outstanding.discard(key)
+            if target_name in self._actors:
+                self._actors[target_name].outstanding.discard(key)
 
     def _declare_dead(self, actor: ActorInfo, reason: str | None = None) -> None:
         self.counters["actor_dead"] += 1
@@ -496,7 +419,7 @@ class Broker:
         failed = sorted(actor.outstanding)
         for requester_name, request_id in failed:
             self._pending.pop((requester_name, request_id), None)
-            requester = self.actors.get(requester_name)
+            requester = self._actors.get(requester_name)
             if requester is not None:
                 self._send(
                     requester.identity,
@@ -518,7 +441,7 @@ class Broker:
         )
 
     def _notify(self, topic: str, body: Any) -> None:
-        for actor in list(self.actors.values()):
+        for actor in list(self._actors.values()):
             if any(topic.startswith(t) for t in actor.topics):
                 self._send(actor.identity, "control", body, topic=topic)
 
@@ -548,23 +471,6 @@ class Broker:
         except zmq.ZMQError as err:  # peer gone (ROUTER_MANDATORY) or its queue is full
             self.counters["undeliverable"] += 1
             log.warning("could not deliver to %r: %s", identity, err)
-
-
-def _message(header: dict[str, Any], frames: list[Any]) -> Message:
-    """The :class:`Message` for a header that :func:`decode_header` has validated."""
-    return Message(
-        header["type"],
-        header["id"],
-        header["src"],
-        header["dst"],
-        header["service"],
-        header["topic"],
-        header["reply_to"],
-        float(header["ts"]),
-        header["body"],
-        frames[1:],
-        header["frames"],
-    )
 
 
 def _optional_str(value: Any) -> str | None:

@@ -249,7 +249,13 @@ def type_name(obj: Any) -> str:
 
 def decode(frames: list[Any], max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> Message:
     """Decode and validate the header of a multipart message. Raises :class:`ProtocolError`."""
-    h = decode_header(frames, max_bytes)
+    return message_from_header(decode_header(frames, max_bytes), frames, max_bytes)
+
+
+def message_from_header(
+    h: dict[str, Any], frames: list[Any], max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+) -> Message:
+    """The :class:`Message` of ``frames``, whose header :func:`decode_header` has validated."""
     return Message(
         h["type"],
         h["id"],
