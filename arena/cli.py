@@ -20,7 +20,7 @@ import importlib
 import logging
 import sys
 
-from arena.core.errors import ConfigError
+from arena.core.errors import EXIT_REFUSED, CannotStart, ConfigError
 from arena.core.process import die_with_parent
 from arena.core.registry import Registry
 
@@ -88,7 +88,10 @@ def main(argv: list[str] | None = None) -> int:
         return int(module.run(command_parser.parse_intermixed_args(rest)) or 0)  # type: ignore[attr-defined]
     except ConfigError as err:
         print(f"{prog}: bad config: {err}", file=sys.stderr)
-        return 2
+        return EXIT_REFUSED
+    except CannotStart as err:
+        print(f"{prog}: cannot start: {err}", file=sys.stderr)
+        return EXIT_REFUSED
 
 
 if __name__ == "__main__":

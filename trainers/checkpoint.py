@@ -38,6 +38,8 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
+from arena.core.errors import CannotStart
+
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 _TMP_PREFIX = ".tmp-"
 _GB = 1e9
@@ -47,8 +49,10 @@ def _size(nbytes: float) -> str:
     return f"{nbytes / _GB:.1f} GB" if nbytes >= 0.1 * _GB else f"{nbytes / 1e6:.1f} MB"
 
 
-class CheckpointSpaceError(OSError):
-    """The checkpoint directory's disk cannot hold the checkpoints the run will write."""
+class CheckpointSpaceError(OSError, CannotStart):
+    """The checkpoint directory's disk cannot hold the checkpoints the run will write (an
+    ``arena`` command exits with :data:`~arena.core.errors.EXIT_REFUSED` on it, and is not
+    restarted: it would fail the same way)."""
 
 
 def checkpoint_bytes(total_params: int, trained_params: int) -> int:

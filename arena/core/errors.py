@@ -10,9 +10,19 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
+EXIT_REFUSED = 2
+"""Exit status of an ``arena`` command that refused its command line, its config or its
+environment (:class:`ConfigError`, :class:`CannotStart`). Started again unchanged it would fail
+the same way, so a launcher does not restart it."""
+
 
 class ConfigError(ValueError):
     """A config that cannot run; the message names the key and what would be valid."""
+
+
+class CannotStart(RuntimeError):
+    """A process that cannot do its job on this machine as it is (e.g. no disk space for its
+    checkpoints); the message says what is missing and what to change."""
 
 
 def nearest(word: str, choices: Iterable[str], n: int = 1, cutoff: float = 0.6) -> list[str]:

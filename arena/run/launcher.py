@@ -8,7 +8,10 @@ killed launcher leaves no orphans. Each child's output goes to ``<run_dir>/logs/
 :meth:`Launcher.check` is called periodically: a dead child marked ``restartable`` (the run's
 own broker, the learner, rollout actors: :mod:`arena.run.processes`) is started again with the
 same command line, up to its restart budget, and the event is logged; any other death is a
-:class:`ChildDied` that names the child, its exit code and the end of its log.
+:class:`ChildDied` that names the child, its exit code and the end of its log. A child that
+exits with :data:`~arena.core.errors.EXIT_REFUSED` refused its config or its environment (a
+learner without disk space for a checkpoint): it is never restarted, since it would fail the
+same way again.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from arena.core.errors import EXIT_REFUSED
 from arena.core.process import PARENT_ENV
 
 log = logging.getLogger("arena.run.launcher")
@@ -43,6 +47,8 @@ class Child:
     env: dict[str, str] = field(default_factory=dict)
     """Added to the launcher's environment for this child."""
     restarts: int = 0
+    exit_code: int | None = None
+    """The exit status of its last process, once that has ended (None: running, or unknown)."""
     process: subprocess.Popen | None = None
     events: list[str] = field(default_factory=list)
 
@@ -101,7 +107,9 @@ class Launcher:
             ended = self._ended(child)
             if ended is None:
                 continue
-            if child.restartable and child.restarts < child.max_restarts:
+            if child.exit_code == EXIT_REFUSED:
+                ended += " (it refused its config or environment: not restarted)"
+            elif child.restartable and child.restarts < child.max_restarts:
                 child.restarts += 1
                 event = (
                     f"{child.name} (pid {child.pid}) {ended}; restarting "
@@ -121,6 +129,7 @@ class Launcher:
     def _ended(self, child: Child) -> str | None:
         """How ``child`` ended (``exited with code N``), or None while it runs."""
         code = child.process.poll() if child.process is not None else None
+        child.exit_code = code
         return None if code is None else f"exited with code {code}"
 
     def tail(self, name: str, lines: int = 15) -> str:

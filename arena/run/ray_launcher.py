@@ -263,6 +263,7 @@ class RayLauncher(Launcher):
             return f"was lost{on}: its Ray actor died ({_first_line(err)})"
         except ray.exceptions.RayError as err:
             return f"could not run{on}: {_first_line(err)}"
+        child.exit_code = code
         return f"exited with code {code}{on}"
 
     def _unplaced(self, child: RayChild) -> str:
