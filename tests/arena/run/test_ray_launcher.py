@@ -310,14 +310,31 @@ def test_dead_and_unplaceable_children_are_named(
     )
     assert not launcher.owns_ray  # this process's connection: the launcher leaves it open
     try:
-        # a rollout actor that cannot start: restarted once (a new actor), then the run stops
-        launcher.start("rollout-0", ["rollout", "--no-such-flag"], restartable=True, max_restarts=1)
+        # a child that crashes (exit 1: an arena broker whose socket directory is missing):
+        # restarted once (a new actor), then the run stops
+        crash = ["broker", "--bind", f"ipc://{tmp_path}/missing/bus.sock"]
+        launcher.start("rollout-0", crash, restartable=True, max_restarts=1)
         events, error = until_died(launcher)
         assert len(events) == 1 and "rollout-0" in events[0] and "restarting (1/1)" in events[0]
-        assert error.startswith("rollout-0 (pid ") and "exited with code 2" in error
-        assert "arena rollout: error" in error  # the end of its log
+        assert error.startswith("rollout-0 (pid ") and "exited with code 1" in error
+        assert "ZMQError" in error  # the end of its log
     finally:
         launcher.stop_all()
+    assert not live_hosts(ray)
+
+    refusing = RayLauncher(
+        tmp_path / "logs1", RayConfig(resources=resources), "tcp://127.0.0.1:1", cpu_threads=0
+    )
+    try:
+        # a child that refuses its command line (exit 2) would fail the same way again: the run
+        # stops at once, without a restart
+        refusing.start("rollout-0", ["rollout", "--no-such-flag"], restartable=True, max_restarts=1)
+        events, error = until_died(refusing)
+        assert events == [] and error.startswith("rollout-0 (pid ")
+        assert "exited with code 2" in error and "not restarted" in error
+        assert "arena rollout: error" in error  # the end of its log
+    finally:
+        refusing.stop_all()
     assert not live_hosts(ray)
 
     unplaceable = RayLauncher(
