@@ -192,6 +192,10 @@ def _load_certificate(path: Path) -> tuple[bytes, bytes | None]:
 
 
 # -- which addresses need keys -----------------------------------------------------------------
+ZMQ_TRANSPORTS = frozenset({"tcp", "ipc", "inproc", "pgm", "epgm", "tipc", "vmci", "ws", "wss"})
+"""The transports ZeroMQ knows; an address without one is refused before any socket sees it."""
+
+
 def is_loopback(address: str) -> bool:
     """Whether plain traffic to ``address`` stays on this host.
 
@@ -244,6 +248,12 @@ def resolve_security(
         insecure = os.environ.get(INSECURE_ENV, "").strip().lower() in _TRUE
     if identity == DEFAULT_CLIENT:
         identity = os.environ.get(KEY_NAME_ENV) or DEFAULT_CLIENT
+    scheme, sep, _ = address.partition("://")
+    if not sep or scheme not in ZMQ_TRANSPORTS:
+        raise ConfigError(
+            f"bus address {address!r} names no ZeroMQ transport: write tcp://HOST:PORT, "
+            "ipc:///PATH or inproc://NAME"
+        )
     if keys_dir is not None:
         return load_security(keys_dir, identity)
     if is_loopback(address):

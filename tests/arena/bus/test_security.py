@@ -446,3 +446,10 @@ def test_commands_refuse_plain_public_tcp_and_bad_keys_with_exit_code_2(tmp_path
     missing = arena("broker", "--bind", "tcp://127.0.0.1:5555", "--keys", str(tmp_path / "no"))
     assert missing.returncode == 2
     assert "arena keys generate" in missing.stderr and "Traceback" not in missing.stderr
+
+    # an address with no ZeroMQ transport is named as such, not as plain public tcp
+    for address in ("bogus://x", "127.0.0.1:5555"):
+        wrong = arena("broker", "--bind", address)
+        assert wrong.returncode == 2 and "Traceback" not in wrong.stderr
+        assert f"bus address {address!r} names no ZeroMQ transport" in wrong.stderr
+        assert "arena keys generate" not in wrong.stderr
