@@ -15,7 +15,7 @@ in one ``os.rename``: a directory named ``step-*`` is complete, and a crash (eve
 mid-write leaves only a temporary directory, removed by the next save.
 
 Disk space: a full checkpoint takes about 12 bytes per weight (the weights in float32, and
-Adam's two float32 moments of each trained weight: 1.7 GB for the 135M default model), and
+Adam's two float32 moments of each trained weight: 1.7 GB on disk for the 135M default model), and
 ``keep`` of them stay, plus the one being written. :func:`check_space` says so before training
 starts; a save that still runs out of space raises :class:`CheckpointSpaceError`, removes its
 temporary directory and leaves the earlier checkpoints as they were.

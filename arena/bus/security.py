@@ -37,6 +37,7 @@ import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 from zmq.utils import z85
 
+from arena.bus.sockets import check_address
 from arena.core.errors import ConfigError
 
 log = logging.getLogger("arena.bus")
@@ -192,10 +193,6 @@ def _load_certificate(path: Path) -> tuple[bytes, bytes | None]:
 
 
 # -- which addresses need keys -----------------------------------------------------------------
-ZMQ_TRANSPORTS = frozenset({"tcp", "ipc", "inproc", "pgm", "epgm", "tipc", "vmci", "ws", "wss"})
-"""The transports ZeroMQ knows; an address without one is refused before any socket sees it."""
-
-
 def is_loopback(address: str) -> bool:
     """Whether plain traffic to ``address`` stays on this host.
 
@@ -248,12 +245,7 @@ def resolve_security(
         insecure = os.environ.get(INSECURE_ENV, "").strip().lower() in _TRUE
     if identity == DEFAULT_CLIENT:
         identity = os.environ.get(KEY_NAME_ENV) or DEFAULT_CLIENT
-    scheme, sep, _ = address.partition("://")
-    if not sep or scheme not in ZMQ_TRANSPORTS:
-        raise ConfigError(
-            f"bus address {address!r} names no ZeroMQ transport: write tcp://HOST:PORT, "
-            "ipc:///PATH or inproc://NAME"
-        )
+    check_address(address)  # before the loopback rule, which would call it public tcp
     if keys_dir is not None:
         return load_security(keys_dir, identity)
     if is_loopback(address):

@@ -11,6 +11,8 @@ from typing import Any
 
 import zmq
 
+from arena.core.errors import ConfigError
+
 HARD_LIMIT_MARGIN = 1 << 20
 """Bytes allowed over the codec's soft limit before libzmq itself drops the peer."""
 
@@ -34,9 +36,13 @@ def host_info() -> dict[str, Any]:
 
 
 def check_address(address: str) -> str:
-    """Reject an address whose transport ZeroMQ does not speak, with a clear message."""
+    """Reject an address whose transport the bus does not speak, with a clear message (a
+    :class:`~arena.core.errors.ConfigError`, so a command exits with status 2)."""
     if not address.startswith(("tcp://", "ipc://", "inproc://")):
-        raise ValueError(f"bus address {address!r} must start with tcp://, ipc:// or inproc://")
+        raise ConfigError(
+            f"bus address {address!r} names no ZeroMQ transport: write tcp://HOST:PORT, "
+            "ipc:///PATH or inproc://NAME"
+        )
     return address
 
 
