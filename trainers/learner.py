@@ -54,6 +54,7 @@ from trainers.filters import apply_staleness, filter_samples
 from trainers.inbox import Inbox
 from trainers.logprobs import TokenLogprobs, unwrap_peft
 from trainers.optim import build_optimizer
+from trainers.precision import autocast_dtype, snap_to_bfloat16
 from trainers.trained_model import (
     add_lora,
     frozen_copy,
@@ -100,6 +101,10 @@ class Learner:
             model, tokenizer = load_policy(config, self.device)
         self.tokenizer = tokenizer
         model = model.to(self.device).train()
+        resume = self._resume_path()
+        if resume is None and autocast_dtype(config.autocast, self.device) == "bfloat16":
+            changed = snap_to_bfloat16(model)
+            log.info("rounded %d float32 weights to bfloat16 (trainers/precision.py)", changed)
         if config.gradient_checkpointing:
             model.gradient_checkpointing_enable(
                 gradient_checkpointing_kwargs={"use_reentrant": False}
@@ -110,7 +115,6 @@ class Learner:
         # The KL reference is the initial policy, also after a resume (LoRA: adapters off).
         with_reference = config.loss.kl_coef > 0 and not config.lora.enabled
         self.reference = frozen_copy(model) if with_reference else None
-        resume = self._resume_path()
         if resume is not None and not config.lora.enabled:
             load_hf_weights(model, resume / "model")
         if config.lora.enabled:

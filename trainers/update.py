@@ -31,13 +31,13 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from arena.models import fast_dtype
 from trainers import distributed as ddist
 from trainers.batch import MicroBatch, Sample, pack, shard
 from trainers.config import LearnerConfig
 from trainers.logprobs import TokenLogprobs
 from trainers.losses import aggregation_weights, policy_loss
 from trainers.optim import learning_rate, set_learning_rate
+from trainers.precision import autocast_dtype
 
 log = logging.getLogger("arena.learner")
 # Loss metrics that are token sums (averaged per token and pass); the others are per step.
@@ -178,9 +178,7 @@ class PolicyUpdate:
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """bf16 autocast where ``autocast`` asks for it (``auto``: where this CPU or GPU
         computes bf16 fast, :func:`arena.models.fast_dtype`); none otherwise."""
-        dtype = self.config.autocast
-        if dtype == "auto":
-            dtype = "bfloat16" if fast_dtype(str(self.device)) == "bfloat16" else None
+        dtype = autocast_dtype(self.config.autocast, self.device)
         if dtype is None:
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=getattr(torch, dtype))

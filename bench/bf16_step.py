@@ -1,0 +1,87 @@
+"""Does a bfloat16 copy of the weights follow a reinforcement-learning step?
+
+The learner keeps float32 weights; a bf16 sampler (``inference.dtype: bfloat16``) or a bf16
+autocast learner computes with those weights rounded to bf16, whose rounding step is 2^-8 of each
+weight. An RL step moves a weight by far less than that, so the rounded copy moves by whole
+rounding steps in a few weights and not at all in the rest. This bench measures what that does to
+the policy: one policy-gradient step on Kuhn Poker (the legal-reply policy of
+``bench/kuhn_choose.py``: 16 self-play hands, advantages per seat, the gradient in float32),
+taken at several lengths along the gradient, and after each the policy read at all 12
+information states twice, with float32 matmuls and with bf16 autocast.
+
+``shift_float32`` and ``shift_bfloat16`` are, per step length, the mean over information states
+of |P(bet) after - P(bet) before|; ``bet_first`` the probability of betting first holding J, Q, K.
+A bf16 copy that followed the step would shift about as much as float32.
+
+Run: .venv/bin/python bench/bf16_step.py [--lengths 0.0005 0.002 0.005]
+Ends with one JSON line. About a minute on 2 CPU cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import time
+from typing import Any
+
+import numpy as np
+import torch
+from kuhn_choose import CHUNK, LegalPolicy, advantages, play
+
+
+def read(policy: LegalPolicy, compute: str) -> dict[str, float]:
+    """P(bet) at every information state, computed in ``compute``."""
+    policy.autocast = (
+        (lambda: torch.autocast("cpu", dtype=torch.bfloat16))
+        if compute == "bfloat16"
+        else contextlib.nullcontext
+    )
+    return {key: probs[1] for key, probs in policy.table().items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--config", default="configs/selfplay.yaml", help="run config (seat)")
+    parser.add_argument("--lengths", type=float, nargs="+", default=[0.0005, 0.002, 0.005])
+    parser.add_argument("--hands", type=int, default=16)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--snap", action="store_true", help="round the weights to bf16 first")
+    args = parser.parse_args()
+    started = time.monotonic()
+    torch.manual_seed(args.seed)
+    policy = LegalPolicy(args.config, 1.0, "float32")
+    if args.snap:
+        with torch.no_grad():
+            for p in policy.model.parameters():
+                p.copy_(p.to(torch.bfloat16).float())
+    before = {compute: read(policy, compute) for compute in ("float32", "bfloat16")}
+    turns = play(policy.table(), args.hands, np.random.default_rng(args.seed))
+    weight = torch.tensor(advantages(turns, "seat"), dtype=torch.float32)
+    for chunk in np.array_split(np.arange(len(turns)), max(1, len(turns) // CHUNK)):
+        log_pi = policy.log_policy([turns[i][1] for i in chunk])
+        chosen = log_pi.gather(-1, torch.tensor([turns[i][2] for i in chunk])[:, None])[:, 0]
+        (-(weight[chunk] * chosen).sum() / len(turns)).backward()
+    params = list(policy.model.parameters())
+    norm = float(torch.nn.utils.clip_grad_norm_(params, float("inf")))
+    start = [p.detach().clone() for p in params]
+    out: dict[str, Any] = {"bench": "bf16_step", "grad_norm": round(norm, 3), "lengths": []}
+    for compute in before:
+        out[f"bet_first_before_{compute}"] = [round(before[compute][c], 3) for c in "012"]
+    for length in args.lengths:
+        with torch.no_grad():
+            for p, p0 in zip(params, start, strict=True):
+                p.copy_(p0 - length * p.grad / norm)
+        out["lengths"].append(length)
+        for compute in before:
+            after = read(policy, compute)
+            shift = np.mean([abs(after[k] - before[compute][k]) for k in after])
+            out.setdefault(f"shift_{compute}", []).append(round(float(shift), 3))
+            out.setdefault(f"bet_first_{compute}", []).append([round(after[c], 3) for c in "012"])
+        print(f"step length {length}: {out}", flush=True)
+    out["minutes"] = round((time.monotonic() - started) / 60, 1)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
