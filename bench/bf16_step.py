@@ -9,12 +9,15 @@ the policy: one policy-gradient step on Kuhn Poker (the legal-reply policy of
 taken at several lengths along the gradient, and after each the policy read at all 12
 information states twice, with float32 matmuls and with bf16 autocast.
 
-``shift_float32`` and ``shift_bfloat16`` are, per step length, the mean over information states
-of |P(bet) after - P(bet) before|; ``bet_first`` the probability of betting first holding J, Q, K.
-A bf16 copy that followed the step would shift about as much as float32.
+The step is taken twice: from the weights as loaded (the embedded model ships in float16, so 8%
+of its weights lie exactly halfway between two bf16 values) and from those weights rounded to
+bf16 first, as the learner now does (``trainers/precision.py``). ``<start>_shift_<compute>`` is,
+per step length, the mean over information states of |P(bet) after - P(bet) before|. A bf16 copy
+that followed the step would shift about as much as float32 does, and not at all for a step too
+small to move any weight by half a bf16 rounding step.
 
-Run: .venv/bin/python bench/bf16_step.py [--lengths 0.0005 0.002 0.005]
-Ends with one JSON line. About a minute on 2 CPU cores.
+Run: .venv/bin/python bench/bf16_step.py [--lengths 1e-7 5e-4 2e-3 5e-3]
+Ends with one JSON line. About two minutes on 2 CPU cores.
 """
 
 from __future__ import annotations
@@ -43,19 +46,13 @@ def read(policy: LegalPolicy, compute: str) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--config", default="configs/selfplay.yaml", help="run config (seat)")
-    parser.add_argument("--lengths", type=float, nargs="+", default=[0.0005, 0.002, 0.005])
+    parser.add_argument("--lengths", type=float, nargs="+", default=[1e-7, 5e-4, 2e-3, 5e-3])
     parser.add_argument("--hands", type=int, default=16)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--snap", action="store_true", help="round the weights to bf16 first")
     args = parser.parse_args()
     started = time.monotonic()
     torch.manual_seed(args.seed)
     policy = LegalPolicy(args.config, 1.0, "float32")
-    if args.snap:
-        with torch.no_grad():
-            for p in policy.model.parameters():
-                p.copy_(p.to(torch.bfloat16).float())
-    before = {compute: read(policy, compute) for compute in ("float32", "bfloat16")}
     turns = play(policy.table(), args.hands, np.random.default_rng(args.seed))
     weight = torch.tensor(advantages(turns, "seat"), dtype=torch.float32)
     for chunk in np.array_split(np.arange(len(turns)), max(1, len(turns) // CHUNK)):
@@ -64,21 +61,24 @@ def main() -> None:
         (-(weight[chunk] * chosen).sum() / len(turns)).backward()
     params = list(policy.model.parameters())
     norm = float(torch.nn.utils.clip_grad_norm_(params, float("inf")))
-    start = [p.detach().clone() for p in params]
-    out: dict[str, Any] = {"bench": "bf16_step", "grad_norm": round(norm, 3), "lengths": []}
-    for compute in before:
-        out[f"bet_first_before_{compute}"] = [round(before[compute][c], 3) for c in "012"]
-    for length in args.lengths:
+    loaded = [p.detach().clone() for p in params]
+    starts = {"as_loaded": loaded, "rounded": [p.to(torch.bfloat16).float() for p in loaded]}
+    out: dict[str, Any] = {"bench": "bf16_step", "grad_norm": round(norm, 3)}
+    out["lengths"] = args.lengths
+    for name, start in starts.items():
         with torch.no_grad():
             for p, p0 in zip(params, start, strict=True):
-                p.copy_(p0 - length * p.grad / norm)
-        out["lengths"].append(length)
-        for compute in before:
-            after = read(policy, compute)
-            shift = np.mean([abs(after[k] - before[compute][k]) for k in after])
-            out.setdefault(f"shift_{compute}", []).append(round(float(shift), 3))
-            out.setdefault(f"bet_first_{compute}", []).append([round(after[c], 3) for c in "012"])
-        print(f"step length {length}: {out}", flush=True)
+                p.copy_(p0)
+        before = {compute: read(policy, compute) for compute in ("float32", "bfloat16")}
+        for length in args.lengths:
+            with torch.no_grad():
+                for p, p0 in zip(params, start, strict=True):
+                    p.copy_(p0 - length * p.grad / norm)
+            for compute in before:
+                after = read(policy, compute)
+                shift = np.mean([abs(after[k] - before[compute][k]) for k in after])
+                out.setdefault(f"{name}_shift_{compute}", []).append(round(float(shift), 3))
+            print(f"{name}, step length {length}: {out}", flush=True)
     out["minutes"] = round((time.monotonic() - started) / 60, 1)
     print(json.dumps(out))
 

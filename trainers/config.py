@@ -258,7 +258,9 @@ class LearnerConfig:
     """``bfloat16``: mixed precision for forward and backward, weights and optimizer state stay
     in ``dtype``. ``auto``: bfloat16 where this machine computes it measurably faster than
     float32 (a GPU with bf16, a CPU with AVX512-BF16 or AMX), none elsewhere (emulated bf16 is
-    far slower). None runs in ``dtype``. (float16 would need loss scaling; not offered.)"""
+    far slower). None runs in ``dtype``. (float16 would need loss scaling; not offered.) In bf16
+    a fresh run first rounds the float32 weights to bf16 (``trainers/precision.py``: weights
+    halfway between two bf16 values would otherwise move a whole bf16 step at any update)."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass: less memory, about a third more compute."""
     bucket_bytes: int = 64 << 20
