@@ -23,7 +23,6 @@ Ends with one JSON line. About two minutes on 2 CPU cores.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import time
 from typing import Any
@@ -35,11 +34,7 @@ from kuhn_choose import CHUNK, LegalPolicy, advantages, play
 
 def read(policy: LegalPolicy, compute: str) -> dict[str, float]:
     """P(bet) at every information state, computed in ``compute``."""
-    policy.autocast = (
-        (lambda: torch.autocast("cpu", dtype=torch.bfloat16))
-        if compute == "bfloat16"
-        else contextlib.nullcontext
-    )
+    policy.compute_in(compute)
     return {key: probs[1] for key, probs in policy.table().items()}
 
 

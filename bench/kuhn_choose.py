@@ -64,7 +64,11 @@ class LegalPolicy:
             s.key: state_prompt(GAME, seat, s) for s in information_states(GAME)
         }
         self.temperature = temperature
-        bf16 = (fast_dtype("cpu") if compute == "auto" else compute) == "bfloat16"
+        self.compute_in(fast_dtype("cpu") if compute == "auto" else compute)
+
+    def compute_in(self, compute: str) -> None:
+        """Run the model's matmuls in ``compute`` (bf16: autocast over the float32 weights)."""
+        bf16 = compute == "bfloat16"
         self.autocast = (
             (lambda: torch.autocast("cpu", dtype=torch.bfloat16))
             if bf16
