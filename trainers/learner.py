@@ -54,7 +54,7 @@ from trainers.filters import apply_staleness, filter_samples
 from trainers.inbox import Inbox
 from trainers.logprobs import TokenLogprobs, unwrap_peft
 from trainers.optim import build_optimizer
-from trainers.precision import autocast_dtype, snap_to_bfloat16
+from trainers.precision import has_bfloat16_copy, snap_to_bfloat16
 from trainers.trained_model import (
     add_lora,
     frozen_copy,
@@ -102,7 +102,7 @@ class Learner:
         self.tokenizer = tokenizer
         model = model.to(self.device).train()
         resume = self._resume_path()
-        if resume is None and autocast_dtype(config.autocast, self.device) == "bfloat16":
+        if resume is None and has_bfloat16_copy(config.autocast, config.sampled_in, self.device):
             changed = snap_to_bfloat16(model)
             log.info("rounded %d float32 weights to bfloat16 (trainers/precision.py)", changed)
         if config.gradient_checkpointing:

@@ -12,9 +12,11 @@ bf16 step each: a sign-descent step of enormous size, whatever the learning rate
 (``bench/bf16_step.py``: a Kuhn step of length 5e-4 moved the bf16 policy's P(bet) by 0.46, where
 float32 moved it by 0.014; from weights rounded first, by 0.014).
 
-:func:`snap_to_bfloat16` rounds the float32 weights to bf16 once, at the start of a run. It
-changes no bf16 computation at that point (the bf16 copy was that rounding already) and leaves no
-ties for later updates to break.
+:func:`snap_to_bfloat16` rounds the float32 weights to bf16 once, at the start of a run, where
+any computation holds a bf16 copy (:func:`has_bfloat16_copy`: the learner's autocast, or a bf16
+inference service beside a float32 learner). It changes no bf16 computation at that point (the
+bf16 copy was that rounding already) and leaves no ties for later updates to break; a float32
+computation beside it sees each weight move by at most half a bf16 step, once.
 """
 
 from __future__ import annotations
@@ -35,6 +37,12 @@ def autocast_dtype(autocast: str | None, device: torch.device) -> str | None:
     if autocast == "auto":
         return "bfloat16" if fast_dtype(str(device)) == "bfloat16" else None
     return autocast
+
+
+def has_bfloat16_copy(autocast: str | None, sampled_in: str | None, device: torch.device) -> bool:
+    """Whether some computation rounds this learner's float32 weights to bf16: its own autocast,
+    or the inference service that samples with them (``LearnerConfig.sampled_in``)."""
+    return autocast_dtype(autocast, device) == "bfloat16" or sampled_in == "bfloat16"
 
 
 @torch.no_grad()

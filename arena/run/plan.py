@@ -15,8 +15,16 @@ from dataclasses import replace
 from pathlib import Path
 
 from arena.core.errors import ConfigError
+from arena.models import to_dtype
 from arena.play.config import GameConfig
 from arena.run.config import RunConfig
+
+
+def sampling_dtype(config: RunConfig) -> str:
+    """The dtype the run's inference actors hold the trained weights in, ``auto`` resolved on
+    this machine: where it is bf16, the learner rounds its float32 weights to bf16 first."""
+    inference = config.inference
+    return str(to_dtype(inference.dtype, inference.device)).removeprefix("torch.")
 
 
 def make_run_dir(config: RunConfig) -> Path:
@@ -68,6 +76,7 @@ def resolve_for_run(config: RunConfig, run_dir: Path) -> RunConfig:
         # sampled, and its importance ratios (TIS, PPO) compare that policy with itself. A
         # learner at T = 1 would take the gradient of another distribution than the samples'.
         loss=replace(learner.loss, temperature=config.sampling.temperature),
+        sampled_in=sampling_dtype(config),
     )
     ray = config.ray
     if config.launcher == "ray" and config.bus.address is None and not ray.broker_port:

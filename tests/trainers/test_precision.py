@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 from synthetic import two_seat_episodes
 
 from trainers.config import LearnerConfig
 from trainers.learner import Learner
-from trainers.precision import autocast_dtype, snap_to_bfloat16
+from trainers.precision import autocast_dtype, has_bfloat16_copy, snap_to_bfloat16
 
 TIE = 1.0 + 2.0**-8
 """Exactly halfway between the bf16 values 1.0 and 1.0078125 (a float16 value, not a bf16 one)."""
@@ -44,11 +45,12 @@ def test_autocast_dtype_resolves_only_auto() -> None:
     assert autocast_dtype("auto", cpu) in ("bfloat16", None)
 
 
-def tiny(directory: Path, autocast: str | None) -> LearnerConfig:
+def tiny(directory: Path, autocast: str | None, sampled_in: str | None = None) -> LearnerConfig:
     return LearnerConfig.from_dict(
         {
             "model": "tiny",
             "autocast": autocast,
+            "sampled_in": sampled_in,
             "optim": {"lr": 1e-3},
             "batch": {"micro_batch_tokens": 128, "max_seq_len": 64},
             "checkpoint": {"dir": str(directory), "every": 1},
@@ -73,3 +75,23 @@ def test_a_bf16_learner_snaps_its_weights_once_and_a_float32_one_never(tmp_path:
     assert resumed.state.step == 1
     for a, b in zip(learner.model.parameters(), resumed.model.parameters(), strict=True):
         assert torch.equal(a, b)  # a resume is not rounded again: sub-step progress is kept
+
+
+def test_a_float32_learner_beside_a_bf16_service_snaps_too(tmp_path: Path) -> None:
+    """The service's bf16 copy of float32 weights has the ties as much as autocast's has."""
+    with torch.no_grad():
+        assert representable(Learner(tiny(tmp_path / "a", None, "bfloat16")).model)
+        assert not representable(Learner(tiny(tmp_path / "b", None, "float32")).model)
+
+
+def test_has_bfloat16_copy() -> None:
+    cpu = torch.device("cpu")
+    assert has_bfloat16_copy("bfloat16", None, cpu)
+    assert has_bfloat16_copy(None, "bfloat16", cpu)
+    assert not has_bfloat16_copy(None, "float32", cpu)
+    assert not has_bfloat16_copy(None, None, cpu)
+
+
+def test_sampled_in_is_checked() -> None:
+    with pytest.raises(ValueError, match="sampled_in = 'bf16'; expected null, float32"):
+        LearnerConfig(sampled_in="bf16")

@@ -1,5 +1,6 @@
 """Run setup: how CPU threads are split among the processes that compute at once, that a
-launched child gets them, and that the learner's temperature is the sampling one.
+launched child gets them, and that the learner's temperature and the dtype it rounds its weights
+for are the sampling side's.
 
 Run with ``.venv/bin/python -m pytest -q tests/arena/run/test_plan.py``.
 """
@@ -105,6 +106,29 @@ def test_the_learner_divides_by_the_sampling_temperature(
     assert config.sampling.temperature == temperature
     resolved = resolve_for_run(config, tmp_path)
     assert resolved.learner.loss.temperature == temperature
+
+
+@pytest.mark.parametrize(
+    ("overrides", "sampled_in"),
+    [
+        (["inference.dtype=float32"], "float32"),
+        (["inference.dtype=bfloat16"], "bfloat16"),
+    ],
+)
+def test_the_learner_knows_the_dtype_its_samples_come_from(
+    overrides: list[str], sampled_in: str, tmp_path: Path
+) -> None:
+    """A float32 learner beside a bf16 service must round its weights to bf16 first
+    (trainers/precision.py); the plan tells it what the service holds."""
+    config = load_run_config("configs/selfplay.yaml", ["learner.autocast=null", *overrides])
+    assert resolve_for_run(config, tmp_path).learner.sampled_in == sampled_in
+
+
+def test_dtype_auto_is_resolved_for_the_learner(tmp_path: Path) -> None:
+    from arena.models import fast_dtype
+
+    config = load_run_config("configs/selfplay.yaml", ["inference.dtype=auto"])
+    assert resolve_for_run(config, tmp_path).learner.sampled_in == fast_dtype("cpu")
 
 
 def test_a_simulator_on_its_own_policy_is_awaited_and_shown_with_its_command(
