@@ -125,6 +125,8 @@ class Learner:
         module = TokenLogprobs(model, config.loss.temperature, config.sparse_logits)
         self.policy = ddist.wrap(module, config.distributed.strategy, self.dist, self.device)
         self.optimizer = build_optimizer(model, config.optim, self.device)
+        self.warnings: list[str] = []
+        """What the run should hear about, besides this learner's log (``status`` carries it)."""
         if config.checkpoint.dir and self.dist.is_main:
             self._check_checkpoint_space(model)
         self.update = PolicyUpdate(
@@ -342,6 +344,7 @@ class Learner:
         warning = ckpt.check_space(self.config.checkpoint.dir, one, self.config.checkpoint.keep)
         if warning:
             log.warning("%s", warning)
+            self.warnings.append(warning)
 
     def _resume_path(self) -> Path | None:
         cfg = self.config.checkpoint

@@ -37,8 +37,10 @@
   counted (``discarded_newer_version``, in the metrics as ``count/discarded_newer_version``) and
   logged.
 - **Requests** to service ``learner``, body ``{"op": ...}``:
-  ``status`` -> {step, version, epoch, pending, training, counters, metrics} (``training``: a
-  step is under way, its weights' publish included; ``metrics``: the last step's);
+  ``status`` -> {step, version, epoch, pending, training, counters, metrics, warnings}
+  (``training``: a step is under way, its weights' publish included; ``metrics``: the last
+  step's; ``warnings``: what the run should show, e.g. a disk short of room for the checkpoints
+  to keep, which ``arena train`` prints as an event);
   ``add`` with ``episodes: [...]`` -> {accepted, rejected};
   ``step`` -> the metrics of an update over whatever is pending (null when nothing is);
   ``checkpoint`` -> {path}; ``publish`` -> {version} (re-sends the current weights).
@@ -242,6 +244,7 @@ class LearnerActor:
                 "training": self._training > 0,
                 "counters": dict(state.counters),
                 "metrics": self.last_metrics,
+                "warnings": list(self.learner.warnings),
             }
         if op == "add":
             episodes = body.get("episodes") or []

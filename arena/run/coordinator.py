@@ -239,6 +239,8 @@ class RunCoordinator:
         )
         status = await self.learner("status")
         self.step, self.version = status["step"], status["version"]
+        for warning in status.get("warnings", []):
+            self.log.event(f"learner: {warning}")
         self.log.resume_at(self.step)
         await self.weights.wait_serving(self.version)
         before = self.log.load_eval("before")

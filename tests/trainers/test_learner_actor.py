@@ -113,6 +113,7 @@ def test_learner_actor_end_to_end(tmp_path: Path, fresh_tiny) -> None:
         assert step_metrics["samples"] > 0 and "loss" in step_metrics
         status = client.call({"op": "status"}, service="learner", timeout=10)
         assert status["step"] == 1 and status["version"] == 1
+        assert status["warnings"] == []
         assert status["counters"]["rejected_bad_record"] == 1
         assert status["counters"]["rejected_duplicate"] == 1
         exported = learner.export_weights()

@@ -20,6 +20,7 @@ from safetensors import SafetensorError
 from synthetic import two_seat_episodes
 from transformers import AutoModelForCausalLM
 
+from arena.models import tiny_model
 from trainers.checkpoint import (
     CheckpointSpaceError,
     check_space,
@@ -249,8 +250,14 @@ def test_disk_space_is_checked_before_training(tmp_path: Path, monkeypatch) -> N
     _free(monkeypatch, 1e9)
     with pytest.raises(CheckpointSpaceError, match="1.0 GB free and one checkpoint takes about"):
         check_space(tmp_path, one, keep=3)
-    # The learner runs the check: the tiny model's checkpoint (12 bytes a weight) does not fit
-    # in 1 kB, so it refuses to start and saves nothing.
+    # The learner runs the check. The tiny model's checkpoint (12 bytes a weight) fits once
+    # but not keep + 1 times: it starts, and its status will carry the warning to the run.
+    weights = sum(p.numel() for p in tiny_model()[0].parameters())
+    tiny_one = checkpoint_bytes(weights, weights)
+    _free(monkeypatch, 2 * tiny_one)
+    (warning,) = Learner(config(tmp_path / "low")).warnings
+    assert "checkpoints of about" in warning and "lower checkpoint.keep" in warning
+    # It does not fit in 1 kB: the learner refuses to start and saves nothing.
     _free(monkeypatch, 1e3)
     with pytest.raises(CheckpointSpaceError):
         Learner(config(tmp_path / "ckpt"))
