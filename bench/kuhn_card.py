@@ -1,6 +1,6 @@
 """How fast can the model learn to play Kuhn Poker by its card, with perfect labels?
 
-The default run's Kuhn policy ends card-blind (README, issue 12): reinforcement learning moves
+The default run's Kuhn policy ends card-blind (docs/learning.md, issue 12): reinforcement learning moves
 the part of the policy that ignores the card within a few steps and not the part that reads it.
 This bench asks whether the card is hard to learn at all, with no RL noise: supervised steps on
 the exact reply of a target policy at all 12 information states, side by side for

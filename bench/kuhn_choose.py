@@ -1,7 +1,7 @@
 """Does the card get learned when the model only ever plays legal replies?
 
 In the default run the Kuhn seat writes free text, and format learning pushes up whichever legal
-reply the prompt makes likelier, in every state alike (README, "Why format learning picks one
+reply the prompt makes likelier, in every state alike (docs/learning.md, "Why format learning picks one
 action"). This bench removes format from the problem to see what reinforcement learning does with
 the card alone. The policy that plays is the one :func:`arena.eval.policy_reader.read_seat`
 reads: at each information state, the softmax over the legal actions of their canonical replies'

@@ -1,5 +1,5 @@
 """Does the default run learn? ``arena train configs/selfplay.yaml`` on two seeds, judged on the
-goals of the README: invalid rates, scores against random beside a random mover's, Kuhn
+goals of docs/learning.md: invalid rates, scores against random beside a random mover's, Kuhn
 exploitability before and after, and Tic-Tac-Toe's optimal-move rate.
 
 Each seed is one full run (about half an hour on a 2-core CPU), so this is not part of
@@ -63,7 +63,7 @@ def judge(run_dir: Path, minutes: float | None) -> dict[str, Any]:
 
 
 def goals(run: dict[str, Any]) -> dict[str, bool]:
-    """The README's goals for one seed."""
+    """The goals (docs/learning.md) for one seed."""
 
     def below(key: str, limit: float) -> bool:
         value = run.get(key)
