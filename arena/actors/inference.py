@@ -299,7 +299,9 @@ class InferenceActor:
 
     def _refuse(self, version: int, reason: str, transport: str) -> None:
         self.counters["weights_rejected"] += 1
-        log.warning(
+        # a learner's start publish of the version 0 every receiver loaded is no news
+        repeat = version == self.policy.version and "not newer" in reason
+        (log.info if repeat else log.warning)(
             "%s refused weights %s, version %d keeps serving: %s",
             self.actor.name,
             version,

@@ -12,18 +12,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import queue
 import shutil
 import signal
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
 
+from arena.actors.inference import InferenceActor
 from arena.bus import Actor, BlockingActor, BusError
 from arena.models import load_model, tiny_config, tiny_model
 from arena.policies.remote import RemotePolicy
@@ -474,3 +478,21 @@ def test_a_dead_actor_fails_requests_instead_of_hanging(
     with pytest.raises(BusError) as info:
         client.call({"prompt": CHAT}, service="policy:d", timeout=10)
     assert info.value.code == "unknown_service"
+
+
+def test_a_republish_of_the_served_version_is_no_warning(caplog: pytest.LogCaptureFixture) -> None:
+    """Every learner publishes its weights when it starts (a restarted one rolls the actors back
+    that way); on a fresh run that is the version 0 each actor loaded, refused as not newer.
+    That refusal is logged at INFO; any other refusal stays a WARNING."""
+    acks: list[tuple[int, bool]] = []
+    actor = SimpleNamespace(
+        counters=Counter(),
+        policy=SimpleNamespace(version=0),
+        actor=SimpleNamespace(name="inference-0"),
+        _ack=lambda version, applied, reason, transport: acks.append((version, applied)),
+    )
+    with caplog.at_level(logging.INFO, logger="arena.actors.inference"):
+        InferenceActor._refuse(actor, 0, "version 0 is not newer than 0", "shm")
+        InferenceActor._refuse(actor, 3, "update 3 lacks 2 tensors, e.g. lm_head", "bus")
+    assert [r.levelname for r in caplog.records] == ["INFO", "WARNING"]
+    assert acks == [(0, False), (3, False)] and actor.counters["weights_rejected"] == 2
