@@ -53,6 +53,11 @@ def judge(run_dir: Path, minutes: float | None) -> dict[str, Any]:
         out[f"{short}_score_before"] = row.get("score_vs_random_before")
         out[f"{short}_score_after"] = row.get("score_vs_random_after")
         out[f"{short}_random_baseline_score"] = row.get("random_baseline_score")
+        # against the strongest bot (minimax, the Kuhn Nash policy), where the run played it
+        out[f"{short}_score_vs_strongest_after"] = row.get("score_vs_strongest_after")
+        out[f"{short}_random_baseline_score_vs_strongest"] = row.get(
+            "random_baseline_score_vs_strongest"
+        )
         last = invalid_trend(run_dir, game)[-3:]
         out[f"{short}_invalid_last3"] = [round(v, 3) for v in last]
         out[f"{short}_invalid_rising"] = len(last) == 3 and last[0] < last[1] < last[2]

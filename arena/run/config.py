@@ -85,6 +85,11 @@ class EvalConfig:
     """Evaluate every this many steps (0: only before and after training)."""
     opponents: list[str] = field(default_factory=lambda: ["random-v0", "strongest"])
     """Bot ids to play against; ``strongest`` is each game's strongest reference bot."""
+    opponents_before: list[str] | None = None
+    """Bot ids of the evaluation before training, where they differ from ``opponents``; None:
+    ``opponents``. A base model that forfeits most games with invalid replies scores about 0
+    against any bot, so a strong bot there costs a whole evaluation (its invalid replies are
+    the slowest to play) and says nothing that the score against random does not."""
     temperature: float = 0.0
     """Sampling temperature of the policy during evaluation (0 = greedy)."""
     concurrency: int = 64
@@ -93,6 +98,16 @@ class EvalConfig:
     """Read the policy at every information state of Kuhn and Leduc poker before and after
     training and report its exact exploitability (Kuhn: seconds; Leduc's 936 states: about 13
     minutes a read on a 2-core CPU)."""
+
+    def __post_init__(self) -> None:
+        if self.opponents_before is not None and not self.opponents_before:
+            raise ValueError("eval.opponents_before is empty; null plays eval.opponents")
+
+    def opponents_at(self, label: str) -> list[str]:
+        """The opponents of the evaluation ``label`` (``before``, ``after``, ``step N``)."""
+        if label == "before" and self.opponents_before is not None:
+            return list(self.opponents_before)
+        return list(self.opponents)
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """The evaluations of a run: the served policy against each opponent of ``eval.opponents``,
-before and after training (and every ``eval.every`` steps), logged to ``evals.jsonl``; a random
-legal mover in the same games, once; and the exact strategy readings of the end-of-run summary.
+before (``eval.opponents_before`` where set) and after training (and every ``eval.every``
+steps), logged to ``evals.jsonl``; a random legal mover in the same games against
+``eval.opponents``, once; and the exact strategy readings of the end-of-run summary.
 
 A score against the random bot mixes up format, the opponent's blunders and strategy. The
 summary therefore also shows the optimal-move rate (computed by :func:`arena.eval.evaluate
@@ -116,12 +117,13 @@ async def _evaluate(
     """``eval.games`` games per game and opponent, with the evaluation's seeds, logged."""
     c = config
     player_games = [g.id for g in c.games if not is_role_game(games.make(g.id, **g.kwargs))]
-    total = c.eval.games * len(player_games) * len(c.eval.opponents)
+    opponents = c.eval.opponents_at(label)
+    total = c.eval.games * len(player_games) * len(opponents)
     with log.progress(f"eval {label}", total) as advance:
         results = await evaluate(
             make_seat,
             player_games,
-            c.eval.opponents,
+            opponents,
             games_per_match=c.eval.games,
             seed=c.seed + 10_000,
             concurrency=c.eval.concurrency,

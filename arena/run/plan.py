@@ -175,8 +175,10 @@ def plan(config: RunConfig, run_dir: Path | None = None) -> str:
             f"  simulators   policy:{name} for {', '.join(seats)}: waits for it, not started here "
             f"(arena inference --connect {address} --name {name} --model CHECKPOINT_OR_MODEL)"
         )
+    before = config.eval.opponents_before
     lines.append(
-        f"  eval         {config.eval.games} games x {config.eval.opponents}, every {config.eval.every or 'start/end'}"
+        f"  eval         {config.eval.games} games x {config.eval.opponents}, every "
+        f"{config.eval.every or 'start/end'}" + (f" (before: x {before})" if before else "")
     )
     threads = cpu_threads(config)
     lines.append(f"  cpu threads  {threads or 'from OMP_NUM_THREADS'}")
@@ -255,7 +257,7 @@ def validate(config: RunConfig) -> None:
             roles.registry.entry(game.role)
             for role_id in game.roles.values():
                 roles.registry.entry(role_id)
-            bots = [*config.eval.opponents] + (
+            bots = [*config.eval.opponents, *(config.eval.opponents_before or [])] + (
                 [config.opponents.fixed] if config.opponents.mode == "fixed" else []
             )
             for bot in bots:

@@ -115,6 +115,18 @@ def test_rows_without_the_new_inputs_keep_the_old_shape() -> None:
     assert "optimal-move" not in markdown({TTT: row}) and "strongest" not in markdown({TTT: row})
 
 
+def test_the_strongest_bot_played_only_after_training_is_shown_after_only() -> None:
+    # eval.opponents_before: [random-v0] (configs/selfplay.yaml): no score before to compare
+    before = [r for r in BEFORE if r["opponent"] == "random-v0"]
+    row = before_after(before, AFTER, BASELINE)[TTT]
+    assert row["strongest_bot"] == "minimax-v0" and row["score_vs_strongest_after"] == 0.10
+    assert "score_vs_strongest_before" not in row and "score_vs_strongest_improved" not in row
+    assert (
+        "| tictactoe-v0 | score vs minimax-v0 (strongest) | n/a | 0.100 [0.060, 0.140] | n/a "
+        "| 0.040 [0.010, 0.070] |" in markdown({TTT: row}).splitlines()
+    )
+
+
 def test_the_optimal_move_row_shows_when_only_the_random_mover_has_a_rate() -> None:
     # a policy whose every move was invalid has no rate; the random mover's still says what a
     # legal mover gets

@@ -74,6 +74,18 @@ def test_training_that_cannot_learn_is_refused(overrides: list[str], message: st
         load_run_config(CONFIGS / "smoke.yaml", overrides)
 
 
+def test_the_evaluation_before_training_may_play_fewer_opponents() -> None:
+    config = load_run_config(CONFIGS / "selfplay.yaml")
+    assert config.eval.opponents_at("before") == ["random-v0"]
+    assert config.eval.opponents_at("after") == ["random-v0", "strongest"]
+    assert config.eval.opponents_at("step 4") == ["random-v0", "strongest"]
+    plain = load_run_config(CONFIGS / "smoke.yaml")
+    assert plain.eval.opponents_before is None
+    assert plain.eval.opponents_at("before") == plain.eval.opponents
+    with pytest.raises(ConfigError, match="eval.opponents_before is empty"):
+        load_run_config(CONFIGS / "smoke.yaml", ["eval.opponents_before=[]"])
+
+
 def test_groups_and_greedy_evaluation_are_accepted() -> None:
     config = load_run_config(
         CONFIGS / "smoke.yaml",

@@ -13,17 +13,19 @@ from pathlib import Path
 
 import pytest
 
+import games
 import roles
 from arena.eval.exploitability import exploitability
 from arena.eval.policy_reader import greedy, read_seat
 from arena.play.config import GameConfig, SamplingConfig
-from arena.play.episode import PolicySeat
+from arena.play.episode import BotSeat, PolicySeat
 from arena.policies.chat import ChatFormat
 from arena.policies.hf import HFPolicy
 from arena.policies.types import SamplingParams
 from arena.run.config import EvalConfig, RunConfig
-from arena.run.evaluation import evaluate_baseline, final_checkpoint, read_strategy
+from arena.run.evaluation import _evaluate, evaluate_baseline, final_checkpoint, read_strategy
 from arena.run.run_log import RunLog
+from games.bots.random_bot import RandomBot
 from tests.arena.eval.test_policy_reader import CONFIG_ROLE, TINY_EXPLOITABILITY
 
 KUHN = "kuhn-poker-v0"
@@ -120,3 +122,23 @@ def test_baseline_is_the_random_mover_in_the_policy_seat(tmp_path: Path) -> None
     saved = log.load_eval("baseline")
     assert saved is not None and [r["game"] for r in saved] == [r.game for r in results]
     assert json.loads((tmp_path / "evals.jsonl").read_text())["label"] == "baseline"
+
+
+def test_the_evaluation_before_training_plays_opponents_before(tmp_path: Path) -> None:
+    config = RunConfig(
+        games=[GameConfig(id="nim-v0", kwargs={"heaps": [1, 1]})],
+        eval=EvalConfig(
+            games=2, opponents=["random-v0", "strongest"], opponents_before=["random-v0"]
+        ),
+    )
+    log = RunLog(tmp_path, config)
+
+    def evaluated(label: str) -> list[str]:
+        results = asyncio.run(
+            _evaluate(config, log, label, 0, lambda game: BotSeat(RandomBot(), "random-v0"))
+        )
+        return [r.opponent for r in results]
+
+    strongest = games.spec("nim-v0").strongest_bot
+    assert evaluated("before") == ["random-v0"]
+    assert evaluated("after") == ["random-v0", strongest]
