@@ -1,8 +1,10 @@
 """Does the default run learn? ``arena train configs/selfplay.yaml`` on two seeds, judged on the
-goals of docs/learning.md: invalid rates, scores against random beside a random mover's, Kuhn
-exploitability before and after, and Tic-Tac-Toe's optimal-move rate.
+goals of docs/learning.md: invalid rates, scores against random and against each game's strongest
+bot beside a random mover's, Kuhn exploitability before and after (counted below 1/3 only past
+:data:`CARD_MARGIN`), and Tic-Tac-Toe's optimal-move rate.
 
-Each seed is one full run (about half an hour on a 2-core CPU), so this is not part of
+Each seed is one full run (11-12 minutes on a 2-core CPU with native bf16; 25 in float32,
+measured before the evaluation after training added the strongest bots), so this is not part of
 ``make test``. ``--use RUN_DIR ...`` judges finished runs instead of starting new ones. Ends with
 one JSON line.
 
@@ -22,6 +24,11 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 TTT, KUHN = "tictactoe-v0", "kuhn-poker-v0"
+CARD_MARGIN = 0.01
+"""How far below 1/3 Kuhn's exploitability must fall to count as playing the card. "Always bet"
+is exactly 1/3; a policy that bets with probability 1 - 1e-6 and leans on its card in the last
+digits reads 0.33333, which no one would call playing the card (a hundredth of a chip a hand;
+the card rule is 1/6)."""
 
 
 def train(seed: int, overrides: list[str]) -> tuple[Path, float]:
@@ -82,7 +89,7 @@ def goals(run: dict[str, Any]) -> dict[str, bool]:
         "kuhn_exploitability_down_and_below_third": before is not None
         and after is not None
         and after < before
-        and after < 1 / 3,
+        and after < 1 / 3 - CARD_MARGIN,
         "ttt_score_at_least_0.6": (run.get("ttt_score_after") or 0.0) >= 0.6,
     }
 
