@@ -8,7 +8,8 @@
 - ``logprobs``    the model's logprobs and entropies on the trained tokens only
 - ``inbox``       validated, de-duplicated episodes waiting for a step
 - ``optim``       AdamW and the LR schedule
-- ``precision``   the autocast dtype; float32 weights rounded to bf16 once for a bf16 run
+- ``precision``   the autocast dtype; float32 weights rounded to bf16 once where the learner
+                  or its sampler computes in bf16
 - ``policy``      loading the model, LoRA, the KL reference, HF weights out
 - ``checkpoint``  atomic, pickle-free checkpoints
 - ``distributed`` torchrun ranks, DDP / FSDP2, batch sharing

@@ -21,14 +21,11 @@ computation beside it sees each weight move by at most half a bf16 step, once.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import torch
 
 from arena.models import fast_dtype
-
-log = logging.getLogger("arena.learner")
 
 
 def autocast_dtype(autocast: str | None, device: torch.device) -> str | None:

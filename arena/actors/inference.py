@@ -67,6 +67,7 @@ from arena.policies.types import (
     SamplingParams,
     check_keys,
 )
+from arena.weights.buckets import NOT_NEWER
 from arena.weights.receiver import WeightReceiver
 
 log = logging.getLogger("arena.actors.inference")
@@ -300,7 +301,7 @@ class InferenceActor:
     def _refuse(self, version: int, reason: str, transport: str) -> None:
         self.counters["weights_rejected"] += 1
         # a learner's start publish of the version 0 every receiver loaded is no news
-        repeat = version == self.policy.version and "not newer" in reason
+        repeat = version == self.policy.version and NOT_NEWER in reason
         (log.info if repeat else log.warning)(
             "%s refused weights %s, version %d keeps serving: %s",
             self.actor.name,

@@ -33,6 +33,7 @@ from collections.abc import Awaitable, Callable
 from arena.bus import Actor, BusError, Message
 from arena.run.directory import listing, serving
 from arena.run.watch import Watchdog
+from arena.weights.buckets import NOT_NEWER
 
 LEARNER_CHECK_EVERY = 2.0
 """Seconds between two looks at the learner while a wait for weights lasts."""
@@ -88,9 +89,7 @@ class WeightSync:
         if body.get("applied"):
             self.acks[body["actor"]] = int(body["version"])
             self._applied.set()
-        elif "not newer" not in str(
-            body.get("reason")
-        ):  # a re-publish of served weights is no news
+        elif NOT_NEWER not in str(body.get("reason")):  # a re-publish of served weights is no news
             self.on_event(
                 f"{body.get('actor')} refused weights v{body.get('version')}: {body.get('reason')}"
             )

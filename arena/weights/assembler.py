@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from arena.weights.buckets import (
+    NOT_NEWER,
     StaleBucket,
     TensorSpec,
     WeightUpdateError,
@@ -156,7 +157,7 @@ class WeightAssembler:
         an older one never: see the module docstring)."""
         if _later(epoch, self.last_epoch) is None:
             if version <= self.last_version:
-                raise StaleBucket(f"version {version} is not newer than {self.last_version}")
+                raise StaleBucket(f"version {version} {NOT_NEWER} {self.last_version}")
         elif not _later(epoch, self.last_epoch):
             raise StaleBucket(
                 f"version {version} comes from a publisher that has restarted since "

@@ -58,6 +58,11 @@ class StaleBucket(WeightUpdateError):
     """A bucket of a version that is already served or older than the one being assembled."""
 
 
+NOT_NEWER = "is not newer than"
+"""The words of a refusal of a version already served: a re-publish (every learner publishes its
+weights when it starts), which acknowledgements carry in their reason and no one need report."""
+
+
 def dtype_name(dtype: torch.dtype) -> str:
     """The name a torch dtype travels under (``torch.bfloat16`` -> ``bfloat16``)."""
     return str(dtype).removeprefix("torch.")
