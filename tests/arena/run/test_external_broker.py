@@ -1,6 +1,6 @@
 """``arena train`` against a broker that is already running (``bus.address`` set), and the
-README's multi-host recipe, run as written: every process its own ``arena`` command, over
-``tcp://127.0.0.1``, the tiny model.
+multi-host recipe of ``docs/deploy.md``, run as written: every process its own ``arena``
+command, over ``tcp://127.0.0.1``, the tiny model.
 
 Run with ``.venv/bin/python -m pytest -q tests/arena/run/test_external_broker.py`` (the recipe
 is marked ``slow``: about a minute).
@@ -157,10 +157,10 @@ def test_no_broker_at_the_address_fails_fast_and_says_how_to_start_one(tmp_path:
     assert not list((tmp_path / "run" / "logs").glob("*.log"))  # nothing was started
 
 
-def readme_recipe() -> list[str]:
-    """The command lines of the README's multi-host recipe (the fenced block after its
-    marker), without their comments."""
-    text = (ROOT / "README.md").read_text()
+def deploy_recipe() -> list[str]:
+    """The command lines of the multi-host recipe in ``docs/deploy.md`` (the fenced block after
+    its marker), without their comments."""
+    text = (ROOT / "docs" / "deploy.md").read_text()
     after = text[text.index(RECIPE_MARKER) :]
     block = re.search(r"```bash\n(.*?)```", after, re.S)
     assert block is not None, "no ```bash block after the recipe marker"
@@ -190,8 +190,8 @@ def wait_until(predicate, timeout: float, what: str) -> None:
 
 
 @pytest.mark.slow
-def test_the_readme_multi_host_recipe_trains_through_an_external_broker(tmp_path: Path) -> None:
-    recipe = readme_recipe()
+def test_the_documented_multi_host_recipe_trains_through_an_external_broker(tmp_path: Path) -> None:
+    recipe = deploy_recipe()
     assert [shlex.split(line)[1] for line in recipe] == [
         "keys",
         "broker",

@@ -1,5 +1,5 @@
-"""The README's multi-host recipe across Linux network namespaces: every "host" its own network
-stack, joined by veth pairs to a bridge, with CURVE keys on.
+"""The multi-host recipe of ``docs/deploy.md`` across Linux network namespaces: every "host" its
+own network stack, joined by veth pairs to a bridge, with CURVE keys on.
 
 The hosts are namespaces ``10.77.0.1`` (the broker and ``arena train``), ``.2`` (the inference
 actor), ``.3`` (the learner), ``.4`` (the rollout actor) and ``.5`` (an outsider). Each has an
@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.arena.run.test_external_broker import ROOT, readme_recipe, wait_until
+from tests.arena.run.test_external_broker import ROOT, deploy_recipe, wait_until
 
 SUBNET = "10.77.0"
 HOSTS = ("broker", "inference", "learner", "rollout", "outsider")
@@ -168,7 +168,7 @@ def kill_group(proc: subprocess.Popen) -> None:
 
 @pytest.mark.slow
 def test_the_recipe_trains_across_network_namespaces_with_keys(lan: Lan, tmp_path: Path) -> None:
-    recipe = readme_recipe()
+    recipe = deploy_recipe()
     address = f"tcp://{lan.address('broker')}:{PORT}"
     recipe = [line.replace("host-a", lan.address("broker")) for line in recipe]
     by_command = {shlex.split(line)[1]: line for line in recipe}
