@@ -24,7 +24,8 @@ Opponents: ``self-play`` (every seat trained), ``fixed`` (a reference bot on the
 
 It evaluates before and after training (and every ``eval.every`` steps) against reference bots
 (:mod:`arena.run.evaluation`), and a random legal mover once in the same games; at the end it
-reads the exploitability of the base model and of the final checkpoint in Kuhn and Leduc poker.
+reads the exploitability of the base model and of the final checkpoint in Kuhn and Leduc poker
+(without OpenSpiel installed it says so in one event and writes everything else).
 It writes ``metrics.jsonl``, TensorBoard events, transcripts and checkpoints under
 ``<output_dir>/<name>/<time>/`` (:mod:`arena.run.run_log`), and ends with a before/after table
 (``eval_summary.md`` and ``eval_summary.json``). A crashed rollout actor, the run's own
@@ -48,6 +49,7 @@ from typing import Any
 from arena.bus import Actor, BusError
 from arena.bus.peers import ROUTING_ENV
 from arena.bus.security import resolve_security
+from arena.eval.exploitability import openspiel_missing
 from arena.eval.summary import StrategyReading, write_eval_summary
 from arena.models import load_tokenizer
 from arena.play.stats import merge_collects
@@ -211,11 +213,19 @@ class RunCoordinator:
 
     async def read_strategy(self, checkpoint: str | None) -> list[StrategyReading]:
         """Exploitability of the base model (before) and of the final checkpoint (after) in the
-        run's poker games. The reads run in a thread: they take seconds to minutes, and the
-        event loop must keep the bus's heartbeats going meanwhile."""
+        run's poker games; none, with one event that says why, when OpenSpiel is not installed.
+        The reads run in a thread: they take seconds to minutes, and the event loop must keep
+        the bus's heartbeats going meanwhile."""
         c = self.config
         games = readable_games(c)
         if not games:
+            return []
+        missing = openspiel_missing()
+        if missing is not None:  # one warning; the run's other results are still written
+            self.log.event(
+                f"strategy: not read (no exploitability of {', '.join(games)} before or after "
+                f"training): {missing}"
+            )
             return []
         sources = [("before", c.model, 0)]
         final = final_checkpoint(c, checkpoint)

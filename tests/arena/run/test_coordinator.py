@@ -1,0 +1,41 @@
+"""The end of ``arena train`` (:class:`arena.run.coordinator.RunCoordinator`) without OpenSpiel.
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/run/test_coordinator.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import pytest
+
+from arena.eval.exploitability import openspiel_missing
+from arena.policies.chat import ChatFormat
+from arena.run.config import load_run_config
+from arena.run.coordinator import RunCoordinator
+from arena.run.plan import resolve_for_run
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_without_openspiel_the_strategy_is_not_read_and_one_event_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_tokenizer
+) -> None:
+    monkeypatch.setitem(sys.modules, "pyspiel", None)  # `import pyspiel` raises ImportError
+    assert "arena-selfplay[openspiel]" in (openspiel_missing() or "")
+    config = resolve_for_run(
+        load_run_config(ROOT / "configs/smoke.yaml", ["cpu_threads=1"]), tmp_path
+    )
+    assert [g.id for g in config.games] == ["tictactoe-v0", "kuhn-poker-v0"]
+    coordinator = RunCoordinator(config, tmp_path)
+    coordinator.chat = ChatFormat(tiny_tokenizer)
+
+    readings = asyncio.run(coordinator.read_strategy(None))
+
+    assert readings == []
+    (event,) = (tmp_path / "events.log").read_text().splitlines()
+    assert "strategy: not read" in event and "kuhn-poker-v0" in event
+    assert "pip install 'arena-selfplay[openspiel]'" in event
+    assert not (tmp_path / "evals.jsonl").exists()  # no reading logged
