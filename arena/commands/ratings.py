@@ -1,10 +1,10 @@
 """``arena ratings MATCHES.jsonl``: Bradley-Terry ratings with 95% intervals from a match log.
 
-Reads the ``matches.jsonl`` that ``arena tournament`` writes (one JSON object per line): the
-fields ``game``, ``seed``, ``seats`` (seats[0] moved first), ``scores`` (1 win, 0.5 draw, 0 loss
-per seat), ``returns``, ``moves``, ``termination``, ``tokens``, ``seconds`` and ``invalid``, and
-the optional ``id``, ``pair`` (the seat-swapped pair a match belongs to), ``turns`` and
-``forfeit``. Two-player matches are rated with Bradley-Terry on the Elo scale plus one
+Reads the ``matches.jsonl`` that ``arena tournament`` writes, or another tool's log (one JSON
+object per line): the fields ``game``, ``seed``, ``seats`` (seats[0] moved first) and ``scores``
+(1 win, 0.5 draw, 0 loss per seat), and the optional ``termination``, ``returns``, ``moves``,
+``tokens``, ``seconds``, ``invalid``, ``turns``, ``id``, ``pair`` (the seat-swapped pair a match
+belongs to) and ``forfeit`` (arena/eval/match_log.py). Two-player matches are rated with Bradley-Terry on the Elo scale plus one
 first-mover term (a weak Gaussian prior, sd 1000 Elo, keeps a player who won everything finite),
 anchored so that ``--anchor`` (default: the first name in sorted order) sits at
 ``--anchor-rating``; intervals come from a bootstrap over seat-swapped pairs. Matches with three
@@ -12,11 +12,12 @@ seats or more get OpenSkill (Plackett-Luce) ratings instead. See arena/eval/rati
 
 Output: a ratings table sorted by rating (rating, 95% CI, games), the first-mover term, a table
 per pair of participants (per game and all games, ``*``: wins/draws/losses, score with its 95%
-interval, invalid-move rates, mean length, mean tokens), and any multi-player ratings. With
+interval, invalid-move rates, mean length, mean tokens: "n/a" where a match of the row does not
+log them), and any multi-player ratings. With
 ``--json``, exactly one JSON object on stdout instead: ``ratings``, ``first_mover``, ``pairs``,
 ``anchor``, ``matches``, ``skipped``, ``multiplayer``.
 
-A malformed line (bad JSON, a missing field, a wrong type, a per-seat list of the wrong length, a
+A malformed line (bad JSON, a missing required field, a wrong type, a per-seat list of the wrong length, a
 score other than 0, 0.5 or 1) is skipped: stderr names it (``line 7: missing field 'seed'``) and
 the count, and the rest is rated. Blank lines are ignored. Warnings go to stderr in both modes.
 
@@ -33,7 +34,9 @@ import sys
 from collections import Counter
 
 from arena.core.errors import did_you_mean
-from arena.eval.match_log import DEFAULT_RESAMPLES, Skipped
+from arena.eval.intervals import DEFAULT_RESAMPLES
+from arena.eval.match_log import Skipped
+from arena.eval.pair_stats import NOT_LOGGED
 
 SHOWN_SKIPPED = 20
 """Malformed lines named one by one on stderr; the rest are only counted."""
@@ -127,8 +130,9 @@ def run(args: argparse.Namespace) -> int:
         a, b = p["a"], p["b"]
         rows.append([p["game"], a, b, str(p["games"]), f"{p['wins']}/{p['draws']}/{p['losses']}"])
         rows[-1] += [f"{p['score']:.3f}", _ci(p["ci"], "{:.3f}")]
-        rows[-1].append(f"{p['invalid_rate'][a]:.1%}/{p['invalid_rate'][b]:.1%}")
-        rows[-1] += [f"{p['mean_moves']:.1f}", f"{p['tokens'][a]:.0f}/{p['tokens'][b]:.0f}"]
+        rows[-1].append(_per_pair(p["invalid_rate"], a, b, "{:.1%}"))
+        rows[-1].append(NOT_LOGGED if p["mean_moves"] is None else f"{p['mean_moves']:.1f}")
+        rows[-1].append(_per_pair(p["tokens"], a, b, "{:.0f}"))
     print(_table(rows))
     if report["multiplayer"]:
         print("\nmulti-player matches (OpenSkill Plackett-Luce; ordinal = mu - 3 sigma):")
@@ -154,6 +158,11 @@ def _report_skipped(path: str, skipped: list[Skipped]) -> None:
         print(f"... and {len(skipped) - SHOWN_SKIPPED} more", file=sys.stderr)
     noun = "line" if len(skipped) == 1 else "lines"
     print(f"arena ratings: skipped {len(skipped)} malformed {noun} of {path}", file=sys.stderr)
+
+
+def _per_pair(values: dict[str, float] | None, a: str, b: str, fmt: str) -> str:
+    """``a's/b's`` value of a per-participant column, or n/a when the log does not record it."""
+    return NOT_LOGGED if values is None else f"{fmt.format(values[a])}/{fmt.format(values[b])}"
 
 
 def _ci(ci: list[float | None], fmt: str = "{:.1f}") -> str:

@@ -1,42 +1,39 @@
-"""The match log (``matches.jsonl``): one finished match per line, read tolerantly, and its
-per-pair tables (games, wins/draws/losses, score with a 95% interval, invalid rates, tokens).
+"""The match log (``matches.jsonl``): one finished match per line, read tolerantly, and the
+clusters its bootstraps resample. The per-pair tables are :mod:`arena.eval.pair_stats`, the
+intervals :mod:`arena.eval.intervals`.
 
 ``arena tournament`` writes it and other tools may too, so a reader must survive whatever a
 crashed writer or a hand edit leaves behind. Each line is a JSON object with:
 
 - required: ``game`` (str), ``seed`` (int), ``seats`` (participant names; ``seats[0]`` moved
-  first), ``scores`` (per seat: 1 win, 0.5 draw, 0 loss), ``returns`` (per seat, finite numbers),
-  ``moves`` (int, game length in turns), ``termination`` (str), ``tokens`` (per seat, ints),
-  ``seconds`` (finite number), ``invalid`` (per seat, ints: invalid moves);
-- optional: ``id`` (str), ``pair`` (str: the id of the seat-swapped pair the match belongs to),
-  ``turns`` (per seat, ints: that seat's turns, the denominator of its invalid rate; absent, it is
-  ``moves / len(seats)``), ``forfeit`` (null or ``{"seat": i, "participant": name, "reason":
-  str}``).
+  first), ``scores`` (per seat: 1 win, 0.5 draw, 0 loss): all the ratings need;
+- optional, each checked when present: ``termination`` (str), ``returns`` (per seat, finite
+  numbers: they break ties between seats of a multi-player match), ``moves`` (int, game length
+  in turns), ``tokens`` (per seat, ints), ``seconds`` (finite number), ``invalid`` (per seat,
+  ints: invalid moves), ``turns`` (per seat, ints: that seat's turns, the denominator of its
+  invalid rate; absent, it is ``moves / len(seats)``), ``id`` (str), ``pair`` (str: the id of the
+  seat-swapped pair the match belongs to), ``forfeit`` (null or ``{"seat": i, "participant":
+  name, "reason": str}``). A table that needs a field some match lacks says "n/a".
 
-A line that is not such an object (bad JSON, bad UTF-8, a missing field, a wrong type, a per-seat
-list whose length is not ``len(seats)``, fewer than two seats, a score outside {0, 0.5, 1}) is
-skipped and recorded with its 1-based line number and the reason; the rest are read. Blank lines
-are ignored silently. Reading never raises for the content of a line, only for an unreadable file.
+A line that is not such an object (bad JSON, bad UTF-8, a missing required field, a wrong type, a
+per-seat list whose length is not ``len(seats)``, fewer than two seats, a score outside {0, 0.5,
+1}) is skipped and recorded with its 1-based line number and the reason; the rest are read. Blank
+lines are ignored silently. Reading never raises for the content of a line, only for an
+unreadable file.
 
 Matches are grouped into *clusters* (:func:`clusters`), the unit the bootstraps resample: two
 matches of one game and seed with the seats swapped are one experiment (same deal, same dice),
-and resampling them apart would overstate what the log knows. A pair's score interval
-(:func:`pair_stats`) is Wilson when the pair drew no game (each game then a plain success or
-failure), else a percentile bootstrap over these clusters, seeded per (seed, a, b).
+and resampling them apart would overstate what the log knows.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import zlib
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 SCORES = (0.0, 0.5, 1.0)
 """The only per-seat scores a match may carry: loss, draw, win."""
@@ -59,20 +56,23 @@ class Match:
     seed: int
     seats: tuple[str, ...]
     scores: tuple[float, ...]
-    returns: tuple[float, ...]
-    moves: int
-    termination: str
-    tokens: tuple[int, ...]
-    seconds: float
-    invalid: tuple[int, ...]
+    termination: str | None = None
+    returns: tuple[float, ...] | None = None
+    moves: int | None = None
+    tokens: tuple[int, ...] | None = None
+    seconds: float | None = None
+    invalid: tuple[int, ...] | None = None
     id: str | None = None
     pair: str | None = None
     turns: tuple[int, ...] | None = None
     forfeit: Forfeit | None = None
 
-    def seat_turns(self, seat: int) -> float:
-        """That seat's turns, the denominator of its invalid rate (``moves / seats`` if absent)."""
-        return float(self.turns[seat]) if self.turns is not None else self.moves / len(self.seats)
+    def seat_turns(self, seat: int) -> float | None:
+        """That seat's turns, the denominator of its invalid rate (``moves / seats`` if absent;
+        None when the log records neither)."""
+        if self.turns is not None:
+            return float(self.turns[seat])
+        return None if self.moves is None else self.moves / len(self.seats)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON line this match reads back from (optional fields only when set)."""
@@ -135,6 +135,20 @@ def _field(obj: dict[str, Any], key: str, kind: str) -> Any:
     return tuple(value) if listed else value
 
 
+_OPTIONAL = {
+    "termination": "str",
+    "returns": "numbers",
+    "moves": "int",
+    "tokens": "counts",
+    "seconds": "number",
+    "invalid": "counts",
+    "turns": "counts",
+    "id": "str",
+    "pair": "str",
+}
+"""The optional fields and their kinds; missing and null are the same."""
+
+
 def parse_match(obj: object) -> Match:
     """One decoded JSON line as a :class:`Match`; ``ValueError`` says what is wrong with it."""
     if not isinstance(obj, dict):
@@ -142,43 +156,25 @@ def parse_match(obj: object) -> Match:
     seats = _field(obj, "seats", "names")
     if len(seats) < 2:
         raise ValueError(f"'seats' needs at least two participants, has {len(seats)}")
-    per_seat = {
-        key: _field(obj, key, kind)
-        for key, kind in (
-            ("scores", "numbers"),
-            ("returns", "numbers"),
-            ("tokens", "counts"),
-            ("invalid", "counts"),
-        )
-    }
-    turns = None
-    if obj.get("turns") is not None:
-        turns = _field(obj, "turns", "counts")
-        per_seat["turns"] = turns
-    for key, values in per_seat.items():
-        if len(values) != len(seats):
+    fields = {"scores": _field(obj, "scores", "numbers")}
+    fields |= {k: _field(obj, k, kind) for k, kind in _OPTIONAL.items() if obj.get(k) is not None}
+    for key, values in fields.items():
+        if isinstance(values, tuple) and len(values) != len(seats):
             raise ValueError(f"{key!r} has {len(values)} entries for {len(seats)} seats")
-    bad = [s for s in per_seat["scores"] if s not in SCORES]
+    bad = [s for s in fields["scores"] if s not in SCORES]
     if bad:
         raise ValueError(f"score {bad[0]} is not one of 0, 0.5, 1")
-    optional = {}
-    for key in ("id", "pair"):
-        if obj.get(key) is not None:
-            optional[key] = _field(obj, key, "str")
+    for key in ("scores", "returns"):  # JSON writes 1 for 1.0: read every score as a float
+        if key in fields:
+            fields[key] = tuple(float(x) for x in fields[key])
+    if "seconds" in fields:
+        fields["seconds"] = float(fields["seconds"])
     return Match(
         game=_field(obj, "game", "str"),
         seed=_field(obj, "seed", "seed"),
         seats=seats,
-        scores=tuple(float(s) for s in per_seat["scores"]),
-        returns=tuple(float(r) for r in per_seat["returns"]),
-        moves=_field(obj, "moves", "int"),
-        termination=_field(obj, "termination", "str"),
-        tokens=per_seat["tokens"],
-        seconds=float(_field(obj, "seconds", "number")),
-        invalid=per_seat["invalid"],
-        turns=turns,
         forfeit=_parse_forfeit(obj.get("forfeit"), seats),
-        **optional,
+        **fields,
     )
 
 
@@ -260,153 +256,3 @@ def clusters(matches: Sequence[Match]) -> list[int]:
             index.append(count)
             count += 1
     return index
-
-
-# -- per pair ----------------------------------------------------------------------------------
-
-Z95 = 1.959964
-"""The two-sided 95% normal quantile."""
-DEFAULT_RESAMPLES = 1000
-"""Bootstrap draws: a 10-participant, 2000-match log is rated in about a second."""
-
-
-def wilson(successes: int, n: int) -> tuple[float, float]:
-    """Wilson score interval for a proportion (well-behaved at 0 and 1, unlike the normal one)."""
-    if n == 0:
-        return (0.0, 1.0)
-    p = successes / n
-    denom = 1 + Z95**2 / n
-    centre = (p + Z95**2 / (2 * n)) / denom
-    half = Z95 * math.sqrt(p * (1 - p) / n + Z95**2 / (4 * n * n)) / denom
-    return (max(0.0, centre - half), min(1.0, centre + half))
-
-
-def json_round(value: float, digits: int) -> float | None:
-    """``round`` that turns NaN (no interval could be drawn) into JSON ``null``."""
-    return round(value, digits) if math.isfinite(value) else None
-
-
-def percentile_ci(samples: np.ndarray) -> tuple[float, float]:
-    """The 2.5th and 97.5th percentiles of the finite samples (NaN, NaN when there are none)."""
-    samples = samples[np.isfinite(samples)]
-    if samples.size == 0:
-        return (math.nan, math.nan)
-    low, high = np.percentile(samples, [2.5, 97.5])
-    return (float(low), float(high))
-
-
-def _rng(seed: int, key: str) -> np.random.Generator:
-    """A generator per (seed, key): a pair's interval does not depend on which pairs precede it."""
-    return np.random.default_rng([seed, zlib.crc32(key.encode())])
-
-
-def cluster_draws(n_clusters: int, resamples: int, rng: np.random.Generator) -> np.ndarray:
-    """How often each cluster is drawn in each resample: shape (resamples, n_clusters)."""
-    return rng.multinomial(n_clusters, np.full(n_clusters, 1 / n_clusters), size=resamples)
-
-
-@dataclass
-class PairStats:
-    """Participant ``a`` against ``b`` (``a < b``) in one game, or in all games (``game='*'``)."""
-
-    game: str
-    a: str
-    b: str
-    games: int
-    wins: int
-    draws: int
-    losses: int
-    score: float
-    """``a``'s mean score (1 win, 0.5 draw, 0 loss)."""
-    ci: tuple[float, float]
-    invalid_rate: dict[str, float]
-    """Invalid moves over turns, per participant (0 when it played no turn)."""
-    mean_moves: float
-    tokens: dict[str, float]
-    """Mean tokens per game, per participant."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """The row of the ratings JSON ``pairs`` list."""
-        return {
-            "game": self.game,
-            "a": self.a,
-            "b": self.b,
-            "games": self.games,
-            "wins": self.wins,
-            "draws": self.draws,
-            "losses": self.losses,
-            "score": round(self.score, 4),
-            "ci": [json_round(self.ci[0], 4), json_round(self.ci[1], 4)],
-            "invalid_rate": {k: round(v, 6) for k, v in self.invalid_rate.items()},
-            "mean_moves": round(self.mean_moves, 2),
-            "tokens": {k: round(v, 1) for k, v in self.tokens.items()},
-        }
-
-
-def pair_stats(
-    matches: Sequence[Match], resamples: int = DEFAULT_RESAMPLES, seed: int = 0
-) -> list[PairStats]:
-    """One row per (game, a, b) and one ``game='*'`` row per (a, b), two-player matches only.
-
-    Rows come sorted by ``a``, ``b`` and game, the ``'*'`` row last. Matches of a participant
-    against itself have no ``a < b`` and are left out.
-    """
-    cluster_of = clusters(matches)
-    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
-    for index, match in enumerate(matches):
-        if len(match.seats) == 2 and match.seats[0] != match.seats[1]:
-            groups[tuple(sorted(match.seats))].append(index)  # type: ignore[index]
-    rows = []
-    for (a, b), indices in sorted(groups.items()):
-        by_game: dict[str, list[int]] = defaultdict(list)
-        for index in indices:
-            by_game[matches[index].game].append(index)
-        for game, chosen in [*sorted(by_game.items()), ("*", indices)]:
-            played = [matches[i] for i in chosen]
-            clustered = [cluster_of[i] for i in chosen]
-            rows.append(_pair_row(game, a, b, played, clustered, resamples, seed))
-    return rows
-
-
-def _pair_row(
-    game: str,
-    a: str,
-    b: str,
-    played: list[Match],
-    cluster_of: list[int],
-    resamples: int,
-    seed: int,
-) -> PairStats:
-    mine = np.array([m.scores[m.seats.index(a)] for m in played])
-    wins, draws = int((mine == 1).sum()), int((mine == 0.5).sum())
-    if draws == 0:
-        ci = wilson(wins, len(played))
-    elif resamples <= 0:
-        ci = (math.nan, math.nan)
-    else:
-        _, cluster = np.unique(cluster_of, return_inverse=True)
-        sums = np.bincount(cluster, weights=mine)
-        sizes = np.bincount(cluster).astype(float)
-        counts = cluster_draws(len(sums), resamples, _rng(seed, f"{a}\0{b}"))
-        ci = percentile_ci(counts @ sums / (counts @ sizes))
-    invalid, tokens = {}, {}
-    for name in (a, b):
-        seats = [m.seats.index(name) for m in played]
-        turns_played = sum(m.seat_turns(s) for m, s in zip(played, seats, strict=True))
-        wrong = sum(m.invalid[s] for m, s in zip(played, seats, strict=True))
-        invalid[name] = wrong / turns_played if turns_played else 0.0
-        tokens[name] = sum(m.tokens[s] for m, s in zip(played, seats, strict=True)) / len(played)
-    return PairStats(
-        game=game,
-        a=a,
-        b=b,
-        games=len(played),
-        wins=wins,
-        draws=draws,
-        losses=len(played) - wins - draws,
-        score=float(mine.mean()),
-        ci=ci,
-        invalid_rate=invalid,
-        mean_moves=sum(m.moves for m in played) / len(played),
-        tokens=tokens,
-    )

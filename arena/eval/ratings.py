@@ -2,7 +2,8 @@
 
 Everything here is a pure function of the matches (numpy, plus openskill for multi-player games),
 so the tournament, ``arena ratings`` and the report writers compute the same numbers. Reading the
-log and the per-pair tables live in :mod:`arena.eval.match_log` and are re-exported here.
+log (:mod:`arena.eval.match_log`), the per-pair tables (:mod:`arena.eval.pair_stats`) and the
+intervals (:mod:`arena.eval.intervals`) live apart and are re-exported here.
 
 **Bradley-Terry** (two-player matches only). On the Elo scale, with ``f`` the first-mover term
 shared by every game::
@@ -45,22 +46,16 @@ from typing import Any
 import numpy as np
 
 from arena.core.errors import did_you_mean
-from arena.eval.match_log import (
+from arena.eval.intervals import (
     DEFAULT_RESAMPLES,
     Z95,
-    Match,
-    MatchLog,
-    PairStats,
-    Skipped,
     cluster_draws,
-    clusters,
     json_round,
-    pair_stats,
-    parse_match,
     percentile_ci,
-    read_match_log,
     wilson,
 )
+from arena.eval.match_log import Match, MatchLog, Skipped, clusters, parse_match, read_match_log
+from arena.eval.pair_stats import PairStats, pair_stats
 
 __all__ = [
     "DEFAULT_RESAMPLES",
@@ -317,7 +312,8 @@ class MultiplayerRating:
 def rate_multiplayer(matches: Sequence[Match]) -> dict[str, MultiplayerRating]:
     """OpenSkill ratings from the matches with three seats or more, highest ordinal first.
 
-    Seats are ranked by score, ties broken by return (equal both: a tie). Matches in which a
+    Seats are ranked by score, ties broken by return where the log has returns (equal both, or
+    no returns: a tie). Matches in which a
     participant holds two seats are left out: one rating cannot finish in two places.
     """
     from openskill.models import PlackettLuce
@@ -328,7 +324,8 @@ def rate_multiplayer(matches: Sequence[Match]) -> dict[str, MultiplayerRating]:
     for match in matches:
         if len(match.seats) < 3 or len(set(match.seats)) < len(match.seats):
             continue
-        keys = [(-score, -ret) for score, ret in zip(match.scores, match.returns, strict=True)]
+        returns = match.returns or (0.0,) * len(match.seats)
+        keys = [(-score, -ret) for score, ret in zip(match.scores, returns, strict=True)]
         ranks = [sorted(keys).index(key) + 1 for key in keys]
         teams = [[current.get(name) or model.rating(name=name)] for name in match.seats]
         for name, (rated,) in zip(match.seats, model.rate(teams, ranks=ranks), strict=True):

@@ -36,6 +36,8 @@ from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from arena.eval.pair_stats import NOT_LOGGED
+
 ALL_GAMES = "*"
 _DASH = "–"
 _MD_SPECIAL = re.compile(r"([\\`*<>|&])")
@@ -154,13 +156,20 @@ def _pair_rows(pairs: list[dict[str, Any]]) -> list[list[str]]:
                 _num(p.get("games")),
                 wdl,
                 f"{_num(p.get('score'), 3)} {_ci(p.get('ci'), 3)}",
-                _pct(inv.get(a)),
-                _pct(inv.get(b)),
-                _num(p.get("mean_moves"), 1),
-                f"{_num(tok.get(a), group=',')} / {_num(tok.get(b), group=',')}",
+                _logged(p, "invalid_rate", _pct(inv.get(a))),
+                _logged(p, "invalid_rate", _pct(inv.get(b))),
+                _logged(p, "mean_moves", _num(p.get("mean_moves"), 1)),
+                _logged(
+                    p, "tokens", f"{_num(tok.get(a), group=',')} / {_num(tok.get(b), group=',')}"
+                ),
             ]
         )
     return rows
+
+
+def _logged(pair: dict[str, Any], key: str, cell: str) -> str:
+    """``cell``, or n/a where the ratings JSON says the log does not record ``key`` (null)."""
+    return NOT_LOGGED if key in pair and pair[key] is None else cell
 
 
 _PAIR_HEADERS = ["a", "b", "games", "W/D/L (a)", "score of a [95% CI]", "invalid a", "invalid b"]

@@ -45,7 +45,7 @@ def _match(game: str, seed: int, first: str, second: str, score0: float) -> dict
 
 @pytest.fixture(scope="module")
 def log(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Three players (zoe > yan > xia) on two games; line 3 is torn, line 6 lacks a field."""
+    """Three players (zoe > yan > xia) on two games; line 3 is torn, line 6 lacks its seed."""
     lines = []
     outcomes = {("zoe", "yan"): (1.0, 1.0, 0.5), ("zoe", "xia"): (1.0, 1.0, 1.0)}
     outcomes[("yan", "xia")] = (1.0, 0.5, 0.0)
@@ -56,7 +56,7 @@ def log(tmp_path_factory: pytest.TempPathFactory) -> Path:
             lines += [_match(game, seed, a, b, score), _match(game, seed, b, a, 1 - score)]
     text = [json.dumps(line) for line in lines]
     text.insert(2, '{"game": "tictactoe-v0", "seed": ')
-    text.insert(5, json.dumps({k: v for k, v in lines[4].items() if k != "moves"}))
+    text.insert(5, json.dumps({k: v for k, v in lines[4].items() if k != "seed"}))
     path = tmp_path_factory.mktemp("ratings") / "matches.jsonl"
     path.write_text("\n".join(text) + "\n")
     return path
@@ -72,10 +72,10 @@ def test_json_is_one_object_with_the_contract_keys(log: Path) -> None:
     assert report["matches"] == 72 and len(report["pairs"]) == 9  # 3 pairs x (2 games + "*")
     assert report["skipped"] == [
         {"line": 3, "reason": report["skipped"][0]["reason"]},
-        {"line": 6, "reason": "missing field 'moves'"},
+        {"line": 6, "reason": "missing field 'seed'"},
     ]
     assert report["skipped"][0]["reason"].startswith("bad JSON")
-    assert "line 3: bad JSON" in done.stderr and "line 6: missing field 'moves'" in done.stderr
+    assert "line 3: bad JSON" in done.stderr and "line 6: missing field 'seed'" in done.stderr
     assert "skipped 2 malformed lines" in done.stderr
     pooled = next(p for p in report["pairs"] if (p["game"], p["a"], p["b"]) == ("*", "yan", "zoe"))
     # yan against zoe: zoe wins both games of a seed when seed % 3 < 2, else both are drawn;
@@ -147,3 +147,29 @@ def test_a_log_without_a_valid_two_player_match_exits_2(tmp_path: Path, log: Pat
     assert "line 1: bad JSON" in done.stderr and "no valid two-player match" in done.stderr
     done = arena(log, "--game", "tictactoe")
     assert done.returncode == 2 and "did you mean 'tictactoe-v0'?" in done.stderr
+
+
+def test_another_tools_log_with_only_the_required_fields_is_rated(tmp_path: Path) -> None:
+    """``game``, ``seed``, ``seats``, ``scores`` (and ``termination``) are enough: the tables
+    that need the missing fields say n/a instead of refusing every line."""
+    required = ("game", "seed", "seats", "scores", "termination")
+    lines = []
+    for seed in range(6):
+        for first, second, score in (("ann", "bea", 1.0), ("bea", "ann", 0.0)):
+            full = _match("tictactoe-v0", seed, first, second, score)
+            lines.append({k: v for k, v in full.items() if k in required[: 4 + seed % 2]})
+    path = tmp_path / "other.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    done = arena(path, "--json", "--resamples", "20")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["skipped"] == [] and report["matches"] == 12
+    assert report["ratings"]["ann"]["rating"] > report["ratings"]["bea"]["rating"]
+    pooled = next(p for p in report["pairs"] if p["game"] == "*")
+    assert (pooled["games"], pooled["wins"], pooled["losses"]) == (12, 12, 0)
+    assert pooled["invalid_rate"] is None and pooled["tokens"] is None
+    assert pooled["mean_moves"] is None
+    table = arena(path, "--resamples", "20")
+    assert table.returncode == 0, table.stderr
+    row = next(line for line in table.stdout.splitlines() if line.startswith("*"))
+    assert row.split()[-3:] == ["n/a", "n/a", "n/a"]

@@ -296,6 +296,28 @@ def test_parse_match_reads_optional_fields_and_round_trips() -> None:
         parse_match({**obj, "returns": [float("nan"), 1.0]})
 
 
+def test_a_line_with_only_the_required_fields_is_read_and_its_tables_say_not_logged() -> None:
+    """Another tool's log: ``game``, ``seed``, ``seats``, ``scores`` are all the ratings need."""
+    bare = {"game": "g", "seed": 1, "seats": ["a", "b"], "scores": [1, 0]}
+    parsed = parse_match(bare)
+    assert (parsed.scores, parsed.returns, parsed.tokens, parsed.moves) == ((1.0, 0.0), *[None] * 3)
+    assert parse_match(parsed.to_dict()) == parsed and parsed.to_dict()["scores"] == [1.0, 0.0]
+    assert parse_match({**bare, "termination": "end", "returns": None}).termination == "end"
+    with pytest.raises(ValueError, match="'moves' must be a non-negative integer"):
+        parse_match({**bare, "moves": -1})
+    with pytest.raises(ValueError, match="'invalid' has 1 entries for 2 seats"):
+        parse_match({**bare, "invalid": [0]})
+    swapped = parse_match({**bare, "seats": ["b", "a"], "scores": [0, 1]})
+    full = match("a", "b", 1.0, seed=2)
+    rows = {row.game: row for row in pair_stats([parsed, swapped, full], resamples=0)}
+    assert rows["*"].wins == 3 and rows["*"].invalid_rate is None and rows["*"].tokens is None
+    assert rows["*"].to_dict()["mean_moves"] is None
+    alone = pair_stats([full], resamples=0)[0]
+    assert alone.mean_moves == 10 and alone.tokens == {"a": 100.0, "b": 200.0}
+    three = parse_match({**bare, "seats": ["a", "b", "c"], "scores": [1, 0, 0]})
+    assert next(iter(rate_multiplayer([three]))) == "a"  # no returns: b and c tie behind it
+
+
 def test_ratings_report_is_the_json_contract() -> None:
     matches = simulate({"x": 0.0, "y": 50.0, "z": 100.0}, 0.0, 20, np.random.default_rng(0))
     log = MatchLog(matches=matches, skipped=[])

@@ -221,6 +221,24 @@ def test_with_the_real_rater(tmp_path: Path) -> None:
     assert ratings_table(report).splitlines()[1].split()[1] == "alpha"
 
 
+def test_a_log_without_the_optional_fields_says_n_a(tmp_path: Path) -> None:
+    """Another tool's log (``game``, ``seed``, ``seats``, ``scores`` only): the pair tables say
+    n/a for invalid rates, length and tokens instead of a number or a dash."""
+    ratings = pytest.importorskip("arena.eval.ratings")
+    bare = ("game", "seed", "seats", "scores")
+    lines = [
+        json.dumps(
+            {k: v for k, v in json.loads(_log_line("g", seed, a, b, 1.0)).items() if k in bare}
+        )
+        for seed in range(3)
+        for a, b in (("ann", "bea"), ("bea", "ann"))
+    ]
+    (tmp_path / "matches.jsonl").write_text("\n".join(lines) + "\n")
+    report = ratings.ratings_report(ratings.read_match_log(tmp_path / "matches.jsonl"), resamples=0)
+    md = write_report(tmp_path / "out", report)[0].read_text()
+    assert "| ann | bea | 6 | 3/0/3 | 0.500 [0.188, 0.812] | n/a | n/a | n/a | n/a |" in md
+
+
 def _chromium() -> str:
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if found is None:
