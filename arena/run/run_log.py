@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from arena.eval.evaluate import MatchResult
 from arena.eval.progress import Progress
@@ -63,7 +64,7 @@ class RunLog:
 
     def event(self, text: str) -> None:
         stamp = time.strftime("%H:%M:%S")
-        self.console.print(f"[yellow]{stamp} {text}")
+        self.console.print(f"[yellow]{stamp} {escape(text)}")  # "[openspiel]" is not markup
         with open(self.run_dir / "events.log", "a") as out:
             out.write(f"{stamp} {text}\n")
 

