@@ -4,24 +4,30 @@ Run it with ``.venv/bin/python -m pytest -q tests/test_layers.py``.
 
 Every module belongs to one *unit* (a package such as ``games`` or ``arena.weights``, or a
 top-level module such as ``arena.records``). :data:`ALLOWED` says which other units a unit may
-import; the arrows form two stacks that meet at the top::
+import. An arrow means "may import", as in ``docs/architecture.md``; the arrows form two stacks
+that meet at the top::
 
-    games -> roles -> simulators                  (rules, text and seats: no torch, no zmq)
-    arena.core -> arena.bus, arena.records, arena.models -> arena.weights -> trainers
-    policies -> play -> eval, actors              (on top of both stacks)
-    -> arena.run (the coordinator of ``arena train``) -> arena.tournament (its launcher reused)
-    -> arena.commands (one per subcommand)
+    simulators -> roles -> games -> arena.core      (rules, text and seats: no torch, no zmq)
+    trainers -> arena.weights -> arena.bus, arena.records, arena.models -> arena.core
+    arena.eval, arena.actors -> arena.play -> arena.policies  (on top of both stacks)
+    arena.commands -> arena.tournament -> arena.run -> arena.eval, arena.actors, trainers
+    arena.commands -> arena.deploy                  (stdlib and PyYAML only)
 
 On top of that: no import cycle between any two modules (lazy and ``TYPE_CHECKING`` imports
-count too), no pickle anywhere, ``arena.core`` is stdlib (plus omegaconf for config), games,
-roles and simulators import neither torch nor zmq, the bus imports no torch, and trainers never
-call ``torch.save``/``torch.load``. The last tests plant violations in a copy of the tree and
-check that each is caught.
+count too), no pickle anywhere, ``arena.core`` imports only the stdlib and omegaconf and
+``arena.deploy`` only the stdlib and PyYAML, games, roles and simulators import neither torch
+nor zmq, the bus imports no torch, and trainers never call ``torch.save``/``torch.load``.
+
+``docs/architecture.md``'s layer table states the same contract for readers: a test checks its
+"may import" column against these rules, and ``.venv/bin/python tests/test_layers.py`` rewrites
+that column from them. The last tests plant violations in a copy of the tree and check that
+each is caught.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 import subprocess
 import sys
@@ -70,6 +76,7 @@ ALLOWED: dict[str, set[str]] = {
         "arena.run",
     }
     | _BOTH_STACKS,
+    "arena.deploy": set(),
     "arena.commands": set(),  # filled below: everything but the CLI
     "arena.cli": {"arena.core"},
     "arena.__main__": {"arena.cli"},
@@ -77,8 +84,9 @@ ALLOWED: dict[str, set[str]] = {
 """Unit -> the units it may import (besides itself)."""
 ALLOWED["arena.commands"] = set(ALLOWED) - {"arena.commands", "arena.cli", "arena.__main__"}
 
+ONLY_LIBRARIES: dict[str, set[str]] = {"arena.core": {"omegaconf"}, "arena.deploy": {"yaml"}}
+"""Unit -> the only third-party libraries it may import (besides the standard library)."""
 FORBIDDEN_LIBRARIES: dict[str, set[str]] = {
-    "arena.core": {"torch", "numpy", "zmq", "msgpack", "transformers"},
     "games": {"torch", "zmq", "transformers", "msgpack"},
     "roles": {"torch", "zmq", "transformers", "msgpack"},
     "simulators": {"torch", "zmq", "transformers", "msgpack"},
@@ -166,9 +174,15 @@ def violations(root: Path) -> list[str]:
                 found.append(f"{where}: {source_unit} may not import {target_unit} ({imp.target})")
         elif source_unit and top in FORBIDDEN_LIBRARIES.get(source_unit, ()):
             found.append(f"{where}: {source_unit} may not import {top}")
+        elif source_unit in ONLY_LIBRARIES and not _stdlib_or(top, ONLY_LIBRARIES[source_unit]):
+            found.append(f"{where}: {source_unit} may not import {top} (stdlib and listed only)")
     found += [f"import cycle: {' -> '.join(cycle)}" for cycle in _cycles(graph)]
     found += _forbidden_calls(root)
     return found
+
+
+def _stdlib_or(top: str, libraries: set[str]) -> bool:
+    return top in sys.stdlib_module_names or top in libraries or top == "__future__"
 
 
 def _cycles(graph: nx.DiGraph) -> list[list[str]]:
@@ -193,6 +207,41 @@ def _dotted(node: ast.AST) -> str:
     return node.id if isinstance(node, ast.Name) else ""
 
 
+# -- the contract as docs/architecture.md states it -------------------------------------------
+
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+TABLE_ROW = re.compile(r"^\| `(?P<unit>[\w.]+)` \| (?P<job>.*) \| (?P<may>[^|]*) \|$", re.M)
+"""A row of the layer table: the unit, its job, what it may import."""
+
+
+def may_import(unit: str) -> str:
+    """The "may import" cell of ``unit``, written from :data:`ALLOWED` and the library rules.
+
+    Units are listed in the order of :data:`ALLOWED`; where a unit may import all but a few of
+    them, the cell names those few instead.
+    """
+    others = [u for u in ALLOWED if u != unit]
+    allowed = [u for u in others if u in ALLOWED[unit]]
+    barred = [u for u in others if u not in ALLOWED[unit]]
+    if len(barred) <= 3:
+        parts = ["every unit but " + ", ".join(f"`{u}`" for u in barred)]
+    else:
+        parts = [", ".join(f"`{u}`" for u in allowed) or "no other unit"]
+    if unit in ONLY_LIBRARIES:
+        only = ", ".join(f"`{name}`" for name in sorted(ONLY_LIBRARIES[unit]))
+        parts.append(f"of libraries only the stdlib and {only}")
+    if unit in FORBIDDEN_LIBRARIES:
+        parts.append("no " + ", ".join(sorted(FORBIDDEN_LIBRARIES[unit])))
+    return "; ".join(parts)
+
+
+def documented_table(text: str) -> str:
+    """``text`` with the "may import" cell of every layer-table row written by :func:`may_import`."""
+    return TABLE_ROW.sub(
+        lambda row: f"| `{row['unit']}` | {row['job']} | {may_import(row['unit'])} |", text
+    )
+
+
 # -- the contract holds ------------------------------------------------------------------------
 
 
@@ -208,6 +257,15 @@ def test_every_module_belongs_to_a_unit() -> None:
 def test_the_allowed_graph_itself_has_no_cycle() -> None:
     graph = nx.DiGraph((unit, dep) for unit, deps in ALLOWED.items() for dep in deps)
     assert list(nx.simple_cycles(graph)) == []
+
+
+def test_the_architecture_page_states_this_contract() -> None:
+    text = ARCHITECTURE.read_text()
+    assert sorted(row["unit"] for row in TABLE_ROW.finditer(text)) == sorted(ALLOWED)
+    assert documented_table(text) == text, (
+        "docs/architecture.md's layer table disagrees with ALLOWED: "
+        "run .venv/bin/python tests/test_layers.py to rewrite its 'may import' column"
+    )
 
 
 IMPORT_ALL = """
@@ -278,3 +336,12 @@ def planted_cycle(root: Path) -> list[str]:
 def test_a_planted_torch_save_in_trainers_is_caught(tmp_path: Path) -> None:
     found = planted(tmp_path, {"trainers/checkpoint.py": "def bad(x):\n    torch.save(x, 'f')"})
     assert any("calls torch.save" in f for f in found), found
+
+
+def test_a_planted_third_party_import_in_deploy_is_caught(tmp_path: Path) -> None:
+    found = planted(tmp_path, {"arena/deploy/files.py": "import numpy"})
+    assert len(found) == 1 and "arena.deploy may not import numpy" in found[0], found
+
+
+if __name__ == "__main__":  # rewrite the architecture page's "may import" column from ALLOWED
+    ARCHITECTURE.write_text(documented_table(ARCHITECTURE.read_text()))
