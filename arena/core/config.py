@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, get_type_hints
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from arena.core.errors import ConfigError, did_you_mean
@@ -73,6 +73,7 @@ def _merge(schema: type[S], layers: list[tuple[str, Any]], overrides: Sequence[s
         key, _, text = override.partition("=")
         try:
             value = OmegaConf.from_dotlist([f"value={text}"])["value"]
+            _add_typed_entries(merged, key.strip())
             # update() understands list indices (games.0.id=...), which a dotlist merge does not.
             OmegaConf.update(merged, key.strip(), value, merge=True, force_add=False)
         except OmegaConfBaseException as err:
@@ -85,6 +86,28 @@ def _merge(schema: type[S], layers: list[tuple[str, Any]], overrides: Sequence[s
         raise ConfigError(_explain(err, schema)) from None
     except (ValueError, TypeError, KeyError) as err:
         raise ConfigError(str(err).strip("'\"")) from None
+
+
+def _add_typed_entries(merged: DictConfig, key: str) -> None:
+    """Create the new entries of a mapping of dataclasses that ``key`` passes through, from the
+    dataclass's defaults: ``games.0.simulators.agent.id=X`` adds ``agent`` as a
+    ``SimulatorConfig`` first. omegaconf's update would assign a plain dict there and refuse it
+    ("dict is not a subclass of SimulatorConfig"), while the same entry in YAML merges."""
+    node: Any = merged
+    for part in key.split(".")[:-1]:
+        if isinstance(node, ListConfig):
+            if not part.isdigit() or int(part) >= len(node):
+                return  # update() explains a bad index
+            node = node[int(part)]
+            continue
+        if not isinstance(node, DictConfig):
+            return
+        if part not in node:
+            element = node._metadata.element_type
+            if not (dataclasses.is_dataclass(element) and isinstance(element, type)):
+                return  # a field of a dataclass, or a plain mapping: update() handles it
+            node[part] = OmegaConf.structured(element)
+        node = node[part]
 
 
 def _extends_chain(path: Path) -> list[Path]:

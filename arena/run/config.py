@@ -80,7 +80,9 @@ class RolloutConfig:
 @dataclass
 class EvalConfig:
     games: int = 200
-    """Games per game id and per opponent in each evaluation."""
+    """Games per game id and per opponent in each evaluation (tasks per role in a role game);
+    0 evaluates nothing: no evaluation before, during or after training, no random mover,
+    and no before/after table (the exploitability readings follow ``exploitability``)."""
     every: int = 0
     """Evaluate every this many steps (0: only before and after training)."""
     opponents: list[str] = field(default_factory=lambda: ["random-v0", "strongest"])
@@ -100,6 +102,8 @@ class EvalConfig:
     minutes a read on a 2-core CPU)."""
 
     def __post_init__(self) -> None:
+        if self.games < 0:
+            raise ConfigError(f"eval.games must be >= 0 (0: no evaluation), got {self.games}")
         if self.opponents_before is not None and not self.opponents_before:
             raise ValueError("eval.opponents_before is empty; null plays eval.opponents")
 

@@ -13,11 +13,15 @@ import socket
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from arena.core.errors import ConfigError
 from arena.models import to_dtype
 from arena.play.config import GameConfig
 from arena.run.config import RunConfig
+
+if TYPE_CHECKING:
+    from games.text_env import TextGame
 
 
 def sampling_dtype(config: RunConfig) -> str:
@@ -179,6 +183,8 @@ def plan(config: RunConfig, run_dir: Path | None = None) -> str:
     lines.append(
         f"  eval         {config.eval.games} games x {config.eval.opponents}, every "
         f"{config.eval.every or 'start/end'}" + (f" (before: x {before})" if before else "")
+        if config.eval.games
+        else "  eval         none (eval.games=0)"
     )
     threads = cpu_threads(config)
     lines.append(f"  cpu threads  {threads or 'from OMP_NUM_THREADS'}")
@@ -243,7 +249,8 @@ def device_for(device: str) -> str:
 
 
 def validate(config: RunConfig) -> None:
-    """Every game, role and bot the config names must exist: fail before anything starts."""
+    """Every game, role, bot and simulator the config names must exist, every game must take
+    its ``kwargs`` and every seat's role its role kwargs: fail before anything starts."""
     import games
     import games.bots
     import roles
@@ -262,9 +269,10 @@ def validate(config: RunConfig) -> None:
             )
             for bot in bots:
                 games.bots.registry.entry(resolve_opponent(bot, game.id))
+            env = make_game(game)
+            check_roles(game, env)
             for seat, simulator in game.simulators.items():
                 simulators.registry.entry(simulator.id)
-                env = games.make(game.id, **game.kwargs)
                 if seat not in env.possible_agents or not env.simulatable(seat):
                     allowed = [a for a in env.possible_agents if env.simulatable(a)] or "none"
                     raise ConfigError(
@@ -273,3 +281,32 @@ def validate(config: RunConfig) -> None:
                     )
     except RegistryError as err:
         raise ConfigError(str(err)) from None
+
+
+def make_game(game: GameConfig) -> TextGame:
+    """The game as its config builds it: a constructor argument it refuses is a config error."""
+    import games
+
+    try:
+        return games.make(game.id, **game.kwargs)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"games[{game.id}].kwargs {game.kwargs}: {err}") from None
+
+
+def check_roles(game: GameConfig, env: TextGame) -> None:
+    """Build the role of every seat the policy may play, with the game's role kwargs and the
+    config's ``role_kwargs`` over them: an argument no role takes (``role_kwargs.bogus=1``)
+    fails here, not in the first episode."""
+    from arena.play.seating import seat_role, seat_role_id
+
+    for agent in env.possible_agents:
+        if agent in game.simulators:
+            continue
+        try:
+            seat_role(game, env, agent)
+        except (TypeError, ValueError) as err:
+            role_id = seat_role_id(game, env, agent)
+            raise ConfigError(
+                f"games[{game.id}]: seat {agent!r} plays {role_id}, which refuses role_kwargs "
+                f"{game.role_kwargs}: {err}"
+            ) from None

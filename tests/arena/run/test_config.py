@@ -107,3 +107,66 @@ def test_the_learning_rate_decays_over_the_run_unless_told_otherwise() -> None:
     assert config.learner.optim.total_steps == 12
     told = load_run_config(CONFIGS / "smoke.yaml", ["learner.optim.total_steps=40"])
     assert told.learner.optim.total_steps == 40
+
+
+def test_eval_games_zero_means_no_evaluation_and_negative_is_refused() -> None:
+    from arena.run.plan import plan
+
+    config = load_run_config(CONFIGS / "smoke.yaml", ["eval.games=0"])
+    assert config.eval.games == 0
+    assert "  eval         none (eval.games=0)" in plan(config).splitlines()
+    with pytest.raises(ConfigError, match=r"eval.games must be >= 0 \(0: no evaluation\), got -1"):
+        load_run_config(CONFIGS / "smoke.yaml", ["eval.games=-1"])
+
+
+def test_a_role_argument_no_role_takes_is_refused_before_anything_starts() -> None:
+    from arena.run.plan import validate
+
+    config = load_run_config(CONFIGS / "smoke.yaml", ["games.0.role_kwargs.bogus=1"])
+    with pytest.raises(ConfigError) as caught:
+        validate(config)
+    assert str(caught.value) == (
+        "games[tictactoe-v0]: seat 'player_0' plays player-v0, which refuses role_kwargs "
+        "{'prefill': True, 'bogus': 1}: Player.__init__() got an unexpected keyword argument "
+        "'bogus'"
+    )
+    bad_game = load_run_config(CONFIGS / "smoke.yaml", ["games.0.kwargs.nope=3"])
+    with pytest.raises(ConfigError, match=r"games\[tictactoe-v0\].kwargs .*'nope'"):
+        validate(bad_game)
+    validate(load_run_config(CONFIGS / "user_tool_use.yaml"))  # the simulated seat is skipped
+
+
+def test_an_override_may_name_a_simulator_for_a_seat_the_yaml_does_not_list(
+    tmp_path: Path,
+) -> None:
+    from arena.play.config import SimulatorConfig
+    from arena.run.plan import validate
+
+    retail = ["games.0.id=retail-v0", "games.0.role_kwargs={}", "games.1.id=retail-v0"]
+    config = load_run_config(
+        CONFIGS / "smoke.yaml", [*retail, "games.0.simulators.user.id=llm-user-v0"]
+    )
+    assert config.games[0].simulators == {"user": SimulatorConfig(id="llm-user-v0")}
+    assert config.games[1].simulators == {}
+    validate(config)
+    # a seat that cannot be simulated: the message the same setting in YAML gives
+    wrong = load_run_config(CONFIGS / "smoke.yaml", ["games.0.simulators.player_1.id=x-v0"])
+    yaml = tmp_path / "wrong.yaml"
+    yaml.write_text(
+        f"extends: {CONFIGS / 'smoke.yaml'}\ngames:\n  - id: tictactoe-v0\n"
+        "    simulators:\n      player_1: {id: x-v0}\n"
+    )
+    from_yaml = load_run_config(yaml)
+    assert wrong.games[0].simulators == from_yaml.games[0].simulators
+    messages = []
+    for config in (wrong, from_yaml):
+        with pytest.raises(ConfigError) as caught:
+            validate(config)
+        messages.append(str(caught.value))
+    assert messages[0] == messages[1]
+    assert "registered" in messages[0] and "'x-v0'" in messages[0]
+    wrong_seat = load_run_config(
+        CONFIGS / "smoke.yaml", ["games.0.simulators.player_1.id=scripted-user-v0"]
+    )
+    with pytest.raises(ConfigError, match="seat 'player_1' cannot be simulated; the game's"):
+        validate(wrong_seat)
