@@ -94,7 +94,8 @@ class TournamentConfig:
     """The participant rated 1000 (default: the first name in sorted order)."""
     exploitability: bool = True
     """Read each Kuhn/Leduc participant's policy at every information state and report its
-    exact exploitability (bots with a table, and ``hf`` models: seconds per model)."""
+    exact exploitability (bots with a table, and ``hf`` models: seconds per model). Needs
+    OpenSpiel (the ``openspiel`` extra); without it one line says so and the rest is written."""
     resamples: int = 500
     """Bootstrap resamples of the rating intervals."""
     max_batch: int = 32

@@ -23,6 +23,7 @@ from typing import Any
 
 import games
 from arena.core.config import to_yaml
+from arena.eval.exploitability import openspiel_missing
 from arena.eval.progress import Progress
 from arena.play.episode import EpisodeError, play_episode
 from arena.tournament.config import TournamentConfig
@@ -35,7 +36,7 @@ from arena.tournament.records import (
 )
 from arena.tournament.schedule import ScheduledMatch, schedule
 from arena.tournament.serving import Seating
-from arena.tournament.strategy import exploitabilities
+from arena.tournament.strategy import exploitabilities, readable_game
 
 log = logging.getLogger("arena.tournament")
 
@@ -125,7 +126,12 @@ def run_tournament(
         read_match_log(log_path), anchor=config.anchor, resamples=config.resamples
     )
     if config.exploitability:
-        report["exploitability"] = exploitabilities(participants, list(config.games))
+        readable = [g.id for g in config.games if readable_game(g.id)]
+        missing = openspiel_missing() if readable else None
+        if missing is None:
+            report["exploitability"] = exploitabilities(participants, list(config.games))
+        else:  # one line; the ratings and the report are still written
+            on_line(f"exploitability: not read in {', '.join(readable)}: {missing}")
     (out / "ratings.json").write_text(json.dumps(report, indent=2) + "\n")
     write_report(
         out, report, title=f"Arena tournament: {config.name}", games=[g.id for g in config.games]

@@ -55,6 +55,29 @@ def test_records_have_every_field_and_scores_match_returns(tmp_path: Path) -> No
     assert ratings["minimax-v0"]["rating"] > ratings["random-v0"]["rating"]
 
 
+def test_without_openspiel_a_poker_tournament_is_rated_and_says_why_it_is_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "pyspiel", None)  # `import pyspiel` raises ImportError
+    config = TournamentConfig(
+        participants=[
+            ParticipantConfig(name="a", bot="random-v0"),
+            ParticipantConfig(name="b", bot="random-v0"),
+        ],
+        games=[GameConfig("kuhn-poker-v0")],
+        pairs=2,
+        out=str(tmp_path),
+    )
+    said: list[str] = []
+    result = run_tournament(config, on_line=said.append)
+    assert result.played == 4
+    (line,) = [s for s in said if "exploitability" in s]
+    assert "not read in kuhn-poker-v0" in line and "arena-selfplay[openspiel]" in line
+    report = json.loads((tmp_path / "ratings.json").read_text())
+    assert set(report["ratings"]) == {"a", "b"}
+    assert "exploitability" not in report and (tmp_path / "report.html").is_file()
+
+
 def test_a_crashing_participant_forfeits_only_its_matches(tmp_path: Path) -> None:
     crash = ParticipantConfig(name="crash", bot="tests.arena.tournament.crashing_bot:CrashingBot")
     config = TournamentConfig(
