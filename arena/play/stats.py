@@ -69,7 +69,9 @@ def merge_collects(replies: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def transcript(episode: Episode) -> dict[str, Any]:
-    """An episode as a readable conversation (for transcripts.jsonl)."""
+    """An episode as a readable conversation (for transcripts.jsonl). Each turn says whether it
+    is trained on: ``trained`` is False for a bot's, a simulator's or a frozen policy's turn,
+    whose tokens are masked out of the loss (its ``version`` is -1 where no policy sampled it)."""
     return {
         "id": episode.id,
         "game": episode.game,
@@ -86,6 +88,7 @@ def transcript(episode: Episode) -> dict[str, Any]:
                 "text": t.text,
                 "action": t.action,
                 "valid": t.valid,
+                "trained": t.trained,
                 "reward": round(t.reward, 4),
                 "version": t.policy_version,
             }

@@ -7,7 +7,8 @@ Files in the run directory:
   label ``baseline`` is the random mover's, ``strategy`` the exploitability readings);
 - ``eval_before.json``, ``eval_baseline.json``: those evaluations whole, for a resumed run;
 - ``events.log``: restarts, refused weight updates and other incidents;
-- ``transcripts.jsonl``: sampled episodes as conversations;
+- ``transcripts.jsonl``: sampled episodes as conversations, each turn marked ``trained``
+  (False: a bot's, a simulator's or a frozen policy's turn, masked out of the loss);
 - ``tb/``: TensorBoard event files (when tensorboard is installed).
 """
 

@@ -25,6 +25,7 @@ from arena.core.errors import ConfigError
 from arena.play.config import GameConfig, PlayConfig, SimulatorConfig
 from arena.play.episode import EpisodeError, PolicySeat, SimulatorSeat, play_episode
 from arena.play.seating import SeatFactory
+from arena.play.stats import transcript
 from arena.policies.chat import ChatFormat
 from arena.policies.types import SamplingParams
 from games.text_env import CHARSET, TextGame
@@ -163,6 +164,13 @@ def test_a_simulator_fills_the_user_seat_and_is_never_trained(chat: ChatFormat) 
     assert episode.seats["user"].role == "simulated_user" and not episode.seats["user"].trained
     assert episode.seats["user"].policy == "polite-v0"
     assert episode.stats["policy_turns"] == 1
+    # the transcript says which turns were trained, turn by turn
+    lines = transcript(episode)["turns"]
+    assert [(t["seat"], t["trained"], t["version"]) for t in lines] == [
+        ("user", False, -1),
+        ("agent", True, 3),  # the scripted policy's version
+        ("user", False, -1),
+    ]
     # The simulator saw what a policy seat would: the agent's message but never its secret.
     second = polite.views[1]
     assert second.context == {"goal": "get a greeting"} and second.turn == 1
