@@ -8,7 +8,22 @@ import threading
 from collections.abc import Iterator
 
 import pytest
+import torch
 from transformers import PreTrainedTokenizerBase
+
+
+def torch_devices() -> list[str]:
+    """The torch devices of this machine: ``cpu`` always, ``cuda`` where torch sees a GPU."""
+    return ["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"]
+
+
+@pytest.fixture(params=torch_devices())
+def device(request: pytest.FixtureRequest) -> str:
+    """Each torch device of this machine in turn: a test that takes it runs once on the CPU and,
+    on a host with CUDA, once more on the GPU (``test_x[cpu]``, ``test_x[cuda]``), so one suite
+    checks both kinds of machine. Compare tensors on the CPU (``.cpu()``): a result exported or
+    assembled from buckets is a CPU tensor, the model's own weights live on ``device``."""
+    return request.param
 
 
 @pytest.fixture(scope="session")

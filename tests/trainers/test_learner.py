@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import logging
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -17,6 +18,12 @@ import trainers.update as update_module
 from arena.weights.assembler import WeightAssembler
 from trainers.config import LearnerConfig
 from trainers.learner import Learner
+
+
+def on(device: str, config: LearnerConfig) -> LearnerConfig:
+    """``config`` with the learner on ``device`` (the ``device`` fixture: cpu, and cuda where
+    there is one; the learner's own default, ``auto``, would pick CUDA on a GPU host)."""
+    return replace(config, device=device)
 
 
 def test_bad_episodes_are_rejected_and_the_batch_goes_on(fresh_tiny, caplog) -> None:
@@ -51,8 +58,9 @@ def test_bad_episodes_are_rejected_and_the_batch_goes_on(fresh_tiny, caplog) -> 
     assert learner.step() is None  # nothing pending
 
 
-def test_one_step_moves_weights_and_reports_metrics(fresh_tiny) -> None:
-    learner = Learner(make_config(), *fresh_tiny)
+def test_one_step_moves_weights_and_reports_metrics(fresh_tiny, device: str) -> None:
+    learner = Learner(on(device, make_config()), *fresh_tiny)
+    assert learner.device.type == device
     before = params(learner.model)
     learner.add_episodes(two_seat_episodes(6))
     metrics = learner.step()
@@ -155,12 +163,13 @@ def test_ppo_epochs_kl_and_entropy_terms(fresh_tiny) -> None:
     assert not any(p.requires_grad for p in learner.reference.parameters())
 
 
-def test_lora_trains_adapters_only_and_exports_merged_hf_weights(fresh_tiny) -> None:
+def test_lora_trains_adapters_only_and_exports_merged_hf_weights(fresh_tiny, device: str) -> None:
     model, tokenizer = fresh_tiny
-    base_before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    base_before = {n: p.detach().clone() for n, p in model.named_parameters()}  # on the CPU
     config = make_config(
         lora={"enabled": True, "r": 4, "alpha": 8}, loss={"kl_coef": 0.05}, optim={"lr": 1e-2}
     )
+    config = on(device, config)
     learner = Learner(config, model, tokenizer)
     learner.add_episodes(two_seat_episodes(4))
     metrics = learner.step()
@@ -175,14 +184,16 @@ def test_lora_trains_adapters_only_and_exports_merged_hf_weights(fresh_tiny) -> 
         for n, p in learner.model.named_parameters()
         if "lora_" not in n
     }
-    assert all(torch.equal(frozen[n], base_before[n]) for n in base_before)
+    assert all(frozen[n].device.type == device for n in base_before)
+    assert all(torch.equal(frozen[n].cpu(), base_before[n]) for n in base_before)
+    assert all(t.device.type == "cpu" for t in exported.values())  # export_weights: CPU copies
     changed = [n for n in base_before if not torch.equal(exported[n], base_before[n])]
     assert changed and all("proj" in n for n in changed)  # only adapted layers moved
 
 
-def test_weight_buckets_assemble_to_the_exported_state(fresh_tiny) -> None:
+def test_weight_buckets_assemble_to_the_exported_state(fresh_tiny, device: str) -> None:
     model, tokenizer = fresh_tiny
-    learner = Learner(make_config(), model, tokenizer)
+    learner = Learner(on(device, make_config()), model, tokenizer)
     learner.add_episodes(two_seat_episodes(2))
     learner.step()
     assembler = WeightAssembler(model.state_dict())
@@ -192,13 +203,19 @@ def test_weight_buckets_assemble_to_the_exported_state(fresh_tiny) -> None:
     assert result is not None
     version, state = result
     assert version == 1
-    for name, tensor in model.state_dict().items():
-        assert torch.equal(state[name], tensor), name
+    for name, tensor in model.state_dict().items():  # the model on `device`, the update on the CPU
+        assert tensor.device.type == device and state[name].device.type == "cpu"
+        assert torch.equal(state[name], tensor.cpu()), name
 
 
-def test_autocast_and_gradient_checkpointing(fresh_tiny) -> None:
+def test_autocast_and_gradient_checkpointing(fresh_tiny, device: str) -> None:
     config = LearnerConfig.from_dict(
-        {**make_config().to_dict(), "autocast": "bfloat16", "gradient_checkpointing": True}
+        {
+            **make_config().to_dict(),
+            "autocast": "bfloat16",
+            "gradient_checkpointing": True,
+            "device": device,
+        }
     )
     learner = Learner(config, *fresh_tiny)
     before = params(learner.model)
