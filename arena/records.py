@@ -88,20 +88,62 @@ class Turn:
     error: str = ""
     """What went wrong on this turn, if anything: why the game rejected the action, or the error
     a tool call returned (the game's ``infos[seat]["tool_error"]``)."""
+    choice_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    """A turn played by choice (``arena/play/choice.py``): the token ids of every legal reply,
+    one after another (``choice_lengths`` splits them); empty for a generated turn."""
+    choice_lengths: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    """The token count of each legal reply in ``choice_ids``."""
+    choice_logprobs: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+    """Each legal reply's sequence log-probability after the prompt (T = 1, untempered)."""
+    choice_index: int = -1
+    """Which legal reply was played (``response_ids`` holds its ids); -1 for a generated turn."""
+    choice_logprob: float = 0.0
+    """The played reply's log-probability under the legal-normalized policy that sampled it,
+    ``log softmax(choice_logprobs / T)[choice_index]``: the sampler logprob of a choice turn."""
 
     def __post_init__(self) -> None:
         self.prompt_ids = _array(self.prompt_ids, np.int32, "prompt_ids")
         self.response_ids = _array(self.response_ids, np.int32, "response_ids")
         self.response_logprobs = _array(self.response_logprobs, np.float32, "response_logprobs")
+        self.choice_ids = _array(self.choice_ids, np.int32, "choice_ids")
+        self.choice_lengths = _array(self.choice_lengths, np.int32, "choice_lengths")
+        self.choice_logprobs = _array(self.choice_logprobs, np.float32, "choice_logprobs")
+        where = f"turn {self.index} of {self.episode_id}"
         if len(self.response_ids) != len(self.response_logprobs):
             raise RecordError(
-                f"turn {self.index} of {self.episode_id}: response_ids has "
-                f"{len(self.response_ids)} tokens but response_logprobs has "
-                f"{len(self.response_logprobs)}"
+                f"{where}: response_ids has {len(self.response_ids)} tokens but "
+                f"response_logprobs has {len(self.response_logprobs)}"
             )
+        n = len(self.choice_lengths)
+        if int(self.choice_lengths.sum()) != len(self.choice_ids) or len(self.choice_logprobs) != n:
+            raise RecordError(
+                f"{where}: choice_lengths add up to {int(self.choice_lengths.sum())} for "
+                f"{len(self.choice_ids)} choice_ids, with {len(self.choice_logprobs)} "
+                f"choice_logprobs for {n} replies"
+            )
+        if n and not 0 <= self.choice_index < n:
+            raise RecordError(f"{where}: choice_index {self.choice_index} is not in [0, {n})")
+        if n and (self.choice_lengths <= 0).any():
+            raise RecordError(f"{where}: an empty legal reply in choice_lengths")
+
+    @property
+    def is_choice(self) -> bool:
+        """Played by choice among the legal replies (not generated)."""
+        return len(self.choice_lengths) > 0
+
+    def choices(self) -> list[np.ndarray]:
+        """The token ids of each legal reply of a choice turn."""
+        return (
+            np.split(self.choice_ids, np.cumsum(self.choice_lengths)[:-1]) if self.is_choice else []
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        """Every field; a generated turn leaves out the empty choice fields."""
+        return {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if self.is_choice or f.name not in _CHOICE_FIELDS
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Turn:
@@ -125,10 +167,24 @@ class Turn:
             "group": _require(data, "group", str, where),
             "error": _require(data, "error", str, where) if "error" in data else "",
         }
+        for name, types in _CHOICE_FIELDS.items():  # optional: absent on generated turns
+            if name in data:
+                kwargs[name] = _require(data, name, types, where)
+        if "choice_logprob" in kwargs:
+            kwargs["choice_logprob"] = float(kwargs["choice_logprob"])
         if "action" not in data:
             raise RecordError(f"{where}: missing field 'action'")
         kwargs["action"] = data["action"]
         return cls(**kwargs)
+
+
+_CHOICE_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "choice_ids": np.ndarray,
+    "choice_lengths": np.ndarray,
+    "choice_logprobs": np.ndarray,
+    "choice_index": int,
+    "choice_logprob": (int, float),
+}
 
 
 @dataclass

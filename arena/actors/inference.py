@@ -14,6 +14,17 @@ Services and topics for a policy named ``NAME``:
       {"prompt_ids": int32[P], "token_ids": int32[T], "logprobs": float32[T], "text": str,
        "finish_reason": "stop" | "length", "version": int, "extra": {}}
 
+  A *scoring* request carries ``"continuations": [int32 array, ...]`` (token ids to score after
+  the prompt; ``params`` is then ignored) and is answered with each continuation's per-token
+  log-probabilities, untempered, the prompt computed once for all of them::
+
+      {"prompt_ids": int32[P], "logprobs": float32[sum of lengths], "lengths": int32[N],
+       "version": int}
+
+  Scoring and generation requests share the queue and the batches; a batch's generations and
+  scorings come from one policy version. A continuation that does not fit the context after
+  its prompt is refused (``context_overflow``), never truncated.
+
   Error codes: ``bad_request`` (malformed body, invalid params; the message names the field),
   ``context_overflow``, ``busy`` (the queue holds ``max_queue`` requests: retry later),
   ``policy_error`` (the backend failed on this batch).
@@ -53,6 +64,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from arena.bus import Actor, BusError, Message
@@ -65,6 +77,7 @@ from arena.policies.types import (
     PolicyError,
     Prompt,
     SamplingParams,
+    Scoring,
     check_keys,
 )
 from arena.weights.buckets import NOT_NEWER
@@ -77,7 +90,9 @@ log = logging.getLogger("arena.actors.inference")
 class _Pending:
     prompt: Prompt
     params: SamplingParams
-    future: asyncio.Future[Generation]
+    future: asyncio.Future[Any]
+    continuations: list[np.ndarray] | None = None
+    """Set for a scoring request (its result is a :class:`Scoring`, not a generation)."""
 
 
 class InferenceActor:
@@ -164,11 +179,17 @@ class InferenceActor:
         if not isinstance(body, Mapping):
             raise BusError("bad_request", f"request body must be a map, got {type(body).__name__}")
         try:
-            check_keys(body, ["prompt", "params"], "request")
+            check_keys(body, ["prompt", "params", "continuations"], "request")
             if "prompt" not in body:
                 raise InvalidRequest("request lacks 'prompt'")
             params = SamplingParams.from_dict(body.get("params"))
-            prompt = self.policy.prepare(Prompt.from_dict(body["prompt"]), params)
+            continuations = None
+            if "continuations" in body:
+                prompt, continuations = self.policy.prepare_scoring(
+                    Prompt.from_dict(body["prompt"]), body["continuations"]
+                )
+            else:
+                prompt = self.policy.prepare(Prompt.from_dict(body["prompt"]), params)
         except PolicyError as err:
             self.counters[err.code] += 1
             raise BusError(err.code, str(err)) from None
@@ -179,14 +200,14 @@ class InferenceActor:
                 f"{self.actor.name} has {len(self._queue)} requests queued "
                 f"(max_queue={self.config.max_queue}); retry later",
             )
-        future: asyncio.Future[Generation] = asyncio.get_running_loop().create_future()
-        self._queue.append(_Pending(prompt, params, future))
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._queue.append(_Pending(prompt, params, future, continuations))
         assert self._wakeup is not None
         self._wakeup.set()
         return asyncio.ensure_future(self._reply(future))
 
     @staticmethod
-    async def _reply(future: asyncio.Future[Generation]) -> dict[str, Any]:
+    async def _reply(future: asyncio.Future[Any]) -> dict[str, Any]:
         return (await future).to_dict()
 
     def _on_status(self, msg: Message) -> dict[str, Any]:
@@ -242,14 +263,29 @@ class InferenceActor:
             if batch:
                 await self._generate(batch)
 
+    def _serve(self, batch: list[_Pending]) -> list[Generation | Scoring]:
+        """Generate and score one batch on the generation thread: weight updates run on the same
+        thread, between batches, so every result of a batch comes from one version."""
+        generating = [p for p in batch if p.continuations is None]
+        scoring = [p for p in batch if p.continuations is not None]
+        results: dict[int, Generation | Scoring] = {}
+        if generating:
+            generated = self.policy.generate(
+                [p.prompt for p in generating], [p.params for p in generating]
+            )
+            results |= {id(p): r for p, r in zip(generating, generated, strict=True)}
+        if scoring:
+            scored = self.policy.score(
+                [p.prompt for p in scoring], [p.continuations or [] for p in scoring]
+            )
+            results |= {id(p): r for p, r in zip(scoring, scored, strict=True)}
+        return [results[id(p)] for p in batch]
+
     async def _generate(self, batch: list[_Pending]) -> None:
         loop = asyncio.get_running_loop()
-        prompts, params = [p.prompt for p in batch], [p.params for p in batch]
         start = time.monotonic()
         try:
-            results = await loop.run_in_executor(
-                self._executor, self.policy.generate, prompts, params
-            )
+            results = await loop.run_in_executor(self._executor, self._serve, batch)
         except Exception as err:
             self.counters["batch_failed"] += 1
             log.exception("%s: a batch of %d failed", self.actor.name, len(batch))
@@ -261,7 +297,10 @@ class InferenceActor:
         self.batch_sizes.append(len(batch))
         self.counters["batches"] += 1
         self.counters["requests"] += len(batch)
-        self.counters["tokens"] += sum(len(r.token_ids) for r in results)
+        self.counters["tokens"] += sum(
+            len(r.token_ids) for r in results if isinstance(r, Generation)
+        )
+        self.counters["scorings"] += sum(isinstance(r, Scoring) for r in results)
         log.debug("batch of %d in %.2fs", len(batch), time.monotonic() - start)
         for pending, result in zip(batch, results, strict=True):
             if not pending.future.done():

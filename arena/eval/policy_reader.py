@@ -39,8 +39,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import torch
-from transformers import DynamicCache
 
 import games
 from arena.eval.exploitability import (
@@ -51,9 +49,10 @@ from arena.eval.exploitability import (
     openspiel_game,
     reach,
 )
+from arena.play.choice import choice_logprobs, reply_ids
 from arena.play.episode import BotSeat, PolicySeat
+from arena.policies.scoring import continuation_logprobs
 from games.bots.base import Bot
-from games.text_env import TextGame
 
 
 @dataclass
@@ -89,16 +88,6 @@ class StatePrompt:
     """Legal action id -> the token ids of its canonical reply."""
 
 
-def reply_ids(seat: PolicySeat, env: TextGame, agent: str, action: int) -> np.ndarray:
-    """The token ids of the reply that plays ``action``: the action text in the role's output
-    format, without the prefilled prefix (already in the prompt), closing tag included."""
-    text = seat.role.output.wrap(env.action_to_text(agent, action))
-    prefix = seat.role.assistant_prefix()
-    if not text.startswith(prefix):
-        raise ValueError(f"the role prefills {prefix!r} but its replies look like {text!r}")
-    return seat.chat.encode_text(text[len(prefix) :])
-
-
 def state_prompt(game_id: str, seat: PolicySeat, state: InfoState) -> StatePrompt:
     """The prompt ids ``seat`` sees at ``state`` (built by ``PolicySeat.prompt``, as in play) and
     the canonical reply ids of each legal action. ``seat`` itself is left untouched."""
@@ -119,7 +108,6 @@ def state_prompt(game_id: str, seat: PolicySeat, state: InfoState) -> StatePromp
     return StatePrompt(state, agent, prompt.ids, replies)
 
 
-@torch.inference_mode()
 def reply_logprobs(
     model: Any,
     items: Sequence[tuple[np.ndarray, Sequence[np.ndarray]]],
@@ -129,76 +117,13 @@ def reply_logprobs(
     extensions: Mapping[int, Sequence[int]] | None = None,
 ) -> list[np.ndarray]:
     """For each (prompt ids, [reply ids, ...]): the sum of each reply's token log-probabilities
-    after the prompt, under ``softmax(logits / temperature)`` (teacher forcing). With
-    ``extensions``, a reply's last token ``t`` counts as any of ``extensions[t]`` (the tokens
-    that extend it, ``t`` included: :func:`token_extensions`): its log-probability is the
-    log of their summed probability.
-
-    Each prompt runs once: a batch of ``batch_size`` prompts, left-padded, fills a KV cache, which
-    is then repeated for each of a prompt's replies; the replies, right-padded, run on top of it.
-    A prompt is far longer than a reply, so this costs about one forward pass per state rather
-    than one per action, and only the reply columns' logits are ever computed.
-    """
-    if not temperature > 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}")
-    if any(len(prompt) == 0 or any(len(r) == 0 for r in replies) for prompt, replies in items):
-        raise ValueError("every prompt and reply needs at least one token")
-    device = next(model.parameters()).device
-    out: list[np.ndarray] = []
-    for start in range(0, len(items), batch_size):
-        chunk = items[start : start + batch_size]
-        width = max(len(prompt) for prompt, _ in chunk)
-        ids = torch.zeros((len(chunk), width), dtype=torch.long)
-        mask = torch.zeros((len(chunk), width), dtype=torch.long)
-        for row, (prompt, _) in enumerate(chunk):
-            ids[row, width - len(prompt) :] = torch.as_tensor(prompt, dtype=torch.long)
-            mask[row, width - len(prompt) :] = 1
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        cache = DynamicCache(config=model.config)
-        first = model(
-            input_ids=ids.to(device),
-            attention_mask=mask.to(device),
-            position_ids=positions.to(device),
-            past_key_values=cache,
-            use_cache=True,
-            logits_to_keep=1,
-        ).logits[:, -1]
-        # one row per (prompt, reply): the prompt's cache, then the reply right-padded
-        owner = [row for row, (_, replies) in enumerate(chunk) for _ in replies]
-        flat = [reply for _, replies in chunk for reply in replies]
-        index = torch.tensor(owner, dtype=torch.long)
-        cache.batch_select_indices(index.to(device))
-        length = max(len(reply) for reply in flat)
-        reply_ids = torch.zeros((len(flat), length), dtype=torch.long)
-        reply_mask = torch.zeros((len(flat), length), dtype=torch.long)
-        for row, reply in enumerate(flat):
-            reply_ids[row, : len(reply)] = torch.as_tensor(reply, dtype=torch.long)
-            reply_mask[row, : len(reply)] = 1
-        after = positions[index, -1:] + 1 + torch.arange(length)
-        rest = model(
-            input_ids=reply_ids.to(device),
-            attention_mask=torch.cat([mask[index], reply_mask], dim=1).to(device),
-            position_ids=after.to(device),
-            past_key_values=cache,
-            use_cache=True,
-        ).logits
-        # reply token t is predicted by the prompt's last logits (t = 0) or reply column t - 1
-        logits = torch.cat([first[index.to(device)][:, None], rest[:, :-1]], dim=1).float()
-        logprobs = torch.log_softmax(logits / temperature, dim=-1)
-        token_lp = logprobs.gather(-1, reply_ids.to(device)[..., None])[..., 0]
-        if extensions:
-            for row, reply in enumerate(flat):
-                last = int(reply[-1])
-                if last in extensions:
-                    alternatives = torch.as_tensor(list(extensions[last]), device=device)
-                    at = len(reply) - 1
-                    token_lp[row, at] = torch.logsumexp(logprobs[row, at, alternatives], -1)
-        sums = (token_lp.cpu() * reply_mask).sum(-1).double().numpy()
-        offset = 0
-        for _, replies in chunk:
-            out.append(sums[offset : offset + len(replies)].copy())
-            offset += len(replies)
-    return out
+    after the prompt, under ``softmax(logits / temperature)`` (teacher forcing, each prompt
+    computed once: :func:`arena.policies.scoring.continuation_logprobs`, which also says what
+    ``extensions`` do)."""
+    scored = continuation_logprobs(
+        model, items, temperature=temperature, batch_size=batch_size, extensions=extensions
+    )
+    return [np.array([lp.sum(dtype=np.float64) for lp in replies]) for replies in scored]
 
 
 def token_extensions(tokenizer: Any, token_ids: Iterable[int]) -> dict[int, list[int]]:
@@ -225,7 +150,9 @@ def read_seat(
     ``model`` is the causal LM behind the seat: a transformers model that takes ``input_ids``,
     ``attention_mask``, ``position_ids``, a ``DynamicCache`` and ``logits_to_keep``, as
     ``HFPolicy`` drives it; by default the seat's policy's ``model`` (an ``HFPolicy``'s). Its
-    tokenizer must be the one in ``seat.chat``, which renders the prompts.
+    tokenizer must be the one in ``seat.chat``, which renders the prompts. A seat that acts by
+    choice (:mod:`arena.play.choice`) is read as it plays: the softmax at ``temperature`` of
+    its exact replies' sequence log-probabilities, with no invalid mass.
     """
     started = time.monotonic()
     model = model if model is not None else getattr(seat.policy, "model", None)
@@ -235,26 +162,30 @@ def read_seat(
         )
     prompts = [state_prompt(game_id, seat, s) for s in information_states(game_id)]
     items = [(p.prompt_ids, [p.replies[a] for a in p.state.legal_actions]) for p in prompts]
+    choosing = seat.act == "choice"
     lasts = [reply[-1] for _, replies in items for reply in replies]
     scores = reply_logprobs(
         model,
         items,
-        temperature=temperature,
+        # a choice seat's policy: softmax(S / T) of the exact replies' T = 1 log-probabilities
+        temperature=1.0 if choosing else temperature,
         batch_size=batch_size,
-        extensions=token_extensions(seat.chat.tokenizer, lasts),
+        extensions=None if choosing else token_extensions(seat.chat.tokenizer, lasts),
     )
     actions = openspiel_game(game_id).num_distinct_actions()
     table: dict[str, list[float]] = {}
     invalid: dict[str, float] = {}
     for p, logprobs in zip(prompts, scores, strict=True):
         legal = p.state.legal_actions
-        top = logprobs.max()
-        weights = np.exp(logprobs - top)
+        policy = np.exp(choice_logprobs(logprobs, temperature if choosing else 1.0))
         row = [0.0] * actions
-        for action, w in zip(legal, weights / weights.sum(), strict=True):
+        for action, w in zip(legal, policy, strict=True):
             row[action] = float(w)
         table[p.state.key] = row
-        invalid[p.state.key] = float(np.clip(1.0 - np.exp(logprobs).sum(), 0.0, 1.0))
+        # a choice seat never replies outside its legal replies
+        invalid[p.state.key] = (
+            0.0 if choosing else float(np.clip(1.0 - np.exp(logprobs).sum(), 0.0, 1.0))
+        )
     return PolicyReading(
         game_id=game_id,
         table=table,

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from arena.core.errors import ConfigError, check_choice
+from arena.play.choice import ACTS
 
 OPPONENT_MODES = ("self-play", "fixed", "population")
 
@@ -55,6 +56,14 @@ class GameConfig:
     """Seats filled by a simulator instead of a policy (``user: {id: scripted-user-v0}``); their
     turns are recorded but never trained on. A seat left out is played by the policy, so the
     same policy learns both sides."""
+    act: str = "generate"
+    """How the policy plays this game's seats: ``generate`` writes a reply that the role reads
+    (any game); ``choice`` samples one of the legal replies by the model's log-probability of
+    each (games that list their legal actions only; see ``arena/play/choice.py``): no reply is
+    ever invalid, and training moves the policy over the legal actions."""
+
+    def __post_init__(self) -> None:
+        check_choice("act", self.act, ACTS)
 
 
 @dataclass

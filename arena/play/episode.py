@@ -10,6 +10,12 @@ template, and each :class:`~arena.records.Turn` keeps exactly the ids the sample
 ``conversation`` memory the next prompt extends the previous prompt and response ids; nothing is
 re-tokenized.
 
+A policy seat acts in one of two ways (its ``act``): it *generates* a reply that its role reads,
+or it *chooses* one of the legal replies by their scores (:mod:`arena.play.choice`), which
+records every legal reply's log-probability on the turn. Either way each request carries its own
+sampling seed, derived from the episode id and the turn index (:func:`request_seed`), so a run
+repeats from its seed whatever order the inference service's batches form in.
+
 Rewards: a turn's reward is its shaping (the role's format bonus, minus ``invalid_penalty`` for
 an invalid action); the seat's game return (win, loss, forfeit) is added to its last turn.
 
@@ -41,6 +47,8 @@ seat's step, its value (as a string, used as is) is that turn's group.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import hashlib
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -48,6 +56,7 @@ from typing import Any
 
 import numpy as np
 
+from arena.play.choice import choice_logprobs, pick, reply_ids
 from arena.policies.base import Policy
 from arena.policies.chat import ChatFormat
 from arena.policies.types import ContextOverflow, Generation, Prompt, SamplingParams
@@ -74,6 +83,9 @@ class PolicySeat:
     trained: bool = True
     invalid_penalty: float = 0.0
     """Subtracted from the reward of a turn whose action the game rejected."""
+    act: str = "generate"
+    """``generate``: write a reply for the role to read; ``choice``: pick one of the legal
+    replies by their scores (:mod:`arena.play.choice`)."""
     _conversation: np.ndarray | None = field(default=None, repr=False)
 
     def prompt(self, env: TextGame, agent: str, observation: str) -> Prompt:
@@ -114,6 +126,14 @@ class SimulatorSeat:
 
 
 Seat = PolicySeat | BotSeat | SimulatorSeat
+
+
+def request_seed(episode_id: str, turn: int) -> int:
+    """The sampling seed of turn ``turn`` of episode ``episode_id``. Episode ids derive from the
+    run's seed (each order's seed), so a run draws the same samples from the same seed however
+    the service's batches form under load (the sampler gives each seeded row its own stream)."""
+    digest = hashlib.blake2b(f"{episode_id}:{turn}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
 
 
 def seat_seed(seed: int, index: int) -> int:
@@ -181,9 +201,19 @@ async def play_episode(
         if isinstance(seat, SimulatorSeat):
             turns.append(await _simulate(env, game_id, episode_id, seat, agent, observation, turns))
             continue
+        if seat.act == "choice":
+            try:
+                turn = await _choose(env, game_id, episode_id, seat, agent, observation, turns)
+            except ContextOverflow:
+                termination = "context_overflow"
+                break
+            turn.group = turn_group(env, game_id, seed, agent)
+            turns.append(turn)
+            continue
+        params = dataclasses.replace(seat.params, seed=request_seed(episode_id, len(turns)))
         try:
             prompt = seat.prompt(env, agent, observation)
-            generation = (await seat.policy.agenerate([prompt], seat.params))[0]
+            generation = (await seat.policy.agenerate([prompt], params))[0]
         except ContextOverflow:
             termination = "context_overflow"
             break
@@ -247,6 +277,74 @@ async def play_episode(
         final_rewards=final,
         termination=termination,
         stats=stats,
+    )
+
+
+async def _choose(
+    env: TextGame,
+    game_id: str,
+    episode_id: str,
+    seat: PolicySeat,
+    agent: str,
+    observation: str,
+    turns: list[Turn],
+) -> Turn:
+    """One turn by choice: score every legal reply, draw one, play its action, record it.
+
+    A state with no legal action is stepped with an empty reply, which the game rejects (its
+    retry and forfeit rule then apply); a legal-action list that changed between scoring and
+    stepping is recorded as a turn error and not trained on."""
+    index = len(turns)
+    legal = list(env.legal_actions(agent))
+    if not legal:
+        env.step_text("")
+        turn = _turn(episode_id, index, game_id, agent, seat.role.name, "", None, env)
+        turn.error = "no legal action to choose from"
+        return turn
+    prompt = seat.prompt(env, agent, observation)
+    replies = [reply_ids(seat, env, agent, action) for action in legal]
+    try:
+        scoring = (await seat.policy.ascore([prompt], [replies]))[0]
+    except ContextOverflow:
+        raise
+    except Exception as err:
+        raise EpisodeError(
+            f"{game_id} episode {episode_id}: {seat.policy_name} failed to score: {err}", agent
+        ) from err
+    temperature = seat.params.temperature
+    logprobs = choice_logprobs(scoring.sums, temperature)
+    chosen = pick(logprobs, temperature, request_seed(episode_id, index))
+    action = legal[chosen]
+    changed = list(env.legal_actions(agent)) != legal
+    env.step(action)
+    valid = not env.infos[agent]["invalid"]
+    prefix = seat.role.assistant_prefix()
+    text = seat.chat.tokenizer.decode(replies[chosen].tolist(), skip_special_tokens=True)
+    return Turn(
+        episode_id=episode_id,
+        index=index,
+        game=game_id,
+        seat=agent,
+        role=seat.role.name,
+        prompt_ids=scoring.prompt_ids,
+        response_ids=replies[chosen],
+        response_logprobs=scoring.logprobs[chosen],
+        text=prefix + text,
+        action=_plain(action),
+        valid=valid,
+        reward=0.0 if valid else -seat.invalid_penalty,
+        policy_version=scoring.version,
+        trained=seat.trained and not changed,
+        error=(
+            "the legal actions changed between scoring and stepping"
+            if changed
+            else turn_error(env, agent)
+        ),
+        choice_ids=np.concatenate(replies),
+        choice_lengths=np.array([len(r) for r in replies], np.int32),
+        choice_logprobs=scoring.sums.astype(np.float32),
+        choice_index=chosen,
+        choice_logprob=float(logprobs[chosen]),
     )
 
 

@@ -19,6 +19,7 @@ import games.bots
 import roles
 import simulators
 from arena.core.errors import ConfigError
+from arena.play.choice import check_choice_game
 from arena.play.config import GameConfig, PlayConfig
 from arena.play.episode import BotSeat, PolicySeat, Seat, SimulatorSeat
 from arena.policies.chat import ChatFormat
@@ -95,6 +96,10 @@ class SeatFactory:
             max_new_tokens=sampling.max_new_tokens,
         )
         self._games = {g.id: g for g in config.games}
+        for game in config.games:
+            if game.act == "choice":
+                env = games.make(game.id, **game.kwargs)
+                check_choice_game(game.id, env, list(env.possible_agents))
 
     def policy_seat(
         self,
@@ -119,6 +124,7 @@ class SeatFactory:
             policy_name=self.config.policy_name,
             trained=trained,
             invalid_penalty=self.config.invalid_penalty,
+            act=self._games[game_id].act,
         )
 
     def config_of(self, game_id: str) -> GameConfig:

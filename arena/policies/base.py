@@ -1,7 +1,9 @@
 """The policy interface: prompts in; sampled token ids, their logprobs and text out.
 
 Every backend (``hf``, ``vllm``, ``remote``, ``openai``, ``scripted``) implements
-:class:`Policy`; what flows through one (:class:`~arena.policies.types.Prompt`,
+:class:`Policy`. Backends that can also *score* (``hf``, ``vllm``, ``remote``) implement
+:meth:`Policy.score`: the log-probability of each of N given continuations of one prompt, which
+is what a seat that chooses among its legal replies needs (:mod:`arena.play.choice`); what flows through one (:class:`~arena.policies.types.Prompt`,
 :class:`~arena.policies.types.SamplingParams`, :class:`~arena.policies.types.Generation` and
 the errors) is defined in :mod:`arena.policies.types`.
 """
@@ -11,7 +13,9 @@ from __future__ import annotations
 import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
+from typing import Any
 
+import numpy as np
 import torch
 
 from arena.policies.chat import ChatFormat
@@ -19,9 +23,12 @@ from arena.policies.types import (
     ContextOverflow,
     Generation,
     InvalidRequest,
+    PolicyError,
     Prompt,
     PromptLike,
     SamplingParams,
+    Scoring,
+    as_continuations,
     as_prompt,
 )
 
@@ -66,6 +73,40 @@ class Policy(ABC):
     ) -> list[Generation]:
         """:meth:`generate` for asyncio callers; the default runs it on a worker thread."""
         return await asyncio.to_thread(self.generate, prompts, params)
+
+    def prepare_scoring(
+        self, prompt: PromptLike, continuations: Sequence[Any]
+    ) -> tuple[Prompt, list[np.ndarray]]:
+        """Validate one scoring request: the prompt as ids, and continuations that fit the
+        context after it (a continuation that does not fit is refused, never truncated)."""
+        replies = as_continuations(continuations)
+        prompt = self.prepare(prompt, SamplingParams(max_new_tokens=1))
+        if self.max_context is not None and prompt.ids is not None:
+            longest = max(len(c) for c in replies)
+            if len(prompt.ids) + longest > self.max_context:
+                raise ContextOverflow(
+                    f"a prompt of {len(prompt.ids)} tokens and a continuation of {longest} "
+                    f"exceed the {self.max_context}-token context"
+                )
+        return prompt, replies
+
+    def score(
+        self, prompts: Sequence[PromptLike], continuations: Sequence[Sequence[Any]]
+    ) -> list[Scoring]:
+        """For each prompt, the per-token log-probabilities (untempered) of each of its
+        continuations, all under one policy version. Backends that cannot score raise
+        :class:`PolicyError` (code ``unsupported``)."""
+        raise PolicyError(
+            f"the {type(self).__name__} backend cannot score continuations, so it cannot play "
+            "a seat with act: choice (use act: generate)",
+            "unsupported",
+        )
+
+    async def ascore(
+        self, prompts: Sequence[PromptLike], continuations: Sequence[Sequence[Any]]
+    ) -> list[Scoring]:
+        """:meth:`score` for asyncio callers; the default runs it on a worker thread."""
+        return await asyncio.to_thread(self.score, prompts, continuations)
 
     def state_dict(self) -> Mapping[str, torch.Tensor]:
         """The parameters a weight update must match (names, shapes, dtypes)."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -26,7 +26,15 @@ from arena.models import load_model
 from arena.policies.base import Policy
 from arena.policies.chat import ChatFormat
 from arena.policies.sampling import BatchSampler
-from arena.policies.types import Generation, PromptLike, SamplingParams, per_request
+from arena.policies.scoring import continuation_logprobs
+from arena.policies.types import (
+    Generation,
+    InvalidRequest,
+    PromptLike,
+    SamplingParams,
+    Scoring,
+    per_request,
+)
 
 if TYPE_CHECKING:
     from arena.policies.config import PolicyConfig
@@ -111,6 +119,26 @@ class HFPolicy(Policy):
             for start in range(0, len(rows), self.max_batch):
                 self._decode(rows[start : start + self.max_batch])
         return [self._result(row, version) for row in rows]
+
+    def score(
+        self, prompts: Sequence[PromptLike], continuations: Sequence[Sequence[Any]]
+    ) -> list[Scoring]:
+        """Each prompt's KV cache computed once serves all its continuations
+        (:func:`~arena.policies.scoring.continuation_logprobs`); one version for all."""
+        if len(prompts) != len(continuations):
+            raise InvalidRequest(f"{len(prompts)} prompts but {len(continuations)} continuations")
+        items = []
+        for prompt, replies in zip(prompts, continuations, strict=True):
+            ready, ids = self.prepare_scoring(prompt, replies)
+            assert ready.ids is not None
+            items.append((ready.ids, ids))
+        with self._lock:
+            version = self.version
+            scored = continuation_logprobs(self.model, items, batch_size=self.max_batch)
+        return [
+            Scoring(prompt_ids=prompt_ids, logprobs=logprobs, version=version)
+            for (prompt_ids, _), logprobs in zip(items, scored, strict=True)
+        ]
 
     def state_dict(self) -> Mapping[str, torch.Tensor]:
         return self.model.state_dict()

@@ -1,6 +1,7 @@
 """A policy served by an inference actor (:mod:`arena.actors.inference`) over the bus.
 
-Each prompt becomes one request to service ``policy:<name>``; the inference actor batches
+Each prompt becomes one request to service ``policy:<name>`` (a generation, or with
+``continuations`` a scoring: :meth:`RemotePolicy.ascore`); the inference actor batches
 requests from every caller. Request and reply bodies are described in :mod:`arena.actors.inference`.
 Chat rendering and token-in/token-out continuation happen on the serving side, so callers
 need no tokenizer.
@@ -27,6 +28,8 @@ from arena.policies.types import (
     InvalidRequest,
     PromptLike,
     SamplingParams,
+    Scoring,
+    as_continuations,
     as_prompt,
     per_request,
 )
@@ -103,6 +106,29 @@ class RemotePolicy(Policy):
         replies = await asyncio.gather(*futures)
         return [self._result(reply) for reply in replies]
 
+    def score(
+        self, prompts: Sequence[PromptLike], continuations: Sequence[Sequence[Any]]
+    ) -> list[Scoring]:
+        if not isinstance(self.actor, BlockingActor):
+            raise TypeError("score() needs a BlockingActor; with an asyncio Actor await ascore()")
+        futures = [
+            self.actor.request(b, service=self.service, timeout=self.timeout)
+            for b in self._score_bodies(prompts, continuations)
+        ]
+        concurrent.futures.wait(futures)
+        return [self._scoring(f.result()) for f in futures]
+
+    async def ascore(
+        self, prompts: Sequence[PromptLike], continuations: Sequence[Sequence[Any]]
+    ) -> list[Scoring]:
+        if isinstance(self.actor, BlockingActor):
+            return await asyncio.to_thread(self.score, prompts, continuations)
+        futures = [
+            self.actor.request(b, service=self.service, timeout=self.timeout)
+            for b in self._score_bodies(prompts, continuations)
+        ]
+        return [self._scoring(reply) for reply in await asyncio.gather(*futures)]
+
     def close(self) -> None:
         if self._owned and isinstance(self.actor, BlockingActor):
             self.actor.close()
@@ -111,6 +137,22 @@ class RemotePolicy(Policy):
     def _bodies(self, prompts: Sequence[PromptLike], params: Any) -> list[dict[str, Any]]:
         all_params = per_request(params, len(prompts))
         return [request_body(p, sp) for p, sp in zip(prompts, all_params, strict=True)]
+
+    @staticmethod
+    def _score_bodies(
+        prompts: Sequence[PromptLike], continuations: Sequence[Sequence[Any]]
+    ) -> list[dict[str, Any]]:
+        if len(prompts) != len(continuations):
+            raise InvalidRequest(f"{len(prompts)} prompts but {len(continuations)} continuations")
+        return [
+            {"prompt": as_prompt(p).to_dict(), "continuations": as_continuations(c)}
+            for p, c in zip(prompts, continuations, strict=True)
+        ]
+
+    def _scoring(self, reply: Message) -> Scoring:
+        scoring = Scoring.from_dict(reply.body)
+        self.version = max(self.version, scoring.version)
+        return scoring
 
     def _result(self, reply: Message) -> Generation:
         generation = Generation.from_dict(reply.body)

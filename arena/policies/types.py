@@ -269,3 +269,68 @@ def per_request(
     if len(params) != n:
         raise InvalidRequest(f"{n} prompts but {len(params)} sampling params")
     return params
+
+
+@dataclass
+class Scoring:
+    """One scoring request's result: the log-probability of each token of each continuation
+    after the prompt, under the untempered distribution ``log_softmax(logits)`` (a caller that
+    chooses among the continuations applies its own temperature to their sums)."""
+
+    prompt_ids: np.ndarray
+    """int32 ids of the full prompt the continuations were scored after."""
+    logprobs: list[np.ndarray]
+    """float32 per-token logprobs of each continuation, in request order."""
+    version: int
+    """The policy version whose weights scored every continuation."""
+
+    @property
+    def sums(self) -> np.ndarray:
+        """Each continuation's sequence log-probability (float64)."""
+        return np.array([float(np.sum(lp, dtype=np.float64)) for lp in self.logprobs])
+
+    def to_dict(self) -> dict[str, Any]:
+        lengths = np.array([len(lp) for lp in self.logprobs], dtype=np.int32)
+        flat = np.concatenate(self.logprobs) if self.logprobs else np.zeros(0, np.float32)
+        return {
+            "prompt_ids": self.prompt_ids,
+            "logprobs": flat.astype(np.float32, copy=False),
+            "lengths": lengths,
+            "version": self.version,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Scoring:
+        if not isinstance(data, Mapping):
+            raise PolicyError(f"a scoring must be a map, got {type(data).__name__}", "malformed")
+        try:
+            flat = np.asarray(data["logprobs"], dtype=np.float32)
+            lengths = as_token_ids(data["lengths"], "lengths")
+            if int(lengths.sum()) != len(flat):
+                raise ValueError(f"lengths add up to {int(lengths.sum())}, not {len(flat)}")
+            return cls(
+                prompt_ids=as_token_ids(data["prompt_ids"], "prompt_ids"),
+                logprobs=np.split(flat, np.cumsum(lengths)[:-1]) if len(lengths) else [],
+                version=int(data["version"]),
+            )
+        except (KeyError, TypeError, ValueError) as err:
+            raise PolicyError(f"malformed scoring: {err!r}", "malformed") from None
+
+
+MAX_CONTINUATIONS = 1024
+"""The most continuations one scoring request may carry."""
+
+
+def as_continuations(value: Any) -> list[np.ndarray]:
+    """A scoring request's continuations as int32 id arrays, or :class:`InvalidRequest`."""
+    if not isinstance(value, (list, tuple)) or not value:
+        raise InvalidRequest("continuations must be a non-empty list of token id arrays")
+    if len(value) > MAX_CONTINUATIONS:
+        raise InvalidRequest(
+            f"{len(value)} continuations in one request; at most {MAX_CONTINUATIONS}"
+        )
+    out = [as_token_ids(c, f"continuation {i}") for i, c in enumerate(value)]
+    for i, ids in enumerate(out):
+        if len(ids) == 0:
+            raise InvalidRequest(f"continuation {i} is empty")
+    return out

@@ -1,0 +1,103 @@
+"""Scoring continuations of a prompt by teacher forcing, the prompt computed once.
+
+:func:`continuation_logprobs` is the one implementation behind :meth:`HFPolicy.score
+<arena.policies.hf.HFPolicy.score>` (a seat choosing among its legal replies) and the exact
+policy reader (:mod:`arena.eval.policy_reader`). A batch of prompts, left-padded, fills a KV
+cache in one forward pass; the cache is then repeated for each of a prompt's continuations, and
+the continuations, right-padded, run on top of it. A prompt is usually far longer than its
+continuations, so N replies cost about one forward pass of the prompt rather than N, and only the
+continuation columns' logits are computed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from transformers import DynamicCache
+
+
+@torch.inference_mode()
+def continuation_logprobs(
+    model: Any,
+    items: Sequence[tuple[np.ndarray, Sequence[np.ndarray]]],
+    *,
+    temperature: float = 1.0,
+    batch_size: int = 16,
+    extensions: Mapping[int, Sequence[int]] | None = None,
+) -> list[list[np.ndarray]]:
+    """For each (prompt ids, [continuation ids, ...]): the float32 log-probability of each
+    continuation token under ``softmax(logits / temperature)``, given the prompt and the
+    continuation's earlier tokens. With ``extensions``, a continuation's last token ``t`` counts
+    as any of ``extensions[t]`` (the tokens that extend its text, ``t`` included): its
+    log-probability is the log of their summed probability.
+    """
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    if any(len(prompt) == 0 or any(len(r) == 0 for r in replies) for prompt, replies in items):
+        raise ValueError("every prompt and continuation needs at least one token")
+    device = next(model.parameters()).device
+    out: list[list[np.ndarray]] = []
+    for start in range(0, len(items), batch_size):
+        chunk = items[start : start + batch_size]
+        width = max(len(prompt) for prompt, _ in chunk)
+        ids = torch.zeros((len(chunk), width), dtype=torch.long)
+        mask = torch.zeros((len(chunk), width), dtype=torch.long)
+        for row, (prompt, _) in enumerate(chunk):
+            ids[row, width - len(prompt) :] = torch.as_tensor(prompt, dtype=torch.long)
+            mask[row, width - len(prompt) :] = 1
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        cache = DynamicCache(config=model.config)
+        first = model(
+            input_ids=ids.to(device),
+            attention_mask=mask.to(device),
+            position_ids=positions.to(device),
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        ).logits[:, -1]
+        # one row per (prompt, continuation): the prompt's cache, then the continuation
+        owner = [row for row, (_, replies) in enumerate(chunk) for _ in replies]
+        flat = [reply for _, replies in chunk for reply in replies]
+        index = torch.tensor(owner, dtype=torch.long)
+        cache.batch_select_indices(index.to(device))
+        length = max(len(reply) for reply in flat)
+        reply_ids = torch.zeros((len(flat), length), dtype=torch.long)
+        reply_mask = torch.zeros((len(flat), length), dtype=torch.long)
+        for row, reply in enumerate(flat):
+            reply_ids[row, : len(reply)] = torch.as_tensor(reply, dtype=torch.long)
+            reply_mask[row, : len(reply)] = 1
+        after = positions[index, -1:] + 1 + torch.arange(length)
+        rest = model(
+            input_ids=reply_ids.to(device),
+            attention_mask=torch.cat([mask[index], reply_mask], dim=1).to(device),
+            position_ids=after.to(device),
+            past_key_values=cache,
+            use_cache=True,
+        ).logits
+        # token t is predicted by the prompt's last logits (t = 0) or continuation column t - 1
+        logits = torch.cat([first[index.to(device)][:, None], rest[:, :-1]], dim=1).float()
+        if temperature != 1.0:
+            logits = logits / temperature
+        logprobs = torch.log_softmax(logits, dim=-1)
+        token_lp = logprobs.gather(-1, reply_ids.to(device)[..., None])[..., 0]
+        if extensions:
+            for row, reply in enumerate(flat):
+                last = int(reply[-1])
+                if last in extensions:
+                    alternatives = torch.as_tensor(list(extensions[last]), device=device)
+                    at = len(reply) - 1
+                    token_lp[row, at] = torch.logsumexp(logprobs[row, at, alternatives], -1)
+        token_lp = token_lp.cpu().numpy()
+        offset = 0
+        for _, replies in chunk:
+            out.append(
+                [
+                    token_lp[offset + i, : len(reply)].astype(np.float32)
+                    for i, reply in enumerate(replies)
+                ]
+            )
+            offset += len(replies)
+    return out
