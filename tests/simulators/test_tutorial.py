@@ -1,4 +1,4 @@
-"""The README's "plug in your own user simulator" tutorial, run as written.
+"""The "your own user simulator" tutorial of ``docs/plugins.md``, run as written.
 
 Its module and its entry point are installed as a real distribution (a package plus a
 ``dist-info`` with ``entry_points.txt``, found by ``importlib.metadata`` through ``PYTHONPATH``,
@@ -22,8 +22,8 @@ MARKER = "<!-- simulator tutorial:"
 
 
 def tutorial() -> tuple[str, str, str]:
-    """(module path, module code, pyproject snippet) from the README."""
-    text = (ROOT / "README.md").read_text()
+    """(module path, module code, pyproject snippet) from the tutorial in ``docs/plugins.md``."""
+    text = (ROOT / "docs" / "plugins.md").read_text()
     after = text[text.index(MARKER) :]
     python = re.search(r"```python\n(.*?)```", after, re.DOTALL).group(1)
     toml = re.search(r"```toml\n(.*?)```", after, re.DOTALL).group(1)
