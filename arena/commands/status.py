@@ -24,7 +24,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("address", help="broker address, e.g. tcp://127.0.0.1:5555")
     add_bus_arguments(parser, connect=False)
     parser.add_argument("--json", action="store_true", help="print the registry as JSON")
-    parser.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the broker")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=5.0,
+        help="seconds to wait for the broker: to register, then for the listing",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -32,12 +37,16 @@ def run(args: argparse.Namespace) -> int:
     from arena.bus import BlockingActor, BusError
 
     name = f"status-{os.getpid()}-{int(time.time() * 1000) % 100000}"
+    actor = BlockingActor(name, args.address, kind="status", routing="brokered")
     try:
-        with BlockingActor(name, args.address, kind="status", routing="brokered") as actor:
-            actors = actor.call(service="broker.actors", timeout=args.timeout)
+        # --timeout bounds the registration too, not only the listing request
+        actor.start(timeout=args.timeout)
+        actors = actor.call(service="broker.actors", timeout=args.timeout)
     except (BusError, TimeoutError) as err:
         print(f"arena status: no broker at {args.address}: {err}", file=sys.stderr)
         return 1
+    finally:
+        actor.close()
     actors = [a for a in actors if a["name"] != name]
     if args.json:
         print(json.dumps(actors, indent=2))

@@ -1,12 +1,18 @@
 """``arena status``'s table and what it says of a run (the trainer's leases and long waits).
 
-The command itself runs against live runs in tests/arena/run/test_watch.py (a stopped rollout
-actor is named) and tests/arena/bus/test_direct.py.
+The command itself runs here against no broker at all (``--timeout`` bounds the whole wait),
+and against live runs in tests/arena/run/test_watch.py (a stopped rollout actor is named) and
+tests/arena/bus/test_direct.py.
 
 Run with ``.venv/bin/python -m pytest -q tests/arena/commands/test_status.py``.
 """
 
 from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 from arena.commands.status import format_table, run_state
 
@@ -53,3 +59,25 @@ def test_the_table_lists_every_actor_then_the_run() -> None:
     assert lines[2].split()[:2] == ["trainer", "trainer"]
     assert lines[3] == "2 actors"
     assert lines[4].startswith("trainer: episode jobs leased 9")
+
+
+def test_the_timeout_bounds_the_wait_for_a_broker_that_never_answers(tmp_path: Path) -> None:
+    # Before, --timeout bounded only the listing request: the connect waited its own 10 s.
+    started = time.monotonic()
+    down = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "arena",
+            "status",
+            f"ipc://{tmp_path}/nobody.sock",
+            "--timeout",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    elapsed = time.monotonic() - started
+    assert down.returncode == 1 and "no broker" in down.stderr, down.stderr
+    assert elapsed < 7.0, f"arena status --timeout 1 took {elapsed:.1f} s"
