@@ -21,6 +21,12 @@ failed inside a finished order (an episode error) are ordered again as fresh gro
 seed), rounded up to whole groups. :class:`Leases` counts it all (metrics
 ``leases/*``, and ``arena status`` on the trainer).
 
+An actor whose order fails with ``actor_dead`` (its connection dropped: killed, or its host
+gone) is marked dead at once and gets no order until the broker has heard from it since
+(restarted under the same name, or its connection back): the broker lists a killed actor until
+its heartbeats time out (``bus.heartbeat_timeout``), and without the mark every collect until
+then would order from it and lease that job again too.
+
 In async mode, :class:`arena.run.stream.CollectStream` keeps every rollout actor collecting,
 order after order, paced by the staleness bound.
 """
@@ -29,7 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,11 +44,18 @@ from arena.play.stats import merge_collects
 from arena.run.directory import rollout_index
 from arena.run.watch import Watchdog
 
-Discover = Callable[[], Awaitable[list[str]]]
-"""Returns the names of the rollout actors on the bus now, in index order."""
+Discover = Callable[[], Awaitable[Sequence[str] | Mapping[str, float]]]
+"""Returns the rollout actors on the bus now, in index order: their names, or each name with
+the seconds since the broker last heard from it (:func:`arena.run.directory.rollout_actors`).
+Only the second lets an actor reported dead be skipped until it is back; a plain list of names
+counts every actor as heard from just now."""
 
 RETRY_DELAY = 2.0
 """Seconds between a failed order and its retry: time for the launcher to restart the actor."""
+
+HEARD_MARGIN = 0.5
+"""Seconds after an actor was reported dead that the broker must have heard from it to count it
+back: its last heartbeat before it died may reach the broker a moment after the death is seen."""
 
 
 def fixed(count: int) -> Discover:
@@ -129,6 +142,27 @@ class Collector:
         self.lease_timeout = lease_timeout
         """Seconds an order may take before its job is leased to another actor."""
         self.leases = Leases()
+        self.dead: dict[str, float] = {}
+        """Actors whose order failed with ``actor_dead``: name -> when (``time.monotonic``).
+        None gets an order until the broker has heard from it since (see :meth:`alive`)."""
+
+    async def alive(self) -> list[str]:
+        """The rollout actors on the bus now, in index order, less those reported dead that the
+        broker has not heard from since (a killed actor stays listed until its heartbeats time
+        out; a restarted one registers again under the same name and counts at once)."""
+        found = await self.discover()
+        heard = found if isinstance(found, Mapping) else dict.fromkeys(found, 0.0)
+        now = time.monotonic()
+        for name, died in list(self.dead.items()):
+            if name not in heard or now - heard[name] > died + HEARD_MARGIN:
+                del self.dead[name]
+        return [name for name in heard if name not in self.dead]
+
+    def mark_dead(self, name: str, error: BusError) -> None:
+        """``name`` failed an order with ``actor_dead``: no order goes to it until it is back."""
+        if name not in self.dead:
+            self.on_event(f"{name} is dead ({error}); no job goes to it until it is back")
+        self.dead[name] = time.monotonic()
 
     def shares(self, total: int, actors: int | None = None) -> list[int]:
         """Episodes per actor, for ``actors`` actors (default: the fixed number given):
@@ -142,11 +176,12 @@ class Collector:
         return [(groups // actors + (i < groups % actors)) * size for i in range(actors)]
 
     async def present(self) -> list[str]:
-        """The rollout actors on the bus now; while there is none, wait for one (up to
-        ``wait_timeout``), since a restarting or joining actor may be moments away."""
+        """The rollout actors on the bus now and not reported dead (:meth:`alive`); while
+        there is none, wait for one (up to ``wait_timeout``), since a restarting or joining
+        actor may be moments away."""
         deadline = time.monotonic() + self.wait_timeout
         while True:
-            names = await self.discover()
+            names = await self.alive()
             if names:
                 return names
             if time.monotonic() > deadline:
@@ -215,6 +250,8 @@ class Collector:
         except BusError as err:
             if err.code == "timeout":
                 await self.cancel(job)
+            elif err.code == "actor_dead":
+                self.mark_dead(job.holder, err)
             raise
         self.leases.completed += 1
         return reply

@@ -56,6 +56,9 @@ async def listing(actor: Actor, timeout: float = 5.0, attempts: int = 4) -> list
     raise AssertionError("unreachable")
 
 
-async def rollout_actors(actor: Actor) -> list[str]:
-    """The rollout actors on the bus now, in index order."""
-    return rollout_names(await listing(actor))
+async def rollout_actors(actor: Actor) -> dict[str, float]:
+    """The rollout actors on the bus now, in index order: each name with the seconds since the
+    broker last heard from it (a collector's proof that an actor reported dead is back)."""
+    actors = await listing(actor)
+    heard = {a["name"]: float(a.get("last_heartbeat", 0.0)) for a in actors}
+    return {name: heard[name] for name in rollout_names(actors)}

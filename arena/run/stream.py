@@ -18,8 +18,9 @@ from arena.run.collection import Collector, Job, index_of
 class CollectStream:
     """Async mode: every rollout actor on the bus collects order after order until
     :meth:`stop`. An actor that joins gets orders from then on; one whose order fails is dropped
-    until it is on the bus again (restarted), and its job is leased again to the next actor that
-    looks (not to the same one if it merely overran its lease, unless it is the only one). Each
+    until it is on the bus again (one reported dead: until the broker has heard from it since,
+    :meth:`Collector.alive`), and its job is leased again to the next actor that looks (not to
+    the same one if it merely overran its lease, unless it is the only one). Each
     order is an equal share of a step's groups among the actors collecting at that moment, at
     least one group.
 
@@ -104,7 +105,7 @@ class CollectStream:
         running per actor; fails when none has been there for the collector's wait timeout."""
         while not self._stopped.is_set():
             try:
-                names = await self.collector.discover()
+                names = await self.collector.alive()
             except BusError as err:  # e.g. the broker is restarting
                 self.on_event(f"could not list the rollout actors ({err}); retrying")
                 names = []
