@@ -46,7 +46,8 @@ from arena.bus.channel import Channel
 from arena.bus.codec import DEFAULT_MAX_MESSAGE_BYTES, Message, ProtocolError, decode, encode
 from arena.bus.directory import Directory
 from arena.bus.errors import BusError, BusTimeout
-from arena.bus.security import Security, curve_client, curve_server, resolve_security
+from arena.bus.keys import Security
+from arena.bus.security import curve_client, curve_server, resolve_security
 from arena.bus.serving import Handler, Serving
 from arena.bus.sockets import check_address, configure_socket, host_info
 

@@ -52,8 +52,9 @@ from arena.bus.codec import (
     message_from_header,
     validate_body,
 )
+from arena.bus.keys import Security
 from arena.bus.registry import ActorInfo, Registry
-from arena.bus.security import Security, curve_server, resolve_security
+from arena.bus.security import curve_server, resolve_security
 from arena.bus.sockets import RCVMORE, configure_socket, send
 
 log = logging.getLogger("arena.broker")

@@ -24,6 +24,7 @@ from zmq.utils.monitor import parse_monitor_message
 from arena.bus.channel import Channel
 from arena.bus.codec import ProtocolError, decode, encode
 from arena.bus.errors import BusError
+from arena.bus.keys import Security
 from arena.bus.peers import (
     Instance,
     Peer,
@@ -33,7 +34,6 @@ from arena.bus.peers import (
     pick,
     remove_ipc_file,
 )
-from arena.bus.security import Security
 from arena.bus.sockets import configure_socket
 
 log = logging.getLogger("arena.bus")

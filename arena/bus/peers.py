@@ -28,7 +28,8 @@ from urllib.parse import urlsplit
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from arena.bus.security import Security, curve_client, is_loopback
+from arena.bus.keys import Security
+from arena.bus.security import curve_client, is_loopback
 from arena.bus.sockets import configure_socket
 
 ROUTINGS = ("direct", "brokered", "auto")

@@ -50,17 +50,11 @@ def apply_bus_arguments(args: argparse.Namespace) -> None:
     ``ARENA_KEY_NAME`` / ``ARENA_INSECURE=1``, then check every address of the command.
 
     A command with ``args.bind`` (the broker) is checked with the broker's identity, others
-    with their client keypair. Raises :class:`~arena.bus.security.SecurityError` (a config
+    with their client keypair. Raises :class:`~arena.bus.keys.SecurityError` (a config
     error: the CLI prints it and exits 2).
     """
-    from arena.bus.security import (
-        BROKER,
-        DEFAULT_CLIENT,
-        INSECURE_ENV,
-        KEY_NAME_ENV,
-        KEYS_ENV,
-        resolve_security,
-    )
+    from arena.bus.keys import BROKER, DEFAULT_CLIENT
+    from arena.bus.security import INSECURE_ENV, KEY_NAME_ENV, KEYS_ENV, resolve_security
 
     if getattr(args, "keys", None):
         # Absolute, so a child started in another directory finds the same keys.

@@ -112,7 +112,7 @@ def _check_flags(args: argparse.Namespace) -> None:
 
 def _check_keys(args: argparse.Namespace) -> Path | None:
     """The key directory, checked as the bus will check it; or None with ``--insecure``."""
-    from arena.bus.security import BROKER, DEFAULT_CLIENT, load_security
+    from arena.bus.keys import BROKER, DEFAULT_CLIENT, load_security
 
     if args.keys:
         keys = Path(args.keys).expanduser().resolve()

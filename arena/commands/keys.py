@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from zmq.auth import load_certificate
 
-    from arena.bus.security import AUTHORIZED, BROKER, SecurityError, generate_keys
+    from arena.bus.keys import AUTHORIZED, BROKER, SecurityError, generate_keys
 
     clients = args.client or ["client"]
     try:

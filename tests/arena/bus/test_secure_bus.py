@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from arena.bus import BlockingActor
-from arena.bus.security import generate_keys, load_security
+from arena.bus.keys import generate_keys, load_security
 from tests.arena.bus.conftest import free_tcp_port, spawn, stop
 
 

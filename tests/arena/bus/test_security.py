@@ -20,21 +20,17 @@ import pytest
 import zmq
 from zmq.auth import load_certificate
 
+from arena.bus.keys import Security, SecurityError, generate_keys, load_security
 from arena.bus.security import (
     INSECURE_ENV,
     KEY_NAME_ENV,
     KEYS_ENV,
-    Security,
-    SecurityError,
     curve_client,
     curve_server,
-    denied,
-    generate_keys,
     is_loopback,
-    load_security,
     resolve_security,
-    stop_authenticator,
 )
+from arena.bus.zap import denied, stop_authenticator
 from arena.commands.bus_options import add_bus_arguments, apply_bus_arguments
 from arena.core.errors import ConfigError
 
@@ -352,7 +348,8 @@ def test_term_is_not_held_up_by_the_authenticator(keys: Path) -> None:
 CLIENT_SCRIPT = textwrap.dedent(
     """
     import sys, time, zmq
-    from arena.bus.security import curve_client, load_security
+    from arena.bus.keys import load_security
+    from arena.bus.security import curve_client
 
     keys_dir, broker_dir, endpoint = sys.argv[1:]
     security = load_security(keys_dir)

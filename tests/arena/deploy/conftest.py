@@ -9,7 +9,7 @@ from typing import NamedTuple
 import pytest
 from zmq.auth import load_certificate
 
-from arena.bus.security import generate_keys
+from arena.bus.keys import generate_keys
 from arena.cli import main
 
 
