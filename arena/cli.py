@@ -36,6 +36,8 @@ for _name, _help in {
     "echo": "run an echo actor (for benchmarks and for checking a deployment)",
     "ping": "send requests through a broker to its echo service and print the round trips",
     "games": "list the registered games: id, seats, kind, information, strongest bot",
+    "plugins": "list every registry (games, bots, roles, simulators, policy backends): each "
+    "entry, the plugin it comes from, and the ones that fail to load",
     "check-game": "run the games conformance kit on a game and print a pass/fail table",
     "show-game": "print a game's seats, roles and interaction graph, and draw it as a PNG",
     "plot": "write PNG curves (reward, win rate, invalid rate, KL, entropy) of a run directory",

@@ -1,0 +1,139 @@
+"""``arena plugins``: every registry group listed, each entry with where it comes from, and the
+entries that do not load named, from a real installed distribution's entry points.
+
+The distribution (``arena-plugin-listing``) lives under pytest's ``tmp_path`` as ``pip install``
+would leave it (a package and its ``.dist-info``), found through ``PYTHONPATH``. It registers
+one good entry in each of bots, roles and simulators, and one of each way to fail: a game whose
+module is missing, a simulator whose module raises on import, a policy backend that is not
+callable, a malformed id and an id already taken.
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/commands/test_plugin_listing.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+DIST = "arena-plugin-listing"
+
+ENTRY_POINTS = """
+[arena.games]
+gone-v0 = plugin_listing.missing:Game
+Bad = plugin_listing:Game
+
+[arena.bots]
+listed-bot-v0 = plugin_listing:Bot
+
+[arena.roles]
+listed-role-v0 = plugin_listing:Role
+
+[arena.simulators]
+listed-sim-v0 = plugin_listing:Simulator
+raising-sim-v0 = plugin_listing.raises:Simulator
+llm-user-v0 = plugin_listing:Simulator
+
+[arena.policies]
+listed-backend = plugin_listing:NOT_A_BACKEND
+"""
+
+
+@pytest.fixture(scope="module")
+def plugin_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The environment of a process that sees the distribution as installed."""
+    site = tmp_path_factory.mktemp("site")
+    package = site / "plugin_listing"
+    package.mkdir()
+    (package / "__init__.py").write_text(
+        "class Bot: ...\nclass Role: ...\nclass Simulator: ...\nNOT_A_BACKEND = 42\n"
+    )
+    (package / "raises.py").write_text("raise RuntimeError('broken on purpose')\n")
+    info = site / "plugin_listing-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {DIST}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(textwrap.dedent(ENTRY_POINTS))
+    path = [str(site), str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+
+
+def plugins(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "arena", "plugins", *args],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def tables(stdout: str) -> dict[str, dict[str, list[str]]]:
+    """Group title -> id -> [factory, from]."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for block in stdout.strip().split("\n\n"):
+        title, _header, *rows = block.splitlines()
+        out[title.split(" (")[0]] = {r.split()[0]: r.split()[1:] for r in rows}
+    return out
+
+
+def test_every_group_is_listed_with_its_plugins_and_the_entries_that_do_not_load(
+    plugin_env: dict[str, str],
+) -> None:
+    result = plugins(plugin_env)
+    assert result.returncode == 1, result.stderr  # some entries do not load
+    listed = tables(result.stdout)
+    assert list(listed) == ["games", "bots", "roles", "simulators", "policy backends"]
+    assert listed["games"]["tictactoe-v0"] == ["games.tictactoe:TicTacToe", "arena"]
+    assert listed["bots"]["listed-bot-v0"] == ["plugin_listing:Bot", DIST]
+    assert listed["roles"]["listed-role-v0"] == ["plugin_listing:Role", DIST]
+    assert listed["simulators"] == {
+        "listed-sim-v0": ["plugin_listing:Simulator", DIST],
+        "llm-user-v0": ["simulators.llm_user:LLMUser", "arena"],  # not replaced by the plugin
+        "scripted-user-v0": ["simulators.scripted_user:ScriptedUser", "arena"],
+    }
+    assert listed["policy backends"]["hf"] == ["arena.policies.hf:HFPolicy", "arena"]
+    assert "listed-backend" not in listed["policy backends"]
+    assert "Traceback" not in result.stderr
+    err = result.stderr.splitlines()
+    assert err[1] == "arena plugins: 5 entries cannot be loaded:", result.stderr
+    assert err[2] == (
+        f"  games Bad (plugin_listing:Game, plugin {DIST}): id 'Bad' must look like 'name-vN', "
+        "e.g. 'tictactoe-v0'"
+    )
+    assert err[3].startswith(
+        f"  games gone-v0 (plugin_listing.missing:Game, plugin {DIST}): cannot import it: "
+        "ModuleNotFoundError"
+    )
+    assert err[4] == (
+        f"  simulators llm-user-v0 (plugin_listing:Simulator, plugin {DIST}): simulator "
+        "'llm-user-v0' is already registered by Arena"
+    )
+    assert err[5] == (
+        f"  simulators raising-sim-v0 (plugin_listing.raises:Simulator, plugin {DIST}): "
+        "cannot import it: RuntimeError: broken on purpose"
+    )
+    assert err[6] == (
+        f"  backends listed-backend (plugin_listing:NOT_A_BACKEND, plugin {DIST}): "
+        "plugin_listing:NOT_A_BACKEND is not callable (42)"
+    )
+
+
+def test_named_groups_only_and_a_listing_that_imports_nothing(plugin_env: dict[str, str]) -> None:
+    result = plugins(plugin_env, "simulators", "roles", "--no-import")
+    listed = tables(result.stdout)
+    assert list(listed) == ["roles", "simulators"]
+    # nothing imported, so the raising module is listed; the refused entry points are not
+    assert listed["simulators"]["raising-sim-v0"] == ["plugin_listing.raises:Simulator", DIST]
+    assert result.returncode == 1
+    assert "1 entry cannot be loaded" in result.stderr and "llm-user-v0" in result.stderr
+    good = plugins(plugin_env, "roles")
+    assert good.returncode == 0, good.stderr
+    unknown = plugins(plugin_env, "simulator")
+    assert unknown.returncode == 2
+    assert "unknown group 'simulator'; did you mean 'simulators'?" in unknown.stderr
