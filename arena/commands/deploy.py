@@ -84,7 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from arena.run.config import load_run_config
-    from arena.run.plan import validate
+    from arena.run.validation import validate
 
     _check_flags(args)
     config = load_run_config(args.config, args.overrides)
@@ -235,8 +235,8 @@ def _slurm(args: argparse.Namespace, config: Any, name: str, keys: Path | None) 
 def _k8s(args: argparse.Namespace, config: Any, name: str, keys: Path | None) -> int:
     from arena.deploy.files import write
     from arena.deploy.k8s import CONFIG_DIR, FILES, RUNS_DIR, SECRET_FILE, K8sOptions, render
-    from arena.run.plan import resolve_for_run
     from arena.run.processes import write_configs
+    from arena.run.run_dir import resolve_for_run
 
     address = f"tcp://{name}-broker:{args.port}"
     # on the runs volume unless given absolute: a relative one would land in the image

@@ -1,7 +1,10 @@
 """``arena train``: one training run, from its config to its processes and their coordination.
 
 - :mod:`arena.run.config`: the run config (every section, one docstring per field).
-- :mod:`arena.run.plan`: the run directory, run-dependent settings, ``--dry-run``'s plan, checks.
+- :mod:`arena.run.run_dir`: the run directory and the settings that depend on it;
+  :mod:`arena.run.addresses`: where the run's broker is; :mod:`arena.run.resources`: threads
+  and devices; :mod:`arena.run.validation`: the checks before anything starts;
+  :mod:`arena.run.plan`: what ``--dry-run`` prints.
 - :mod:`arena.run.processes`: which ``arena`` subcommands a run starts, with which flags.
 - :mod:`arena.run.launcher`: starts, watches, restarts and stops those child processes.
 - :mod:`arena.run.coordinator`: the step loop (sync or async) over the bus.

@@ -54,6 +54,7 @@ from arena.eval.summary import StrategyReading, write_eval_summary
 from arena.models import load_tokenizer
 from arena.play.stats import merge_collects
 from arena.policies.chat import ChatFormat
+from arena.run.addresses import broker_hint, bus_address, own_broker
 from arena.run.collection import Collector
 from arena.run.config import RunConfig, load_run_config
 from arena.run.delivery import Deliveries
@@ -67,21 +68,15 @@ from arena.run.evaluation import (
 )
 from arena.run.launcher import ChildDied, Launcher
 from arena.run.learner_restart import LearnerClient, LearnerRestarted
-from arena.run.plan import (
-    broker_hint,
-    bus_address,
-    make_run_dir,
-    own_broker,
-    plan,
-    resolve_for_run,
-    validate,
-)
+from arena.run.plan import plan
 from arena.run.population import Population
 from arena.run.processes import actor_commands, start_processes, write_configs
 from arena.run.ray_launcher import RayLauncher
 from arena.run.roster import ActorsMissing, wait_for_actors
+from arena.run.run_dir import make_run_dir, resolve_for_run
 from arena.run.run_log import RunLog
 from arena.run.stream import CollectStream
+from arena.run.validation import validate
 from arena.run.watch import Watchdog
 from arena.run.weight_sync import WeightSync
 

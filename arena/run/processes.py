@@ -19,9 +19,10 @@ from pathlib import Path
 
 from arena.core.config import to_arguments, to_yaml
 from arena.policies.config import NOT_FLAGS, InferenceConfig
+from arena.run.addresses import bus_address, own_broker
 from arena.run.config import RunConfig
 from arena.run.launcher import Launcher
-from arena.run.plan import bus_address, cpu_threads, device_for, own_broker
+from arena.run.resources import cpu_threads, device_for
 
 POOL = "pool"
 """Policy name of the population opponents' inference actor."""

@@ -19,7 +19,7 @@ driver's actors), and each subprocess gets SIGTERM when its actor's process dies
 (``ARENA_PARENT_PID``).
 
 The broker runs on the node of ``arena train`` (the Ray driver), bound to
-``tcp://ray.broker_host:ray.broker_port`` (:func:`arena.run.plan.own_address`). Ray is imported
+``tcp://ray.broker_host:ray.broker_port`` (:func:`arena.run.addresses.own_address`). Ray is imported
 only here and only when a run uses it: it is an optional dependency.
 """
 

@@ -31,8 +31,8 @@ from arena.policies.config import InferenceConfig
 from arena.policies.openai import OpenAIPolicy
 from arena.policies.remote import RemotePolicy
 from arena.run.launcher import ChildDied, Launcher
-from arena.run.plan import device_for
 from arena.run.processes import broker_argv, inference_argv
+from arena.run.resources import device_for
 from arena.tournament.config import TournamentConfig
 from arena.tournament.participants import Participant, make_bot
 from games.text_env import TextGame

@@ -20,7 +20,8 @@ import pytest
 
 import simulators
 from arena.run.config import load_run_config
-from arena.run.plan import plan, validate
+from arena.run.plan import plan
+from arena.run.validation import validate
 from simulators.base import SimulatorView
 from simulators.scripted_user import ScriptedUser
 

@@ -120,7 +120,7 @@ def test_eval_games_zero_means_no_evaluation_and_negative_is_refused() -> None:
 
 
 def test_a_role_argument_no_role_takes_is_refused_before_anything_starts() -> None:
-    from arena.run.plan import validate
+    from arena.run.validation import validate
 
     config = load_run_config(CONFIGS / "smoke.yaml", ["games.0.role_kwargs.bogus=1"])
     with pytest.raises(ConfigError) as caught:
@@ -140,7 +140,7 @@ def test_an_override_may_name_a_simulator_for_a_seat_the_yaml_does_not_list(
     tmp_path: Path,
 ) -> None:
     from arena.play.config import SimulatorConfig
-    from arena.run.plan import validate
+    from arena.run.validation import validate
 
     retail = ["games.0.id=retail-v0", "games.0.role_kwargs={}", "games.1.id=retail-v0"]
     config = load_run_config(

@@ -15,7 +15,7 @@ from arena.eval.exploitability import openspiel_missing
 from arena.policies.chat import ChatFormat
 from arena.run.config import load_run_config
 from arena.run.coordinator import RunCoordinator
-from arena.run.plan import resolve_for_run
+from arena.run.run_dir import resolve_for_run
 
 ROOT = Path(__file__).resolve().parents[3]
 

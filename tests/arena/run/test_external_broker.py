@@ -21,10 +21,13 @@ from pathlib import Path
 import pytest
 
 from arena.core.errors import ConfigError
+from arena.run.addresses import bus_address, own_broker
 from arena.run.config import load_run_config
-from arena.run.plan import bus_address, cpu_threads, make_run_dir, own_broker, plan, resolve_for_run
+from arena.run.plan import plan
 from arena.run.processes import actor_commands
+from arena.run.resources import cpu_threads
 from arena.run.roster import missing, start_command
+from arena.run.run_dir import make_run_dir, resolve_for_run
 
 ROOT = Path(__file__).resolve().parents[3]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")

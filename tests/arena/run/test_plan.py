@@ -15,7 +15,9 @@ import pytest
 
 from arena.run.config import load_run_config
 from arena.run.launcher import Launcher
-from arena.run.plan import cpu_threads, plan, resolve_for_run
+from arena.run.plan import plan
+from arena.run.resources import cpu_threads
+from arena.run.run_dir import resolve_for_run
 
 
 @pytest.fixture(autouse=True)

@@ -15,8 +15,8 @@ from arena.commands import inference as inference_command
 from arena.core.config import from_arguments, parse_assignments
 from arena.policies.config import InferenceConfig
 from arena.run.config import load_run_config
-from arena.run.plan import resolve_for_run
 from arena.run.processes import actor_commands
+from arena.run.run_dir import resolve_for_run
 
 ROOT = Path(__file__).resolve().parents[3]
 

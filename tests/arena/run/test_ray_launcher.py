@@ -28,9 +28,10 @@ from typing import Any
 import pytest
 
 from arena.core.errors import ConfigError
+from arena.run.addresses import bus_address, own_broker
 from arena.run.config import RayConfig, RayResources, RayResourcesConfig, load_run_config
 from arena.run.launcher import ChildDied
-from arena.run.plan import bus_address, own_broker, plan, resolve_for_run
+from arena.run.plan import plan
 from arena.run.processes import actor_commands
 from arena.run.ray_launcher import (
     ProcessHost,
@@ -41,6 +42,7 @@ from arena.run.ray_launcher import (
     kind_of,
     threads_for,
 )
+from arena.run.run_dir import resolve_for_run
 
 ROOT = Path(__file__).resolve().parents[3]
 SMOKE = ROOT / "configs" / "smoke.yaml"

@@ -1,0 +1,54 @@
+"""Where a run's broker is: its own on ``ipc://`` in the run directory (or on tcp under
+``launcher=ray``), or one already running at ``bus.address``.
+
+A run whose ``bus.address`` is unset starts a broker of its own; one whose address is set
+connects to the broker already running there (:func:`own_broker`). The resolved config keeps the
+address unset in the first case, so that a resumed run starts its own broker again rather than
+looking for one."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+from arena.run.config import RunConfig
+
+
+def local_address(run_dir: Path) -> str:
+    """The address of a run's own broker: a socket file in its run directory."""
+    return f"ipc://{run_dir.resolve()}/bus.sock"
+
+
+def own_address(config: RunConfig, run_dir: Path | None) -> str:
+    """Where a run's own broker listens: :func:`local_address`, or under ``launcher=ray``
+    (whose processes may run on other nodes) ``tcp://ray.broker_host:ray.broker_port``."""
+    if config.launcher == "ray":
+        return f"tcp://{config.ray.broker_host}:{config.ray.broker_port or '<port>'}"
+    return local_address(run_dir) if run_dir is not None else "ipc://<run_dir>/bus.sock"
+
+
+def free_port() -> int:
+    """A tcp port free on this host now (the OS's pick)."""
+    with socket.socket() as probe:
+        probe.bind(("", 0))
+        return probe.getsockname()[1]
+
+
+def own_broker(config: RunConfig, run_dir: Path | None = None) -> bool:
+    """Whether the run starts its broker: ``bus.address`` unset (or, in a run directory
+    written before the address stayed unset, that directory's own socket)."""
+    address = config.bus.address
+    return address is None or (run_dir is not None and address == local_address(run_dir))
+
+
+def bus_address(config: RunConfig, run_dir: Path) -> str:
+    """Where the run's processes find the broker."""
+    return config.bus.address or own_address(config, run_dir)
+
+
+def broker_hint(address: str) -> str:
+    """The command that starts a broker others can reach at ``address``."""
+    bind = address
+    if address.startswith("tcp://") and ":" in address[6:]:
+        bind = "tcp://*:" + address.rsplit(":", 1)[1]
+    return f"arena broker --bind {bind}"

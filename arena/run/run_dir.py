@@ -1,0 +1,78 @@
+"""A run's directory and the settings that depend on it: a new ``<output_dir>/<name>/<time>/``,
+a fixed ``run_dir`` or ``resume``'s, and the config resolved for the run (the learner's
+checkpoint directory, batch and loss settings that follow from the run-level ones)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from arena.core.errors import ConfigError
+from arena.models import to_dtype
+from arena.run.addresses import free_port
+from arena.run.config import RunConfig
+
+
+def make_run_dir(config: RunConfig) -> Path:
+    """The run's directory: ``resume``'s, ``run_dir``, or a new ``<output_dir>/<name>/<time>/``."""
+    if config.resume:
+        run_dir = Path(config.resume)
+        if not (run_dir / "config.yaml").exists():
+            raise FileNotFoundError(
+                f"resume={run_dir}: no config.yaml there; is it a run directory?"
+            )
+        return run_dir
+    if config.run_dir:
+        run_dir = Path(config.run_dir)
+        if (run_dir / "config.yaml").exists():
+            raise ConfigError(
+                f"run_dir={run_dir} already holds a run; resume={run_dir} continues it"
+            )
+        run_dir.mkdir(parents=True, exist_ok=True)
+        return run_dir
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    run_dir = Path(config.output_dir) / config.name / stamp
+    run_dir.mkdir(parents=True, exist_ok=False)
+    return run_dir
+
+
+def resolve_for_run(config: RunConfig, run_dir: Path) -> RunConfig:
+    """Fill in what depends on the run directory and the run-level settings."""
+    learner = config.learner
+    learner = replace(
+        learner,
+        model=config.model,
+        checkpoint=replace(
+            learner.checkpoint,
+            # absolute: a learner started by hand elsewhere reads it from learner.yaml
+            dir=str(run_dir.resolve() / "checkpoints"),
+            every=max(1, config.checkpoint_every),
+            resume=True,
+        ),
+        batch=replace(
+            learner.batch,
+            max_response_tokens=config.sampling.max_new_tokens,
+            # the trainer requests every step (in both modes); a learner stepping on
+            # its own as well would take batches the trainer then finds missing
+            batch_samples=0,
+        ),
+        # Training samples are drawn at sampling.temperature and the samplers report their
+        # logprobs under that tempered distribution (arena/policies/sampling.py). The learner
+        # divides its logits by the same T, so the policy it optimizes is the one that
+        # sampled, and its importance ratios (TIS, PPO) compare that policy with itself. A
+        # learner at T = 1 would take the gradient of another distribution than the samples'.
+        loss=replace(learner.loss, temperature=config.sampling.temperature),
+        sampled_in=sampling_dtype(config),
+    )
+    ray = config.ray
+    if config.launcher == "ray" and config.bus.address is None and not ray.broker_port:
+        ray = replace(ray, broker_port=free_port())  # the broker runs on this node
+    return replace(config, learner=learner, ray=ray)
+
+
+def sampling_dtype(config: RunConfig) -> str:
+    """The dtype the run's inference actors hold the trained weights in, ``auto`` resolved on
+    this machine: where it is bf16, the learner rounds its float32 weights to bf16 first."""
+    inference = config.inference
+    return str(to_dtype(inference.dtype, inference.device)).removeprefix("torch.")

@@ -1,0 +1,78 @@
+"""The checks a run config passes before anything starts: every game, role, bot and simulator
+it names exists, every game takes its ``kwargs``, every seat's role its role kwargs, and every
+simulated seat is one the game lets a simulator play."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from arena.core.errors import ConfigError
+from arena.play.config import GameConfig
+from arena.run.config import RunConfig
+
+if TYPE_CHECKING:
+    from games.text_env import TextGame
+
+
+def validate(config: RunConfig) -> None:
+    """Every game, role, bot and simulator the config names must exist, every game must take
+    its ``kwargs`` and every seat's role its role kwargs: fail before anything starts."""
+    import games
+    import games.bots
+    import roles
+    import simulators
+    from arena.core.registry import RegistryError
+    from arena.play.seating import resolve_opponent
+
+    try:
+        for game in config.games:
+            games.registry.entry(game.id)
+            roles.registry.entry(game.role)
+            for role_id in game.roles.values():
+                roles.registry.entry(role_id)
+            bots = [*config.eval.opponents, *(config.eval.opponents_before or [])] + (
+                [config.opponents.fixed] if config.opponents.mode == "fixed" else []
+            )
+            for bot in bots:
+                games.bots.registry.entry(resolve_opponent(bot, game.id))
+            env = make_game(game)
+            check_roles(game, env)
+            for seat, simulator in game.simulators.items():
+                simulators.registry.entry(simulator.id)
+                if seat not in env.possible_agents or not env.simulatable(seat):
+                    allowed = [a for a in env.possible_agents if env.simulatable(a)] or "none"
+                    raise ConfigError(
+                        f"games[{game.id}].simulators: seat {seat!r} cannot be simulated; "
+                        f"the game's simulatable seats: {allowed}"
+                    )
+    except RegistryError as err:
+        raise ConfigError(str(err)) from None
+
+
+def make_game(game: GameConfig) -> TextGame:
+    """The game as its config builds it: a constructor argument it refuses is a config error."""
+    import games
+
+    try:
+        return games.make(game.id, **game.kwargs)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"games[{game.id}].kwargs {game.kwargs}: {err}") from None
+
+
+def check_roles(game: GameConfig, env: TextGame) -> None:
+    """Build the role of every seat the policy may play, with the game's role kwargs and the
+    config's ``role_kwargs`` over them: an argument no role takes (``role_kwargs.bogus=1``)
+    fails here, not in the first episode."""
+    from arena.play.seating import seat_role, seat_role_id
+
+    for agent in env.possible_agents:
+        if agent in game.simulators:
+            continue
+        try:
+            seat_role(game, env, agent)
+        except (TypeError, ValueError) as err:
+            role_id = seat_role_id(game, env, agent)
+            raise ConfigError(
+                f"games[{game.id}]: seat {agent!r} plays {role_id}, which refuses role_kwargs "
+                f"{game.role_kwargs}: {err}"
+            ) from None
