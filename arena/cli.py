@@ -40,7 +40,8 @@ for _name, _help in {
     "entry, the plugin it comes from, and the ones that fail to load",
     "check-game": "run the games conformance kit on a game and print a pass/fail table",
     "show-game": "print a game's seats, roles and interaction graph, and draw it as a PNG",
-    "plot": "write PNG curves (reward, win rate, invalid rate, KL, entropy) of a run directory",
+    "plot": "write PNG curves (reward, win rate, invalid rate, role metrics, exploitability, "
+    "KL, entropy) of a run directory",
     "tournament": "play participants against each other (round robin or gauntlet) and rate them",
     "ratings": "Bradley-Terry ratings with confidence intervals from a matches.jsonl log",
     "eval": "evaluate one checkpoint, model or bot against reference opponents",

@@ -125,6 +125,13 @@ def test_smoke_run_end_to_end(tmp_path: Path, mode: str) -> None:
     assert transcript["turns"] and "text" in transcript["turns"][0]
     assert "episodes/s" in result.stdout
     assert not pids_of(str(run_dir)), "children outlived the run"
+    # arena plot reads every kind of evals.jsonl line of the run (its strategy lines have no
+    # step of their own: it crashed on them before)
+    plotted = arena("plot", str(run_dir))
+    assert plotted.returncode == 0, plotted.stderr[-3000:]
+    assert "left out" not in plotted.stderr, plotted.stderr
+    pngs = {p.name for p in (run_dir / "plots").glob("*.png")}
+    assert {"reward.png", "win_rate.png", "invalid_rate.png", "exploitability.png"} <= pngs
 
 
 def test_dry_run_prints_plan_and_bad_config_fails_first(tmp_path: Path) -> None:

@@ -1,0 +1,86 @@
+"""``arena plot``: which curves each kind of ``evals.jsonl`` line gives, and a line of no known
+shape left out with a warning. The plot of a real ``configs/smoke.yaml`` run is drawn in
+tests/arena/commands/test_train.py (test_smoke_run_end_to_end).
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/commands/test_plot.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from arena.commands.plot import eval_panels
+
+RESULT = {"game": "tictactoe-v0", "opponent": "random-v0", "score": 0.25, "invalid_rate": 0.5}
+READING = {
+    "game": "kuhn-poker-v0",
+    "label": "before",
+    "temperature": 0.0,
+    "exploitability": 0.9,
+    "step": 0,
+    "sampling": False,
+}
+ROLE = {"game": "retail-v0", "seat": "agent", "role": "executor", "metric": "pass", "mean": 0.5}
+EVALS = [
+    {"label": "before", "step": 0, "results": [RESULT]},
+    {"label": "baseline", "step": 0, "results": [{**RESULT, "score": 0.75}]},
+    {"label": "after", "step": 2, "results": [{**RESULT, "score": 0.5}]},
+    {"label": "strategy", "readings": [READING, {**READING, "temperature": 1.0, "sampling": True}]},
+    {"label": "strategy", "readings": [{**READING, "step": 2, "exploitability": 0.4}]},
+    {"label": "before", "step": 0, "roles": [ROLE, {**ROLE, "seat": "user", "mean": None}]},
+]
+
+
+def test_each_kind_of_evals_line_gives_its_curves() -> None:
+    panels = eval_panels(EVALS)
+    assert panels["win_rate"] == [
+        {"step": 0, "tictactoe-v0 vs random-v0": 0.25},
+        {"step": 0, "tictactoe-v0 vs random-v0 (random mover)": 0.75},
+        {"step": 2, "tictactoe-v0 vs random-v0": 0.5},
+    ]
+    assert panels["eval_invalid"] == [
+        {"step": 0, "eval tictactoe-v0": 0.5},
+        {"step": 2, "eval tictactoe-v0": 0.5},
+    ]
+    assert panels["exploitability"] == [
+        {"step": 0, "kuhn-poker-v0 (greedy)": 0.9},
+        {"step": 0, "kuhn-poker-v0 (T=1, training sampling)": 0.9},
+        {"step": 2, "kuhn-poker-v0 (greedy)": 0.4},
+    ]
+    # a role whose every episode failed has no mean: no point
+    assert panels["role_metrics"] == [{"step": 0, "retail-v0 executor (agent): pass": 0.5}]
+
+
+def test_a_line_of_no_known_shape_is_left_out_with_a_warning(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    panels = eval_panels([{"label": "future"}, {"label": "after", "results": [RESULT]}])
+    assert all(rows == [] for rows in panels.values())
+    err = capsys.readouterr().err
+    assert "evals.jsonl line 1 left out" in err and "line 2 left out" in err
+
+
+def test_the_command_plots_a_run_directory_with_every_kind_of_line(tmp_path: Path) -> None:
+    (tmp_path / "evals.jsonl").write_text("".join(json.dumps(e) + "\n" for e in EVALS))
+    metrics = [{"step": s, "reward/tictactoe-v0/player": -1.0, "learner/kl": 0.1} for s in (1, 2)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in metrics))
+    done = subprocess.run(
+        [sys.executable, "-m", "arena", "plot", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in (tmp_path / "plots").glob("*.png")) == [
+        "exploitability.png",
+        "invalid_rate.png",
+        "kl.png",
+        "reward.png",
+        "role_metrics.png",
+        "win_rate.png",
+    ]
