@@ -1,7 +1,9 @@
 """Learner benchmark: tokens/s of one update step, our learner against a bare torch loop.
 
-Both sides train the embedded SmolLM2-135M (fp32) on the same tokens: B one-turn episodes of
-L tokens each, a prompt of ``prompt_frac * L`` tokens and a response of the rest.
+Both sides train the same model (the embedded SmolLM2-135M by default, or a random-init
+``--shape``: ``bench/shapes.py``, for a machine without weights) in fp32, optionally under bf16
+``--autocast``, on ``--device`` (``auto``: CUDA where there is one), on the same tokens: B one-turn
+episodes of L tokens each, a prompt of ``prompt_frac * L`` tokens and a response of the rest.
 
 - **bare**: ``model(input_ids).logits`` -> cross-entropy on the response tokens -> backward ->
   grad-norm clip -> AdamW step. The least work any trainer must do for this batch.
@@ -10,12 +12,16 @@ L tokens each, a prompt of ``prompt_frac * L`` tokens and a response of the rest
   response tokens only (``sparse_logits``, the default).
 - **learner-dense**: the same with the LM head on every position, as the bare loop does.
 
+On CUDA every step ends with a synchronize, so the clock sees the GPU's work. ``*_tflops`` is
+6 x parameters x tokens / step time (the usual training estimate, attention not counted).
+
 On a shared machine the load changes from second to second, so the cases run interleaved, one
 step each per round in rotating order; each rate is the median over rounds, and each ratio the
 median of per-round ratios (``ratio_of_median_rates`` is the plain quotient of the median
 rates, for comparison). Prints a table, then one JSON line.
 
 Usage: python bench/learner.py [--quick] [--batch 4] [--seq-len 160] [--rounds 3]
+       [--device auto|cpu|cuda] [--shape 135m|360m|1b|layers=..,hidden=..] [--autocast bfloat16]
 """
 
 from __future__ import annotations
@@ -30,8 +36,9 @@ from collections.abc import Callable
 import numpy as np
 import torch
 import torch.nn.functional as F
+from shapes import SHAPES, parameters, random_model
 
-from arena.models import load_model
+from arena.models import load_model, resolve_device
 from arena.records import Episode, SeatAssignment, Turn
 from trainers.config import LearnerConfig
 from trainers.learner import Learner
@@ -73,12 +80,25 @@ def make_episodes(batch: int, seq_len: int, prompt_len: int, vocab: int, tag: st
     return episodes
 
 
-def bare_step_fn(model: torch.nn.Module, episodes: list[Episode], lr: float) -> Callable[[], None]:
+def synchronize(device: torch.device) -> None:
+    """Wait for the device's queued work (CUDA runs asynchronously; the CPU does not)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def bare_step_fn(
+    model: torch.nn.Module,
+    episodes: list[Episode],
+    lr: float,
+    device: torch.device,
+    autocast: str | None = None,
+) -> Callable[[], None]:
     seqs = torch.tensor(
         np.stack(
             [np.concatenate([e.turns[0].prompt_ids, e.turns[0].response_ids]) for e in episodes]
         ),
         dtype=torch.long,
+        device=device,
     )
     inputs, targets = seqs[:, :-1], seqs[:, 1:]
     mask = torch.zeros_like(targets, dtype=torch.bool)
@@ -87,12 +107,14 @@ def bare_step_fn(model: torch.nn.Module, episodes: list[Episode], lr: float) -> 
     model.train()
 
     def step() -> None:
-        logits = model(input_ids=inputs).logits
+        with torch.autocast(device.type, torch.bfloat16, enabled=autocast == "bfloat16"):
+            logits = model(input_ids=inputs).logits
         loss = F.cross_entropy(logits[mask].float(), targets[mask])
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+        synchronize(device)
 
     return step
 
@@ -106,6 +128,7 @@ def learner_step_fn(
         learner.add_episodes(make_episodes(batch, seq_len, prompt_len, vocab, f"s{next(counter)}"))
         metrics = learner.step()
         assert metrics is not None and metrics.get("samples") == batch, metrics
+        synchronize(learner.device)
 
     return step
 
@@ -113,7 +136,17 @@ def learner_step_fn(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="2 x 64 tokens, 2 rounds")
-    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--model", default="smollm2-135m", help="a model spec (no --shape)")
+    parser.add_argument(
+        "--shape",
+        default=None,
+        help=f"a random-init model of this shape instead of --model: {', '.join(SHAPES)}, or "
+        "layers=..,hidden=..[,heads=..,kv=..,inter=..] (bench/shapes.py)",
+    )
+    parser.add_argument("--device", default="auto", help="cpu, cuda, or auto (CUDA if any)")
+    parser.add_argument(
+        "--autocast", choices=["none", "bfloat16"], default="none", help="both sides alike"
+    )
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--seq-len", type=int, default=160)
     parser.add_argument("--prompt-frac", type=float, default=0.5)
@@ -127,13 +160,21 @@ def main() -> None:
     prompt_len = int(args.seq_len * args.prompt_frac)
     tokens = args.batch * args.seq_len
     lr = 1e-6
-
-    base, tokenizer = load_model(args.model, dtype="float32")
+    device = resolve_device(args.device)
+    autocast = None if args.autocast == "none" else args.autocast
+    if args.shape:
+        base, tokenizer = random_model(args.shape, device=str(device))
+        model_name = f"random {args.shape}"
+    else:
+        base, tokenizer = load_model(args.model, dtype="float32", device=device)
+        model_name = args.model
     vocab = int(base.config.vocab_size)
+    params = parameters(base)
     config = LearnerConfig.from_dict(
         {
-            "model": args.model,
-            "device": "cpu",
+            "model": model_name,
+            "device": str(device),
+            "autocast": autocast,
             "optim": {"lr": lr, "grad_clip": 1.0},
             "batch": {"micro_batch_tokens": tokens, "max_seq_len": args.seq_len},
         }
@@ -141,7 +182,11 @@ def main() -> None:
     dense = LearnerConfig.from_dict({**config.to_dict(), "sparse_logits": False})
     cases: dict[str, Callable[[], None]] = {
         "bare": bare_step_fn(
-            copy.deepcopy(base), make_episodes(args.batch, args.seq_len, prompt_len, vocab, "b"), lr
+            copy.deepcopy(base),
+            make_episodes(args.batch, args.seq_len, prompt_len, vocab, "b"),
+            lr,
+            device,
+            autocast,
         ),
         "learner": learner_step_fn(
             Learner(config, copy.deepcopy(base), tokenizer),
@@ -163,27 +208,34 @@ def main() -> None:
             start = time.perf_counter()
             cases[name]()
             times[name].append(time.perf_counter() - start)
-    rates = {name: tokens / statistics.median(t) for name, t in times.items()}
+    rates = {case: tokens / statistics.median(t) for case, t in times.items()}
     ratios = {
-        name: statistics.median(times["bare"][i] / t[i] for i in range(args.rounds))
-        for name, t in times.items()
+        case: statistics.median(times["bare"][i] / t[i] for i in range(args.rounds))
+        for case, t in times.items()
     }
+    tflops = {case: 6 * params * rate / 1e12 for case, rate in rates.items()}
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
 
     print(
-        f"model {args.model} fp32, batch {args.batch} x {args.seq_len} tokens "
-        f"(prompt {prompt_len}, response {args.seq_len - prompt_len}), {torch.get_num_threads()} "
-        f"threads, {args.rounds} rounds"
+        f"model {model_name} ({params / 1e6:.1f} M params) fp32{' + bf16 autocast' if autocast else ''} "
+        f"on {where}, batch {args.batch} x {args.seq_len} tokens (prompt {prompt_len}, response "
+        f"{args.seq_len - prompt_len}), {torch.get_num_threads()} threads, {args.rounds} rounds"
     )
-    print(f"{'case':<16}{'s/step (median)':>18}{'tok/s':>10}{'vs bare':>10}")
-    for name in names:
+    print(f"{'case':<16}{'s/step (median)':>18}{'tok/s':>10}{'vs bare':>10}{'TFLOP/s':>10}")
+    for case in names:
         print(
-            f"{name:<16}{statistics.median(times[name]):>18.2f}{rates[name]:>10.1f}{ratios[name]:>10.2f}"
+            f"{case:<16}{statistics.median(times[case]):>18.3f}{rates[case]:>10.1f}"
+            f"{ratios[case]:>10.2f}{tflops[case]:>10.3f}"
         )
     print(
         json.dumps(
             {
                 "bench": "learner",
-                "model": args.model,
+                "model": model_name,
+                "shape": args.shape,
+                "params": params,
+                "device": where,
+                "autocast": autocast,
                 "batch": args.batch,
                 "seq_len": args.seq_len,
                 "prompt_len": prompt_len,
@@ -195,6 +247,8 @@ def main() -> None:
                 "ratio_learner_vs_bare": round(ratios["learner"], 3),
                 "ratio_learner_dense_vs_bare": round(ratios["learner-dense"], 3),
                 "ratio_of_median_rates": round(rates["learner"] / rates["bare"], 3),
+                "bare_tflops": round(tflops["bare"], 4),
+                "learner_tflops": round(tflops["learner"], 4),
             }
         )
     )

@@ -1,5 +1,9 @@
 """Rollout inference on the embedded SmolLM2-135M: naive loop vs the batching service vs vLLM.
 
+``--shape`` serves a random-init model of that shape instead (``bench/shapes.py``: for a machine
+without weights; saved once to a temporary directory the actors load), ``--device`` picks where
+both the local loop and the actors run (``auto``: CUDA where there is one).
+
 Measured side by side in one run, on whatever machine this is, in each dtype (float32, the
 default of ``arena.actors.inference``, and bfloat16, what ``configs/selfplay.yaml`` serves on CPU):
 
@@ -10,10 +14,11 @@ default of ``arena.actors.inference``, and bfloat16, what ``configs/selfplay.yam
 
 ``speedup_service_vs_sequential`` is the bfloat16 pair (the CPU serving configuration);
 ``speedup_service_vs_sequential_fp32`` the float32 pair. Beside generated tokens/s it puts the
-CPU's plain torch matmul rate (fp32 and bf16, this run) and the model FLOP rate the tokens imply
-(tokens/s x 2 x parameters).
+device's plain torch matmul rate (fp32 and bf16, this run) and the model FLOP rate the tokens
+imply (tokens/s x 2 x parameters).
 
-Then it times weight updates of the whole model (fp32, ~540 MB) published from this process to
+Then it times weight updates of the whole model (fp32: ~540 MB for 135M) published from this
+process (the weights on ``--device``, as a learner holds them) to
 the running float32 actor, from the first bucket until the actor acknowledges them: by the
 default same-host path (a shared-memory file the actor maps, ``weight_update_s``) and by bytes
 over the bus (``weight_update_bus_s``), against saving and loading a safetensors file in this
@@ -22,6 +27,8 @@ included; medians of five rounds are reported, the first shared-memory update se
 
 Prints a table, then one JSON line. ``--quick`` makes a short run (and skips vLLM unless
 ``--vllm`` is given).
+
+Usage: python bench/rollout.py [--quick] [--device auto|cpu|cuda] [--shape 135m|layers=..,hidden=..]
 """
 
 from __future__ import annotations
@@ -43,9 +50,10 @@ from typing import Any
 
 import torch
 from safetensors.torch import load_file, save_file
+from shapes import SHAPES, parameters, save_random_model
 
 from arena.bus import BlockingActor
-from arena.models import load_model
+from arena.models import load_model, resolve_device
 from arena.policies.hf import HFPolicy
 from arena.policies.types import Generation, SamplingParams
 from arena.weights.publisher import WeightPublisher
@@ -78,13 +86,25 @@ def prompts(n: int) -> list[list[dict[str, str]]]:
     ]
 
 
-def matmul_gflops(dtype: torch.dtype, size: int = 1024, seconds: float = 1.5) -> float:
-    a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
+def synchronize(device: torch.device) -> None:
+    """Wait for the device's queued work (CUDA runs asynchronously; the CPU does not)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def matmul_gflops(
+    dtype: torch.dtype, device: torch.device, size: int = 1024, seconds: float = 1.5
+) -> float:
+    size = size if device.type == "cpu" else 8192  # a GPU idles on 1024^3
+    a = torch.randn(size, size, dtype=dtype, device=device)
+    b = torch.randn(size, size, dtype=dtype, device=device)
     a @ b  # warm up
+    synchronize(device)
     count, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
         a @ b
         count += 1
+        synchronize(device)
     return 2 * size**3 * count / (time.perf_counter() - start) / 1e9
 
 
@@ -191,7 +211,14 @@ class Service:
     """A broker and one inference actor, each in its own process."""
 
     def __init__(
-        self, folder: Path, name: str, backend: str, max_batch: int, dtype: str = "float32"
+        self,
+        folder: Path,
+        name: str,
+        backend: str,
+        max_batch: int,
+        dtype: str = "float32",
+        model: str = "smollm2-135m",
+        device: str = "auto",
     ) -> None:
         self.address = f"ipc://{folder}/{name}.sock"
         self.service = f"policy:{name}"
@@ -215,7 +242,9 @@ class Service:
                 "--backend",
                 backend,
                 "--model",
-                "smollm2-135m",
+                model,
+                "--device",
+                device,
                 "--dtype",
                 dtype,
                 "--max-batch",
@@ -255,6 +284,13 @@ def main() -> None:
     parser.add_argument(
         "--quick", action="store_true", help="a short run (fewer requests and tokens)"
     )
+    parser.add_argument("--device", default="auto", help="cpu, cuda, or auto (CUDA if any)")
+    parser.add_argument(
+        "--shape",
+        default=None,
+        help=f"a random-init model of this shape instead of SmolLM2-135M: {', '.join(SHAPES)}, "
+        "or layers=..,hidden=..[,heads=..,kv=..,inter=..] (bench/shapes.py)",
+    )
     parser.add_argument(
         "--vllm",
         action=argparse.BooleanOptionalAction,
@@ -267,20 +303,26 @@ def main() -> None:
         args.vllm if args.vllm is not None else not args.quick
     )
 
-    model, tokenizer = load_model("smollm2-135m")
-    params = sum(p.numel() for p in model.parameters())
-    fp32, bf16 = matmul_gflops(torch.float32), matmul_gflops(torch.bfloat16)
-    rows: dict[str, dict[str, float]] = {}
+    device = resolve_device(args.device)
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     folder = Path(tempfile.mkdtemp(prefix="arena-bench-", dir="/tmp"))
+    spec = str(save_random_model(args.shape, folder / "model")) if args.shape else "smollm2-135m"
+    title = f"random {args.shape}" if args.shape else "SmolLM2-135M-Instruct"
+    model, tokenizer = load_model(spec, device=device)
+    params = parameters(model)
+    distinct = {t.data_ptr(): t.numel() * t.element_size() for t in model.state_dict().values()}
+    megabytes = sum(distinct.values()) / 1e6  # a tied embedding once, as the shm file holds it
+    fp32, bf16 = matmul_gflops(torch.float32, device), matmul_gflops(torch.bfloat16, device)
+    rows: dict[str, dict[str, float]] = {}
     updates: dict[str, list[float]] = {}
     try:
         for dtype, label in DTYPES.items():
-            served = model if dtype == "float32" else load_model("smollm2-135m", dtype=dtype)[0]
+            served = model if dtype == "float32" else load_model(spec, dtype, device)[0]
             policy = HFPolicy(served, tokenizer)
             policy.generate(prompts(1), SamplingParams(max_new_tokens=2))  # warm up
             rows[f"sequential (HF {label}, loop)"] = run_sequential(policy, n_seq, max_new)
             del policy, served
-            hf = Service(folder, f"hf-{label}", "hf", 32, dtype)
+            hf = Service(folder, f"hf-{label}", "hf", 32, dtype, spec, str(device))
             try:
                 rows[f"service (HF {label}, 32 in flight)"] = run_service(
                     hf.address, hf.service, n_service, 32, max_new
@@ -290,7 +332,7 @@ def main() -> None:
             finally:
                 hf.close()
         if use_vllm:
-            vllm = Service(folder, "vllm", "vllm", 32)
+            vllm = Service(folder, "vllm", "vllm", 32, model=spec, device=str(device))
             try:
                 rows["vllm service (fp32, 32 in flight)"] = run_service(
                     vllm.address, vllm.service, n_service, 32, max_new
@@ -312,8 +354,8 @@ def main() -> None:
     seq16, svc16 = tok_s("sequential (HF bf16, loop)"), tok_s("service (HF bf16, 32 in flight)")
     vll = tok_s("vllm service (fp32, 32 in flight)")
     print(
-        f"SmolLM2-135M-Instruct, {params / 1e6:.1f} M params, {torch.get_num_threads()} torch threads; "
-        f"max_new_tokens={max_new}, sampling at temperature 1"
+        f"{title}, {params / 1e6:.1f} M params, on {where}, {torch.get_num_threads()} torch "
+        f"threads; max_new_tokens={max_new}, sampling at temperature 1"
     )
     print(
         f"{'setup':<34}{'requests':>9}{'tokens':>8}{'seconds':>9}{'tok/s':>9}{'req/s':>8}{'model GFLOP/s':>15}"
@@ -324,13 +366,13 @@ def main() -> None:
             f"{key:<34}{row['requests']:>9}{row['tokens']:>8}{row['seconds']:>9.1f}{rate:>9.1f}"
             f"{row['requests'] / row['seconds']:>8.2f}{rate * 2 * params / 1e9:>15.1f}"
         )
-    print(f"{'torch matmul 1024^3':<34} fp32 {fp32:.1f} GFLOP/s, bf16 {bf16:.1f} GFLOP/s")
+    print(f"{'torch matmul':<34} fp32 {fp32:.1f} GFLOP/s, bf16 {bf16:.1f} GFLOP/s")
     shm_s, bus_s = statistics.median(updates["shm"]), statistics.median(updates["bus"])
     disks = updates["disk"]
     disk_s = statistics.median(disks)
     print(
         f"{'weight update, shared memory':<34} median {shm_s:.2f} s of {fmt(updates['shm'])} "
-        "(540 MB fp32, publish to ack, file write included)"
+        f"({megabytes:.0f} MB fp32, publish to ack, file write included)"
     )
     print(
         f"{'weight update, bytes over the bus':<34} median {bus_s:.2f} s of {fmt(updates['bus'])}"
@@ -341,6 +383,12 @@ def main() -> None:
     )
     fp32_service = rows["service (HF fp32, 32 in flight)"]
     result = {
+        "bench": "rollout",
+        "model": title,
+        "shape": args.shape,
+        "params": params,
+        "device": where,
+        "weights_mb": megabytes,
         "sequential_tok_s": seq,
         "service_tok_s": svc,
         "sequential_bf16_tok_s": seq16,
