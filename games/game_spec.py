@@ -70,6 +70,10 @@ class GameSpec:
     strongest_bot: str = "random-v0"
     """Id (in ``games.bots.registry``) of the strongest reference bot for the game: the opponent
     that evaluation's ``strongest`` names."""
+    simulator: str | None = None
+    """Id (in ``simulators.registry``) of the simulator that fills the game's simulatable seats
+    where a reference is needed and the config names none: evaluation measures the other seats
+    against it (retail's user: ``scripted-user-v0``). None: such seats get the strongest bot."""
     max_turns: int | None = None
     """The default turn limit (a game may derive its own from constructor arguments); None when
     only a built game knows it (adapters)."""
@@ -107,6 +111,11 @@ class GameSpec:
             parse_id(self.strongest_bot)
         except RegistryError as err:
             raise ValueError(f"'strongest_bot' must be a bot id: {err}") from None
+        if self.simulator is not None:
+            try:
+                parse_id(self.simulator)
+            except RegistryError as err:
+                raise ValueError(f"'simulator' must be a simulator id or None: {err}") from None
         if self.max_turns is not None and (
             not isinstance(self.max_turns, int) or self.max_turns < 1
         ):

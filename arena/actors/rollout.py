@@ -6,7 +6,8 @@ coordinator of ``arena train``::
     {"op": "collect", "episodes": 16, "seed": 1234, "group_size": 4,   # group_size: default 1
      "lease": "rollout-3-1234",                                  # optional: the job's id
      "opponent": {"policy": "pool", "label": "pool@step-4"}}     # population mode only
-      -> {"episodes": 16, "failed": 0, "seconds": 3.2, "stats": {...}, "transcript": {...} | None}
+      -> {"episodes": 16, "failed": 0, "error": "", "seconds": 3.2, "stats": {...},
+          "transcript": {...} | None}
 
 It plays the order as ``episodes / group_size`` groups (``episodes`` must be a multiple of
 ``group_size``). The order's seed draws each group's game from the mixture and its episode seed;
@@ -33,8 +34,10 @@ played, and the cancelled collect answers with an error that nobody waits for an
 It fills the seats with a :class:`~arena.play.seating.SeatFactory`, plays up to ``concurrency``
 episodes at once on asyncio (their generation requests batch together in the inference actors),
 and sends every finished episode to service ``learner`` as an ``episode`` message, with every
-turn's tokens, logprobs and policy version. An episode that fails (its policy errored) is
-dropped whole and counted, never half-sent; the rest of its group still goes out. A malformed
+turn's tokens, logprobs and policy version. An episode that fails (its policy, a bot or a
+simulator errored) is dropped whole and counted, never half-sent; the rest of its group still
+goes out. The reply's ``failed`` counts them and ``error`` gives the first one's reason (empty
+when none failed), which ``arena train`` shows on the step line and in ``events.log``. A malformed
 collect order gets an error reply; the actor goes on.
 
 Seats are randomized: in ``fixed`` and ``population`` modes the trained seat is drawn from the
@@ -65,6 +68,9 @@ from arena.policies.remote import RemotePolicy
 from arena.records import Episode
 
 log = logging.getLogger("arena.rollout")
+ERROR_CHARS = 500
+"""The first failed episode's reason is cut to this many characters in a collect's reply: a
+simulator's exception may carry a whole traceback or payload."""
 
 
 class RolloutActor:
@@ -198,6 +204,7 @@ class RolloutActor:
         lease = lease or f"{self.name}-{seed}"
         limit = asyncio.Semaphore(self.concurrency)
         started = time.monotonic()
+        errors: list[str] = []
 
         async def one(index: int, game_id: str, episode_seed: int) -> Episode | None:
             async with limit:
@@ -215,6 +222,7 @@ class RolloutActor:
                     )
                 except EpisodeError as err:
                     self.counters["episodes_failed"] += 1
+                    errors.append(str(err))
                     log.warning("%s dropped an episode: %s", self.name, err)
                     return None
 
@@ -231,6 +239,7 @@ class RolloutActor:
         return {
             "episodes": len(finished),
             "failed": count - len(finished),
+            "error": errors[0][:ERROR_CHARS] if errors else "",
             "seconds": time.monotonic() - started,
             "stats": episode_stats(finished),
             "transcript": transcript(finished[0]) if finished else None,

@@ -17,12 +17,29 @@ scripted agent; the simulators its game config names, e.g. the scripted user), a
 own metric is printed with its 95% interval (:mod:`arena.eval.roles`). ``--n`` is the number of
 tasks; ``--tries K`` plays each task K times and adds pass^1..pass^K for 0/1 metrics (sample
 with ``--temperature`` above 0 for the tries to differ).
+
+Simulated seats: a checkpoint's run config names the simulators it trained with, and those fill
+their seats here. ``--simulator SEAT=ID`` (or ``--simulator ID`` for every seat a simulator may
+fill) names one instead, e.g. ``--simulator user=llm-user-v0``; a seat no simulator may fill is
+refused (exit 2). A simulated seat is not evaluated. A seat a simulator may fill that none is
+named for is evaluated, and gets the game's reference simulator while another seat is (the
+retail user: ``scripted-user-v0``). Before its metrics, each evaluated seat's line says what
+filled every other seat (``retail-v0 agent: user = simulator scripted-user-v0``).
+
+An episode that cannot finish (a simulator or bot that fails) is counted as an error of its row,
+with the first reason, and the evaluation goes on; a row whose every episode failed says so.
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from arena.play.config import GameConfig
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,6 +58,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tries", type=int, default=1, help="role games: tries per task, for pass^k (1)"
     )
+    parser.add_argument(
+        "--simulator",
+        action="append",
+        default=[],
+        metavar="[SEAT=]ID",
+        help="role games: the simulator that fills SEAT (all seats a simulator may fill, "
+        "without SEAT); default: the run's (repeatable)",
+    )
     parser.add_argument("--concurrency", type=int, default=64, help="games played at once")
     parser.add_argument("--json", default=None, metavar="PATH", help="write the results here")
 
@@ -51,9 +76,10 @@ def run(args: argparse.Namespace) -> int:
     import tempfile
 
     import games as registry_games
+    from arena.core.errors import ConfigError
     from arena.eval.evaluate import evaluate
     from arena.eval.progress import Progress
-    from arena.eval.roles import evaluate_roles, is_role_game, role_seats
+    from arena.eval.roles import RoleResult, evaluate_roles, is_role_game, role_seats
     from arena.play.config import GameConfig
     from arena.run.config import RunConfig
     from arena.tournament.config import TournamentConfig
@@ -71,8 +97,11 @@ def run(args: argparse.Namespace) -> int:
         if args.games
         else run_config.games
     )
+    games = [with_simulators(g, args.simulator) for g in games]
     opponents = args.opponents or run_config.eval.opponents
-    n = args.n or run_config.eval.games
+    n = run_config.eval.games if args.n is None else args.n
+    if n < 1 or args.tries < 1:
+        raise ConfigError(f"--n and --tries must be >= 1, got {n} and {args.tries}")
     participant = parse_participant(args.participant)
     participant.sampling.temperature = (
         run_config.eval.temperature if args.temperature is None else args.temperature
@@ -132,8 +161,45 @@ def run(args: argparse.Namespace) -> int:
             await seating.close()
 
     results = asyncio.run(main())
+    shown: set[tuple[str, str]] = set()
     for result in results:
+        if isinstance(result, RoleResult) and (result.game, result.seat) not in shown:
+            shown.add((result.game, result.seat))
+            print(result.seats_line())
         print(result.line())
     if args.json:
         Path(args.json).write_text(json.dumps([r.to_dict() for r in results], indent=1) + "\n")
     return 0
+
+
+def with_simulators(game: GameConfig, flags: Sequence[str]) -> GameConfig:
+    """``game`` with the simulators of ``--simulator`` flags (``SEAT=ID``, or ``ID`` for every
+    seat of the game a simulator may fill) over its own; a named seat that no simulator may fill
+    is a :class:`ConfigError`. A game with no such seat ignores a bare ``ID``."""
+    import games as registry
+    import simulators
+    from arena.core.errors import ConfigError
+    from arena.core.registry import RegistryError
+    from arena.play.config import SimulatorConfig
+
+    if not flags:
+        return game
+    env = registry.make(game.id, **game.kwargs)
+    allowed = [a for a in env.possible_agents if env.simulatable(a)]
+    chosen = dict(game.simulators)
+    for flag in flags:
+        seat, sep, simulator_id = flag.rpartition("=")
+        if not simulator_id or (sep and not seat):
+            raise ConfigError(f"--simulator {flag!r}: expected SEAT=ID or ID")
+        if sep and seat not in allowed:
+            raise ConfigError(
+                f"--simulator {flag!r}: seat {seat!r} of {game.id} cannot be simulated; its "
+                f"simulatable seats: {allowed or 'none'}"
+            )
+        try:
+            simulators.registry.entry(simulator_id)
+        except RegistryError as err:  # an unknown id: the message names the nearest ones
+            raise ConfigError(f"--simulator {flag!r}: {err}") from None
+        for agent in [seat] if sep else allowed:
+            chosen[agent] = SimulatorConfig(id=simulator_id)
+    return replace(game, simulators=chosen)

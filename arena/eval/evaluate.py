@@ -15,6 +15,11 @@ greedy by default. For each (game, opponent) it reports:
 
 The seat filler ``make_seat`` gives is usually a policy seat; a bot seat works too, which is how
 a random-legal-mover baseline is measured with the same games and seeds.
+
+An episode that cannot finish (:class:`~arena.play.episode.EpisodeError`: a bot, a simulator or
+the policy's server failed) counts as an error of its row, as in training: it is reported
+(``errors`` and the first one's reason, ``first_error``), never scored as a win or a loss, and
+the other games go on. A row whose every game failed has ``games`` 0 and says so.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import games
 import games.bots
 from arena.eval.optimal_moves import optimal_move_rate, solvable
 from arena.eval.ratings import Z95, wilson
-from arena.play.episode import BotSeat, Seat, play_episode
+from arena.play.episode import BotSeat, EpisodeError, Seat, play_episode
 from arena.play.seating import resolve_opponent
 from arena.records import Episode
 
@@ -77,6 +82,10 @@ class MatchResult:
     optimal_move_ci: tuple[float, float] | None = None
     optimal_moves_judged: int = 0
     """Valid moves judged for :attr:`optimal_move_rate`."""
+    errors: int = 0
+    """Games that could not finish (an :class:`EpisodeError`); not in :attr:`games`."""
+    first_error: str = ""
+    """Why the first of them failed."""
 
     @classmethod
     def from_episodes(
@@ -85,9 +94,11 @@ class MatchResult:
         opponent: str,
         played: list[tuple[Episode, str]],
         game_kwargs: dict[str, Any] | None = None,
+        errors: Sequence[str] = (),
     ) -> MatchResult:
         """The statistics of ``played`` (episode, the evaluated seat); ``game_kwargs`` are the
-        game's settings, which the optimal-move replay needs to rebuild its env."""
+        game's settings, which the optimal-move replay needs to rebuild its env; ``errors`` the
+        reasons of the games that failed."""
         optimal = optimal_move_rate(played, game_kwargs) if solvable(game) else None
         if optimal is not None and not optimal.moves:
             optimal = None  # every move invalid: nothing to judge
@@ -112,6 +123,8 @@ class MatchResult:
             optimal_move_rate=None if optimal is None else optimal.rate,
             optimal_move_ci=None if optimal is None else wilson(optimal.optimal, optimal.moves),
             optimal_moves_judged=0 if optimal is None else optimal.moves,
+            errors=len(errors),
+            first_error=errors[0] if errors else "",
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -120,7 +133,10 @@ class MatchResult:
 
     def line(self) -> str:
         """One console line: score, W/D/L, invalid rate and, where judged, the optimal-move rate,
-        with their intervals."""
+        with their intervals; the games that failed, with the first reason."""
+        failed = error_text(self.errors, self.first_error)
+        if not self.games:
+            return f"{self.game} vs {self.opponent}: every game failed{failed}"
         optimal = ""
         if self.optimal_move_rate is not None and self.optimal_move_ci is not None:
             low, high = self.optimal_move_ci
@@ -133,8 +149,15 @@ class MatchResult:
             f"[{self.score_ci[0]:.3f}, {self.score_ci[1]:.3f}]  "
             f"W/D/L {self.win:.2f}/{self.draw:.2f}/{self.loss:.2f}  "
             f"invalid {self.invalid_rate:.3f} [{self.invalid_ci[0]:.3f}, {self.invalid_ci[1]:.3f}]"
-            f"{optimal}  ({self.games} games)"
+            f"{optimal}  ({self.games} games){failed}"
         )
+
+
+def error_text(errors: int, first: str) -> str:
+    """``"  2 errors (first: ...)"``, or nothing when none failed."""
+    if not errors:
+        return ""
+    return f"  {errors} error{'s' if errors > 1 else ''} (first: {first})"
 
 
 async def evaluate(
@@ -153,7 +176,8 @@ async def evaluate(
     limit = asyncio.Semaphore(concurrency)
     game_kwargs = game_kwargs or {}
 
-    async def one(game_id: str, opponent_id: str, index: int) -> tuple[Episode, str]:
+    async def one(game_id: str, opponent_id: str, index: int) -> tuple[Episode, str] | str:
+        """The episode and the evaluated seat, or why the episode failed."""
         async with limit:
             env = games.make(game_id, **game_kwargs.get(game_id, {}))
             seat = env.possible_agents[index % len(env.possible_agents)]
@@ -164,15 +188,19 @@ async def evaluate(
                 else BotSeat(games.bots.make(opponent_id, seed=game_seed), opponent_id)
                 for agent in env.possible_agents
             }
-            episode = await play_episode(
-                env,
-                game_id,
-                seats,
-                seed=game_seed,
-                episode_id=f"eval-{game_id}-{opponent_id}-{index}",
-            )
-            if on_episode is not None:
-                on_episode()
+            try:
+                episode = await play_episode(
+                    env,
+                    game_id,
+                    seats,
+                    seed=game_seed,
+                    episode_id=f"eval-{game_id}-{opponent_id}-{index}",
+                )
+            except EpisodeError as err:
+                return str(err)
+            finally:
+                if on_episode is not None:
+                    on_episode()
             return episode, seat
 
     results = []
@@ -184,7 +212,11 @@ async def evaluate(
             )
             results.append(
                 MatchResult.from_episodes(
-                    game_id, opponent_id, list(played), game_kwargs.get(game_id)
+                    game_id,
+                    opponent_id,
+                    [p for p in played if not isinstance(p, str)],
+                    game_kwargs.get(game_id),
+                    errors=[p for p in played if isinstance(p, str)],
                 )
             )
     return results

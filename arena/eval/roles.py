@@ -15,6 +15,17 @@ count such as ``tool_calls``, even one that happens to be 0 or 1 every time) is 
 as pass^k for k = 1..tries: the chance that all k tries of a task succeed, estimated per task
 as C(successes, k) / C(tries, k) and averaged over tasks (tau-bench's estimator,
 :func:`arena.eval.pass_k.pass_hat_k`). Sample at a temperature above 0 for tries to differ.
+
+An episode that cannot finish (a simulator that raises or returns no text, a bot that cannot
+play its seat) is an error of its seat's rows, as in training: counted with the first reason,
+never averaged in, the rest going on. A seat whose every episode failed gets one row with no
+metric (``metric`` empty, ``mean`` None) that says so. Each row names what filled the other
+seats (``seats``: ``"simulator scripted-user-v0"``, ``"bot retail-agent-v0"``).
+
+References (:func:`reference_seat`): a seat the config gives a simulator gets it; any other
+seat that a simulator may fill gets the game's reference simulator (``GameSpec.simulator``:
+the retail user is ``scripted-user-v0``), since the game's strongest bot plays the other side
+(the retail agent bot cannot be the user); the rest get the game's strongest bot.
 """
 
 from __future__ import annotations
@@ -27,10 +38,19 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import games
-from arena.eval.evaluate import mean_ci
+import games.bots
+import simulators
+from arena.eval.evaluate import error_text, mean_ci
 from arena.eval.pass_k import pass_hat_k
 from arena.eval.ratings import wilson
-from arena.play.episode import Seat, play_episode
+from arena.play.episode import (
+    BotSeat,
+    EpisodeError,
+    PolicySeat,
+    Seat,
+    SimulatorSeat,
+    play_episode,
+)
 from games.text_env import TextGame
 
 log = logging.getLogger(__name__)
@@ -47,18 +67,36 @@ class RoleResult:
     seat: str
     role: str
     metric: str
-    mean: float
-    ci: tuple[float, float]
+    """The game's name for it; empty on the row of a seat whose every episode failed."""
+    mean: float | None
+    """None when no episode finished."""
+    ci: tuple[float, float] | None
     episodes: int
+    """Episodes that finished and reported the metric."""
     pass_k: dict[int, float] = field(default_factory=dict)
     """pass^k for k = 1..tries, when the metric is 0/1 and tries > 1."""
+    errors: int = 0
+    """Episodes of this seat that could not finish (an :class:`EpisodeError`)."""
+    first_error: str = ""
+    """Why the first of them failed."""
+    seats: dict[str, str] = field(default_factory=dict)
+    """What filled each other seat: ``"simulator ID"``, ``"bot ID"`` or ``"policy NAME"``."""
 
     def line(self) -> str:
+        failed = error_text(self.errors, self.first_error)
+        if self.mean is None or self.ci is None:
+            return f"{self.game} {self.role} ({self.seat}): every episode failed{failed}"
         passes = "".join(f"  pass^{k} {v:.3f}" for k, v in self.pass_k.items())
         return (
             f"{self.game} {self.role} ({self.seat}): {self.metric} {self.mean:.3f} "
-            f"[{self.ci[0]:.3f}, {self.ci[1]:.3f}]{passes}  ({self.episodes} episodes)"
+            f"[{self.ci[0]:.3f}, {self.ci[1]:.3f}]{passes}  ({self.episodes} episodes){failed}"
         )
+
+    def seats_line(self) -> str:
+        """Who played against the evaluated seat, e.g. ``retail-v0 agent: user = simulator
+        scripted-user-v0``."""
+        others = ", ".join(f"{agent} = {what}" for agent, what in self.seats.items())
+        return f"{self.game} {self.seat}: {others or 'no other seat'}"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -88,6 +126,27 @@ def is_role_game(env: TextGame) -> bool:
     return any(env.seat_role(a) != "player-v0" for a in env.possible_agents)
 
 
+def reference_seat(game_id: str, env: TextGame, agent: str, seed: int) -> Seat:
+    """The reference filler of a seat the config gives no simulator: the game's reference
+    simulator on a seat a simulator may fill (when the game names one), else the game's
+    strongest bot (see the module docstring)."""
+    spec = games.spec(game_id)
+    if spec.simulator is not None and env.simulatable(agent):
+        return SimulatorSeat(simulators.make(spec.simulator), spec.simulator)
+    return BotSeat(games.bots.make(spec.strongest_bot, seed=seed), spec.strongest_bot)
+
+
+def describe(seat: Seat) -> str:
+    """What fills a seat, in a word and a name."""
+    if isinstance(seat, SimulatorSeat):
+        return f"simulator {seat.name}"
+    if isinstance(seat, BotSeat):
+        return f"bot {seat.name}"
+    if isinstance(seat, PolicySeat):
+        return f"policy {seat.policy_name}"
+    return type(seat).__name__
+
+
 async def evaluate_roles(
     make_seat: SeatMaker,
     make_reference: SeatMaker,
@@ -112,7 +171,10 @@ async def evaluate_roles(
     evaluated = list(seats) if seats is not None else role_seats(probe, simulated)
     limit = asyncio.Semaphore(concurrency)
 
-    async def one(seat: str, task: int, attempt: int) -> dict[str, float]:
+    fillers_seen: dict[str, dict[str, str]] = {}
+
+    async def one(seat: str, task: int, attempt: int) -> dict[str, float] | str:
+        """The seat's metrics in one episode, or why the episode failed."""
         async with limit:
             env = games.make(game_id, **kwargs)
             episode_seed = seed + task
@@ -122,24 +184,39 @@ async def evaluate_roles(
                 )
                 for agent in env.possible_agents
             }
-            episode = await play_episode(
-                env,
-                game_id,
-                fillers,
-                seed=episode_seed,
-                episode_id=f"eval-{game_id}-{seat}-{task}-{attempt}",
-            )
-            if on_episode is not None:
-                on_episode()
+            fillers_seen.setdefault(seat, {a: describe(f) for a, f in fillers.items() if a != seat})
+            try:
+                episode = await play_episode(
+                    env,
+                    game_id,
+                    fillers,
+                    seed=episode_seed,
+                    episode_id=f"eval-{game_id}-{seat}-{task}-{attempt}",
+                )
+            except EpisodeError as err:
+                return str(err)
+            finally:
+                if on_episode is not None:
+                    on_episode()
             return episode.stats.get("metrics", {}).get(seat, {})
 
     results = []
     for seat in evaluated:
         runs = await asyncio.gather(*(one(seat, t, a) for t in range(tasks) for a in range(tries)))
+        errors = [r for r in runs if isinstance(r, str)]
+        first = errors[0] if errors else ""
+        others = fillers_seen.get(seat, {})
         per_metric: dict[str, list[float]] = defaultdict(list)
         for values in runs:
-            for name, value in values.items():
-                per_metric[name].append(value)
+            if not isinstance(values, str):
+                for name, value in values.items():
+                    per_metric[name].append(value)
+        role = probe.seat_role(seat)
+        if len(errors) == len(runs):
+            results.append(
+                RoleResult(game_id, seat, role, "", None, None, 0, {}, len(errors), first, others)
+            )
+            continue
         if not per_metric:
             log.warning("%s reports no metrics for %s (infos[seat]['metrics'])", game_id, seat)
         for name, values in per_metric.items():
@@ -147,11 +224,14 @@ async def evaluate_roles(
             result = RoleResult(
                 game=game_id,
                 seat=seat,
-                role=probe.seat_role(seat),
+                role=role,
                 metric=name,
                 mean=mean,
                 ci=interval(values),
                 episodes=len(values),
+                errors=len(errors),
+                first_error=first,
+                seats=others,
             )
             passing = name in probe.metadata.get("pass_metrics", ())
             if passing and tries > 1 and len(values) == tasks * tries:

@@ -31,8 +31,20 @@ blunders and strategy, so the summary sets beside it measures of strategy alone:
 
 "Improved" means the after value lies beyond the 95% interval of the before value (in the
 better direction); an exploitability is exact, so there it means strictly lower.
+``errors_before``/``_after`` count the games that could not finish (a bot or a simulator
+failed; never scored), with ``first_error_before``/``_after``, where any failed.
+
+A role game (its rows are :class:`~arena.eval.roles.RoleResult` dicts, told apart by their
+``metric``) has no opponent: its row holds ``roles``, one entry per evaluated seat and metric
+with ``seat``, ``role``, ``metric``, ``before``/``after`` (each with ``_ci``; None where no
+episode finished), ``episodes_before``/``_after``, ``errors_before``/``_after``, ``first_error``
+and ``change``: ``higher`` or ``lower`` when the after value lies beyond the before value's 95%
+interval, ``no`` when inside it (a metric's better direction is the game's business: success
+up, tool errors down). A seat whose every episode failed has the metric ``""``.
+
 ``eval_summary.md`` shows the same as one row per game and measure, with the random mover's
-value and the exploitability references beside each.
+value and the exploitability references beside each, and one row per role and metric of the
+role games.
 """
 
 from __future__ import annotations
@@ -52,6 +64,7 @@ from arena.eval.exploitability import (
     KUHN_UNIFORM,
     LEDUC_UNIFORM,
 )
+from arena.eval.role_summary import is_role_row, role_rows, role_table
 
 OPTIMAL_KEYS = (("", "_before"), ("", "_after"), ("random_baseline_", ""))
 EXPLOITABILITY_PREFIX = {"kuhn-poker-v0": "kuhn", "leduc-holdem-v0": "leduc"}
@@ -123,12 +136,20 @@ def before_after(
     dicts)."""
     baseline, readings = baseline or [], readings or []
     out: dict[str, dict[str, Any]] = {}
+    by_role = role_rows([r for r in before if is_role_row(r)], [r for r in after if is_role_row(r)])
+    before = [r for r in before if not is_role_row(r)]
+    after = [r for r in after if not is_role_row(r)]
     game_ids = sorted({r["game"] for r in before} | {r["game"] for r in after})
     for game in game_ids:
         row: dict[str, Any] = {}
         strongest = strongest_bot(game)
         for label, results in (("before", before), ("after", after)):
-            mine = [r for r in results if r["game"] == game]
+            played = [r for r in results if r["game"] == game]
+            failed = [r for r in played if r.get("errors")]
+            if failed:
+                row[f"errors_{label}"] = sum(r["errors"] for r in failed)
+                row[f"first_error_{label}"] = failed[0]["first_error"]
+            mine = [r for r in played if r["games"]]  # a row whose every game failed has none
             vs_random = _against(mine, RANDOM_BOT)
             source = vs_random or (mine[0] if mine else None)
             if source is None:
@@ -154,9 +175,11 @@ def before_after(
         _flag(row, "score_improved", "score_vs_random")
         _flag(row, "score_vs_strongest_improved", "score_vs_strongest")
         _flag(row, "optimal_move_rate_improved", "optimal_move_rate")
-        _baseline(row, [r for r in baseline if r["game"] == game], strongest)
+        _baseline(row, [r for r in baseline if r["game"] == game and r["games"]], strongest)
         _exploitability(row, game, [r for r in readings if r["game"] == game])
         out[game] = row
+    for game, entries in by_role.items():
+        out.setdefault(game, {})["roles"] = entries
     return out
 
 
@@ -230,6 +253,14 @@ def markdown(summary: dict[str, dict[str, Any]]) -> str:
     notes: list[str] = []
     # shown as soon as one side has it: n/a beside the random mover's rate says "all invalid"
     for game, row in summary.items():
+        for label in ("before", "after"):
+            if row.get(f"errors_{label}"):
+                notes.append(
+                    f"\n{game} {label}: {row[f'errors_{label}']} games failed and were not "
+                    f"scored; the first: {row[f'first_error_{label}']}"
+                )
+        if not any(k != "roles" for k in row):
+            continue  # a role game: its own table below
         add(
             game,
             "invalid rate",
@@ -267,12 +298,20 @@ def markdown(summary: dict[str, dict[str, Any]]) -> str:
         prefix = EXPLOITABILITY_PREFIX.get(game)
         if prefix is not None:
             _exploitability_rows(add, game, row, prefix, notes)
-    lines.append("")
-    lines.append(
-        "Improved: the after value lies beyond the 95% interval of the before value (for an "
-        "exploitability, which is exact: lower). Random mover: random-v0 in the policy's seat, "
-        "same games and seeds."
-    )
+    if len(lines) == 2:
+        lines = []  # role games only: no match table
+    else:
+        lines.append("")
+        lines.append(
+            "Improved: the after value lies beyond the 95% interval of the before value (for an "
+            "exploitability, which is exact: lower). Random mover: random-v0 in the policy's "
+            "seat, same games and seeds."
+        )
+    roles = [(game, e) for game, row in summary.items() for e in row.get("roles", ())]
+    if roles:
+        lines += [""] * bool(lines) + role_table(roles, notes)
+    if not summary:
+        lines.append("No evaluation results (eval.games: 0 skips every evaluation).")
     lines.extend(notes)
     return "\n".join(lines)
 

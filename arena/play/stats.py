@@ -58,6 +58,8 @@ def merge_collects(replies: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "episodes": sum(r["episodes"] for r in replies),
         "failed": sum(r["failed"] for r in replies),
+        # the first failure's reason (older actors send none)
+        "error": next((r["error"] for r in replies if r.get("error")), ""),
         "seconds": max((r["seconds"] for r in replies), default=0.0),
         "generated_tokens": sum(r["stats"]["generated_tokens"] for r in replies),
         "policy_turns": sum(r["stats"]["policy_turns"] for r in replies),

@@ -25,7 +25,14 @@ from arena.bus import Actor
 from arena.eval.evaluate import RANDOM_BOT, MatchResult, evaluate
 from arena.eval.exploitability import information_states
 from arena.eval.policy_reader import read_seat_at
-from arena.eval.roles import SeatMaker, evaluate_roles, is_role_game, role_seats
+from arena.eval.roles import (
+    RoleResult,
+    SeatMaker,
+    evaluate_roles,
+    is_role_game,
+    reference_seat,
+    role_seats,
+)
 from arena.eval.summary import EXPLOITABILITY_PREFIX, StrategyReading
 from arena.models import load_model
 from arena.play.episode import BotSeat, Seat
@@ -48,30 +55,34 @@ the training sampling temperature: a second read is cheap there, minutes on a CP
 
 async def evaluate_policy(
     actor: Actor, config: RunConfig, chat: ChatFormat, log: RunLog, label: str, step: int
-) -> list[MatchResult]:
-    """Play ``eval.games`` games per game and opponent against the policy served now."""
+) -> list[MatchResult | RoleResult]:
+    """Play ``eval.games`` games per game and opponent (tasks per role in a role game) against
+    the policy served now, and log them; nothing when ``eval.games`` is 0."""
     c = config
+    if not c.eval.games:
+        return []
     factory = SeatFactory(c.play, RemotePolicy(actor, c.learner.name, timeout=600), chat)
     params = replace(factory.params, temperature=c.eval.temperature)
-    results = await _evaluate(c, log, label, step, lambda g: factory.policy_seat(g, params=params))
-    await evaluate_role_games(c, log, label, step, factory, params)
-    return results
+    results = await _evaluate(c, log, label, lambda g: factory.policy_seat(g, params=params))
+    roles = await evaluate_role_games(c, log, label, factory, params)
+    log.evaluation(label, step, results, roles)
+    return [*results, *roles]
 
 
 async def evaluate_role_games(
     config: RunConfig,
     log: RunLog,
     label: str,
-    step: int,
     factory: SeatFactory,
     params: SamplingParams,
-) -> None:
-    """Each role of each role game of the run against the game's references (its strongest
-    bot; the simulators its config names), ``eval.games`` tasks per role, logged."""
+) -> list[RoleResult]:
+    """Each role of each role game of the run against the game's references (the simulators
+    its config names; else :func:`~arena.eval.roles.reference_seat`), ``eval.games`` tasks per
+    role."""
     c = config
     role_games = [g for g in c.games if is_role_game(games.make(g.id, **g.kwargs))]
     if not role_games:
-        return
+        return []
 
     def policy(game_id: str, env: TextGame, agent: str, seed: int) -> Seat:
         return factory.policy_seat(game_id, trained=False, params=params, env=env, agent=agent)
@@ -79,15 +90,14 @@ async def evaluate_role_games(
     def reference(game_id: str, env: TextGame, agent: str, seed: int) -> Seat:
         if agent in factory.config_of(game_id).simulators:
             return factory.simulator_seat(game_id, env, agent)
-        bot = games.spec(game_id).strongest_bot
-        return BotSeat(games.bots.make(bot, seed=seed), bot)
+        return reference_seat(game_id, env, agent, seed)
 
     maker: SeatMaker = policy
     total = sum(
         c.eval.games * len(role_seats(games.make(g.id, **g.kwargs), list(g.simulators)))
         for g in role_games
     )
-    results = []
+    results: list[RoleResult] = []
     with log.progress(f"eval {label} (roles)", total) as advance:
         for game in role_games:
             results += await evaluate_roles(
@@ -101,24 +111,31 @@ async def evaluate_role_games(
                 game_kwargs=game.kwargs,
                 on_episode=advance,
             )
-    log.role_evaluation(label, step, results)
+    return results
 
 
 async def evaluate_baseline(config: RunConfig, log: RunLog) -> list[MatchResult]:
     """A random legal mover in the policy's seat, with the games and seeds of
     :func:`evaluate_policy`: what a score (or an optimal-move rate) is worth with no skill at
-    all. Bots only, so it costs what the opponents' moves cost; its invalid rate is 0."""
-    return await _evaluate(config, log, "baseline", 0, lambda g: BotSeat(RandomBot(), RANDOM_BOT))
+    all. Bots only, so it costs what the opponents' moves cost; its invalid rate is 0. Logged
+    as ``baseline``, unless there is nothing to play (``eval.games`` 0, role games only)."""
+    results = await _evaluate(config, log, "baseline", lambda g: BotSeat(RandomBot(), RANDOM_BOT))
+    if results:
+        log.evaluation("baseline", 0, results)
+    return results
 
 
 async def _evaluate(
-    config: RunConfig, log: RunLog, label: str, step: int, make_seat: Callable[[str], Seat]
+    config: RunConfig, log: RunLog, label: str, make_seat: Callable[[str], Seat]
 ) -> list[MatchResult]:
-    """``eval.games`` games per game and opponent, with the evaluation's seeds, logged."""
+    """``eval.games`` games per game (role games aside) and opponent, with the evaluation's
+    seeds; none, and no progress bar, when there is nothing to play."""
     c = config
     player_games = [g.id for g in c.games if not is_role_game(games.make(g.id, **g.kwargs))]
     opponents = c.eval.opponents_at(label)
     total = c.eval.games * len(player_games) * len(opponents)
+    if not total:
+        return []
     with log.progress(f"eval {label}", total) as advance:
         results = await evaluate(
             make_seat,
@@ -130,7 +147,6 @@ async def _evaluate(
             game_kwargs={g.id: g.kwargs for g in c.games},
             on_episode=advance,
         )
-    log.evaluation(label, step, results)
     return results
 
 

@@ -3,10 +3,12 @@
 Files in the run directory:
 
 - ``metrics.jsonl``: one line per learner step (learner metrics, rollout stats, timings);
-- ``evals.jsonl``: one line per evaluation (label, step, one entry per game and opponent; the
-  label ``baseline`` is the random mover's, ``strategy`` the exploitability readings);
+- ``evals.jsonl``: one line per evaluation (label, step, ``results``: one entry per game and
+  opponent, ``roles``: one per role game's seat and metric; the label ``baseline`` is the
+  random mover's, ``strategy`` the exploitability readings);
 - ``eval_before.json``, ``eval_baseline.json``: those evaluations whole, for a resumed run;
-- ``events.log``: restarts, refused weight updates and other incidents;
+- ``events.log``: restarts, refused weight updates, failed (dropped) episodes with the first
+  one's reason, and other incidents;
 - ``transcripts.jsonl``: sampled episodes as conversations, each turn marked ``trained``
   (False: a bot's, a simulator's or a frozen policy's turn, masked out of the loss);
 - ``tb/``: TensorBoard event files (when tensorboard is installed).
@@ -19,7 +21,7 @@ import json
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -110,11 +112,19 @@ class RunLog:
                 self._tb.add_scalar(key, value, step)
         rewards = " ".join(f"{k}={v:+.2f}" for k, v in collected["reward"].items())
         invalid = " ".join(f"{k}={v:.0%}" for k, v in collected["invalid_rate"].items())
+        failed = collected["failed"]
         self.console.print(
             f"step {step}/{self.config.steps}  {row['episodes_per_s']:.2f} ep/s  "
             f"{row['gen_tokens_per_s']:.0f} gen tok/s  {update_text(metrics)}  "
             f"reward {rewards}  invalid {invalid}  staleness {row['staleness']}"
+            + (f"  failed {failed}" if failed else "")
         )
+        if failed:  # dropped episodes are never trained on: say so where a user looks
+            self.event(
+                f"step {step}: {failed} episode{'s' if failed > 1 else ''} failed and "
+                f"{'were' if failed > 1 else 'was'} dropped; the first: "
+                f"{collected.get('error') or 'no reason given'}"
+            )
         if self._advance_step is not None:
             self._advance_step()
         every = self.config.rollout.transcripts_every
@@ -143,32 +153,42 @@ class RunLog:
             )
 
     # -- evaluation ------------------------------------------------------------------------
-    def evaluation(self, label: str, step: int, results: list[MatchResult]) -> None:
-        """Log one evaluation (``baseline``: the random mover's, not on TensorBoard). The
-        ``before`` and ``baseline`` ones are also kept whole (``eval_<label>.json``): a resumed
-        run reuses them rather than measuring again what training has changed since."""
+    def evaluation(
+        self,
+        label: str,
+        step: int,
+        results: list[MatchResult],
+        roles: Sequence[RoleResult] = (),
+    ) -> None:
+        """Log one evaluation: ``results`` against opponents, ``roles`` the role games' metrics
+        (``baseline``: the random mover's, not on TensorBoard). One ``evals.jsonl`` line holds
+        both (``results``; ``roles`` when there are any). The ``before`` and ``baseline`` ones
+        are also kept whole (``eval_<label>.json``, role rows after the others): a resumed run
+        reuses them rather than measuring again what training has changed since."""
         rows = [r.to_dict() for r in results]
-        self._append("evals.jsonl", {"label": label, "step": step, "results": rows})
+        role_rows = [r.to_dict() for r in roles]
+        line: dict[str, Any] = {"label": label, "step": step, "results": rows}
+        if role_rows:
+            line["roles"] = role_rows
+        self._append("evals.jsonl", line)
         if label in ("before", "baseline"):
-            (self.run_dir / f"eval_{label}.json").write_text(json.dumps(rows, indent=1))
+            (self.run_dir / f"eval_{label}.json").write_text(json.dumps(rows + role_rows, indent=1))
         for r in results:
             self.console.print(f"eval {label}: {r.line()}")
-            if self._tb is not None and label != "baseline":
+            if self._tb is not None and label != "baseline" and r.games:
                 prefix = f"eval/{r.game}/{r.opponent}"
                 self._tb.add_scalar(f"{prefix}/score", r.score, step)
                 self._tb.add_scalar(f"{prefix}/invalid_rate", r.invalid_rate, step)
                 if r.optimal_move_rate is not None:
                     self._tb.add_scalar(f"{prefix}/optimal_move_rate", r.optimal_move_rate, step)
-
-    def role_evaluation(self, label: str, step: int, results: list[RoleResult]) -> None:
-        """Log one evaluation of role games: each role's metric (``evals.jsonl``, the console,
-        TensorBoard as ``eval/<game>/<role>/<metric>``)."""
-        rows = [r.to_dict() for r in results]
-        self._append("evals.jsonl", {"label": label, "step": step, "roles": rows})
-        for r in results:
-            self.console.print(f"eval {label}: {r.line()}")
-            if self._tb is not None:
-                self._tb.add_scalar(f"eval/{r.game}/{r.seat}/{r.metric}", r.mean, step)
+        shown: set[tuple[str, str]] = set()
+        for role in roles:
+            if (role.game, role.seat) not in shown:  # what the seat played against, once
+                shown.add((role.game, role.seat))
+                self.console.print(f"eval {label}: {role.seats_line()}")
+            self.console.print(f"eval {label}: {role.line()}")
+            if self._tb is not None and role.mean is not None:
+                self._tb.add_scalar(f"eval/{role.game}/{role.seat}/{role.metric}", role.mean, step)
 
     def strategy(self, readings: list[StrategyReading]) -> None:
         """Log exploitability readings: a line each on the console, a row in ``evals.jsonl``."""

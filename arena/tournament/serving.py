@@ -19,10 +19,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import games
-import games.bots
 import simulators
 from arena.bus import Actor, BusError
+from arena.eval.roles import reference_seat
 from arena.play.config import GameConfig, PlayConfig
 from arena.play.episode import BotSeat, Seat, SimulatorSeat
 from arena.play.seating import SeatFactory
@@ -188,14 +187,13 @@ class Seating:
     def reference(self, name: str, game: GameConfig, env: TextGame, agent: str, seed: int) -> Seat:
         """A reference filler of a role game's seat: the simulator the game config names for it
         (a model-backed one talks through participant ``name``'s policy), else the game's
-        strongest reference bot."""
+        reference simulator or strongest bot (:func:`arena.eval.roles.reference_seat`)."""
         if agent in game.simulators and name in self._factories:
             return self._factories[name].simulator_seat(game.id, env, agent)
         if agent in game.simulators:
             spec = game.simulators[agent]
             return SimulatorSeat(simulators.make(spec.id, **spec.kwargs), spec.id, spec.timeout)
-        bot = games.spec(game.id).strongest_bot
-        return BotSeat(games.bots.make(bot, seed=seed), bot)
+        return reference_seat(game.id, env, agent, seed)
 
     def game(self, game_id: str) -> GameConfig:
         return self._games[game_id]

@@ -68,6 +68,7 @@ class RetailSupport(TextGame):
         "information": "hidden",
         "max_turns": 40,
         "strongest_bot": "retail-agent-v0",
+        "simulator": "scripted-user-v0",
         "pass_metrics": ("success", "db_match", "outputs_ok"),
     }
 

@@ -106,3 +106,32 @@ def test_match_result_has_no_optimal_rate_where_the_game_is_not_solved() -> None
     forfeit = _ttt_episode([("player_0", 9, False)], {"player_0": -1.0, "player_1": 1.0})
     result = MatchResult.from_episodes("tictactoe-v0", "random-v0", [(forfeit, "player_0")])
     assert result.optimal_move_rate is None and result.optimal_moves_judged == 0
+
+
+def test_a_game_that_fails_is_an_error_of_its_row_never_a_loss() -> None:
+    import asyncio
+
+    from arena.eval.evaluate import evaluate
+    from arena.play.episode import BotSeat
+    from tests.arena.tournament.crashing_bot import CrashingBot
+
+    # The evaluated seat alternates (game i: seat i mod 2); in seat 1 the bot raises on its
+    # second move, so games 1 and 3 fail and games 0 and 2 finish.
+    (result,) = asyncio.run(
+        evaluate(
+            lambda game_id: BotSeat(CrashingBot(), "crashing"),
+            ["tictactoe-v0"],
+            ["random-v0"],
+            games_per_match=4,
+        )
+    )
+    assert (result.games, result.errors) == (2, 2)
+    assert 'bot crashing failed: RuntimeError("the bot\'s process fell over")' in (
+        result.first_error
+    )
+    assert result.win + result.draw + result.loss == pytest.approx(1.0)  # over the 2 finished
+    assert result.line().endswith(f"(2 games)  2 errors (first: {result.first_error})")
+    # every game fails: the row says so instead of a score
+    all_fail = MatchResult.from_episodes("tictactoe-v0", "random-v0", [], errors=["x", "y"])
+    assert (all_fail.games, all_fail.errors) == (0, 2)
+    assert all_fail.line() == "tictactoe-v0 vs random-v0: every game failed  2 errors (first: x)"

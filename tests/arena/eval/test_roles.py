@@ -16,6 +16,8 @@ import games
 from arena.eval.roles import evaluate_roles, is_role_game, role_seats
 from arena.play.episode import BotSeat
 from games.bots.mae import MAEOracleBot
+from simulators.base import Simulator, SimulatorView
+from simulators.scripted_user import reply
 
 
 def oracle(game_id, env, agent, seed) -> BotSeat:
@@ -143,3 +145,76 @@ def test_arena_eval_measures_each_role_of_a_role_game(tmp_path) -> None:
         ("solver_0", "solver_accuracy"),
         ("judge", "judge_accuracy"),
     }
+
+
+def test_the_references_of_retail_are_the_scripted_user_and_the_agent_bot() -> None:
+    from arena.eval.roles import reference_seat
+    from arena.play.episode import SimulatorSeat
+    from games.bots.retail import RetailAgentBot
+
+    env = games.make("retail-v0")
+    user, agent = (reference_seat("retail-v0", env, seat, 0) for seat in ("user", "agent"))
+    assert isinstance(user, SimulatorSeat) and user.name == "scripted-user-v0"
+    assert isinstance(agent, BotSeat) and agent.name == "retail-agent-v0"
+    assert games.spec("retail-v0").simulator == "scripted-user-v0"
+
+    def agent_bot(game_id, env, agent, seed) -> BotSeat:
+        return BotSeat(RetailAgentBot(seed=seed), "retail-agent-v0")
+
+    # the agent bot in the agent seat against the game's reference user: every task solved
+    results = asyncio.run(
+        evaluate_roles(agent_bot, reference_seat, "retail-v0", tasks=2, seats=["agent"])
+    )
+    success = next(r for r in results if r.metric == "success")
+    assert (success.mean, success.episodes, success.errors) == (1.0, 2, 0)
+    assert success.seats == {"user": "simulator scripted-user-v0"}
+    assert success.seats_line() == "retail-v0 agent: user = simulator scripted-user-v0"
+
+
+def test_an_episode_that_fails_is_an_error_of_its_row_and_the_rest_go_on() -> None:
+    from arena.play.episode import SimulatorSeat
+    from games.bots.retail import RetailAgentBot
+
+    def agent_bot(game_id, env, agent, seed) -> BotSeat:
+        return BotSeat(RetailAgentBot(seed=seed), "retail-agent-v0")
+
+    def flaky_user(game_id, env, agent, seed) -> SimulatorSeat:
+        return SimulatorSeat(FlakyBySeed(seed), "flaky-v0")
+
+    results = asyncio.run(
+        evaluate_roles(agent_bot, flaky_user, "retail-v0", tasks=4, seats=["agent"], seed=0)
+    )
+    success = next(r for r in results if r.metric == "success")
+    # tasks 1 and 3 (odd seeds) fail: never averaged in, counted with the first reason
+    assert (success.mean, success.episodes, success.errors) == (1.0, 2, 2)
+    assert "simulator flaky-v0 failed: RuntimeError('the persona service is down')" in (
+        success.first_error
+    )
+    assert success.line().endswith("(2 episodes)  2 errors (first: " + success.first_error + ")")
+
+    # a bot that cannot play the seat: every episode fails, and the row says so
+    (failed,) = asyncio.run(
+        evaluate_roles(agent_bot, agent_bot, "retail-v0", tasks=2, seats=["agent"])
+    )
+    assert (failed.metric, failed.mean, failed.ci, failed.episodes, failed.errors) == (
+        "",
+        None,
+        None,
+        0,
+        2,
+    )
+    assert failed.line().startswith("retail-v0 executor-v0 (agent): every episode failed  2 errors")
+    assert "RetailAgentBot cannot play retail_v0" in failed.first_error
+
+
+class FlakyBySeed(Simulator):
+    """The scripted user, except in episodes with an odd seed: a unit-test fake."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__()
+        self.odd = seed % 2 == 1
+
+    async def respond(self, view: SimulatorView) -> str:
+        if self.odd:
+            raise RuntimeError("the persona service is down")
+        return reply(view.context, view.history, view.seat)

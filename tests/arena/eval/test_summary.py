@@ -172,3 +172,85 @@ def test_markdown_has_one_row_per_measure_with_the_references(tmp_path: Path) ->
     assert (tmp_path / "eval_summary.md").read_text().startswith("# demo: before and after")
     saved = json.loads((tmp_path / "eval_summary.json").read_text())
     assert saved[KUHN]["kuhn_exploitability_after_step"] == 12
+
+
+def role(seat: str, metric: str, mean: float | None, ci: list[float] | None, **extra: Any) -> dict:
+    return {
+        "game": "retail-v0",
+        "seat": seat,
+        "role": "executor-v0" if seat == "agent" else "simulated-user-v0",
+        "metric": metric,
+        "mean": mean,
+        "ci": ci,
+        "episodes": extra.pop("episodes", 50),
+        "pass_k": {},
+        "errors": extra.pop("errors", 0),
+        "first_error": extra.pop("first_error", ""),
+        "seats": {},
+    }
+
+
+def test_a_role_game_shows_each_roles_metric_before_and_after() -> None:
+    before = [
+        role("agent", "success", 0.10, [0.04, 0.21]),
+        role("agent", "tool_errors", 0.8, [0.5, 1.1]),
+        role("user", "", None, None, episodes=0, errors=50, first_error="simulator x failed"),
+    ]
+    after = [
+        role("agent", "success", 0.34, [0.22, 0.48], errors=2, first_error="bot y failed"),
+        role("agent", "tool_errors", 0.2, [0.1, 0.3]),
+        role("user", "", None, None, episodes=0, errors=50, first_error="simulator x failed"),
+    ]
+    summary = before_after([*BEFORE[:1], *before], [*AFTER[:1], *after])
+    assert set(summary) == {TTT, "retail-v0"}
+    assert summary[TTT]["score_vs_random_after"] == 0.62  # the match rows are untouched
+    entries = summary["retail-v0"]["roles"]
+    assert [(e["seat"], e["metric"], e["change"]) for e in entries] == [
+        ("agent", "success", "higher"),  # 0.34 > 0.21
+        ("agent", "tool_errors", "lower"),  # 0.2 < 0.5: the game's business which way is good
+        ("user", "", None),
+    ]
+    success = entries[0]
+    assert (success["before"], success["after"], success["after_ci"]) == (0.10, 0.34, [0.22, 0.48])
+    assert (success["errors_before"], success["errors_after"]) == (0, 2)
+    assert success["first_error"] == "bot y failed"
+    table = markdown(summary)
+    assert "| tictactoe-v0 | invalid rate |" in table  # the match table first
+    assert "| retail-v0 | invalid rate |" not in table  # a role game has no match rows
+    assert (
+        "| retail-v0 | executor-v0 (agent) | success | 0.100 [0.040, 0.210] | "
+        "0.340 [0.220, 0.480] | higher |"
+    ) in table.splitlines()
+    assert (
+        "| retail-v0 | simulated-user-v0 (user) | none | n/a (50 failed) | n/a (50 failed) | n/a |"
+    ) in table.splitlines()
+    assert "retail-v0 user: episodes failed (50 before, 50 after); the first: simulator x" in table
+
+
+def test_a_run_of_role_games_only_or_with_no_evaluation(tmp_path: Path) -> None:
+    only_roles = markdown(
+        before_after(
+            [role("agent", "success", 0.1, [0.0, 0.2])],
+            [role("agent", "success", 0.15, [0.05, 0.3])],
+        )
+    )
+    assert only_roles.splitlines()[:2] == [
+        "| game | role (seat) | metric | before | after | change |",
+        "|---|---|---|---|---|---|",
+    ]
+    assert "| retail-v0 | executor-v0 (agent) | success | 0.100 [0.000, 0.200] | " in only_roles
+    assert markdown(before_after([], [])) == (
+        "No evaluation results (eval.games: 0 skips every evaluation)."
+    )
+
+
+def test_games_that_failed_are_counted_never_scored() -> None:
+    failed = result(TTT, "random-v0", 0.0, [0.0, 1.0], games=0, errors=4, first_error="boom")
+    partly = result(TTT, "random-v0", 0.5, [0.2, 0.8], games=3, errors=1, first_error="bang")
+    row = before_after([failed], [partly])[TTT]
+    assert "score_vs_random_before" not in row and row["score_vs_random_after"] == 0.5
+    assert (row["errors_before"], row["first_error_before"]) == (4, "boom")
+    assert (row["errors_after"], row["first_error_after"]) == (1, "bang")
+    table = markdown({TTT: row})
+    assert f"| {TTT} | score vs random-v0 | n/a | 0.500 [0.200, 0.800] | n/a |" in table
+    assert f"{TTT} before: 4 games failed and were not scored; the first: boom" in table

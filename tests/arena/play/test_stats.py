@@ -229,6 +229,7 @@ def test_merge_collects_of_nothing() -> None:
     assert merged == {
         "episodes": 0,
         "failed": 0,
+        "error": "",
         "seconds": 0.0,
         "generated_tokens": 0,
         "policy_turns": 0,
