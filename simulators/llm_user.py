@@ -135,6 +135,9 @@ class LLMUser(Simulator):
             if reply:
                 self.leaks += 1
             reminder = "Say it again in your own words, without quoting your instructions."
-            messages = [*messages, {"role": "assistant", "content": reply or "..."},
-                        {"role": "user", "content": reminder}]  # fmt: skip
+            messages = [
+                *messages,
+                {"role": "assistant", "content": reply or "..."},
+                {"role": "user", "content": reminder},
+            ]
         return FALLBACK

@@ -62,17 +62,27 @@ def draw(env: Any, path: Path, title: str) -> None:
     sources = [n for n in graph.nodes if n not in env.possible_agents]
     layout = nx.circular_layout(graph) if len(graph) > 2 else nx.spring_layout(graph, seed=0)
     fig, ax = plt.subplots(figsize=(7, 6))
-    nx.draw_networkx_nodes(graph, layout, nodelist=seats, node_color="#cfe3f6", node_size=2600,
-                           node_shape="s", ax=ax)  # fmt: skip
-    nx.draw_networkx_nodes(graph, layout, nodelist=sources, node_color="#dddddd", node_size=1800,
-                           ax=ax)  # fmt: skip
+    nx.draw_networkx_nodes(
+        graph, layout, nodelist=seats, node_color="#cfe3f6", node_size=2600, node_shape="s", ax=ax
+    )
+    nx.draw_networkx_nodes(
+        graph, layout, nodelist=sources, node_color="#dddddd", node_size=1800, ax=ax
+    )
     labels = {n: f"{n}\n{graph.nodes[n]['role']}" if n in seats else str(n) for n in graph.nodes}
     nx.draw_networkx_labels(graph, layout, labels=labels, font_size=8, ax=ax)
-    nx.draw_networkx_edges(graph, layout, node_size=2600, arrowsize=14,
-                           connectionstyle="arc3,rad=0.12", ax=ax)  # fmt: skip
+    nx.draw_networkx_edges(
+        graph, layout, node_size=2600, arrowsize=14, connectionstyle="arc3,rad=0.12", ax=ax
+    )
     edge_labels = {(u, v): ", ".join(sorted(d["sees"])) for u, v, d in graph.edges(data=True)}
-    nx.draw_networkx_edge_labels(graph, layout, edge_labels=edge_labels, font_size=7,
-                                 label_pos=0.35, connectionstyle="arc3,rad=0.12", ax=ax)  # fmt: skip
+    nx.draw_networkx_edge_labels(
+        graph,
+        layout,
+        edge_labels=edge_labels,
+        font_size=7,
+        label_pos=0.35,
+        connectionstyle="arc3,rad=0.12",
+        ax=ax,
+    )
     ax.set_title(title)
     ax.axis("off")
     fig.tight_layout()

@@ -149,8 +149,11 @@ def test_auto_dtype_follows_this_cpus_measurement(monkeypatch: pytest.MonkeyPatc
     assert fp32 > 0 and bf16 > 0
     # Two measurements on a loaded machine can disagree, so the choice is checked against the
     # measurement it was made from: each case is pinned here.
-    for measured in ({"float32": fp32, "bfloat16": bf16}, {"float32": 100.0, "bfloat16": 300.0},
-                     {"float32": 100.0, "bfloat16": 20.0}):  # fmt: skip
+    for measured in (
+        {"float32": fp32, "bfloat16": bf16},
+        {"float32": 100.0, "bfloat16": 300.0},
+        {"float32": 100.0, "bfloat16": 20.0},
+    ):
         monkeypatch.setattr(models, "matmul_gflops", lambda dtype, m=measured: m[str(dtype)[6:]])
         expected = choose_dtype("cpu", measured["float32"], measured["bfloat16"])
         fast_dtype.cache_clear()  # measured once per process: measure again under the pin

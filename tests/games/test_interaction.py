@@ -35,8 +35,14 @@ def triangle() -> nx.DiGraph:
 
 def test_public_graph_lets_every_seat_see_every_other_seats_actions() -> None:
     graph = public_graph(["a", "b", "c"])
-    assert sorted(graph.edges) == [("a", "b"), ("a", "c"), ("b", "a"), ("b", "c"), ("c", "a"),
-                                   ("c", "b")]  # fmt: skip
+    assert sorted(graph.edges) == [
+        ("a", "b"),
+        ("a", "c"),
+        ("b", "a"),
+        ("b", "c"),
+        ("c", "a"),
+        ("c", "b"),
+    ]
     assert {graph.nodes[n]["role"] for n in graph} == {"player-v0"}
     Interaction(graph, ["a", "b", "c"], "a")
 
@@ -49,11 +55,11 @@ def test_public_graph_lets_every_seat_see_every_other_seats_actions() -> None:
         (
             lambda g: g.remove_edges_from([("proposer", "judge"), ("solver", "judge")]),
             r"seats \['judge'\] are unreachable from proposer",
-        ),  # fmt: skip
+        ),
         (
             lambda g: g.add_edge("proposer", "solver", sees=frozenset({"question", "answer"})),
             r"edge proposer -> solver shows \['answer'\], which solver-v0 must never see",
-        ),  # fmt: skip
+        ),
         (lambda g: g.add_edge("judge", "proposer", sees=set()), "needs a non-empty 'sees' set"),
     ],
 )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import re
+import shlex
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -57,10 +58,12 @@ def by_name(out: Path) -> dict[str, dict[str, Any]]:
 def out(deploy: Callable[..., Result], keys: Path, tmp_path: Path) -> Path:
     directory = tmp_path / "k8s"
     result = deploy(
-        "k8s", SMOKE, "inference.actors=2", "rollout.actors=3", "--out", str(directory),
-        "--keys", str(keys), "--namespace", "ml", "--image", "registry.example/arena:1",
-        "--gpus-per-learner", "1", "--mem-per-learner", "16", "--volume-claim", "arena-runs",
-    )  # fmt: skip
+        *shlex.split(
+            f"k8s {SMOKE} inference.actors=2 rollout.actors=3 --out {directory} --keys {keys} "
+            "--namespace ml --image registry.example/arena:1 --gpus-per-learner 1 "
+            "--mem-per-learner 16 --volume-claim arena-runs"
+        )
+    )
     assert result.code == 0, result.err
     return directory
 

@@ -44,10 +44,8 @@ def steps(script: str) -> dict[str, dict[str, Any]]:
                 while "=" in command[0] and not command[0].startswith("-"):
                     key, _, value = command.pop(0).partition("=")
                     env[key] = value
-            found[name] = dict(
-                group=group, cpus=cpus, gpus=gpus, mem=mem, restarts=restarts, env=env,
-                command=command,
-            )  # fmt: skip
+            found[name] = {"group": group, "cpus": cpus, "gpus": gpus, "mem": mem}
+            found[name] |= {"restarts": restarts, "env": env, "command": command}
     return found
 
 
@@ -55,10 +53,11 @@ def steps(script: str) -> dict[str, dict[str, Any]]:
 def script(deploy: Callable[..., Result], keys: Path, tmp_path: Path) -> str:
     out = tmp_path / "job.sh"
     result = deploy(
-        "slurm", SMOKE, "inference.actors=2", "rollout.actors=3", "--out", str(out),
-        "--keys", str(keys), "--partition", "cpu", "--gpu-partition", "gpu",
-        "--gpus-per-learner", "2", "--mem-per-learner", "64",
-    )  # fmt: skip
+        *shlex.split(
+            f"slurm {SMOKE} inference.actors=2 rollout.actors=3 --out {out} --keys {keys} "
+            "--partition cpu --gpu-partition gpu --gpus-per-learner 2 --mem-per-learner 64"
+        )
+    )
     assert result.code == 0, result.err
     assert os.access(out, os.X_OK)
     return out.read_text()
@@ -205,11 +204,14 @@ def test_the_script_trains_the_smoke_config_under_a_stand_in_srun(
         tool.chmod(0o755)
     out = tmp_path / "job.sh"
     result = deploy(
-        "slurm", SMOKE, "--out", str(out), "--keys", str(keys),
-        "--port", str(free_port()), "--arena", f"{sys.executable} -m arena",
-        "--gpus-per-inference", "0", "--gpus-per-learner", "0",
-        "--cpus-per-inference", "1", "--cpus-per-learner", "1",
-    )  # fmt: skip
+        *shlex.split(
+            f"slurm {SMOKE} --out {out} --keys {keys} --port {free_port()} "
+            "--gpus-per-inference 0 --gpus-per-learner 0 --cpus-per-inference 1 "
+            "--cpus-per-learner 1"
+        ),
+        "--arena",
+        f"{sys.executable} -m arena",
+    )
     assert result.code == 0, result.err
     run_dir = tmp_path / "run"
     env = {
@@ -223,10 +225,10 @@ def test_the_script_trains_the_smoke_config_under_a_stand_in_srun(
     env.pop("ARENA_KEYS", None)
     # output to a file: the steps still running when the job ends hold it open
     with open(tmp_path / "job.out", "w") as job_out:
+        output_to = {"stdout": job_out, "stderr": subprocess.STDOUT}
         job = subprocess.Popen(
-            ["bash", str(out)], cwd=tmp_path, env=env, start_new_session=True,
-            stdout=job_out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            ["bash", str(out)], cwd=tmp_path, env=env, start_new_session=True, **output_to
+        )
         try:
             job.wait(timeout=400)
         finally:
@@ -237,5 +239,5 @@ def test_the_script_trains_the_smoke_config_under_a_stand_in_srun(
     assert "arena train exited with status 0" in output
     assert (run_dir / "eval_summary.md").exists()
     assert (run_dir / "config.yaml").exists() and (run_dir / "checkpoints").is_dir()
-    assert set(logs) == {"broker.log", "train.log", "inference-0.log", "learner.log",
-                         "rollout-0.log", "rollout-1.log"}  # fmt: skip
+    kinds = ("broker", "train", "inference-0", "learner", "rollout-0", "rollout-1")
+    assert set(logs) == {f"{kind}.log" for kind in kinds}

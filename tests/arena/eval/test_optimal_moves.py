@@ -102,8 +102,19 @@ def test_only_solved_games_are_judged() -> None:
 
 def _turn(index: int, seat: str, role: str, action: int | None, valid: bool = True) -> Turn:
     empty = np.zeros(0, np.int32)
-    return Turn("e", index, "tictactoe-v0", seat, role, empty, empty, empty.astype(np.float32),
-                str(action), action, valid)  # fmt: skip
+    return Turn(
+        "e",
+        index,
+        "tictactoe-v0",
+        seat,
+        role,
+        empty,
+        empty,
+        empty.astype(np.float32),
+        str(action),
+        action,
+        valid,
+    )
 
 
 def _episode(moves: list[tuple[str, str, int | None, bool]]) -> Episode:
@@ -111,8 +122,9 @@ def _episode(moves: list[tuple[str, str, int | None, bool]]) -> Episode:
         "player_0": SeatAssignment("player", "main"),
         "player_1": SeatAssignment("bot", "random-v0", trained=False),
     }
-    turns = [_turn(i, seat, role, action, valid) for i, (seat, role, action, valid) in
-             enumerate(moves)]  # fmt: skip
+    turns = [
+        _turn(i, seat, role, action, valid) for i, (seat, role, action, valid) in enumerate(moves)
+    ]
     return Episode("e", "tictactoe-v0", 7, seats, turns, {"player_0": -1.0, "player_1": 1.0})
 
 

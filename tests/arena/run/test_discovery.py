@@ -133,9 +133,13 @@ def stream_of(collector: Collector, version: list[int], max_staleness: int = 2) 
         return version[0]
 
     return CollectStream(
-        collector, 8, seed=10**7, version=served, max_staleness=max_staleness,
+        collector,
+        8,
+        seed=10**7,
+        version=served,
+        max_staleness=max_staleness,
         on_event=lambda _: None,
-    )  # fmt: skip
+    )
 
 
 async def until(predicate, timeout: float = 10.0) -> None:

@@ -80,11 +80,19 @@ def test_the_run_summary_aggregates_the_steps_staleness(tmp_path: Path) -> None:
     assert log.staleness() == {}
     rows = [
         {"step": 1, "learner/staleness_p50": 0.0, "learner/staleness_max": 1.0},
-        {"step": 2, "learner/staleness_p50": 1.0, "learner/staleness_max": 3.0,
-         "learner/filtered/stale_rejected": 2.0},
-        {"step": 3, "learner/staleness_p50": 2.0, "learner/staleness_max": 2.0,
-         "learner/filtered/stale_downweighted": 1.0},
-    ]  # fmt: skip
+        {
+            "step": 2,
+            "learner/staleness_p50": 1.0,
+            "learner/staleness_max": 3.0,
+            "learner/filtered/stale_rejected": 2.0,
+        },
+        {
+            "step": 3,
+            "learner/staleness_p50": 2.0,
+            "learner/staleness_max": 2.0,
+            "learner/filtered/stale_downweighted": 1.0,
+        },
+    ]
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert log.staleness() == {
         "staleness_p50": 1.0,
