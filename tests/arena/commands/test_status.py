@@ -51,16 +51,7 @@ def test_the_trainer_says_how_its_leases_went_and_what_it_waits_for() -> None:
 
 def test_the_table_lists_every_actor_then_the_run() -> None:
     lines = format_table([TRAINER, ROLLOUT]).splitlines()
-    assert lines[0].split() == [
-        "name",
-        "kind",
-        "host",
-        "services",
-        "endpoint",
-        "version",
-        "load",
-        "heartbeat",
-    ]
+    assert " ".join(lines[0].split()) == "name kind host services endpoint version load heartbeat"
     assert lines[1].split()[:3] == ["rollout-1", "rollout", "node-b:9"]
     assert lines[1].split()[-3:] == ["3", "29.6s", "ago"]
     assert lines[2].split()[:2] == ["trainer", "trainer"]
