@@ -9,7 +9,11 @@ exactly as in a tournament: the rules and its view of the board as a prompt, a r
 apply to it. A checkpoint inside a run directory is prompted as it was trained: that run's
 settings for GAME (its ``kwargs``, role and role kwargs, such as a prefilled answer tag) and its
 reply length, unless ``--game-arg``, ``--role-arg`` or ``--max-new-tokens`` say otherwise. The
-opponent fills every seat but yours.
+opponent fills every seat but yours, each in the role the game gives it, except the seats that
+are simulated: those of the run's simulators (a checkpoint of ``configs/user_tool_use.yaml``:
+the retail user is ``scripted-user-v0``), or those ``--simulator SEAT=ID`` (``--simulator ID``:
+every seat a simulator may fill) names. The first line says what fills each seat:
+``You play agent, against simulator scripted-user-v0 (user)``.
 
 The rules are shown once; before each of your moves, your view of the board and the legal
 moves. Type a move at ``your move>``: one that cannot be read or played now is explained and
@@ -22,6 +26,7 @@ Examples:
     arena play tictactoe-v0 --against minimax-v0 --seat first
     arena play connect-four-v0 --against runs/selfplay/x/checkpoints/step-00000012 --seat random
     arena play nim-v0 --against smollm2-135m --temperature 0.7 --game-arg max_retries=0
+    arena play retail-v0 --against tiny --seat agent --simulator user=scripted-user-v0
 
 Exit status: 0 when the game ends or you resign; 2 for an unknown game, a bad --game-arg or
 --seat, or a participant that cannot be loaded (named, before the game starts).
@@ -78,6 +83,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="game constructor argument, value read as a Python literal (repeatable)",
     )
     parser.add_argument(
+        "--simulator",
+        action="append",
+        default=[],
+        metavar="[SEAT=]ID",
+        help="role games: the simulator that fills SEAT (all seats a simulator may fill, "
+        "without SEAT); default: the run's (repeatable)",
+    )
+    parser.add_argument(
         "--role-arg",
         action="append",
         default=[],
@@ -87,6 +100,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from arena.commands.eval import with_simulators
     from arena.core.config import parse_assignments
     from arena.play.config import GameConfig
     from arena.tournament.human import pick_seat, play_human
@@ -98,18 +112,23 @@ def run(args: argparse.Namespace) -> int:
         kwargs={**trained.kwargs, **parse_assignments(args.game_arg)},
         role=trained.role,
         role_kwargs={**trained.role_kwargs, **parse_assignments(args.role_arg)},
+        roles=dict(trained.roles),
+        simulators=dict(trained.simulators),
     )
     if args.max_new_tokens is None:
         args.max_new_tokens = max_new_tokens
     env = make_env(game)
+    game = with_simulators(game, args.simulator)
     seed = args.seed if args.seed is not None else random.randrange(2**31)
     human = pick_seat(args.seat, env.possible_agents, random.Random(seed))
     participant = resolve_one(args.against, game)
-    fill = seat_filler(participant, game, args, seed)
+    fill = seat_filler(participant, game, args, seed, env)
     opponents = {agent: fill(agent) for agent in env.possible_agents if agent != human}
     print(f"{game.id} against {participant.describe()}, seed {seed}")
+    if all(agent in game.simulators for agent in opponents):
+        print(f"note: every other seat is simulated; {participant.name} plays none of them")
     try:
-        play_human(env, human, opponents, seed=seed)
+        play_human(env, human, opponents, seed=seed, game_id=game.id)
     except KeyboardInterrupt:
         print("\nyou resigned; bye")
         return 130
@@ -185,21 +204,35 @@ def resolve_one(text: str, game: GameConfig) -> Participant:
 
 
 def seat_filler(
-    participant: Participant, game: GameConfig, args: argparse.Namespace, seed: int
+    participant: Participant,
+    game: GameConfig,
+    args: argparse.Namespace,
+    seed: int,
+    env: TextGame,
 ) -> Callable[[str], Seat]:
-    """A function from an agent to a fresh seat of ``participant``; a model is loaded once,
-    here, and a model that fails to load is a config error naming it."""
+    """A function from an agent to a fresh seat: the simulator ``game`` names for it, else
+    ``participant`` in the seat's role. A model is loaded once, here, and a model that fails to
+    load is a config error naming it."""
     import games.bots
     import roles
+    import simulators
     from arena.core.errors import ConfigError
     from arena.play.config import PlayConfig, SamplingConfig
-    from arena.play.episode import BotSeat
+    from arena.play.episode import BotSeat, SimulatorSeat
 
     if participant.kind == "bot":
         c = participant.config
         counter = itertools.count()
 
         def bot_seat(agent: str) -> Seat:
+            if agent in game.simulators:
+                spec = game.simulators[agent]
+                simulator = simulators.make(spec.id, **spec.kwargs)
+                if simulator.needs_model:
+                    raise ConfigError(
+                        f"simulator {spec.id} talks through a model: play --against a model"
+                    )
+                return SimulatorSeat(simulator, spec.id, timeout=spec.timeout)
             bot = games.bots.make(str(c.bot), seed=seed + next(counter), **c.bot_kwargs)
             return BotSeat(bot, participant.name)
 
@@ -234,4 +267,10 @@ def seat_filler(
             f"participant {participant.name!r}: cannot load {participant.model}: {err}"
         ) from None
     factory = SeatFactory(PlayConfig(games=[game], policy_name=participant.name), policy, chat)
-    return lambda agent: factory.policy_seat(game.id, trained=False, params=params)
+
+    def model_seat(agent: str) -> Seat:
+        if agent in game.simulators:  # a model-backed simulator talks through this model
+            return factory.simulator_seat(game.id, env, agent)
+        return factory.policy_seat(game.id, trained=False, params=params, env=env, agent=agent)
+
+    return model_seat

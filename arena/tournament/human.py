@@ -10,20 +10,24 @@ The person's moves are checked here, with the game's own ``parse_action`` and
 never counts as one of the game's invalid attempts (which would end in a forfeit). The
 opponents' moves go through the game exactly as in a tournament (:mod:`arena.play.episode`):
 a bot's action is stepped, a model's reply is read by its role and stepped as text, so the
-game's retry and forfeit rules apply to the model, and its raw reply is shown.
+game's retry and forfeit rules apply to the model, and its raw reply is shown. A simulator (a
+role game's simulated user) is asked as an episode asks it, its text stepped as is; one that
+fails or gives no text stops the game, saying why.
 """
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from arena.core.errors import ConfigError
-from arena.play.episode import BotSeat, Seat
+from arena.play.episode import BotSeat, Seat, SimulatorSeat, seat_seed
 from arena.policies.types import ContextOverflow
 from games.text_env import TextGame
+from simulators.base import SimulatorView
 
 ReadLine = Callable[[str], str]
 """Like :func:`input`: shows the prompt, returns one line, raises :class:`EOFError` at the end."""
@@ -74,8 +78,15 @@ def pick_seat(choice: str, agents: Sequence[str], rng: random.Random) -> str:
 
 
 def seat_label(seat: Seat) -> str:
-    """How an opponent is named on screen: the bot's or the model's participant name."""
+    """How an opponent is named on screen: the bot's or the model's participant name, or
+    ``simulator ID``."""
+    if isinstance(seat, SimulatorSeat):
+        return f"simulator {seat.name}"
     return seat.name if isinstance(seat, BotSeat) else seat.policy_name
+
+
+class SimulatorFailed(RuntimeError):
+    """A simulator seat raised, outlasted its timeout or replied with no text."""
 
 
 def play_human(
@@ -86,6 +97,7 @@ def play_human(
     seed: int | None = None,
     read_line: ReadLine = input,
     write: Write = print,
+    game_id: str = "",
 ) -> HumanResult:
     """Reset ``env`` with ``seed`` and play it to the end: ``human`` is asked for each of its
     moves through ``read_line``; every other agent is played by its seat in ``opponents``."""
@@ -93,6 +105,11 @@ def play_human(
     missing = set(env.possible_agents) - set(opponents) - {human}
     if missing:
         raise ValueError(f"no seat filler for {sorted(missing)}")
+    for index, agent in enumerate(env.possible_agents):
+        seat = opponents.get(agent)
+        if isinstance(seat, SimulatorSeat):  # as an episode resets it
+            seat.turns = 0
+            seat.simulator.reset(seat_seed(seed or 0, index))
     others = ", ".join(
         f"{seat_label(opponents[a])} ({a})" for a in env.possible_agents if a != human
     )
@@ -114,9 +131,12 @@ def play_human(
             env.step(action)
             continue
         try:
-            opponent_move(env, agent, opponents[agent], write)
+            opponent_move(env, agent, opponents[agent], write, game_id)
         except ContextOverflow:
             write(f"{seat_label(opponents[agent])}'s context is full; the game stops here")
+            return _result(env, human, "stopped")
+        except SimulatorFailed as err:
+            write(f"{err}; the game stops here")
             return _result(env, human, "stopped")
     write("")
     write(env.observe(human)["text"])
@@ -165,15 +185,26 @@ def check_move(
         action = None
     if action is None:
         return None, f"cannot read {text!r} as a move"
-    # Free-text games may have no finite list; their parser already judged the move.
+    if env.free_text:
+        # A free-text game's listing holds examples, not every move (the retail agent's
+        # messages): the game's own rule judges the move, as it will when it is stepped.
+        if not env._is_legal(agent, action):
+            return action, f"{text!r} cannot be played now ({env._why_illegal(agent, action)})"
+        return action, None
     if legal and action not in legal:
         return action, f"{env.action_to_text(agent, action)!r} cannot be played now"
     return action, None
 
 
-def opponent_move(env: TextGame, agent: str, seat: Seat, write: Write) -> None:
-    """Play one move (or one rejected attempt) of ``agent`` and say what happened."""
+def opponent_move(env: TextGame, agent: str, seat: Seat, write: Write, game_id: str = "") -> None:
+    """Play one move (or one rejected attempt) of ``agent`` and say what happened
+    (``game_id``: the registered id a simulator is told)."""
     label = seat_label(seat)
+    if isinstance(seat, SimulatorSeat):
+        text = simulate(env, agent, seat, game_id)
+        env.step_text(text)
+        write(f"{label} ({agent}) wrote: " + text.replace("\n", "\n  "))
+        return
     if isinstance(seat, BotSeat):
         action = seat.bot.act(env, agent)
         text = env.action_to_text(agent, action)
@@ -205,6 +236,32 @@ def opponent_move(env: TextGame, agent: str, seat: Seat, write: Write) -> None:
             f"{label}'s reply is not a valid move ({why}); "
             f"it tries again ({left} attempt(s) left before it forfeits)"
         )
+
+
+def simulate(env: TextGame, agent: str, seat: SimulatorSeat, game_id: str = "") -> str:
+    """The simulator's next text, shown what an episode shows it; :class:`SimulatorFailed`
+    when it raises, outlasts its timeout or gives no text."""
+    view = SimulatorView(
+        game=game_id or str(env.metadata.get("name", "")),
+        seat=agent,
+        rules=env.rules(agent),
+        observation=env.observe(agent)["text"],
+        history=tuple(env.visible_posts(agent)),
+        context=env.simulator_context(agent),
+        turn=seat.turns,
+    )
+    try:
+        text = asyncio.run(asyncio.wait_for(seat.simulator.respond(view), seat.timeout))
+    except TimeoutError:
+        raise SimulatorFailed(
+            f"simulator {seat.name} gave no reply in {seat.timeout:g} s"
+        ) from None
+    except Exception as err:
+        raise SimulatorFailed(f"simulator {seat.name} failed: {err!r}") from None
+    if not isinstance(text, str):
+        raise SimulatorFailed(f"simulator {seat.name} returned {type(text).__name__}, not str")
+    seat.turns += 1
+    return text
 
 
 def outcome_for(env: TextGame, human: str) -> str:

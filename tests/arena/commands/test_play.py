@@ -8,6 +8,7 @@ names, for an unknown game or participant.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -172,3 +173,38 @@ def test_a_checkpoint_is_prompted_as_its_run_trained_it(tmp_path: Path) -> None:
     assert (game.id, game.role_kwargs, max_new_tokens) == ("nim-v0", {}, 6)
     game, max_new_tokens = trained_defaults("minimax-v0", "nim-v0")
     assert (game.kwargs, game.role_kwargs, max_new_tokens) == ({}, {}, None)
+
+
+def test_a_role_game_checkpoint_plays_against_its_runs_simulator(
+    tmp_path: Path, tiny_model
+) -> None:
+    """The issue's case: `--seat agent` against a checkpoint of a run whose user was simulated
+    seated the model as the user; the run's simulator fills that seat now, and says so."""
+    model, tokenizer = tiny_model
+    checkpoint = tmp_path / "run" / "checkpoints" / "step-00000001"
+    model.save_pretrained(checkpoint / "model")
+    tokenizer.save_pretrained(checkpoint / "model")
+    (tmp_path / "run" / "config.yaml").write_text(
+        "games:\n- id: retail-v0\n  simulators:\n    user: {id: scripted-user-v0}\n"
+    )
+
+    def play(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "arena", "play", "retail-v0", "--against", str(checkpoint),
+             "--seed", "1", *args],
+            input="quit\n", capture_output=True, text=True, timeout=300, cwd=ROOT,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done.stdout
+
+    out = play("--seat", "agent")
+    assert "You play agent, against simulator scripted-user-v0 (user)." in out
+    # (the checkpoint's participant name is the tournament's business: matched loosely)
+    assert re.search(r"note: every other seat is simulated; \S+ plays none of them", out)
+    assert "simulator scripted-user-v0 (user) wrote: " in out
+    # the person as the user: the model plays the agent
+    out = play("--seat", "user")
+    assert re.search(r"You play user, against [^ ]*step-1[^ ]* \(agent\)\.", out), out[:500]
+    # --simulator names another for the seat; one the seat cannot take is refused
+    out = play("--seat", "agent", "--simulator", "user=llm-user-v0")
+    assert "You play agent, against simulator llm-user-v0 (user)." in out

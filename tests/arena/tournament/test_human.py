@@ -159,3 +159,47 @@ def test_a_model_opponent_shows_its_reply() -> None:
     assert "tiny's reply is not a valid move" in text or "tiny (player_0) played: " in text
     assert result.termination_reason in ("win", "draw", "illegal")
     assert "result: " in terminal.out[-1]
+
+
+def test_a_simulated_user_talks_to_the_person_in_the_agent_seat() -> None:
+    from arena.play.episode import SimulatorSeat
+    from simulators.scripted_user import ScriptedUser
+
+    env = games.make("retail-v0")
+    terminal = Terminal(["<message>Could you give me your email, please?</message>"])
+    user = SimulatorSeat(ScriptedUser(), "scripted-user-v0")
+    result = play_human(
+        env, "agent", {"user": user}, seed=3, read_line=terminal.read_line, write=terminal.write
+    )
+    assert result.outcome == "resigned"  # the end of input, after one message
+    text = terminal.text
+    assert text.splitlines()[0] == (
+        "You play agent, against simulator scripted-user-v0 (user). Type 'quit' to resign, "
+        "'rules' for the rules."
+    )
+    wrote = [line for line in terminal.out if line.startswith("simulator scripted-user-v0")]
+    # the request, then the email the person asked for (the task's own facts)
+    assert len(wrote) == 2 and user.turns == 2
+    assert wrote[0] == f"simulator scripted-user-v0 (user) wrote: {env.task.request}"
+    assert "@" in wrote[1]
+
+
+def test_a_failing_simulator_stops_the_game_saying_why() -> None:
+    from arena.play.episode import SimulatorSeat
+    from simulators.base import Simulator, SimulatorView
+
+    class Mute(Simulator):  # a unit-test fake: replies with no text
+        async def respond(self, view: SimulatorView) -> str:
+            return None  # type: ignore[return-value]
+
+    terminal = Terminal([])
+    result = play_human(
+        games.make("retail-v0"),
+        "agent",
+        {"user": SimulatorSeat(Mute(), "mute-v0")},
+        seed=0,
+        read_line=terminal.read_line,
+        write=terminal.write,
+    )
+    assert result.outcome == "stopped"
+    assert "simulator mute-v0 returned NoneType, not str; the game stops here" in terminal.out
