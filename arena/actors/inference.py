@@ -30,6 +30,9 @@ Services and topics for a policy named ``NAME``:
   ``policy_error`` (the backend failed on this batch).
 - service ``policy:NAME:status``: ``{"version", "paused", "queued", "batch_sizes" (recent),
   "counters", "weights" (applied/rejected/stale/fetched counts)}``.
+- its heartbeat status (what ``arena status --json`` lists): ``policy_version``, ``queued`` and
+  ``settings``, the config fields it shares with the run's ``inference`` section
+  (:func:`arena.policies.config.shared_settings`), which ``arena train`` checks.
 - topic ``weights.NAME``: ``weights`` messages, one per bucket (:mod:`arena.weights.buckets`), carrying
   the bytes or, from a publisher on this host, a reference to a shared-memory file that the actor
   maps (a reference it cannot map, or any with ``--no-shm-weights``, is fetched in bytes form
@@ -69,7 +72,7 @@ import torch
 
 from arena.bus import Actor, BusError, Message
 from arena.policies.base import Policy
-from arena.policies.config import InferenceConfig
+from arena.policies.config import InferenceConfig, shared_settings
 from arena.policies.remote import service_name
 from arena.policies.types import (
     Generation,
@@ -123,6 +126,8 @@ class InferenceActor:
         self.actor.serve(self.service, self._on_request)
         self.actor.status["policy_version"] = lambda: self.policy.version
         self.actor.status["queued"] = lambda: len(self._queue)
+        # what the run compares with its inference section (arena/run/inference_settings.py)
+        self.actor.status["settings"] = shared_settings(config)
         self.actor.serve(f"{self.service}:status", self._on_status)
         self.weights = WeightReceiver(
             self.actor,

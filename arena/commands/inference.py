@@ -1,15 +1,25 @@
-"""``arena inference --connect ADDR [--model M] [--name N] ...``: one inference actor.
+"""``arena inference --connect ADDR [--config RUN_DIR/config.yaml] [--model M] ...``: one
+inference actor.
 
 It serves one policy as ``policy:<name>`` on the bus, batching requests from every rollout
 actor, and applies weight updates between batches (:mod:`arena.actors.inference`). Its flags
 are the fields of :class:`arena.policies.config.InferenceConfig`, with the same names and
 defaults as the ``inference`` section of a run config (``--max-batch`` is ``max_batch``).
+
+``--config`` reads a run config (the ``config.yaml`` that ``arena train`` writes into its run
+directory, as ``arena rollout --config`` does) and serves as the run's own inference actors do:
+its ``inference`` section, the run's ``model``, the learner's policy name and the run's seed.
+A flag given beside it overrides that value, and a setting that then differs from the run's is
+named in a warning here and, once the actor joins, by the run (arena/run/inference_settings.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
+import sys
+from typing import Any
 
 from arena.commands.bus_options import add_bus_arguments, apply_bus_arguments
 
@@ -20,12 +30,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     add_bus_arguments(parser)
     parser.add_argument(
+        "--config",
+        default=None,
+        metavar="RUN.yaml",
+        help="serve as a run's inference actors do: its inference section, model, policy name "
+        "and seed (e.g. runs/x/y/config.yaml); flags given beside it override those",
+    )
+    parser.add_argument(
         "--actor-name", default=None, help="name on the bus (default inference-NAME-PID)"
     )
     parser.add_argument(
-        "--heartbeat-interval", type=float, default=1.0, help="seconds between heartbeats"
+        "--heartbeat-interval",
+        type=float,
+        default=None,
+        help="seconds between heartbeats (default: the run's bus.heartbeat_interval with "
+        "--config, else 1.0)",
     )
     add_config_arguments(parser, InferenceConfig, exclude=NOT_FLAGS)
+    # None marks a flag not given: its value then comes from --config, else the field default
+    parser.set_defaults(**{name: None for name in config_flags()})
     parser.add_argument(
         "--engine",
         action="append",
@@ -35,23 +58,70 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def config_flags() -> list[str]:
+    """The fields of :class:`InferenceConfig` that have a flag."""
+    from arena.policies.config import NOT_FLAGS, InferenceConfig
+
+    return [f.name for f in dataclasses.fields(InferenceConfig) if f.name not in NOT_FLAGS]
+
+
+def served_config(args: argparse.Namespace) -> tuple[Any, float]:
+    """The :class:`InferenceConfig` to serve and the heartbeat interval: the run's (with
+    ``--config``) or the defaults, then the flags given. With ``--config``, each flag that
+    changes one of the run's shared settings is named in a warning on stderr."""
+    from arena.core.config import parse_assignments
+    from arena.policies.config import PER_ACTOR, InferenceConfig
+
+    given = {
+        name: getattr(args, name) for name in config_flags() if getattr(args, name) is not None
+    }
+    engine = parse_assignments(args.engine)
+    if args.config is None:
+        base, heartbeat = InferenceConfig(), 1.0
+    else:
+        from arena.run.config import load_run_config
+        from arena.run.inference_settings import differences, run_settings
+
+        run = load_run_config(args.config)
+        base = dataclasses.replace(
+            run.inference, name=run.learner.name, model=run.model, seed=run.seed
+        )
+        heartbeat = run.bus.heartbeat_interval
+        changed = {k: v for k, v in given.items() if k not in PER_ACTOR}
+        found = differences(
+            run_settings(run), {**changed, **({"engine": engine} if engine else {})}
+        )
+        if found:
+            print(
+                f"arena inference: warning: serving with settings unlike the run's "
+                f"({args.config}): {', '.join(found)}; the run will name this actor too",
+                file=sys.stderr,
+            )
+    config = dataclasses.replace(
+        base,
+        **given,
+        address=args.address,
+        engine={**base.engine, **engine},
+    )
+    if args.heartbeat_interval is not None:
+        heartbeat = args.heartbeat_interval
+    return config, heartbeat
+
+
 def run(args: argparse.Namespace) -> int:
     apply_bus_arguments(args)
     from arena.actors.inference import InferenceActor
-    from arena.core.config import from_arguments, parse_assignments
     from arena.core.process import serve
-    from arena.policies.config import InferenceConfig
     from arena.policies.factory import make_policy
 
-    engine = parse_assignments(args.engine)
-    config = from_arguments(InferenceConfig, args, address=args.address, engine=engine)
+    config, heartbeat_interval = served_config(args)
     policy = make_policy(config)
     actor = InferenceActor(
         policy,
         args.address,
         config,
         actor_name=args.actor_name,
-        heartbeat_interval=args.heartbeat_interval,
+        heartbeat_interval=heartbeat_interval,
     )
 
     async def main(stop: asyncio.Event) -> None:

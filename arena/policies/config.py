@@ -82,3 +82,17 @@ NOT_FLAGS = ("actors", "engine", "address")
 """Fields of :class:`InferenceConfig` that ``arena inference`` takes no flag for: ``actors`` is
 run-level (how many actors), ``engine`` a mapping (``--engine KEY=VALUE``), and the policy's own
 ``address`` is the actor's (``--address``)."""
+
+
+PER_ACTOR = ("actors", "name", "seed", "device", "address")
+"""Fields of :class:`InferenceConfig` that may differ between the inference actors of one run:
+how many there are, which policy each serves, its sampler's seed, its host's device and the
+broker it connects to. Every other field is a setting they share with the run's ``inference``
+section (:func:`shared_settings`)."""
+
+
+def shared_settings(config: InferenceConfig) -> dict[str, Any]:
+    """The fields of ``config`` that every inference actor of a run serves with alike (all but
+    :data:`PER_ACTOR`): what an inference actor publishes in its status as ``settings``, and
+    what ``arena train`` compares with its own ``inference`` section (and ``model``)."""
+    return {f.name: getattr(config, f.name) for f in fields(config) if f.name not in PER_ACTOR}

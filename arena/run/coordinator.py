@@ -66,6 +66,7 @@ from arena.run.evaluation import (
     read_strategy,
     readable_games,
 )
+from arena.run.inference_settings import SettingsCheck
 from arena.run.launcher import ChildDied, Launcher
 from arena.run.learner_restart import LearnerClient, LearnerRestarted
 from arena.run.plan import plan
@@ -153,6 +154,8 @@ class RunCoordinator:
         actor.status["leases"] = self.collector.leases.as_dict
         self.collector.watchdog = self.watchdog
         self.weights.watchdog = self.watchdog
+        # an inference actor started with settings unlike the run's is named in events.log
+        self.weights.inspect = SettingsCheck(c, self.run_dir, self.log.event)
         self.population = Population(c, self.run_dir, actor, self.weights)
         # `await self.learner(op)`: LearnerRestarted when the learner restarted meanwhile
         self.learner = LearnerClient(actor, self.watchdog, c.wait.timeout)

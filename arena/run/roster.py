@@ -6,8 +6,9 @@ every other policy a simulator talks through (``simulators.<seat>.policy``: the 
 those) and ``wait.rollout_actors`` rollout actors. They may be its own children or processes started elsewhere that joined through
 an external broker; the broker's directory (:mod:`arena.run.directory`) says which are there.
 When some are missing, the run prints the exact command line that starts each kind (the one a
-run would start itself, with ``--connect`` to its broker), so a hand-started deployment never
-has to guess a flag.
+run would start itself, with ``--connect`` to its broker; an inference actor's reads the run's
+``config.yaml`` with ``--config`` instead of spelling its settings out as flags), so a
+hand-started deployment never has to guess a flag.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import os
 import shlex
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from arena.bus.security import INSECURE_ENV, KEYS_ENV
 from arena.run.config import RunConfig
 from arena.run.directory import listing, rollout_names, serving
 from arena.run.plan import simulator_policies
-from arena.run.processes import POOL, inference_argv, learner_argv
+from arena.run.processes import POOL, learner_argv
 
 
 class ActorsMissing(TimeoutError):
@@ -40,9 +40,9 @@ def start_command(config: RunConfig, run_dir: Path, address: str, kind: str) -> 
     if kind == "learner":
         argv = learner_argv(address, run_dir)
     elif kind == "inference":
-        served = replace(c.inference, name=c.learner.name, model=c.model)
-        name = f"inference-{c.inference.actors}"
-        argv = inference_argv(name, address, served, c.bus.heartbeat_interval)
+        # the run's own settings, from its config (arena/run/inference_settings.py): flags
+        # spelled out here would be one more copy of them to drift
+        argv = ["inference", "--address", address, "--config", str(run_dir / "config.yaml")]
     else:
         config_path = str(run_dir / "config.yaml")
         argv = ["rollout", "--address", address, "--config", config_path]

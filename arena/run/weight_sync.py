@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from arena.bus import Actor, BusError, Message
 from arena.run.directory import listing, serving
@@ -59,6 +60,10 @@ class WeightSync:
         self.actor: Actor | None = None
         self.watchdog: Watchdog | None = None
         """Reports a wait for weights that runs long (set by the coordinator)."""
+        self.inspect: Callable[[list[dict[str, Any]]], None] | None = None
+        """Called with each listing of the broker's directory this takes (set by the
+        coordinator: the check of the inference actors' settings,
+        arena/run/inference_settings.py)."""
         self.learner_check: Callable[[], Awaitable[None]] | None = None
         """Called every :data:`LEARNER_CHECK_EVERY` seconds while an actor does not serve the
         awaited version yet; raises when the learner restarted meanwhile, since that version
@@ -79,7 +84,7 @@ class WeightSync:
         as their announcements tell (one that has announced nothing yet serves the initial
         weights: 0). Turns sampled from now on are at least this new."""
         assert self.actor is not None
-        names = serving(await listing(self.actor), f"policy:{self.policy_name}:status")
+        names = serving(await self._listing(), f"policy:{self.policy_name}:status")
         return min((self.serving.get(name, 0) for name in names), default=0)
 
     def _on_ack(self, msg: Message) -> None:
@@ -101,12 +106,20 @@ class WeightSync:
         assert self.actor is not None
         deadline = time.monotonic() + timeout
         service = f"policy:{self.policy_name}:status"
-        names = serving(await listing(self.actor), service)
+        names = serving(await self._listing(), service)
         if self.watchdog is None:
             await self._wait_each(names, version, deadline, timeout, exact)
             return
         async with self.watchdog.waiting(f"waiting for weights v{version}", names):
             await self._wait_each(names, version, deadline, timeout, exact)
+
+    async def _listing(self) -> list[dict[str, Any]]:
+        """The broker's directory, shown to :attr:`inspect`."""
+        assert self.actor is not None
+        actors = await listing(self.actor)
+        if self.inspect is not None:
+            self.inspect(actors)
+        return actors
 
     async def _wait_each(
         self, names: list[str], version: int, deadline: float, timeout: float, exact: bool

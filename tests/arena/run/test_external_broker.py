@@ -117,9 +117,9 @@ def test_missing_actors_are_named_with_the_command_that_starts_them(
         f"--config {tmp_path}/config.yaml --index 0"
     ]
     assert missing(config, actors + [{**actors[2], "name": "rollout-9"}], tmp_path, address) == []
+    # the run's own settings, read from its config rather than spelled out (issue 30, item 12)
     inference = start_command(config, tmp_path, address, "inference")
-    assert inference.startswith(f"arena inference --connect {address} --actor-name inference-0")
-    assert "--model tiny --name main --dtype float32" in inference
+    assert inference == f"arena inference --connect {address} --config {tmp_path}/config.yaml"
     monkeypatch.setenv("ARENA_KEYS", "/secure/keys")  # what --keys sets: the hints pass it on
     assert start_command(config, tmp_path, address, "learner").endswith(" --keys /secure/keys")
 
@@ -266,6 +266,9 @@ def test_the_documented_multi_host_recipe_trains_through_an_external_broker(tmp_
                 proc.wait()
 
     assert f"tcp://127.0.0.1:{port}" in out and "waiting up to" in out
+    # the waiting message gives the --config form, and the actor started with it is not named
+    assert f"arena inference --connect tcp://127.0.0.1:{port} --config" in out
+    assert "settings unlike the run's" not in out
     assert not list((run_dir / "logs").glob("*.log")), "train started a process itself"
     rows = [json.loads(r) for r in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2]
