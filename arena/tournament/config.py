@@ -38,7 +38,9 @@ class ParticipantConfig:
 
     name: str | None = None
     """Shown in tables and written in ``matches.jsonl``; defaults to the bot id or the model.
-    A checkpoint glob names each match ``<name>@step-N``."""
+    A checkpoint glob names each match ``<name>@step-N``; one over several runs names the run
+    as well where the steps repeat (``<name>@learning-s0/step-12``: as few parts of the run's
+    directory as tell the runs apart)."""
     bot: str | None = None
     """A registered reference bot id (see ``games.bots``), e.g. ``minimax-v0``, or a bot class
     of your own as ``module:Factory`` (a :class:`games.bots.base.Bot`)."""

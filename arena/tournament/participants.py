@@ -153,15 +153,48 @@ def _resolve(config: ParticipantConfig) -> list[Participant]:
             raise ConfigError(f"the glob {config.model!r} matches nothing")
         base = config.name or "checkpoint"
         out = []
-        for path in matches:
-            step = _STEP.match(Path(path).name)
-            suffix = f"step-{int(step.group(1))}" if step else Path(path).name
+        for path, suffix in zip(matches, match_names(matches), strict=True):
             name = f"{base}@{suffix}"
             out.append(Participant(name, replace(config, name=name), _model_path(path)))
         return out
     return [
         Participant(config.name or _default_name(config.model), config, _model_path(config.model))
     ]
+
+
+def match_names(paths: Sequence[str]) -> list[str]:
+    """What tells each match of a glob apart: ``step-N`` (a checkpoint) or the directory's name,
+    and, only where those repeat (a glob over several runs), the run's directory first, as
+    few of its parts as make every name unique, counted from where the runs' paths part:
+    ``learning-s0/step-12`` for ``runs/learning-s0/<time>/checkpoints/step-00000012``, or
+    ``<time>/step-12`` for two runs of one config."""
+    items = [Path(p) for p in paths]
+    short = [_short(p) for p in items]
+    if len(set(short)) == len(short):
+        return short
+    owners = [_owner(p).parts for p in items]
+    common = 0
+    while all(len(o) > common and o[common] == owners[0][common] for o in owners):
+        common += 1
+    longest = max(len(o) for o in owners) - common
+    for depth in range(1, longest + 1):
+        named = [
+            "/".join(o[common : common + depth] + (s,)) for o, s in zip(owners, short, strict=True)
+        ]
+        if len(set(named)) == len(named):
+            return named
+    # one run, two directories of the same step (step-12 and step-00000012): their own names
+    return ["/".join(o[common:] + (p.name,)) for o, p in zip(owners, items, strict=True)]
+
+
+def _short(path: Path) -> str:
+    step = _STEP.match(path.name)
+    return f"step-{int(step.group(1))}" if step else path.name
+
+
+def _owner(path: Path) -> Path:
+    """The run directory of a checkpoint (``<run>/checkpoints/step-N``), else the parent."""
+    return path.parent.parent if path.parent.name == "checkpoints" else path.parent
 
 
 def _step_order(path: str) -> tuple[str, int]:

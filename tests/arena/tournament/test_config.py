@@ -47,6 +47,40 @@ def test_checkpoint_globs_become_one_participant_per_step(tmp_path: Path) -> Non
     assert resolved[0].server_key != resolved[1].server_key
 
 
+def checkpoints(root: Path, *runs_and_steps: tuple[str, int]) -> None:
+    for run, step in runs_and_steps:
+        model = root / run / "checkpoints" / f"step-{step:08d}" / "model"
+        model.mkdir(parents=True)
+        (model / "config.json").write_text("{}")
+
+
+def test_a_glob_over_several_runs_names_each_participant_by_run_as_well(tmp_path: Path) -> None:
+    # the seeds of a study, each run in runs/<name>/<time>/: before, every seed's step 12 was
+    # named run@step-12 and the glob was refused as using one name twice
+    checkpoints(
+        tmp_path / "runs",
+        ("learning-s0/20261126-0900", 12),
+        ("learning-s1/20261126-1000", 12),
+        ("learning-s0/20261126-0900", 4),
+    )
+    config = parse_participant(str(tmp_path / "runs/learning-s*/*/checkpoints/step-*"), "run")
+    resolved = resolve_participants([config, parse_participant("random-v0")])
+    assert [p.name for p in resolved] == [
+        "run@learning-s0/step-4",
+        "run@learning-s0/step-12",
+        "run@learning-s1/step-12",
+        "random-v0",
+    ]
+    assert resolved[2].model == str(
+        tmp_path / "runs/learning-s1/20261126-1000/checkpoints/step-00000012/model"
+    )
+    # two runs of one config: their time directories tell them apart
+    checkpoints(tmp_path / "runs", ("selfplay/20261127-0800", 2), ("selfplay/20261128-0800", 2))
+    config = parse_participant(str(tmp_path / "runs/selfplay/*/checkpoints/step-*"), "run")
+    names = [p.name for p in resolve_participants([config, parse_participant("random-v0")])]
+    assert names[:2] == ["run@20261127-0800/step-2", "run@20261128-0800/step-2"]
+
+
 def test_the_command_line_form_reads_bots_and_models() -> None:
     assert parse_participant("minimax-v0").bot == "minimax-v0"
     assert parse_participant("minimax-v9").bot == "minimax-v9"  # a typo is named as a bot
