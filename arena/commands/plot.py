@@ -10,8 +10,9 @@ Curves, each panel only when the run has its data:
 - ``exploitability``: the exploitability readings (label ``strategy``) at the step of the
   weights each read, per game and temperature.
 
-Every line of ``evals.jsonl`` is one of those three kinds (``results``, ``roles``,
-``readings``); a line of any other shape is skipped with a warning, never a crash.
+Every line of ``evals.jsonl`` holds ``results``, ``roles`` (a role game's line holds both) or
+``readings``; a row whose every game or episode failed gets no point, and a line of any other
+shape is skipped with a warning, never a crash.
 """
 
 from __future__ import annotations
@@ -47,8 +48,9 @@ def series(rows: list[dict], prefix: str) -> dict[str, tuple[list[float], list[f
 
 def eval_panels(evals: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     """The rows (``step`` and one value per curve) of each panel drawn from ``evals.jsonl``:
-    ``win_rate``, ``eval_invalid``, ``role_metrics``, ``exploitability``. A line of no known
-    shape (or without the step its kind needs) is left out and named on stderr."""
+    ``win_rate``, ``eval_invalid``, ``role_metrics``, ``exploitability``. A row whose every game
+    or episode failed has no value to draw (its score would read 0): no point. A line of no
+    known shape (or without the step its kind needs) is left out and named on stderr."""
     panels: dict[str, list[dict[str, Any]]] = {
         "win_rate": [],
         "eval_invalid": [],
@@ -57,47 +59,50 @@ def eval_panels(evals: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     }
     for number, line in enumerate(evals, 1):
         try:
-            if "readings" in line:  # label strategy: each reading has its own step
-                for r in line["readings"]:
-                    temperature = "greedy" if r["temperature"] == 0 else f"T={r['temperature']:g}"
-                    where = ", training sampling" if r.get("sampling") else ""
-                    curve = f"{r['game']} ({temperature}{where})"
-                    panels["exploitability"].append({"step": r["step"], curve: r["exploitability"]})
-            elif "roles" in line:
-                panels["role_metrics"].append(
-                    {
-                        "step": line["step"],
-                        **{
-                            f"{r['game']} {r['role']} ({r['seat']}): {r['metric']}": r["mean"]
-                            for r in line["roles"]
-                            if r.get("mean") is not None
-                        },
-                    }
-                )
-            elif "results" in line:
-                mover = " (random mover)" if line.get("label") == "baseline" else ""
-                results = line["results"]
-                panels["win_rate"].append(
-                    {
-                        "step": line["step"],
-                        **{f"{r['game']} vs {r['opponent']}{mover}": r["score"] for r in results},
-                    }
-                )
-                if not mover:
-                    panels["eval_invalid"].append(
-                        {
-                            "step": line["step"],
-                            **{f"eval {r['game']}": r["invalid_rate"] for r in results},
-                        }
-                    )
-            else:
-                raise KeyError("results, roles or readings")
+            rows = eval_rows(line)
         except (KeyError, TypeError) as err:
             print(
                 f"arena plot: evals.jsonl line {number} left out (no {err} where expected)",
                 file=sys.stderr,
             )
+            continue
+        for panel, row in rows:
+            panels[panel].append(row)
     return panels
+
+
+def eval_rows(line: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """One ``evals.jsonl`` line's rows, each with its panel: its ``readings`` (label
+    ``strategy``: each reading has its own step), ``results`` and ``roles`` (one line may hold
+    both). Raises KeyError or TypeError for a line of no known shape."""
+    if not any(kind in line for kind in ("readings", "results", "roles")):
+        raise KeyError("results, roles or readings")
+    out: list[tuple[str, dict[str, Any]]] = []
+    for r in line.get("readings", []):
+        temperature = "greedy" if r["temperature"] == 0 else f"T={r['temperature']:g}"
+        where = ", training sampling" if r.get("sampling") else ""
+        out.append(
+            (
+                "exploitability",
+                {"step": r["step"], f"{r['game']} ({temperature}{where})": r["exploitability"]},
+            )
+        )
+    results = [r for r in line.get("results", []) if r.get("games", 1)]
+    if "results" in line:
+        mover = " (random mover)" if line.get("label") == "baseline" else ""
+        scores = {f"{r['game']} vs {r['opponent']}{mover}": r["score"] for r in results}
+        out.append(("win_rate", {"step": line["step"], **scores}))
+        if not mover:
+            invalid = {f"eval {r['game']}": r["invalid_rate"] for r in results}
+            out.append(("eval_invalid", {"step": line["step"], **invalid}))
+    if "roles" in line:
+        metrics = {
+            f"{r['game']} {r['role']} ({r['seat']}): {r['metric']}": r["mean"]
+            for r in line["roles"]
+            if r.get("mean") is not None
+        }
+        out.append(("role_metrics", {"step": line["step"], **metrics}))
+    return out
 
 
 def run(args: argparse.Namespace) -> int:

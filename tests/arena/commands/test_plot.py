@@ -32,20 +32,29 @@ EVALS = [
     {"label": "after", "step": 2, "results": [{**RESULT, "score": 0.5}]},
     {"label": "strategy", "readings": [READING, {**READING, "temperature": 1.0, "sampling": True}]},
     {"label": "strategy", "readings": [{**READING, "step": 2, "exploitability": 0.4}]},
-    {"label": "before", "step": 0, "roles": [ROLE, {**ROLE, "seat": "user", "mean": None}]},
+    # a role game's line holds its results rows and its roles (every game of this row failed)
+    {
+        "label": "after",
+        "step": 2,
+        "results": [{**RESULT, "game": "retail-v0", "games": 0, "score": 0.0}],
+        "roles": [ROLE, {**ROLE, "seat": "user", "mean": None}],
+    },
 ]
 
 
 def test_each_kind_of_evals_line_gives_its_curves() -> None:
     panels = eval_panels(EVALS)
+    # a row whose every game failed has no point (its score reads 0)
     assert panels["win_rate"] == [
         {"step": 0, "tictactoe-v0 vs random-v0": 0.25},
         {"step": 0, "tictactoe-v0 vs random-v0 (random mover)": 0.75},
         {"step": 2, "tictactoe-v0 vs random-v0": 0.5},
+        {"step": 2},
     ]
     assert panels["eval_invalid"] == [
         {"step": 0, "eval tictactoe-v0": 0.5},
         {"step": 2, "eval tictactoe-v0": 0.5},
+        {"step": 2},
     ]
     assert panels["exploitability"] == [
         {"step": 0, "kuhn-poker-v0 (greedy)": 0.9},
@@ -53,7 +62,7 @@ def test_each_kind_of_evals_line_gives_its_curves() -> None:
         {"step": 2, "kuhn-poker-v0 (greedy)": 0.4},
     ]
     # a role whose every episode failed has no mean: no point
-    assert panels["role_metrics"] == [{"step": 0, "retail-v0 executor (agent): pass": 0.5}]
+    assert panels["role_metrics"] == [{"step": 2, "retail-v0 executor (agent): pass": 0.5}]
 
 
 def test_a_line_of_no_known_shape_is_left_out_with_a_warning(
