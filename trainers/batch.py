@@ -7,11 +7,9 @@ policy's own generated tokens are trained on: turns of untrained seats (bots, si
 frozen models) yield no sample, and the prompt is masked out. A seat none of whose turns is
 trained (or an episode with no trained turn at all) yields no sample.
 
-A :class:`MicroBatch` holds rows ``prompt + response`` right-padded to the longest row. The
-model reads ``seq[:-1]`` and predicts ``seq[1:]``; the loss mask selects the targets that are
-response tokens. Per-token fields (sampler logprobs, advantages, weights) are flat vectors over
-the masked positions in row-major order, which is the order of ``tensor[loss_mask]``.
-Rows are sorted by length before packing so that little padding is wasted.
+A turn played by choice (``arena/play/choice.py``) keeps every legal reply (``choices``): the
+learner scores them all to train the policy over the legal replies. Samples become padded
+micro-batches in :mod:`trainers.microbatch`.
 """
 
 from __future__ import annotations
@@ -21,7 +19,6 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from arena.records import Episode, RecordError, Turn
 from trainers.advantages import agent_of, discounted_returns
@@ -54,10 +51,26 @@ class Sample:
     """Return R = G_1 of this seat's whole trajectory in the episode (its first turn's return,
     trained or not), which the ``ema`` mode updates its baseline with once per trajectory.
     None when unknown: that mode then uses the trajectory's first sample's ``ret``."""
+    choices: list[np.ndarray] | None = None
+    """A turn played by choice: the token ids of every legal reply (``response_ids`` is the
+    played one, ``choice_index`` its place, ``sampler_logprobs`` the one legal-normalized
+    logprob it was drawn with); None for a generated turn."""
+    choice_index: int = -1
 
     @property
     def num_tokens(self) -> int:
-        return len(self.prompt_ids) + len(self.response_ids)
+        """The longest sequence this turn trains on: prompt and response (or longest reply)."""
+        longest = max(len(c) for c in self.choices) if self.choices else len(self.response_ids)
+        return len(self.prompt_ids) + longest
+
+    @property
+    def loss_elements(self) -> int:
+        """Terms of the loss: one per generated token, one per choice turn."""
+        return 1 if self.choices else len(self.response_ids)
+
+    def continuations(self) -> list[np.ndarray]:
+        """The sequences scored after the prompt: every legal reply, or the response."""
+        return self.choices if self.choices else [self.response_ids]
 
     @property
     def agent(self) -> str:
@@ -83,9 +96,13 @@ def check_turn(turn: Turn, vocab_size: int | None) -> None:
         raise RecordError(f"{where}: response_logprobs holds NaN or inf")
     if not math.isfinite(turn.reward):
         raise RecordError(f"{where}: reward {turn.reward} is not finite")
+    if not np.all(np.isfinite(turn.choice_logprobs)) or not math.isfinite(turn.choice_logprob):
+        raise RecordError(f"{where}: a choice logprob is NaN or inf")
     if vocab_size is not None:
-        for name in ("prompt_ids", "response_ids"):
+        for name in ("prompt_ids", "response_ids", "choice_ids"):
             ids = getattr(turn, name)
+            if len(ids) == 0:
+                continue
             if ids.min() < 0 or ids.max() >= vocab_size:
                 raise RecordError(f"{where}: {name} outside the vocabulary [0, {vocab_size})")
 
@@ -117,6 +134,7 @@ def episode_samples(
             if not turn.trained:
                 continue
             check_turn(turn, vocab_size)
+            choosing = turn.is_choice
             samples.append(
                 Sample(
                     episode_id=episode.id,
@@ -127,126 +145,21 @@ def episode_samples(
                     group=turn.group,
                     prompt_ids=turn.prompt_ids,
                     response_ids=turn.response_ids,
-                    sampler_logprobs=turn.response_logprobs,
+                    sampler_logprobs=(
+                        np.array([turn.choice_logprob], np.float32)
+                        if choosing
+                        else turn.response_logprobs
+                    ),
                     valid=turn.valid,
                     policy_version=turn.policy_version,
                     ret=float(ret),
                     outcome=float(outcome),
                     traj_return=float(returns[0]),
+                    choices=turn.choices() if choosing else None,
+                    choice_index=turn.choice_index,
                 )
             )
     return samples
-
-
-@dataclass
-class MicroBatch:
-    """Padded rows plus flat per-token fields over the loss mask (see the module docstring)."""
-
-    input_ids: torch.Tensor
-    """[B, T] token ids, right-padded."""
-    attention_mask: torch.Tensor
-    """[B, T] 1 for real tokens."""
-    target_ids: torch.Tensor
-    """[B, T] the next token of each position."""
-    loss_mask: torch.Tensor
-    """[B, T] bool: the target is a generated token of this row's turn."""
-    sampler_logprobs: torch.Tensor
-    """[N] the sampler's logprob of each masked target."""
-    advantages: torch.Tensor
-    """[N] the turn's advantage, repeated on each of its tokens."""
-    weights: torch.Tensor
-    """[N] the turn's loss weight, repeated on each of its tokens."""
-    seq_index: torch.Tensor
-    """[N] the row each token belongs to."""
-    seq_lengths: torch.Tensor
-    """[N] the response length of the row each token belongs to."""
-    samples: list[Sample]
-    prox_logprobs: torch.Tensor | None = None
-    """[N] the learner's logprobs before this batch's first update (set by the first pass)."""
-    ref_logprobs: torch.Tensor | None = None
-    """[N] the frozen reference's logprobs (when a KL term is on)."""
-    agg_weights: torch.Tensor | None = None
-    """[N] each token's aggregation weight over the global batch (trainers/losses.py)."""
-
-    @property
-    def num_tokens(self) -> int:
-        """Trained (masked) tokens."""
-        return int(self.sampler_logprobs.numel())
-
-    @property
-    def num_input_tokens(self) -> int:
-        """Real input tokens, padding excluded."""
-        return int(self.attention_mask.sum())
-
-    def to(self, device: torch.device | str) -> MicroBatch:
-        moved = {name: getattr(self, name) for name in self.__dataclass_fields__}
-        for name, value in moved.items():
-            if isinstance(value, torch.Tensor):
-                moved[name] = value.to(device, non_blocking=True)
-        return MicroBatch(**moved)
-
-
-def collate(samples: list[Sample], pad_id: int) -> MicroBatch:
-    """One micro-batch from ``samples`` (each with a non-empty prompt and response)."""
-    width = max(s.num_tokens for s in samples) - 1
-    rows = len(samples)
-    input_ids = torch.full((rows, width), pad_id, dtype=torch.long)
-    target_ids = torch.full((rows, width), pad_id, dtype=torch.long)
-    attention_mask = torch.zeros((rows, width), dtype=torch.long)
-    loss_mask = torch.zeros((rows, width), dtype=torch.bool)
-    for row, sample in enumerate(samples):
-        seq = torch.from_numpy(
-            np.concatenate([sample.prompt_ids, sample.response_ids]).astype(np.int64)
-        )
-        n, start = len(seq) - 1, len(sample.prompt_ids) - 1
-        input_ids[row, :n] = seq[:-1]
-        target_ids[row, :n] = seq[1:]
-        attention_mask[row, :n] = 1
-        loss_mask[row, start:n] = True
-    lengths = [len(s.response_ids) for s in samples]
-    return MicroBatch(
-        input_ids=input_ids,
-        attention_mask=attention_mask,
-        target_ids=target_ids,
-        loss_mask=loss_mask,
-        sampler_logprobs=torch.from_numpy(
-            np.concatenate([s.sampler_logprobs for s in samples])
-        ).float(),
-        advantages=torch.tensor(
-            np.repeat([s.advantage for s in samples], lengths), dtype=torch.float32
-        ),
-        weights=torch.tensor(np.repeat([s.weight for s in samples], lengths), dtype=torch.float32),
-        seq_index=torch.tensor(np.repeat(np.arange(rows), lengths), dtype=torch.long),
-        seq_lengths=torch.tensor(np.repeat(lengths, lengths), dtype=torch.float32),
-        samples=list(samples),
-    )
-
-
-def pack(samples: list[Sample], token_budget: int, pad_id: int) -> list[MicroBatch]:
-    """Micro-batches of at most ``token_budget`` padded tokens (rows x longest row).
-
-    Longest rows first, so each micro-batch pads to its first row. A sample longer than the
-    budget raises; filter overlong turns first.
-    """
-    order = sorted(range(len(samples)), key=lambda i: (-samples[i].num_tokens, i))
-    batches: list[MicroBatch] = []
-    current: list[Sample] = []
-    width = 0
-    for i in order:
-        sample = samples[i]
-        if sample.num_tokens - 1 > token_budget:
-            raise ValueError(
-                f"a turn of {sample.num_tokens} tokens exceeds the micro-batch budget {token_budget}"
-            )
-        if current and (len(current) + 1) * width > token_budget:
-            batches.append(collate(current, pad_id))
-            current = []
-        if not current:
-            width = sample.num_tokens - 1
-        current.append(sample)
-    if current:
-        batches.append(collate(current, pad_id))
-    return batches
 
 
 def shard(samples: list[Sample], rank: int, world: int) -> list[Sample]:

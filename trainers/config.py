@@ -141,6 +141,10 @@ class BatchConfig:
     """Drop turns whose text did not parse to a valid action (SimpleTIR's void turns)."""
     filter_overlong: bool = True
     """Drop turns whose response hit max_response_tokens (cut off, DAPO's overlong filter)."""
+    shared_prefix: bool = True
+    """Compute a prompt once per micro-batch for every sequence that continues it: the legal
+    replies of a choice turn, the samples of one GRPO group that saw the same prompt. The
+    gradient is the same as with one row per sequence (``false``), at a fraction of the tokens."""
     dedupe_window: int = 100_000
     """How many recent episode ids are remembered to drop duplicates (kept in checkpoints)."""
 

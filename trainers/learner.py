@@ -210,6 +210,8 @@ class Learner:
         samples = self.inbox.take(self.config.batch.max_batch_samples)
         if not samples:
             return None
+        # in the order of their episodes, not of their arrival: a run repeats from its seed
+        samples.sort(key=lambda s: (s.episode_id, s.turn_index))
         self._lead({"cmd": "step", "samples": [s.to_dict() for s in samples]})
         return self._step(samples)
 

@@ -1,7 +1,8 @@
 """The learner's view of a causal LM: logprobs and entropies of the trained tokens only.
 
 :class:`TokenLogprobs` wraps a Hugging Face causal LM. Its forward runs the decoder over the
-padded rows and applies the LM head only at the masked positions (``sparse``): prompts are
+padded rows (:mod:`trainers.microbatch`) and applies the LM head only at the positions that
+predict a scored token (``sparse``): prompts are
 usually much longer than responses in multi-turn games, and the head over a 49k vocabulary is
 the largest matmul of a small model. It is an ``nn.Module`` so DDP and FSDP2 wrap it as their
 root: their hooks then see every forward, which calling submodules directly would bypass.
@@ -26,7 +27,8 @@ def unwrap_peft(model: nn.Module) -> nn.Module:
 
 
 class TokenLogprobs(nn.Module):
-    """forward(batch tensors) -> (logprob [N], entropy [N]) of the N masked target tokens."""
+    """forward(a micro-batch's :meth:`~trainers.microbatch.MicroBatch.forward_args`) ->
+    (logprob [M], entropy [M]) of its M scored tokens."""
 
     def __init__(self, model: nn.Module, temperature: float = 1.0, sparse: bool = True) -> None:
         super().__init__()
@@ -38,26 +40,46 @@ class TokenLogprobs(nn.Module):
         self,
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor,
-        target_ids: torch.Tensor,
-        loss_mask: torch.Tensor,
+        position_ids: torch.Tensor,
+        predict_at: torch.Tensor,
+        targets: torch.Tensor,
+        choice_token: torch.Tensor,
         entropy_grad: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        # An all-ones mask lets attention take its fused causal path.
-        mask = None if bool(attention_mask.all()) else attention_mask
+        """Legal-reply tokens of choice turns (``choice_token``) are scored at T = 1 (their
+        sequence sums are tempered as a whole: trainers/choice.py), the others at
+        ``temperature``. An empty ``position_ids`` lets the model count positions itself."""
+        base = unwrap_peft(self.model)
+        mask: torch.Tensor | None = attention_mask
+        if attention_mask.ndim == 4:
+            if base.config._attn_implementation != "sdpa":  # eager adds the mask to the scores
+                blocked = torch.finfo(torch.float32).min
+                mask = torch.zeros(attention_mask.shape, device=attention_mask.device)
+                mask = mask.masked_fill(~attention_mask, blocked)
+        elif bool(attention_mask.all()):
+            mask = None  # an all-ones mask lets attention take its fused causal path
+        positions = position_ids if position_ids.numel() else None
         if self.sparse:
-            base = unwrap_peft(self.model)
-            hidden = base.get_decoder()(input_ids=input_ids, attention_mask=mask, use_cache=False)
-            logits = base.get_output_embeddings()(hidden.last_hidden_state[loss_mask])
+            hidden = base.get_decoder()(
+                input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=False
+            ).last_hidden_state
+            flat = hidden.reshape(-1, hidden.shape[-1])[predict_at]
+            logits = base.get_output_embeddings()(flat)
         else:
-            logits = self.model(input_ids=input_ids, attention_mask=mask, use_cache=False).logits
-            logits = logits[loss_mask]
-        return token_logprobs(logits, target_ids[loss_mask], self.temperature, entropy_grad)
+            logits = self.model(
+                input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=False
+            ).logits
+            logits = logits.reshape(-1, logits.shape[-1])[predict_at]
+        temperature: float | torch.Tensor = self.temperature
+        if self.temperature != 1.0 and bool(choice_token.any()):
+            temperature = torch.where(choice_token, 1.0, self.temperature)[:, None]
+        return token_logprobs(logits, targets, temperature, entropy_grad)
 
 
 def token_logprobs(
     logits: torch.Tensor,
     targets: torch.Tensor,
-    temperature: float = 1.0,
+    temperature: float | torch.Tensor = 1.0,
     entropy_grad: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """log softmax(logits / T)[target] and the entropy -sum p log p of each row, in fp32.
@@ -66,7 +88,7 @@ def token_logprobs(
     and skipping it saves a [N, vocab] buffer in the graph).
     """
     logits = logits.float()
-    if temperature != 1.0:
+    if isinstance(temperature, torch.Tensor) or temperature != 1.0:
         logits = logits / temperature
     log_z = torch.logsumexp(logits, dim=-1)
     logprob = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - log_z

@@ -32,10 +32,12 @@ import numpy as np
 import torch
 
 from trainers import distributed as ddist
-from trainers.batch import MicroBatch, Sample, pack, shard
+from trainers.batch import Sample, shard
+from trainers.choice import element_logprobs
 from trainers.config import LearnerConfig
 from trainers.logprobs import TokenLogprobs
 from trainers.losses import aggregation_weights, policy_loss
+from trainers.microbatch import MicroBatch, pack
 from trainers.optim import learning_rate, set_learning_rate
 from trainers.precision import autocast_dtype
 
@@ -109,7 +111,7 @@ class PolicyUpdate:
         the least signal the noisiest). ``signal_share`` is the kept share of those tokens."""
         cfg = self.config
         start = time.perf_counter()
-        silent_tokens = sum(len(s.response_ids) for s in silent)
+        silent_tokens = sum(s.loss_elements for s in silent)
         splits = self.split(len(kept), step)
         parts = [
             self._minibatch(
@@ -191,13 +193,14 @@ class PolicyUpdate:
         cfg = self.config
         mine = shard(samples, self.dist.rank, self.dist.world)
         batches = [
-            mb.to(self.device) for mb in pack(mine, cfg.batch.micro_batch_tokens, self.pad_id)
+            mb.to(self.device)
+            for mb in pack(mine, cfg.batch.micro_batch_tokens, self.pad_id, cfg.batch.shared_prefix)
         ]
         # Every rank runs as many forwards as the busiest (FSDP2 gathers weights in each).
         count = int(ddist.all_reduce_max(float(len(batches)), self.dist, self.device))
         real = len(batches)
         batches += [self._dummy_batch() for _ in range(count - real)]
-        num_tokens = sum(len(s.response_ids) for s in samples)
+        num_tokens = sum(s.loss_elements for s in samples)
         constant = cfg.loss.norm_constant or cfg.batch.max_response_tokens
         for mb in batches:
             mb.agg_weights = aggregation_weights(
@@ -217,8 +220,7 @@ class PolicyUpdate:
         """
         for mb in (mb for part in parts for mb in part.batches):
             with torch.no_grad(), self.autocast():
-                args = (mb.input_ids, mb.attention_mask, mb.target_ids, mb.loss_mask)
-                mb.prox_logprobs = self.policy(*args)[0]
+                mb.prox_logprobs = self._elements(self.policy, mb)[0]
             if self.config.loss.kl_coef > 0:
                 mb.ref_logprobs = self._reference_logprobs(mb)
 
@@ -234,13 +236,7 @@ class PolicyUpdate:
         for i, mb in enumerate(batches):
             ddist.sync_gradients(self.policy, i == len(batches) - 1)
             with self.autocast():
-                logprobs, entropy = self.policy(
-                    mb.input_ids,
-                    mb.attention_mask,
-                    mb.target_ids,
-                    mb.loss_mask,
-                    entropy_grad=cfg.entropy_coef > 0,
-                )
+                logprobs, entropy = self._elements(self.policy, mb, cfg.entropy_coef > 0)
             if mb.prox_logprobs is None:
                 mb.prox_logprobs = logprobs.detach()
                 if cfg.kl_coef > 0:
@@ -272,15 +268,23 @@ class PolicyUpdate:
         full = getattr(norm, "full_tensor", None)  # FSDP2 returns a DTensor
         return float(full() if callable(full) else norm)
 
+    def _elements(
+        self, module: torch.nn.Module, mb: MicroBatch, entropy_grad: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The logprobs and entropies of ``mb``'s loss elements under ``module`` (a
+        :class:`TokenLogprobs`): its scored tokens, choice turns reduced (trainers/choice.py)."""
+        tokens, entropy = module(*mb.forward_args(), entropy_grad=entropy_grad)
+        return element_logprobs(tokens, entropy, mb, self.config.loss.temperature)
+
     def _reference_logprobs(self, mb: MicroBatch) -> torch.Tensor:
         with torch.no_grad(), self.autocast():
             if self.reference is not None:
                 module = TokenLogprobs(
                     self.reference, self.config.loss.temperature, self.config.sparse_logits
                 )
-                return module(mb.input_ids, mb.attention_mask, mb.target_ids, mb.loss_mask)[0]
+                return self._elements(module, mb)[0]
             with self.model.disable_adapter():  # LoRA: the base model is the reference
-                return self.policy(mb.input_ids, mb.attention_mask, mb.target_ids, mb.loss_mask)[0]
+                return self._elements(self.policy, mb)[0]
 
     def _dummy_batch(self) -> MicroBatch:
         """A one-token micro-batch with zero weight, for ranks that ran out of turns."""

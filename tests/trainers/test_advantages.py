@@ -22,9 +22,10 @@ from trainers.advantages import (
     stats_by_key,
     whiten,
 )
-from trainers.batch import collate, episode_samples
+from trainers.batch import episode_samples
 from trainers.config import AdvantageConfig
 from trainers.inbox import Inbox
+from trainers.microbatch import collate
 
 
 def three_turn_two_seat(roles: dict[str, str] | None = None):

@@ -12,7 +12,8 @@ import torch
 from synthetic import episode, turn, two_seat_episodes
 
 from arena.records import RecordError
-from trainers.batch import Sample, collate, episode_samples, pack, shard
+from trainers.batch import Sample, episode_samples, shard
+from trainers.microbatch import collate, pack
 
 
 def sized(name: str, prompt: int, response: int) -> Sample:
@@ -161,10 +162,11 @@ def test_collate_masks_prompts_and_padding() -> None:
     samples[0].weight, samples[1].weight = 0.25, 1.0
     mb = collate(samples, pad_id=0)
     assert mb.input_ids.tolist() == [[1, 2, 3, 4], [7, 8, 9, 0]]
-    assert mb.target_ids.tolist() == [[2, 3, 4, 5], [8, 9, 10, 0]]
     assert mb.attention_mask.tolist() == [[1, 1, 1, 1], [1, 1, 1, 0]]
-    assert mb.loss_mask.tolist() == [[False, False, True, True], [True, True, True, False]]
-    assert mb.target_ids[mb.loss_mask].tolist() == [4, 5, 8, 9, 10]
+    assert mb.position_ids is None  # plain rows: the model counts positions itself
+    # 4 and 5 are predicted at row 0's columns 2 and 3; 8, 9, 10 at row 1's columns 0, 1, 2
+    assert mb.predict_at.tolist() == [2, 3, 4, 5, 6]
+    assert mb.targets.tolist() == [4, 5, 8, 9, 10]
     assert mb.sampler_logprobs.tolist() == pytest.approx([-0.1, -0.2, -0.3, -0.4, -0.5])
     assert mb.advantages.tolist() == [1.5, 1.5, -0.5, -0.5, -0.5]
     assert mb.weights.tolist() == [0.25, 0.25, 1.0, 1.0, 1.0]
@@ -178,16 +180,15 @@ def test_collate_pads_with_the_given_id_and_types_its_tensors() -> None:
     # A 1 + 1 token row beside a 2 + 2 one: width 3; the short row is [1, PAD, PAD].
     mb = collate([sized("long", 2, 2), sized("short", 1, 1)], pad_id=99)
     assert mb.input_ids.tolist() == [[1, 2, 3], [1, 99, 99]]
-    assert mb.target_ids.tolist() == [[2, 3, 4], [2, 99, 99]]
-    assert mb.loss_mask.tolist() == [[False, True, True], [True, False, False]]
-    assert (mb.input_ids.dtype, mb.target_ids.dtype, mb.attention_mask.dtype) == (torch.long,) * 3
-    assert (mb.loss_mask.dtype, mb.sampler_logprobs.dtype, mb.advantages.dtype) == (
+    assert mb.predict_at.tolist() == [1, 2, 3] and mb.targets.tolist() == [3, 4, 2]
+    assert (mb.input_ids.dtype, mb.targets.dtype, mb.attention_mask.dtype) == (torch.long,) * 3
+    assert (mb.choice_token.dtype, mb.sampler_logprobs.dtype, mb.advantages.dtype) == (
         torch.bool,
         torch.float32,
         torch.float32,
     )
-    # The flat per-token fields line up with the mask: one entry per masked target.
-    assert int(mb.loss_mask.sum()) == mb.num_tokens == 3
+    # The flat per-element fields line up with the scored tokens: one entry per target.
+    assert len(mb.targets) == mb.num_tokens == 3
 
 
 def test_micro_batch_to_moves_tensors_and_keeps_the_rest() -> None:
@@ -216,7 +217,8 @@ def test_pack_fills_micro_batches_longest_first_by_hand() -> None:
         sized("d", 2, 2),
         sized("c", 3, 2),
     ]
-    batches = pack(samples, token_budget=12, pad_id=0)
+    # one row per sample (the prompts here repeat: shared, b and c would share a row)
+    batches = pack(samples, token_budget=12, pad_id=0, shared_prefix=False)
     assert [[s.episode_id for s in mb.samples] for mb in batches] == [["a", "b"], ["c", "d", "e"]]
     assert [tuple(mb.input_ids.shape) for mb in batches] == [(2, 6), (3, 4)]
 
@@ -224,7 +226,7 @@ def test_pack_fills_micro_batches_longest_first_by_hand() -> None:
 def test_pack_ties_keep_input_order() -> None:
     # Four rows of width 3, budget 6: two per batch, in the order given.
     samples = [sized(name, 2, 2) for name in "wxyz"]
-    batches = pack(samples, token_budget=6, pad_id=0)
+    batches = pack(samples, token_budget=6, pad_id=0, shared_prefix=False)
     assert [[s.episode_id for s in mb.samples] for mb in batches] == [["w", "x"], ["y", "z"]]
 
 

@@ -14,10 +14,11 @@ import torch
 from synthetic import episode, params, turn, two_seat_episodes
 
 from arena.models import tiny_model
-from trainers.batch import Sample, collate
+from trainers.batch import Sample
 from trainers.config import LearnerConfig
 from trainers.learner import Learner
 from trainers.logprobs import TokenLogprobs
+from trainers.microbatch import collate
 from trainers.optim import build_optimizer
 
 # 64-token micro-batches: a mini-batch here spans several, so accumulation is exercised
@@ -109,7 +110,7 @@ def test_one_step_is_reinforce_with_truncated_is(fresh_tiny) -> None:
     model, tokenizer = tiny_model(seed=0)
     model.train()
     mb = collate(kept, int(tokenizer.pad_token_id))
-    logp, _ = TokenLogprobs(model)(mb.input_ids, mb.attention_mask, mb.target_ids, mb.loss_mask)
+    logp, _ = TokenLogprobs(model)(*mb.forward_args())
     tis = torch.clamp(torch.exp(logp.detach() - mb.sampler_logprobs), max=config.loss.tis_cap)
     tokens = logp.numel() + sum(len(s.response_ids) for s in silent)
     assert silent and metrics["signal_share"] == pytest.approx(logp.numel() / tokens)
@@ -193,4 +194,6 @@ def test_the_zero_advantage_filter_saves_compute_and_changes_no_update(aggregati
     assert kept["filtered/zero_advantage"] == 4
     assert kept["signal_share"] == pytest.approx(0.5) and full["signal_share"] == 1.0
     assert kept["loss"] == pytest.approx(full["loss"], abs=1e-6)
-    assert kept["grad_norm"] == pytest.approx(full["grad_norm"], rel=1e-4)
+    # (rows differ: turns that share a prompt share a row, so float32 sums round differently;
+    # the gradient here nearly cancels, to 7.6e-9, which makes its rounding relatively large)
+    assert kept["grad_norm"] == pytest.approx(full["grad_norm"], rel=2e-3)

@@ -35,7 +35,7 @@ from games.text_env import TextGame
 
 KUHN = "kuhn-poker-v0"
 CONFIG_ROLE = {"prefill": True, "example": "bet", "show_rules": False, "turn_suffix": "Your move?"}
-"""The Kuhn role of configs/selfplay.yaml."""
+"""The Kuhn role of configs/selfplay_text.yaml."""
 TINY_EXPLOITABILITY = 0.919584
 """Measured: the tiny model (seed 0) read with :data:`CONFIG_ROLE` at temperature 1."""
 

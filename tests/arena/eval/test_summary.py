@@ -116,7 +116,7 @@ def test_rows_without_the_new_inputs_keep_the_old_shape() -> None:
 
 
 def test_the_strongest_bot_played_only_after_training_is_shown_after_only() -> None:
-    # eval.opponents_before: [random-v0] (configs/selfplay.yaml): no score before to compare
+    # eval.opponents_before: [random-v0] (configs/selfplay_text.yaml): no score before to compare
     before = [r for r in BEFORE if r["opponent"] == "random-v0"]
     row = before_after(before, AFTER, BASELINE)[TTT]
     assert row["strongest_bot"] == "minimax-v0" and row["score_vs_strongest_after"] == 0.10

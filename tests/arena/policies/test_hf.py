@@ -11,8 +11,9 @@ import torch
 
 from arena.policies.hf import HFPolicy
 from arena.policies.types import ContextOverflow, Generation, InvalidRequest, Prompt, SamplingParams
-from trainers.batch import Sample, collate
+from trainers.batch import Sample
 from trainers.logprobs import TokenLogprobs
+from trainers.microbatch import collate
 
 LOGPROB_ATOL = 1e-4
 """fp32 batched, left-padded, KV-cached decoding vs one unpadded teacher-forced pass: the
@@ -68,9 +69,7 @@ def learner_logprobs(
     ]
     mb = collate(samples, pad_id=0)
     with torch.no_grad():
-        logprobs, _ = TokenLogprobs(model, temperature)(
-            mb.input_ids, mb.attention_mask, mb.target_ids, mb.loss_mask
-        )
+        logprobs, _ = TokenLogprobs(model, temperature)(*mb.forward_args())
     return logprobs, mb.sampler_logprobs
 
 

@@ -75,7 +75,7 @@ def test_training_that_cannot_learn_is_refused(overrides: list[str], message: st
 
 
 def test_the_evaluation_before_training_may_play_fewer_opponents() -> None:
-    config = load_run_config(CONFIGS / "selfplay.yaml")
+    config = load_run_config(CONFIGS / "selfplay_text.yaml")
     assert config.eval.opponents_at("before") == ["random-v0"]
     assert config.eval.opponents_at("after") == ["random-v0", "strongest"]
     assert config.eval.opponents_at("step 4") == ["random-v0", "strongest"]

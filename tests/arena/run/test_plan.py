@@ -104,7 +104,7 @@ def test_the_learner_divides_by_the_sampling_temperature(
 ) -> None:
     """Samplers report logprobs of softmax(logits / T) at the run's sampling temperature; the
     learner's loss.temperature is that T, so both sides mean the distribution that sampled."""
-    config = load_run_config("configs/selfplay.yaml", overrides)
+    config = load_run_config("configs/selfplay_text.yaml", overrides)
     assert config.sampling.temperature == temperature
     resolved = resolve_for_run(config, tmp_path)
     assert resolved.learner.loss.temperature == temperature
