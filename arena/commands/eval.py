@@ -66,6 +66,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="role games: the simulator that fills SEAT (all seats a simulator may fill, "
         "without SEAT); default: the run's (repeatable)",
     )
+    parser.add_argument(
+        "--act",
+        choices=("generate", "choice"),
+        default=None,
+        help="how the model plays games that list their legal actions: write a reply "
+        "(generate) or pick among the legal replies by their scores (choice); default: as the "
+        "run config says",
+    )
     parser.add_argument("--concurrency", type=int, default=64, help="games played at once")
     parser.add_argument("--json", default=None, metavar="PATH", help="write the results here")
 
@@ -103,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
     if n < 1 or args.tries < 1:
         raise ConfigError(f"--n and --tries must be >= 1, got {n} and {args.tries}")
     participant = parse_participant(args.participant)
+    participant.act = args.act
     participant.sampling.temperature = (
         run_config.eval.temperature if args.temperature is None else args.temperature
     )

@@ -91,6 +91,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "without SEAT); default: the run's (repeatable)",
     )
     parser.add_argument(
+        "--act",
+        choices=("generate", "choice"),
+        default=None,
+        help="how a model opponent plays: write its reply (generate) or pick among the legal "
+        "replies by their scores (choice); default: as its run config says",
+    )
+    parser.add_argument(
         "--role-arg",
         action="append",
         default=[],
@@ -114,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
         role_kwargs={**trained.role_kwargs, **parse_assignments(args.role_arg)},
         roles=dict(trained.roles),
         simulators=dict(trained.simulators),
+        act=args.act or trained.act,
     )
     if args.max_new_tokens is None:
         args.max_new_tokens = max_new_tokens

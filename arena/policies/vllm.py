@@ -40,7 +40,14 @@ from arena.core.errors import ConfigError
 from arena.models import model_dir, to_dtype
 from arena.policies.base import Policy
 from arena.policies.chat import ChatFormat
-from arena.policies.types import Generation, PolicyError, PromptLike, SamplingParams, per_request
+from arena.policies.types import (
+    Generation,
+    PolicyError,
+    PromptLike,
+    SamplingParams,
+    Scoring,
+    per_request,
+)
 
 if TYPE_CHECKING:
     from arena.policies.config import PolicyConfig
@@ -136,6 +143,62 @@ class VLLMPolicy(Policy):
             for out, prompt_ids in zip(outputs, ids, strict=True)
         ]
 
+    def score(
+        self, prompts: Sequence[PromptLike], continuations: Sequence[Sequence[Any]]
+    ) -> list[Scoring]:
+        """Each continuation is one engine request for ``prompt + continuation`` with prompt
+        logprobs (T = 1, one new token). The first continuation of every prompt goes first, the
+        rest in a second call, so they read the prompt's KV from vLLM's prefix cache instead of
+        computing it again. vLLM leaves cached positions without prompt logprobs (it skips the
+        cache for such requests by default); Arena reads only the continuation's positions, and
+        a request whose continuation itself came from the cache is run again without it."""
+        if len(prompts) != len(continuations):
+            raise PolicyError(f"{len(prompts)} prompts but {len(continuations)} continuations")
+        items = [self.prepare_scoring(p, c) for p, c in zip(prompts, continuations, strict=True)]
+        with self._lock:
+            version = self.version
+            first = self._score_calls([(prompt.ids, replies[0]) for prompt, replies in items])
+            rest = self._score_calls(
+                [(prompt.ids, reply) for prompt, replies in items for reply in replies[1:]]
+            )
+        out, taken = [], 0
+        for (prompt, replies), head in zip(items, first, strict=True):
+            tail = rest[taken : taken + len(replies) - 1]
+            taken += len(replies) - 1
+            out.append(Scoring(prompt_ids=prompt.ids, logprobs=[head, *tail], version=version))
+        return out
+
+    def _score_calls(self, pairs: list[tuple[Any, np.ndarray]]) -> list[np.ndarray]:
+        """The per-token logprobs of each continuation after its prompt, in one engine call
+        (again, without the prefix cache, for those the cache answered)."""
+        if not pairs:
+            return []
+        found = self._score_once(pairs, cached=True)
+        again = [i for i, lp in enumerate(found) if lp is None]
+        if again:
+            redone = self._score_once([pairs[i] for i in again], cached=False)
+            for i, lp in zip(again, redone, strict=True):
+                found[i] = lp
+        if any(lp is None for lp in found):
+            raise PolicyError("vLLM returned no prompt logprobs for a continuation")
+        return found  # type: ignore[return-value]
+
+    def _score_once(
+        self, pairs: list[tuple[Any, np.ndarray]], cached: bool
+    ) -> list[np.ndarray | None]:
+        params = self._vllm.SamplingParams(
+            temperature=1.0,
+            max_tokens=1,
+            prompt_logprobs=0,
+            skip_reading_prefix_cache=not cached,
+        )
+        inputs = [{"prompt_token_ids": [*map(int, p), *map(int, c)]} for p, c in pairs]
+        outputs = self.llm.generate(inputs, [params] * len(inputs), use_tqdm=False)
+        return [
+            _continuation_logprobs(out.prompt_logprobs or [], c)
+            for out, (_, c) in zip(outputs, pairs, strict=True)
+        ]
+
     def state_dict(self) -> Mapping[str, torch.Tensor]:
         return self._expected
 
@@ -182,6 +245,22 @@ class VLLMPolicy(Policy):
             finish_reason="length" if completion.finish_reason == "length" else "stop",
             version=version,
         )
+
+
+def _continuation_logprobs(
+    prompt_logprobs: list[Any], continuation: np.ndarray
+) -> np.ndarray | None:
+    """The logprobs of the last ``len(continuation)`` prompt positions, or None where vLLM did
+    not compute them (read from its prefix cache) or they name other tokens."""
+    tail = prompt_logprobs[len(prompt_logprobs) - len(continuation) :]
+    if len(tail) < len(continuation):
+        return None
+    out = []
+    for step, token in zip(tail, continuation.tolist(), strict=True):
+        if not step or token not in step:
+            return None
+        out.append(step[token].logprob)
+    return np.asarray(out, dtype=np.float32)
 
 
 def _checkpoint_shapes(path: str, dtype: torch.dtype) -> dict[str, torch.Tensor]:

@@ -21,6 +21,7 @@ from typing import Any
 
 from arena.core.config import load_config
 from arena.core.errors import ConfigError, check_choice
+from arena.play.choice import ACTS
 from arena.play.config import GameConfig, SamplingConfig
 
 SCHEDULES = ("round-robin", "gauntlet")
@@ -63,6 +64,11 @@ class ParticipantConfig:
     """``openai``: the environment variable holding the key."""
     tokenizer: str = "smollm2-135m"
     """``openai``: the model spec whose tokenizer and chat template build the prompts."""
+    act: str | None = None
+    """How a model plays the games that list their legal actions: ``generate`` (free text its
+    role reads) or ``choice`` (the likeliest-scored legal reply, sampled at ``sampling``'s
+    temperature; ``arena/play/choice.py``); None plays each game as its config says (a
+    checkpoint's run config included)."""
     sampling: SamplingConfig = field(default_factory=_greedy)
     """How this participant samples (greedy by default: a tournament measures the policy's
     best play; set ``temperature`` to rate the sampled policy)."""
@@ -124,6 +130,8 @@ class TournamentConfig:
             check_choice(f"{where}.backend", participant.backend, MODEL_BACKENDS)
             if participant.backend == "openai" and not participant.base_url:
                 raise ConfigError(f"{where}: backend openai needs base_url")
+            if participant.act is not None:
+                check_choice(f"{where}.act", participant.act, ACTS)
 
 
 def load_tournament_config(path: str | None, overrides: Sequence[str] = ()) -> TournamentConfig:

@@ -13,6 +13,7 @@ and the end of its actor's log.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import tempfile
 import time
@@ -86,8 +87,12 @@ class Seating:
                 )
             else:
                 continue
+            act = participant.config.act
+            games = [
+                g if act is None else dataclasses.replace(g, act=act) for g in self.config.games
+            ]
             self._factories[participant.name] = SeatFactory(
-                PlayConfig(games=list(self.config.games), policy_name=participant.name),
+                PlayConfig(games=games, policy_name=participant.name),
                 policy,
                 _chat(str(tokenizer)),
             )

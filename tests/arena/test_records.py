@@ -110,3 +110,47 @@ def test_episode_consistency_checks() -> None:
         Episode(id="e", game="g", seed=0, seats={}, termination="exploded")
     with pytest.raises(RecordError, match="unknown seat"):
         Episode(id="ep1", game="g", seed=0, seats={}, turns=[make_turn()])
+
+
+def choice_turn(**changes) -> Turn:
+    """A choice turn of three legal replies ([5 6], [7], [8 9 10]); the second was played."""
+    fields = {
+        "response_ids": np.array([7], np.int32),
+        "response_logprobs": np.array([-0.25], np.float32),
+        "choice_ids": np.array([5, 6, 7, 8, 9, 10], np.int32),
+        "choice_lengths": np.array([2, 1, 3], np.int32),
+        "choice_logprobs": np.array([-1.5, -0.25, -4.0], np.float32),
+        "choice_index": 1,
+        "choice_logprob": -0.4,
+    }
+    return make_turn(**{**fields, **changes})
+
+
+def test_a_choice_turn_roundtrips_and_a_generated_one_sends_no_choice_fields() -> None:
+    turn = choice_turn()
+    assert turn.is_choice and [c.tolist() for c in turn.choices()] == [[5, 6], [7], [8, 9, 10]]
+    _, frames = encode("episode", turn.to_dict(), src="r", service="learner")
+    back = Turn.from_dict(decode(frames).body)
+    assert back.choice_index == 1 and back.choice_logprob == pytest.approx(-0.4)
+    assert back.choice_ids.tolist() == [5, 6, 7, 8, 9, 10]
+    assert back.choice_logprobs.tolist() == [-1.5, -0.25, -4.0]
+    plain = make_turn()
+    assert not plain.is_choice and plain.choices() == []
+    assert not {"choice_ids", "choice_index"} & set(plain.to_dict())
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"choice_lengths": np.array([2, 1, 2], np.int32)}, "add up to 5 for 6"),
+        ({"choice_logprobs": np.array([-1.0], np.float32)}, "1 choice_logprobs for 3"),
+        ({"choice_index": 3}, r"choice_index 3 is not in \[0, 3\)"),
+        (
+            {"choice_lengths": np.array([0, 3, 3], np.int32)},
+            "an empty legal reply",
+        ),
+    ],
+)
+def test_malformed_choice_fields_are_refused(changes: dict, message: str) -> None:
+    with pytest.raises(RecordError, match=message):
+        choice_turn(**changes)

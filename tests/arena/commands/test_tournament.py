@@ -111,6 +111,19 @@ def test_eval_one_participant(tmp_path: Path) -> None:
     assert "tictactoe-v0 vs random-v0: score" in done.stdout
 
 
+def test_eval_by_choice_never_replies_invalid(tmp_path: Path) -> None:
+    """The untrained tiny model writes no valid move (every game forfeited); choosing among
+    the legal replies, it cannot reply outside them."""
+    out = tmp_path / "eval.json"
+    flags = "--games tictactoe-v0 --opponents random-v0 --n 4 --act choice --temperature 1"
+    done = arena("eval", "tiny", *flags.split(), "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    (result,) = json.loads(out.read_text())
+    assert result["games"] == 4 and result["invalid_rate"] == 0.0
+    refused = arena("eval", "tiny", "--games", "negotiation-v0", "--n", "1", "--act", "choice")
+    assert refused.returncode == 2 and "takes free text" in refused.stderr
+
+
 @pytest.mark.parametrize(
     ("participant", "message"),
     [("minimax-v9", "no bot 'minimax-v9'"), ("/nonexistent/model", "no model")],

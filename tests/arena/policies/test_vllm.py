@@ -192,3 +192,31 @@ def test_another_logprobs_mode_is_refused() -> None:
 
     with pytest.raises(ConfigError, match="processed_logprobs"):
         VLLMPolicy("unused", logprobs_mode="raw_logprobs")
+
+
+def test_vllm_scores_continuations_as_the_learner_does(vllm_service: str) -> None:
+    """A scoring request (``continuations``) on vLLM: each continuation's token logprobs after
+    the prompt, equal to transformers' teacher forcing; asked twice, the second time from
+    vLLM's prefix cache, the same numbers."""
+    from arena.policies.scoring import continuation_logprobs
+    from arena.policies.types import Scoring
+
+    model, tokenizer = load_model("smollm2-135m")
+    prompt = np.asarray(tokenizer.encode("Kuhn Poker. Your card: [K]. Your move? <answer>"))
+    replies = [
+        np.asarray(tokenizer.encode(text, add_special_tokens=False))
+        for text in ("bet</answer>", "pass</answer>", "fold")
+    ]
+    (expected,) = continuation_logprobs(model, [(prompt, replies)])
+    with BlockingActor(f"vllm-score-{time.monotonic_ns()}", vllm_service) as client:
+        body = {"prompt": {"ids": prompt.astype(np.int32)}, "continuations": replies}
+        answers = [
+            Scoring.from_dict(client.call(body, service="policy:v", timeout=300)) for _ in range(2)
+        ]
+    for scored in answers:
+        assert scored.prompt_ids.tolist() == prompt.tolist()
+        assert [len(lp) for lp in scored.logprobs] == [len(r) for r in replies]
+        worst = max(
+            float(np.abs(a - b).max()) for a, b in zip(scored.logprobs, expected, strict=True)
+        )
+        assert worst < LOGPROB_ATOL, f"max |transformers - vLLM| = {worst:.3g}"
