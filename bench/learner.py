@@ -80,6 +80,46 @@ def make_episodes(batch: int, seq_len: int, prompt_len: int, vocab: int, tag: st
     return episodes
 
 
+CHOICE_SHAPES = {"kuhn": (111, 2, 3), "tictactoe": (137, 9, 4)}
+"""Choice turns of the default run: prompt tokens, legal replies, tokens per reply (measured on
+configs/selfplay.yaml's prompts: Kuhn's first move, Tic-Tac-Toe's empty board)."""
+
+
+def make_choice_episodes(batch: int, shape: str, vocab: int, tag: str) -> list[Episode]:
+    """``batch`` one-turn episodes of choice turns shaped like ``shape``'s (CHOICE_SHAPES)."""
+    prompt_len, count, length = CHOICE_SHAPES[shape]
+    rng = np.random.default_rng(0)
+    episodes = []
+    for i in range(batch):
+        prompt = rng.integers(10, vocab, size=prompt_len).astype(np.int32)
+        replies = [rng.integers(10, vocab, size=length).astype(np.int32) for _ in range(count)]
+        played = i % count
+        eid = f"{tag}-{i}"
+        reward = 1.0 if i % 2 else -1.0
+        turn = Turn(
+            episode_id=eid,
+            index=0,
+            game="bench",
+            seat="p0",
+            role="player",
+            prompt_ids=prompt,
+            response_ids=replies[played],
+            response_logprobs=np.full(length, -1.0, dtype=np.float32),
+            text="",
+            action=played,
+            valid=True,
+            reward=reward,
+            choice_ids=np.concatenate(replies),
+            choice_lengths=np.full(count, length, dtype=np.int32),
+            choice_logprobs=np.full(count, -float(length), dtype=np.float32),
+            choice_index=played,
+            choice_logprob=-float(np.log(count)),
+        )
+        seats = {"p0": SeatAssignment("player", "main")}
+        episodes.append(Episode(eid, "bench", i, seats, [turn], {"p0": reward}))
+    return episodes
+
+
 def synchronize(device: torch.device) -> None:
     """Wait for the device's queued work (CUDA runs asynchronously; the CPU does not)."""
     if device.type == "cuda":
@@ -120,12 +160,17 @@ def bare_step_fn(
 
 
 def learner_step_fn(
-    learner: Learner, batch: int, seq_len: int, prompt_len: int, vocab: int
+    learner: Learner, batch: int, seq_len: int, prompt_len: int, vocab: int, choice: str = ""
 ) -> Callable[[], None]:
     counter = iter(range(1 << 30))
 
     def step() -> None:
-        learner.add_episodes(make_episodes(batch, seq_len, prompt_len, vocab, f"s{next(counter)}"))
+        tag = f"s{next(counter)}"
+        learner.add_episodes(
+            make_choice_episodes(batch, choice, vocab, tag)
+            if choice
+            else make_episodes(batch, seq_len, prompt_len, vocab, tag)
+        )
         metrics = learner.step()
         assert metrics is not None and metrics.get("samples") == batch, metrics
         synchronize(learner.device)
@@ -152,6 +197,13 @@ def main() -> None:
     parser.add_argument("--prompt-frac", type=float, default=0.5)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument(
+        "--choice",
+        choices=list(CHOICE_SHAPES),
+        default=None,
+        help="instead: batches of choice turns shaped like this game's, the learner with "
+        "shared-prefix rows (each prompt once for all its legal replies) against one row per reply",
+    )
     args = parser.parse_args()
     if args.quick:
         args.batch, args.seq_len, args.rounds = 2, 64, 2
@@ -179,6 +231,9 @@ def main() -> None:
             "batch": {"micro_batch_tokens": tokens, "max_seq_len": args.seq_len},
         }
     )
+    if args.choice:
+        choice_bench(args, config, base, tokenizer, vocab, model_name, device)
+        return
     dense = LearnerConfig.from_dict({**config.to_dict(), "sparse_logits": False})
     cases: dict[str, Callable[[], None]] = {
         "bare": bare_step_fn(
@@ -249,6 +304,77 @@ def main() -> None:
                 "ratio_of_median_rates": round(rates["learner"] / rates["bare"], 3),
                 "bare_tflops": round(tflops["bare"], 4),
                 "learner_tflops": round(tflops["learner"], 4),
+            }
+        )
+    )
+
+
+def interleaved(cases: dict[str, Callable[[], None]], rounds: int) -> dict[str, list[float]]:
+    """Seconds per step of each case, one step each per round in rotating order (after one
+    warm-up step each)."""
+    for fn in cases.values():
+        fn()
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    names = list(cases)
+    for r in range(rounds):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            start = time.perf_counter()
+            cases[name]()
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
+def choice_bench(
+    args: argparse.Namespace,
+    config: LearnerConfig,
+    base: torch.nn.Module,
+    tokenizer: object,
+    vocab: int,
+    model_name: str,
+    device: torch.device,
+) -> None:
+    """Shared-prefix rows against one row per legal reply, on choice turns (``--choice``)."""
+    prompt_len, count, length = CHOICE_SHAPES[args.choice]
+    data = config.to_dict()
+    data["batch"] = {**data["batch"], "micro_batch_tokens": 4096, "max_seq_len": 1024}
+    cases = {}
+    for name, shared in (("shared", True), ("unshared", False)):
+        cfg = LearnerConfig.from_dict({**data, "batch": {**data["batch"], "shared_prefix": shared}})
+        learner = Learner(cfg, copy.deepcopy(base), tokenizer)
+        cases[name] = learner_step_fn(learner, args.batch, 0, 0, vocab, args.choice)
+    times = interleaved(cases, args.rounds)
+    turns_s = {case: args.batch / statistics.median(t) for case, t in times.items()}
+    speedup = statistics.median(
+        times["unshared"][i] / times["shared"][i] for i in range(args.rounds)
+    )
+    rows = {
+        "shared": prompt_len + count * (length - 1),
+        "unshared": count * (prompt_len + length - 1),
+    }
+    print(
+        f"model {model_name} on {device}: {args.batch} {args.choice}-shaped choice turns (prompt "
+        f"{prompt_len} tokens, {count} replies of {length}), {args.rounds} rounds"
+    )
+    print(f"{'case':<10}{'s/step (median)':>18}{'turns/s':>10}{'input tokens/turn':>20}")
+    for case in cases:
+        print(
+            f"{case:<10}{statistics.median(times[case]):>18.3f}{turns_s[case]:>10.2f}"
+            f"{rows[case]:>20}"
+        )
+    print(
+        json.dumps(
+            {
+                "bench": "learner_choice",
+                "model": model_name,
+                "device": str(device),
+                "shape": args.choice,
+                "batch": args.batch,
+                "rounds": args.rounds,
+                "shared_turns_s": round(turns_s["shared"], 3),
+                "unshared_turns_s": round(turns_s["unshared"], 3),
+                "input_tokens_per_turn_shared": rows["shared"],
+                "input_tokens_per_turn_unshared": rows["unshared"],
+                "speedup_shared_vs_unshared": round(speedup, 2),
             }
         )
     )

@@ -88,3 +88,61 @@ def test_element_logprobs_reduce_reply_tokens_to_the_played_replys_logprob() -> 
     p = torch.softmax(scaled, -1)
     assert entropy.tolist() == pytest.approx([float(-(p * p.log()).sum())], abs=1e-6)
     assert mb.sampler_logprobs.tolist() == [-0.5] and mb.seq_lengths.tolist() == [1.0]
+
+
+def test_the_learner_moves_the_policy_over_the_legal_replies(fresh_tiny) -> None:
+    """A two-reply bandit on the tiny model: reply A pays 1, reply B pays 0. Each step samples
+    16 choices from the model's own legal policy and trains on them; P(A), read exactly from
+    the model's scores, must rise well above where it started."""
+    from synthetic import episode, make_config
+
+    from arena.policies.scoring import continuation_logprobs
+    from arena.records import Turn
+    from trainers.learner import Learner
+
+    model, tokenizer = fresh_tiny
+    prompt = np.array([1, 9690, 198, 2683, 30, 2, 198, 1, 520, 9531, 198], np.int32)
+    replies = [np.array([339, 2], np.int32), np.array([1136, 2], np.int32)]
+    learner = Learner(
+        make_config(optim={"lr": 3e-3}, advantage={"mode": "batch"}), model, tokenizer
+    )
+    rng = np.random.default_rng(0)
+
+    def p_first() -> tuple[float, np.ndarray, list[np.ndarray]]:
+        (scored,) = continuation_logprobs(learner.model, [(prompt, replies)])
+        sums = np.array([lp.sum() for lp in scored])
+        return float(np.exp(sums[0] - np.logaddexp(*sums))), sums, scored
+
+    before = p_first()[0]
+    for step in range(6):
+        episodes = []
+        for i in range(16):
+            p, sums, scored = p_first()
+            played = 0 if rng.random() < p else 1
+            log_pi = sums[played] - np.logaddexp(*sums)
+            t = Turn(
+                episode_id=f"s{step}-{i}",
+                index=0,
+                game="bandit",
+                seat="p0",
+                role="player",
+                prompt_ids=prompt,
+                response_ids=replies[played],
+                response_logprobs=scored[played],
+                text="",
+                action=played,
+                valid=True,
+                reward=float(played == 0),
+                policy_version=learner.version,
+                choice_ids=np.concatenate(replies),
+                choice_lengths=np.array([2, 2], np.int32),
+                choice_logprobs=sums.astype(np.float32),
+                choice_index=played,
+                choice_logprob=float(log_pi),
+            )
+            episodes.append(episode(t.episode_id, [t], final_rewards={"p0": float(played == 0)}))
+        learner.add_episodes(episodes)
+        metrics = learner.step()
+        assert metrics is not None and "skipped" not in metrics, metrics
+    after = p_first()[0]
+    assert after > before + 0.2, (before, after)

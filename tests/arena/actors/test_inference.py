@@ -239,6 +239,50 @@ def test_remote_policy_from_asyncio_code(broker: str, main_actor: Any) -> None:
     assert len(generations) == 3 and all(0 < len(g.token_ids) <= 3 for g in generations)
 
 
+def test_scoring_requests_batch_with_generations_under_one_version(
+    broker: str, main_actor: Any, client: BlockingActor
+) -> None:
+    """A scoring request returns each continuation's token logprobs after the prompt (what
+    teacher forcing on the same tiny model gives), from the same batches and version as the
+    generations beside it; a continuation that does not fit is refused, not truncated."""
+    from arena.policies.scoring import continuation_logprobs
+    from arena.policies.types import Scoring
+
+    prompt = np.array([1, 9690, 198, 2683, 30, 2, 198], np.int32)
+    replies = [np.array([339, 2], np.int32), np.array([1136], np.int32)]
+    model, _ = tiny_model()
+    (expected,) = continuation_logprobs(model, [(prompt, replies)])
+
+    async def mixed() -> tuple[list[Scoring], list[Generation]]:
+        actor = Actor(f"chooser-{time.monotonic_ns()}", broker)
+        await actor.start()
+        try:
+            policy = RemotePolicy(actor, "main")
+            return await asyncio.gather(
+                policy.ascore([prompt] * 3, [replies] * 3),
+                policy.agenerate([CHAT["messages"]] * 3, SamplingParams(max_new_tokens=3)),
+            )
+        finally:
+            await actor.close()
+
+    before = status(client, "main")["counters"]
+    scorings, generations = asyncio.run(mixed())
+    after = status(client, "main")["counters"]
+    assert after.get("scorings", 0) - before.get("scorings", 0) == 3
+    for scoring in scorings:
+        assert scoring.prompt_ids.tolist() == prompt.tolist()
+        for got, want in zip(scoring.logprobs, expected, strict=True):
+            np.testing.assert_allclose(got, want, atol=1e-4)
+    assert {s.version for s in scorings} == {g.version for g in generations} == {0}
+    body = {"prompt": {"ids": prompt}, "continuations": [np.ones(4096, np.int32)]}
+    with pytest.raises(BusError, match="exceed the .*-token context") as info:
+        client.call(body, service="policy:main", timeout=10)
+    assert info.value.code == "context_overflow"
+    for bad, match in (([], "non-empty list"), ([np.zeros(0, np.int32)], "is empty")):
+        with pytest.raises(BusError, match=match):
+            client.call({"prompt": {"ids": prompt}, "continuations": bad}, service="policy:main")
+
+
 def test_weight_updates_apply_and_corrupt_ones_are_refused(
     start_inference: Callable[..., Any], broker: str, client: BlockingActor
 ) -> None:

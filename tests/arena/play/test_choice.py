@@ -166,3 +166,20 @@ def test_a_backend_that_cannot_score_is_named(tiny_tokenizer) -> None:
     policy = ScriptedPolicy.__new__(ScriptedPolicy)
     with pytest.raises(Exception, match="cannot score continuations.*act: generate"):
         policy.score([[1, 2]], [[[3]]])
+
+
+def test_a_state_without_legal_actions_follows_the_forfeit_rule(tiny_tokenizer) -> None:
+    from games.tictactoe import TicTacToe
+
+    class Stuck(TicTacToe):  # player_0 may never move: a game with a bug, say
+        def _legal_actions(self, agent: str) -> list[int]:
+            return [] if agent == "player_0" else super()._legal_actions(agent)
+
+    chat = ChatFormat(tiny_tokenizer)
+    seats = {a: choice_seat(Scripted(), chat) for a in ("player_0", "player_1")}
+    env = Stuck(max_retries=1)
+    episode = asyncio.run(play_episode(env, "tictactoe-v0", seats, seed=0, episode_id="s"))
+    assert episode.termination == "illegal"  # retried once, then forfeited
+    assert episode.final_rewards["player_0"] < 0 < episode.final_rewards["player_1"]
+    assert [t.error for t in episode.turns] == ["no legal action to choose from"] * 2
+    assert not any(t.trained for t in episode.turns)

@@ -1,0 +1,78 @@
+"""A run repeats from its seed, whatever the machine's load: the same config and seed twice, the
+second beside a CPU burner, play the same episodes and train the same steps.
+
+Load changes how the inference service's batches form; each request carries its own sampling
+seed (from its episode and turn: ``arena.play.episode.request_seed``), and the learner trains on
+a step's turns in episode order, so neither the order of the requests nor that of the arrivals
+reaches the result. Compared: every step's transcript (text, actions, rewards) exactly; the
+per-step rewards and the learner's numbers to 1e-4 (logits of one row may differ in the last
+bits with the batch around it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+COMPARED = (
+    "learner/loss",
+    "learner/pg_loss",
+    "learner/entropy",
+    "learner/samples",
+    "learner/tokens",
+)
+
+
+def run(run_dir: Path) -> subprocess.CompletedProcess:
+    overrides = "seed=7 games.1.act=choice eval.games=0".split()
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "arena",
+            "train",
+            "configs/smoke.yaml",
+            *overrides,
+            f"run_dir={run_dir}",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_run_repeats_from_its_seed_under_load(tmp_path: Path) -> None:
+    quiet = run(tmp_path / "quiet")
+    assert quiet.returncode == 0, quiet.stderr[-3000:]
+    burn = "import time\nend = time.time() + 600\nwhile time.time() < end: pass"
+    burners = [subprocess.Popen([sys.executable, "-c", burn]) for _ in range(os.cpu_count() or 2)]
+    try:
+        loaded = run(tmp_path / "loaded")
+    finally:
+        for burner in burners:
+            burner.kill()
+    assert loaded.returncode == 0, loaded.stderr[-3000:]
+    a, b = (lines(tmp_path / name / "transcripts.jsonl") for name in ("quiet", "loaded"))
+    assert len(a) == len(b) == 2
+    for x, y in zip(a, b, strict=True):
+        assert x["id"] == y["id"] and x["final_rewards"] == y["final_rewards"]
+        for s, t in zip(x["turns"], y["turns"], strict=True):
+            assert (s["text"], s["action"], s["reward"]) == (t["text"], t["action"], t["reward"])
+    ma, mb = (lines(tmp_path / name / "metrics.jsonl") for name in ("quiet", "loaded"))
+    assert [m["step"] for m in ma] == [m["step"] for m in mb] == [1, 2]
+    for x, y in zip(ma, mb, strict=True):
+        rewards = [k for k in x if k.startswith(("reward/", "invalid_rate/"))]
+        assert rewards and all(x[k] == pytest.approx(y[k], abs=1e-4) for k in rewards)
+        for key in COMPARED:
+            assert x[key] == pytest.approx(y[key], rel=1e-4, abs=1e-6), key
