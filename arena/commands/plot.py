@@ -8,7 +8,10 @@ Curves, each panel only when the run has its data:
   periodic, ``after``); the random mover's (label ``baseline``) is its own curve, at step 0;
 - ``role_metrics``: each role's metric in the evaluations of role games;
 - ``exploitability``: the exploitability readings (label ``strategy``) at the step of the
-  weights each read, per game and temperature.
+  weights each read, per game and temperature: before and after training, and each checkpoint
+  as it is saved;
+- ``optimal_move_rate``: the share of the policy's moves that minimax rates optimal, at each
+  evaluation (Tic-Tac-Toe; the random mover's at step 0).
 
 Every line of ``evals.jsonl`` holds ``results``, ``roles`` (a role game's line holds both) or
 ``readings``; a row whose every game or episode failed gets no point, and a line of any other
@@ -48,7 +51,7 @@ def series(rows: list[dict], prefix: str) -> dict[str, tuple[list[float], list[f
 
 def eval_panels(evals: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     """The rows (``step`` and one value per curve) of each panel drawn from ``evals.jsonl``:
-    ``win_rate``, ``eval_invalid``, ``role_metrics``, ``exploitability``. A row whose every game
+    ``win_rate``, ``eval_invalid``, ``role_metrics``, ``exploitability``, ``optimal_move_rate``. A row whose every game
     or episode failed has no value to draw (its score would read 0): no point. A line of no
     known shape (or without the step its kind needs) is left out and named on stderr."""
     panels: dict[str, list[dict[str, Any]]] = {
@@ -56,6 +59,7 @@ def eval_panels(evals: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
         "eval_invalid": [],
         "role_metrics": [],
         "exploitability": [],
+        "optimal_move_rate": [],
     }
     for number, line in enumerate(evals, 1):
         try:
@@ -95,6 +99,13 @@ def eval_rows(line: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         if not mover:
             invalid = {f"eval {r['game']}": r["invalid_rate"] for r in results}
             out.append(("eval_invalid", {"step": line["step"], **invalid}))
+        optimal = {
+            f"{r['game']} vs {r['opponent']}{mover}": r["optimal_move_rate"]
+            for r in results
+            if r.get("optimal_move_rate") is not None
+        }
+        if optimal:
+            out.append(("optimal_move_rate", {"step": line["step"], **optimal}))
     if "roles" in line:
         metrics = {
             f"{r['game']} {r['role']} ({r['seat']}): {r['metric']}": r["mean"]
@@ -130,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
         },
         "role_metrics": series(from_evals["role_metrics"], ""),
         "exploitability": series(from_evals["exploitability"], ""),
+        "optimal_move_rate": series(from_evals["optimal_move_rate"], ""),
         "kl": series(metrics, "learner/kl"),
         "entropy": series(metrics, "learner/entropy"),
     }

@@ -409,6 +409,23 @@ class RunCoordinator:
         c = self.config
         if c.eval.every and self.step % c.eval.every == 0 and self.step < c.steps:
             await self.evaluate(f"step {self.step}")
+        if c.checkpoint_every and self.step % c.checkpoint_every == 0 and self.step < c.steps:
+            await self._read_checkpoint()
+
+    async def _read_checkpoint(self) -> None:
+        """The exploitability of the checkpoint just saved, in the run's poker games: a curve
+        per checkpoint (``arena plot``), read before ``checkpoint.keep`` may delete it. Seconds
+        for Kuhn; skipped without OpenSpiel (read_strategy says why once, at the end)."""
+        model = self.run_dir / "checkpoints" / f"step-{self.step:08d}" / "model"
+        if not readable_games(self.config) or openspiel_missing() is not None:
+            return
+        if not model.is_dir():
+            return
+        label = f"step {self.step}"
+        read = await asyncio.to_thread(
+            read_strategy, self.config, self.chat, label, str(model), self.step
+        )
+        self.log.strategy(read)
 
 
 def train(config_path: str, overrides: list[str], dry_run: bool = False) -> int:

@@ -29,7 +29,7 @@ ROLE = {"game": "retail-v0", "seat": "agent", "role": "executor", "metric": "pas
 EVALS = [
     {"label": "before", "step": 0, "results": [RESULT]},
     {"label": "baseline", "step": 0, "results": [{**RESULT, "score": 0.75}]},
-    {"label": "after", "step": 2, "results": [{**RESULT, "score": 0.5}]},
+    {"label": "after", "step": 2, "results": [{**RESULT, "score": 0.5, "optimal_move_rate": 0.7}]},
     {"label": "strategy", "readings": [READING, {**READING, "temperature": 1.0, "sampling": True}]},
     {"label": "strategy", "readings": [{**READING, "step": 2, "exploitability": 0.4}]},
     # a role game's line holds its results rows and its roles (every game of this row failed)
@@ -61,6 +61,8 @@ def test_each_kind_of_evals_line_gives_its_curves() -> None:
         {"step": 0, "kuhn-poker-v0 (T=1, training sampling)": 0.9},
         {"step": 2, "kuhn-poker-v0 (greedy)": 0.4},
     ]
+    # only the rows that judged moves (the "after" one) give an optimal-move point
+    assert panels["optimal_move_rate"] == [{"step": 2, "tictactoe-v0 vs random-v0": 0.7}]
     # a role whose every episode failed has no mean: no point
     assert panels["role_metrics"] == [{"step": 2, "retail-v0 executor (agent): pass": 0.5}]
 
@@ -89,6 +91,7 @@ def test_the_command_plots_a_run_directory_with_every_kind_of_line(tmp_path: Pat
         "exploitability.png",
         "invalid_rate.png",
         "kl.png",
+        "optimal_move_rate.png",
         "reward.png",
         "role_metrics.png",
         "win_rate.png",
