@@ -14,6 +14,7 @@ micro-batches in :mod:`trainers.microbatch`.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections import defaultdict
 from dataclasses import dataclass
@@ -62,6 +63,11 @@ class Sample:
         """The longest sequence this turn trains on: prompt and response (or longest reply)."""
         longest = max(len(c) for c in self.choices) if self.choices else len(self.response_ids)
         return len(self.prompt_ids) + longest
+
+    @property
+    def prompt(self) -> str:
+        """The prompt's identity (a digest of its ids), for the advantage key ``prompt``."""
+        return hashlib.blake2b(self.prompt_ids.tobytes(), digest_size=8).hexdigest()
 
     @property
     def loss_elements(self) -> int:

@@ -32,9 +32,13 @@ class AdvantageConfig:
     """Discount per turn of the same seat (never per token)."""
     key: list[str] = field(default_factory=lambda: ["game", "agent"])
     """Sample fields that key the normalization statistics and baselines: any of game, agent,
-    role, seat, group. ``agent`` is the seat when the turn's role is ``player`` (self-play, where
-    every seat plays the same role: seat 0 and seat 1 keep separate statistics), otherwise the
-    role (role games: the k solver seats of a proposer/solver game share one key)."""
+    role, seat, group, prompt. ``agent`` is the seat when the turn's role is ``player``
+    (self-play, where every seat plays the same role: seat 0 and seat 1 keep separate
+    statistics), otherwise the role (role games: the k solver seats of a proposer/solver game
+    share one key). ``prompt`` is the exact prompt the turn was sampled from: in a game whose
+    seats see no history of their own (memory ``none``), one information state, so with
+    ``ema-turn`` each state keeps its own value baseline and a turn is judged against what its
+    state is worth, not against the seat's average (the card's value in poker)."""
     eps: float = 1e-6
     """Added to the standard deviation before dividing."""
     scale_by_std: bool = True
@@ -51,7 +55,7 @@ class AdvantageConfig:
             raise ValueError(f"advantage.gamma must be in [0, 1], got {self.gamma}")
         if not 0.0 <= self.ema_alpha < 1.0:
             raise ValueError(f"advantage.ema_alpha must be in [0, 1), got {self.ema_alpha}")
-        allowed = {"game", "agent", "role", "seat", "group"}
+        allowed = {"game", "agent", "role", "seat", "group", "prompt"}
         if not self.key or not set(self.key) <= allowed:
             raise ValueError(
                 f"advantage.key {list(self.key)} must be a non-empty subset of {sorted(allowed)}"

@@ -271,9 +271,12 @@ class Learner:
         for sample, advantage in zip(samples, advantages, strict=True):
             sample.advantage = float(advantage)
         # Reported per advantage key (adv/<game>/<agent>/mean with the default key), the
-        # statistics the advantages were normalized with.
+        # statistics the advantages were normalized with; a key with ``prompt`` is reported
+        # without it (one prompt per board would write thousands of metrics a step).
+        shown = [i for i, name in enumerate(acfg.key) if name != "prompt"]
+        reported = [tuple(k[i] for i in shown) or ("all",) for k in keys]
         for name, values in (("adv", advantages), ("return", [s.ret for s in samples])):
-            for key, stats in stats_by_key(values, keys).items():
+            for key, stats in stats_by_key(values, reported).items():
                 for stat, value in stats.items():
                     metrics[f"{name}/{'/'.join(key)}/{stat}"] = value
 

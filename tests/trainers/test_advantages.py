@@ -409,3 +409,35 @@ def test_single_sample_key_is_zero_and_counted() -> None:
     stats = stats_by_key(adv, keys)
     assert stats[("g", "lone")] == {"mean": 0.0, "std": 0.0, "min": 0.0, "max": 0.0, "count": 1.0}
     assert list(compute_advantages("batch", [2.0], [0.0], [("k",)], [""], whiten_all=True)) == [0.0]
+
+
+def test_the_prompt_key_gives_each_prompt_its_own_baseline() -> None:
+    """Key ``prompt``: turns that saw the same prompt share a baseline (with ``ema-turn``, a
+    value per information state of a memoryless game), whatever their seat or episode."""
+    from trainers.batch import Sample
+
+    def sample(prompt: list[int], ret: float, name: str) -> Sample:
+        ids = np.asarray(prompt, np.int32)
+        fields = {"game": "g", "role": "player", "seat": "player_0", "group": ""}
+        return Sample(
+            name,
+            0,
+            **fields,
+            prompt_ids=ids,
+            response_ids=ids,
+            sampler_logprobs=np.zeros(2, np.float32),
+            valid=True,
+            policy_version=0,
+            ret=ret,
+            outcome=ret,
+        )
+
+    samples = [sample([1, 2], 2.0, "a"), sample([1, 3], -1.0, "b"), sample([1, 2], 1.0, "c")]
+    keys = [s.key(["game", "prompt"]) for s in samples]
+    assert keys[0] == keys[2] != keys[1]
+    ema = EMABaseline(alpha=0.5)
+    returns = [s.ret for s in samples]
+    got = compute_advantages("ema-turn", returns, returns, keys, ["", "", ""], ema=ema)
+    # [1 2]: 2 - 0, then its baseline is 1.0 and the third turn gets 1 - 1; [1 3]: -1 - 0
+    assert got.tolist() == [2.0, -1.0, 0.0]
+    assert AdvantageConfig(key=["game", "prompt"]).key == ["game", "prompt"]
