@@ -94,7 +94,8 @@ def seat_line(game: GameConfig) -> str:
     if len({s.split("=", 1)[1] for s in seats}) == 1 and not game.simulators:
         seats = [f"role={seats[0].split('=', 1)[1]}"]
     kwargs = f" {game.role_kwargs}" if game.role_kwargs else ""
-    return " ".join(seats) + kwargs
+    act = " act=choice (among the legal replies)" if game.act == "choice" else ""
+    return " ".join(seats) + act + kwargs
 
 
 def simulator_policies(config: RunConfig) -> dict[str, list[str]]:

@@ -165,3 +165,18 @@ def test_a_simulator_on_its_own_policy_is_awaited_and_shown_with_its_command(
         ["games.0.simulators.user.id=llm-user-v0", "games.0.simulators.user.policy=main"],
     )
     assert missing(main, actors, tmp_path, address) == [] and not expects_others(main)
+
+
+def test_choice_is_shown_in_the_plan_and_refused_on_a_free_text_game() -> None:
+    from arena.core.errors import ConfigError
+    from arena.run.validation import validate
+
+    config = load_run_config("configs/smoke.yaml", ["games.1.act=choice"])
+    validate(config)
+    lines = [line for line in plan(config).splitlines() if "game  " in line]
+    assert "act=choice" not in lines[0] and "act=choice" in lines[1]
+    free = load_run_config(
+        "configs/smoke.yaml", ["games.0.id=negotiation-v0", "games.0.act=choice"]
+    )
+    with pytest.raises(ConfigError, match="negotiation-v0 takes free text.*act: generate"):
+        validate(free)
