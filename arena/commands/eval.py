@@ -42,6 +42,27 @@ if TYPE_CHECKING:
     from arena.play.config import GameConfig
 
 
+def add_seat_arguments(parser: argparse.ArgumentParser) -> None:
+    """How the model's seats are played (``--act``) and who fills the others (``--simulator``):
+    shared by ``arena eval`` and ``arena play``."""
+    parser.add_argument(
+        "--simulator",
+        action="append",
+        default=[],
+        metavar="[SEAT=]ID",
+        help="role games: the simulator that fills SEAT (all seats a simulator may fill, "
+        "without SEAT); default: the run's (repeatable)",
+    )
+    parser.add_argument(
+        "--act",
+        choices=("generate", "choice"),
+        default=None,
+        help="how the model plays games that list their legal actions: write a reply "
+        "(generate) or pick among the legal replies by their scores (choice); default: as its "
+        "run config says",
+    )
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("participant", help="checkpoint dir, HF dir, smollm2-135m, tiny or bot id")
     parser.add_argument("--games", nargs="+", default=None, help="game ids (default: the run's)")
@@ -58,22 +79,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tries", type=int, default=1, help="role games: tries per task, for pass^k (1)"
     )
-    parser.add_argument(
-        "--simulator",
-        action="append",
-        default=[],
-        metavar="[SEAT=]ID",
-        help="role games: the simulator that fills SEAT (all seats a simulator may fill, "
-        "without SEAT); default: the run's (repeatable)",
-    )
-    parser.add_argument(
-        "--act",
-        choices=("generate", "choice"),
-        default=None,
-        help="how the model plays games that list their legal actions: write a reply "
-        "(generate) or pick among the legal replies by their scores (choice); default: as the "
-        "run config says",
-    )
+    add_seat_arguments(parser)
     parser.add_argument("--concurrency", type=int, default=64, help="games played at once")
     parser.add_argument("--json", default=None, metavar="PATH", help="write the results here")
 

@@ -40,6 +40,8 @@ import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from arena.commands.eval import add_seat_arguments
+
 if TYPE_CHECKING:
     from arena.play.config import GameConfig
     from arena.play.episode import Seat
@@ -82,21 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="game constructor argument, value read as a Python literal (repeatable)",
     )
-    parser.add_argument(
-        "--simulator",
-        action="append",
-        default=[],
-        metavar="[SEAT=]ID",
-        help="role games: the simulator that fills SEAT (all seats a simulator may fill, "
-        "without SEAT); default: the run's (repeatable)",
-    )
-    parser.add_argument(
-        "--act",
-        choices=("generate", "choice"),
-        default=None,
-        help="how a model opponent plays: write its reply (generate) or pick among the legal "
-        "replies by their scores (choice); default: as its run config says",
-    )
+    add_seat_arguments(parser)
     parser.add_argument(
         "--role-arg",
         action="append",
