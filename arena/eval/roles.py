@@ -235,8 +235,9 @@ async def evaluate_roles(
             )
             passing = name in probe.metadata.get("pass_metrics", ())
             if passing and tries > 1 and len(values) == tasks * tries:
-                by_task = {t: [v == 1.0 for v in values[t * tries : (t + 1) * tries]]
-                           for t in range(tasks)}  # fmt: skip
+                by_task = {
+                    t: [v == 1.0 for v in values[t * tries : (t + 1) * tries]] for t in range(tasks)
+                }
                 result.pass_k = {k: pass_hat_k(by_task, k) for k in range(1, tries + 1)}
             results.append(result)
     return results

@@ -190,10 +190,24 @@ def test_a_role_game_checkpoint_plays_against_its_runs_simulator(
 
     def play(*args: str) -> str:
         done = subprocess.run(
-            [sys.executable, "-m", "arena", "play", "retail-v0", "--against", str(checkpoint),
-             "--seed", "1", *args],
-            input="quit\n", capture_output=True, text=True, timeout=300, cwd=ROOT,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "arena",
+                "play",
+                "retail-v0",
+                "--against",
+                str(checkpoint),
+                "--seed",
+                "1",
+                *args,
+            ],
+            input="quit\n",
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=ROOT,
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         return done.stdout
 

@@ -100,9 +100,16 @@ def test_arena_eval_counts_a_failing_simulator_as_errors_of_its_row(env: dict[st
         ("probe-nonstring-v0", "simulator probe-nonstring-v0 returned int, not str"),
     ):
         done = arena(
-            env, "eval", "tiny", "--games", "retail-v0", "--n", "2",
-            "--simulator", f"user={probe}",
-        )  # fmt: skip
+            env,
+            "eval",
+            "tiny",
+            "--games",
+            "retail-v0",
+            "--n",
+            "2",
+            "--simulator",
+            f"user={probe}",
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         lines = done.stdout.splitlines()
         # the user is simulated, so only the agent is evaluated, and the line says by whom
@@ -118,9 +125,18 @@ def test_arena_eval_on_retail_without_simulators_uses_the_games_reference_user(
     # the command of the issue, which crashed: the agent bot was asked to play the user
     out = tmp_path / "retail.json"
     done = arena(
-        env, "eval", "tiny", "--games", "retail-v0", "--n", "2", "--tries", "2",
-        "--json", str(out),
-    )  # fmt: skip
+        env,
+        "eval",
+        "tiny",
+        "--games",
+        "retail-v0",
+        "--n",
+        "2",
+        "--tries",
+        "2",
+        "--json",
+        str(out),
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
     # no simulator named: both seats are evaluated; the agent against the game's reference
@@ -145,10 +161,16 @@ def test_arena_train_shows_dropped_episodes_and_evaluates_the_roles(
     env: dict[str, str], tmp_path: Path
 ) -> None:
     done = arena(
-        env, "train", "configs/smoke_tools.yaml", f"output_dir={tmp_path}", "steps=1",
-        "rollout.actors=1", "rollout.episodes_per_step=8", "eval.games=2",
+        env,
+        "train",
+        "configs/smoke_tools.yaml",
+        f"output_dir={tmp_path}",
+        "steps=1",
+        "rollout.actors=1",
+        "rollout.episodes_per_step=8",
+        "eval.games=2",
         "games.0.simulators.user.id=probe-flaky-v0",
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (run_dir,) = (tmp_path / "smoke_tools").iterdir()
     (step,) = [line for line in done.stdout.splitlines() if line.startswith("step 1/1")]
@@ -172,9 +194,15 @@ def test_arena_train_shows_dropped_episodes_and_evaluates_the_roles(
 
 def test_arena_train_with_eval_games_zero_evaluates_nothing(tmp_path: Path) -> None:
     done = arena(
-        dict(os.environ), "train", "configs/smoke.yaml", f"output_dir={tmp_path}", "steps=1",
-        "eval.games=0", "eval.exploitability=false", "rollout.actors=1",
-    )  # fmt: skip
+        dict(os.environ),
+        "train",
+        "configs/smoke.yaml",
+        f"output_dir={tmp_path}",
+        "steps=1",
+        "eval.games=0",
+        "eval.exploitability=false",
+        "rollout.actors=1",
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (run_dir,) = (tmp_path / "smoke").iterdir()
     assert not (run_dir / "evals.jsonl").exists()

@@ -72,10 +72,21 @@ def _ttt_episode(moves: list[tuple[str, int, bool]], rewards: dict[str, float]) 
         "player_1": SeatAssignment("bot", "random-v0", trained=False),
     }
     turns = [
-        Turn("t", i, "tictactoe-v0", seat, "bot" if seat == "player_1" else "player", empty,
-             empty, empty.astype(np.float32), str(action), action, valid)
+        Turn(
+            "t",
+            i,
+            "tictactoe-v0",
+            seat,
+            "bot" if seat == "player_1" else "player",
+            empty,
+            empty,
+            empty.astype(np.float32),
+            str(action),
+            action,
+            valid,
+        )
         for i, (seat, action, valid) in enumerate(moves)
-    ]  # fmt: skip
+    ]
     return Episode("t", "tictactoe-v0", 0, seats, turns, rewards)
 
 
@@ -83,11 +94,17 @@ def test_match_result_judges_the_policy_moves_in_solved_games() -> None:
     # X0 and X1 keep the draw; X5 (after O4, O2) lets O win at 6: 2 optimal of 3 valid moves.
     # The invalid X4 counts in the invalid rate (1 of 4 policy turns), not in the judged moves.
     lost = _ttt_episode(
-        [("player_0", 0, True), ("player_1", 4, True), ("player_0", 1, True),
-         ("player_1", 2, True), ("player_0", 4, False), ("player_0", 5, True),
-         ("player_1", 6, True)],
+        [
+            ("player_0", 0, True),
+            ("player_1", 4, True),
+            ("player_0", 1, True),
+            ("player_1", 2, True),
+            ("player_0", 4, False),
+            ("player_0", 5, True),
+            ("player_1", 6, True),
+        ],
         {"player_0": -1.0, "player_1": 1.0},
-    )  # fmt: skip
+    )
     result = MatchResult.from_episodes("tictactoe-v0", "random-v0", [(lost, "player_0")])
     assert (result.score, result.invalid_rate, result.policy_turns) == (0.0, 0.25, 4)
     assert result.optimal_move_rate == pytest.approx(2 / 3)

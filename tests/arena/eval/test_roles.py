@@ -125,7 +125,7 @@ def test_arena_eval_measures_each_role_of_a_role_game(tmp_path) -> None:
             "2",
             "--json",
             str(out),
-        ],  # fmt: skip
+        ],
         capture_output=True,
         text=True,
         timeout=300,

@@ -50,9 +50,11 @@ def test_read_strategy_reads_the_weights_at_both_temperatures(tiny_model) -> Non
     assert sampled.exploitability == pytest.approx(TINY_EXPLOITABILITY, abs=1e-4)
     # greedy: the temperature-1 table with all mass on each state's most likely move
     seat = PolicySeat(
-        HFPolicy(model, tokenizer), roles.make("player-v0", **CONFIG_ROLE), ChatFormat(tokenizer),
+        HFPolicy(model, tokenizer),
+        roles.make("player-v0", **CONFIG_ROLE),
+        ChatFormat(tokenizer),
         SamplingParams(),
-    )  # fmt: skip
+    )
     table = read_seat(KUHN, seat, temperature=1.0).table
     assert greedy_read.exploitability == pytest.approx(exploitability(KUHN, greedy(table)))
     # the reading keeps the policy it read: 12 information states, each a distribution

@@ -138,14 +138,25 @@ def test_a_run_names_the_inference_actor_started_with_other_settings(
     address = f"ipc://{ipc_dir}/bus.sock"
     broker = spawn("broker", "--bind", address, log=tmp_path / "broker.log")
     drifted = spawn(
-        "inference", "--connect", address, "--actor-name", "inference-by-hand", *OLD_RECIPE,
+        "inference",
+        "--connect",
+        address,
+        "--actor-name",
+        "inference-by-hand",
+        *OLD_RECIPE,
         log=tmp_path / "drifted.log",
-    )  # fmt: skip
+    )
     path = write_run_config(tmp_path)
     matching = spawn(
-        "inference", "--connect", address, "--actor-name", "inference-from-config",
-        "--config", str(path), log=tmp_path / "matching.log",
-    )  # fmt: skip
+        "inference",
+        "--connect",
+        address,
+        "--actor-name",
+        "inference-from-config",
+        "--config",
+        str(path),
+        log=tmp_path / "matching.log",
+    )
     procs = (matching, drifted, broker)
     try:
         # both publish their settings with their heartbeats
@@ -165,12 +176,23 @@ def test_a_run_names_the_inference_actor_started_with_other_settings(
         assert settings["inference-by-hand"]["max_batch"] == 32
         run = subprocess.run(
             [
-                sys.executable, "-m", "arena", "train", SMOKE, f"output_dir={tmp_path}",
-                f"bus.address={address}", "inference.actors=0", "wait.inference_actors=2",
-                "steps=1", "eval.games=1",
+                sys.executable,
+                "-m",
+                "arena",
+                "train",
+                SMOKE,
+                f"output_dir={tmp_path}",
+                f"bus.address={address}",
+                "inference.actors=0",
+                "wait.inference_actors=2",
+                "steps=1",
+                "eval.games=1",
             ],
-            capture_output=True, text=True, cwd=ROOT, timeout=540,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=540,
+        )
     finally:
         stop(*procs)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]

@@ -29,7 +29,7 @@ COMPARED = (
 
 
 def run(run_dir: Path) -> subprocess.CompletedProcess:
-    overrides = "seed=7 games.1.act=choice eval.games=0".split()
+    overrides = ["seed=7", "games.1.act=choice", "eval.games=0"]
     return subprocess.run(
         [
             sys.executable,
