@@ -40,7 +40,7 @@ def read(policy: LegalPolicy, compute: str) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--config", default="configs/selfplay.yaml", help="run config (seat)")
+    parser.add_argument("--config", default="configs/selfplay_text.yaml", help="run config (seat)")
     parser.add_argument("--lengths", type=float, nargs="+", default=[1e-7, 5e-4, 2e-3, 5e-3])
     parser.add_argument("--hands", type=int, default=16)
     parser.add_argument("--seed", type=int, default=0)

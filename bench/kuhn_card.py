@@ -17,7 +17,7 @@ T = 1) and its exploitability computed. ``steps_to_play_the_card`` is the first 
 the card rule's run stays below 1/3 (which no card-blind policy does); ``steps_to_always_bet``
 the first from which the always-bet run stays within 0.01 of its 1/3 (None: never).
 
-Run: .venv/bin/python bench/kuhn_card.py [--config configs/selfplay.yaml] [--lr 2e-5] [--steps 20]
+Run: .venv/bin/python bench/kuhn_card.py [--config configs/selfplay_text.yaml] [--lr 2e-5] [--steps 20]
 Ends with one JSON line. About 2 minutes per 20 steps of each target on 2 CPU cores.
 """
 
@@ -104,7 +104,7 @@ def steps_until(curve: list[float], holds: Callable[[float], bool]) -> int | Non
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--config", default="configs/selfplay.yaml", help="run config (seat)")
+    parser.add_argument("--config", default="configs/selfplay_text.yaml", help="run config (seat)")
     parser.add_argument("--lr", type=float, default=2e-5, help="AdamW learning rate")
     parser.add_argument("--steps", type=int, default=20, help="supervised steps per target")
     parser.add_argument("--seed", type=int, default=0)

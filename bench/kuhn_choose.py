@@ -179,7 +179,7 @@ def train(args: argparse.Namespace, key: str, entropy: float) -> list[dict[str, 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--config", default="configs/selfplay.yaml", help="run config (seat)")
+    parser.add_argument("--config", default="configs/selfplay_text.yaml", help="run config (seat)")
     parser.add_argument("--optimizer", choices=("adamw", "sgd"), default="adamw")
     parser.add_argument("--lr", type=float, default=3e-6, help="learning rate")
     parser.add_argument("--steps", type=int, default=12)
