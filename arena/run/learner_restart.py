@@ -77,11 +77,16 @@ class LearnerClient:
 
     async def __call__(self, op: str, timeout: float = 3600.0) -> Any:
         """The learner's reply to ``op``; :class:`LearnerRestarted` when the learner that
-        answers is not the one before."""
+        answers is not the one before. A request the broker could not route
+        (``unknown_service``: a restarted broker that the learner has not registered with yet)
+        never reached a learner, so once the same learner answers again it is asked again."""
         try:
             body = await self._request(op, timeout)
         except BusError as err:
-            await self._after_error(err, f"the learner's {op}")
+            if err.code != "unknown_service":
+                await self._after_error(err, f"the learner's {op}")
+            await self._wait_for(err, f"the learner's {op}")
+            return await self(op, timeout)
         return self._check(body) if op == "status" else body
 
     async def step(self, version: int, timeout: float = 3600.0) -> Any:
@@ -92,7 +97,7 @@ class LearnerClient:
         try:
             return await self._request("step", timeout)
         except BusError as err:
-            if err.code not in LOST_REPLY:  # the learner answered, with an error
+            if err.code not in LOST_REPLY | {"unknown_service"}:  # it answered, with an error
                 await self._after_error(err, "the learner's step")
             return await self._recover_step(err, version, deadline)
 
@@ -152,10 +157,15 @@ class LearnerClient:
         """A request to the learner (``what``) failed with ``err``: wait until a learner
         answers ``status``, then raise :class:`LearnerRestarted` if it is a new one, else
         ``err``; ``err`` too when none answers within :attr:`timeout`."""
+        await self._wait_for(err, what)
+        raise err
+
+    async def _wait_for(self, err: BusError, what: str) -> None:
+        """Wait until a learner answers ``status`` after ``what`` failed with ``err``:
+        :class:`LearnerRestarted` if it is a new one, ``err`` when none answers in time."""
         waiting = f"{what} failed ({err}); waiting for the learner to answer again"
         async with self.watchdog.waiting(waiting, ["learner"]):
             await self._answered(err)
-            raise err
 
     async def _answered(self, err: BusError) -> dict[str, Any]:
         """The status of the learner, once one answers after ``err`` (checked: a new one

@@ -202,3 +202,37 @@ def test_a_lost_step_reply_from_a_restarted_learner_is_a_restart(broker: str) ->
             await server.close()
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("op", ["status", "step"])
+def test_a_request_before_the_learner_registers_again_is_asked_again(broker: str, op: str) -> None:
+    """After a broker restart the trainer may register again before the learner does: its
+    request then finds no actor offering ``learner`` (``unknown_service``). It never reached a
+    learner, so once the learner answers it is asked again (the run failed here before)."""
+
+    async def scenario() -> Any:
+        learner = FakeLearner()
+        trainer = Actor("trainer", broker, heartbeat_interval=0.2)
+        await trainer.start()
+        client = LearnerClient(trainer, quiet_watchdog(), timeout=10, poll=0.05)
+        server = Actor("learner", broker, services={"learner": learner}, heartbeat_interval=0.2)
+
+        async def register_late() -> None:
+            await asyncio.sleep(0.5)
+            await server.start()
+
+        late = asyncio.ensure_future(register_late())
+        try:
+            if op == "step":
+                return await client.step(0, timeout=30), learner
+            return await client("status"), learner
+        finally:
+            await late
+            await trainer.close()
+            await server.close()
+
+    reply, learner = asyncio.run(scenario())
+    if op == "step":
+        assert reply == {"version": 1.0, "samples": 4.0} and learner.steps_asked == 1
+    else:
+        assert reply["epoch"] == 7 and reply["step"] == 0
