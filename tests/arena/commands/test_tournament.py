@@ -71,17 +71,22 @@ def test_model_participants_share_one_inference_actor(tmp_path: Path) -> None:
         "  - {name: random, bot: random-v0}\n"
         "  - {name: greedy, model: tiny, sampling: {max_new_tokens: 4}}\n"
         "  - {name: hot, model: tiny, sampling: {temperature: 1.0, max_new_tokens: 4}}\n"
+        "  - {name: chooser, model: tiny, act: choice, sampling: {temperature: 1.0}}\n"
         "games: [{id: tictactoe-v0, kwargs: {max_retries: 1}, role_kwargs: {prefill: true}}]\n"
         "pairs: 2\n"
     )
     done = arena("tournament", str(config), f"out={tmp_path / 'out'}")
     assert done.returncode == 0, done.stderr
     logs = sorted(p.name for p in (tmp_path / "out" / "logs").iterdir())
-    assert logs == ["broker.log", "inference-model-0.log"]  # one actor serves both
+    assert logs == ["broker.log", "inference-model-0.log"]  # one actor serves all three
     records = [
         json.loads(line) for line in (tmp_path / "out" / "matches.jsonl").read_text().splitlines()
     ]
-    assert len(records) == 3 * 2 * 2
+    assert len(records) == 6 * 2 * 2
+    # the untrained tiny model never writes a legal move; choosing, it never forfeits
+    chooser = [(r, r["seats"].index("chooser")) for r in records if "chooser" in r["seats"]]
+    assert len(chooser) == 3 * 2 * 2 and all(r["invalid"][seat] == 0 for r, seat in chooser)
+    assert all(r["scores"][seat] > 0 for r, seat in chooser if "random" not in r["seats"])
     for record in records:
         for seat, name in enumerate(record["seats"]):
             if name in ("greedy", "hot") and record["turns"][seat]:

@@ -28,6 +28,7 @@ def test_every_shipped_tournament_config_resolves(name: str) -> None:
         (["participants.0.model=tiny"], "exactly one of bot and model"),
         (["participants.2.backend=openai"], "needs base_url"),
         (["pairz=3"], "did you mean 'pairs'"),
+        (["participants.2.act=chose"], "participants\\[2\\].act"),
     ],
 )
 def test_bad_configs_name_the_key(overrides: list[str], message: str) -> None:
