@@ -67,17 +67,14 @@ def make_episodes(batch: int, seq_len: int, prompt_len: int, vocab: int, tag: st
             valid=True,
             reward=reward,
         )
-        episodes.append(
-            Episode(
-                id=eid,
-                game="bench",
-                seed=i,
-                seats={"p0": SeatAssignment("player", "main")},
-                turns=[turn],
-                final_rewards={"p0": reward},
-            )
-        )
+        episodes.append(one_turn_episode(turn, i))
     return episodes
+
+
+def one_turn_episode(turn: Turn, seed: int) -> Episode:
+    """An episode of ``turn`` alone, its reward the seat's outcome."""
+    seats = {"p0": SeatAssignment("player", "main")}
+    return Episode(turn.episode_id, "bench", seed, seats, [turn], {"p0": turn.reward})
 
 
 CHOICE_SHAPES = {"kuhn": (111, 2, 3), "tictactoe": (137, 9, 4)}
@@ -115,8 +112,7 @@ def make_choice_episodes(batch: int, shape: str, vocab: int, tag: str) -> list[E
             choice_index=played,
             choice_logprob=-float(np.log(count)),
         )
-        seats = {"p0": SeatAssignment("player", "main")}
-        episodes.append(Episode(eid, "bench", i, seats, [turn], {"p0": reward}))
+        episodes.append(one_turn_episode(turn, i))
     return episodes
 
 
