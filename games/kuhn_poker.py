@@ -6,14 +6,15 @@ Rules: the deck has three cards, J < Q < K. Each player puts 1 chip into the pot
 dealt one card that only they can see; the third card stays hidden. There is one round of
 betting, one chip at a time and at most one bet:
 
-- player_0 may pass or bet 1 chip.
-- If player_0 passed, player_1 may pass (showdown) or bet. If player_1 bet, player_0 may pass
-  (fold) or bet (call).
-- If player_0 bet, player_1 may pass (fold) or bet (call).
+- player_0 may pass (check) or bet 1 chip.
+- If player_0 passed, player_1 may pass (showdown) or bet. If player_1 bet, player_0 may fold
+  or call.
+- If player_0 bet, player_1 may fold or call.
 
 A fold gives the pot to the other player. At a showdown the higher card takes the pot.
 
-Actions: "pass" (check or fold) and "bet" (bet or call).
+Actions: "pass" or "bet" when no bet is open, "fold" or "call" facing a bet. OpenSpiel's names
+are accepted facing a bet too: "pass" folds and "bet" calls.
 
 Rewards: the chips won or lost: +1 or -1 after a fold or an unraised showdown, +2 or -2 after a
 called bet.
@@ -28,10 +29,16 @@ import numpy as np
 from gymnasium import spaces
 
 from games.openspiel_mirror import OpenSpielMirror
-from games.text_env import TextGame
+from games.text_env import TextGame, normalize
 
 CARDS = "JQK"
 MOVES = ("pass", "bet")
+"""OpenSpiel's action names, one per action id; accepted as replies in every state."""
+OPENING = ("pass", "bet")
+FACING_BET = ("fold", "call")
+"""The names a seat reads and replies with: one pair per decision, so that a bet and a call
+(OpenSpiel's one ``bet``) are different words. A policy that scores its replies (``act: choice``)
+would otherwise move both whenever it moves one."""
 TERMINAL = ("pp", "bp", "pbp", "bb", "pbb")
 
 
@@ -84,6 +91,23 @@ class KuhnPoker(OpenSpielMirror, TextGame):
     def _outcome(self) -> str | None:
         return "win" if self.bets in TERMINAL else None
 
+    def action_to_text(self, agent: str, action: Any) -> str:
+        return self._names(self.bets)[int(action)]
+
+    def parse_action(self, agent: str, text: str) -> Any | None:
+        if not isinstance(text, str):
+            return None
+        word = normalize(text)
+        names = self._names(self.bets)
+        if word in names:
+            return names.index(word)
+        return MOVES.index(word) if word in MOVES else None
+
+    @staticmethod
+    def _names(bets: str) -> tuple[str, str]:
+        """The action names of the decision after ``bets``."""
+        return FACING_BET if "b" in bets else OPENING
+
     def private_info(self, agent: str) -> list[str]:
         return [card_text(self.cards[self.agent_index(agent)])]
 
@@ -99,7 +123,10 @@ class KuhnPoker(OpenSpielMirror, TextGame):
         put_in = [1, 1]
         for i, move in enumerate(self.bets):
             put_in[i % 2] += move == "b"
-        log = ", ".join(f"player_{i % 2} {MOVES['pb'.index(m)]}" for i, m in enumerate(self.bets))
+        log = ", ".join(
+            f"player_{i % 2} {self._names(self.bets[:i])['pb'.index(m)]}"
+            for i, m in enumerate(self.bets)
+        )
         lines = [
             f"Kuhn Poker. Your card: {card_text(self.cards[me])}.",
             f"Pot: {sum(put_in)} chips (you put in {put_in[me]}, your opponent {put_in[1 - me]}).",

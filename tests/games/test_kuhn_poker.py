@@ -65,3 +65,31 @@ def test_native_game_matches_openspiel() -> None:
             assert state.current_player() == env.agent_index(env.agent_selection)
             env.step(int(rng.choice(env.legal_actions())))
         assert env.openspiel_state().returns() == [env.returns["player_0"], env.returns["player_1"]]
+
+
+@pytest.mark.parametrize(
+    ("bets", "names", "refused"),
+    [
+        ("", ("pass", "bet"), "call"),
+        ("p", ("pass", "bet"), "fold"),
+        ("b", ("fold", "call"), "check"),
+        ("pb", ("fold", "call"), "check"),
+    ],
+)
+def test_each_decision_names_its_own_actions(bets: str, names: tuple, refused: str) -> None:
+    """A bet and a call are different words (one OpenSpiel action, two decisions); the legal
+    list shows the decision's names, and OpenSpiel's pass/bet are read facing a bet too."""
+    env = deal((0, 1), bets)
+    agent = env.agent_selection
+    assert [env.action_to_text(agent, a) for a in (0, 1)] == list(names)
+    assert f"Legal actions: {names[0]}, {names[1]}" in env.observe(agent)["text"]
+    assert [env.parse_action(agent, n) for n in names] == [0, 1]
+    assert [env.parse_action(agent, n) for n in ("pass", "BET")] == [0, 1]
+    assert env.parse_action(agent, refused) is None
+
+
+def test_the_betting_log_uses_each_decisions_names() -> None:
+    env = deal((0, 1), "pb")
+    assert "Betting so far: player_0 pass, player_1 bet." in env.observe("player_0")["text"]
+    env.step_text("call")
+    assert env.rewards == {"player_0": -2.0, "player_1": 2.0}

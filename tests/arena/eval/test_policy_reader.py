@@ -36,7 +36,7 @@ from games.text_env import TextGame
 KUHN = "kuhn-poker-v0"
 CONFIG_ROLE = {"prefill": True, "example": "bet", "show_rules": False, "turn_suffix": "Your move?"}
 """The Kuhn role of configs/selfplay_text.yaml."""
-TINY_EXPLOITABILITY = 0.919584
+TINY_EXPLOITABILITY = 0.333332
 """Measured: the tiny model (seed 0) read with :data:`CONFIG_ROLE` at temperature 1."""
 
 
@@ -106,8 +106,8 @@ def test_a_closing_token_counts_with_every_token_that_extends_it(tiny_model) -> 
 @pytest.mark.parametrize(
     ("seat_index", "role_kwargs", "replies"),
     [
-        (0, {"prefill": True, "memory": "conversation"}, ["pass</answer>", "bet</answer>"]),
-        (1, {"show_rules": False}, ["<answer>pass</answer>"]),
+        (0, {"prefill": True, "memory": "conversation"}, ["pass</answer>", "call</answer>"]),
+        (1, {"show_rules": False}, ["<answer>fold</answer>"]),
     ],
 )
 def test_the_prompt_at_a_state_is_the_one_play_builds(
@@ -184,7 +184,8 @@ def test_smollm2_reading_of_kuhn() -> None:
     seat = PolicySeat(policy, roles.make("player-v0", **CONFIG_ROLE), policy.chat, SamplingParams())
     reading = read_seat(KUHN, seat)
     # measured on CPU, fp32: the raw model rarely writes a bare move after the prefilled tag,
-    # and what it does write leans to "bet" whatever the card
-    assert reading.exploitability == pytest.approx(0.37981, abs=2e-3)
-    assert reading.invalid_mass == pytest.approx(0.99665, abs=1e-3)
-    assert all(reading.table[key][1] > 0.5 for key in ("0", "1", "2"))
+    # and what it does write bets first (0.73-0.80) and calls a bet about half the time,
+    # whatever the card
+    assert reading.exploitability == pytest.approx(0.45275, abs=2e-3)
+    assert reading.invalid_mass == pytest.approx(0.99852, abs=1e-3)
+    assert all(reading.table[key][1] > 0.7 for key in ("0", "1", "2"))
