@@ -1,0 +1,274 @@
+"""Named LoRA adapters on one frozen base model: a policy per role, several in one batch.
+
+:func:`add_adapters` swaps each targeted ``nn.Linear`` for a :class:`LoRALinear`, which keeps the
+base weight (the same parameter, under the same state-dict name) and holds one low-rank pair per
+named adapter::
+
+    y = x W^T + b + (alpha / r) * (x A_k^T) B_k^T      a row routed to adapter k
+    y = x W^T + b                                      a row routed to the base (None)
+
+``A_k`` starts random and ``B_k`` zero, as in peft, so a new adapter plays exactly as the base.
+Which adapter each row of a batch uses is set by :func:`route` for the forwards inside it; rows
+of different adapters share one forward, and each adapter's gradient reaches only its own pair.
+
+On disk an adapter is a peft LoRA directory (``adapter_config.json`` and
+``adapter_model.safetensors`` with keys ``base_model.model.<module>.lora_A.weight``), so peft and
+vLLM's ``LoRARequest`` load what :func:`save_adapter` writes, and :func:`read_adapter` refuses
+one made for another base, naming both.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import zlib
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+CONFIG_FILE = "adapter_config.json"
+WEIGHTS_FILE = "adapter_model.safetensors"
+PEFT_PREFIX = "base_model.model."
+
+
+class AdapterError(ValueError):
+    """An adapter that cannot be used here: unknown, malformed, or made for another base."""
+
+
+@dataclass(frozen=True)
+class AdapterShape:
+    """The shape every adapter of one model shares."""
+
+    r: int = 8
+    """Rank of each low-rank pair."""
+    alpha: float = 16.0
+    """Scaling numerator: the update is ``alpha / r`` times ``B A``."""
+    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+    """Names of the linear layers that get adapters (the last part of the module name)."""
+
+    @property
+    def scale(self) -> float:
+        return self.alpha / self.r
+
+
+class _Router:
+    """Which rows of the batch use which adapter, shared by every adapted layer of a model."""
+
+    def __init__(self) -> None:
+        self.groups: list[tuple[str, torch.Tensor | None]] = []
+        """(adapter, row indices) for the current forwards; indices None: every row."""
+
+
+class LoRALinear(nn.Linear):
+    """A linear layer with any number of named LoRA pairs beside its frozen weight."""
+
+    def __init__(self, base: nn.Linear, shape: AdapterShape, router: _Router) -> None:
+        nn.Module.__init__(self)  # the base's parameters are taken, not allocated again
+        self.in_features, self.out_features = base.in_features, base.out_features
+        self.weight = base.weight
+        self.bias = base.bias
+        self.scale = shape.scale
+        self.rank = shape.r
+        self.lora_A = nn.ParameterDict()
+        self.lora_B = nn.ParameterDict()
+        self.router = router
+
+    def add(self, name: str, generator: torch.Generator) -> None:
+        weight = self.weight
+        a = torch.empty(self.rank, self.in_features, dtype=torch.float32)
+        bound = 1.0 / math.sqrt(self.in_features)  # kaiming_uniform(a=sqrt(5)), as nn.Linear
+        a.uniform_(-bound, bound, generator=generator)
+        self.lora_A[name] = nn.Parameter(a.to(weight.device, weight.dtype))
+        self.lora_B[name] = nn.Parameter(
+            torch.zeros(self.out_features, self.rank, device=weight.device, dtype=weight.dtype)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = super().forward(x)
+        for name, rows in self.router.groups:
+            a, b = self.lora_A[name], self.lora_B[name]
+            if rows is None:
+                out = out + (x @ a.T) @ b.T * self.scale
+            else:
+                out = out.index_add(0, rows, (x[rows] @ a.T) @ b.T * self.scale)
+        return out
+
+
+def adapted_layers(model: nn.Module) -> dict[str, LoRALinear]:
+    return {name: m for name, m in model.named_modules() if isinstance(m, LoRALinear)}
+
+
+def adapter_names(model: nn.Module) -> list[str]:
+    """The adapters ``model`` holds, in the order they were added."""
+    layers = adapted_layers(model)
+    return list(next(iter(layers.values())).lora_A) if layers else []
+
+
+def add_adapters(
+    model: nn.Module, names: Sequence[str], shape: AdapterShape = AdapterShape(), seed: int = 0
+) -> None:
+    """Give ``model`` one adapter per name (each the base exactly until trained). A model that
+    has adapters keeps them and its shape; adding a name it holds is an error."""
+    layers = adapted_layers(model)
+    if not layers:
+        router = _Router()
+        targets = [
+            (name, m)
+            for name, m in model.named_modules()
+            if isinstance(m, nn.Linear) and name.rsplit(".", 1)[-1] in shape.target_modules
+        ]
+        if not targets:
+            raise AdapterError(f"the model has no linear layer named {shape.target_modules}")
+        for name, module in targets:
+            parent_name, _, child = name.rpartition(".")
+            parent = model.get_submodule(parent_name) if parent_name else model
+            layer = LoRALinear(module, shape, router)
+            setattr(parent, child, layer)
+            layers[name] = layer
+    held = adapter_names(model)
+    for name in names:
+        if not name or hasattr(nn.ParameterDict, name) or "." in name:
+            raise AdapterError(f"{name!r} cannot name an adapter (empty, dotted or reserved)")
+        if name in held:
+            raise AdapterError(f"the model already has an adapter named {name!r}")
+        # each adapter's start depends on its name and the seed, not on what else is added
+        generator = torch.Generator().manual_seed(seed * 1_000_003 + zlib.crc32(name.encode()))
+        for layer in layers.values():
+            layer.add(name, generator)
+        held.append(name)
+    if not hasattr(model, "_arena_adapter_shape"):
+        model._arena_adapter_shape = shape  # type: ignore[assignment]
+
+
+def adapter_shape(model: nn.Module) -> AdapterShape:
+    """The shape the model's adapters were made with."""
+    shape = getattr(model, "_arena_adapter_shape", None)
+    if shape is None:
+        raise AdapterError("the model has no adapters")
+    return shape
+
+
+@contextlib.contextmanager
+def route(model: nn.Module, rows: Sequence[str | None]) -> Iterator[None]:
+    """Run the forwards inside with row ``i`` of the batch through adapter ``rows[i]`` (None:
+    the base alone). Unknown names raise :class:`AdapterError` before anything runs."""
+    layers = adapted_layers(model)
+    wanted = {name for name in rows if name is not None}
+    if wanted and not layers:
+        raise AdapterError(f"the model holds no adapters, asked for {sorted(wanted)[0]!r}")
+    if not layers:
+        yield
+        return
+    held = adapter_names(model)
+    unknown = sorted(wanted - set(held))
+    if unknown:
+        raise AdapterError(f"no adapter named {unknown[0]!r}; held: {', '.join(held)}")
+    router = next(iter(layers.values())).router
+    device = next(iter(layers.values())).weight.device
+    groups: list[tuple[str, torch.Tensor | None]] = []
+    for name in dict.fromkeys(n for n in rows if n is not None):
+        index = [i for i, n in enumerate(rows) if n == name]
+        every = len(index) == len(rows)
+        groups.append((name, None if every else torch.tensor(index, device=device)))
+    previous, router.groups = router.groups, groups
+    try:
+        yield
+    finally:
+        router.groups = previous
+
+
+def adapter_parameters(model: nn.Module, name: str) -> list[nn.Parameter]:
+    """The trainable tensors of one adapter (its A and B in every adapted layer)."""
+    layers = adapted_layers(model).values()
+    return [p for layer in layers for p in (layer.lora_A[name], layer.lora_B[name])]
+
+
+def adapter_state(model: nn.Module, name: str) -> dict[str, torch.Tensor]:
+    """CPU copies of one adapter's tensors under peft's names."""
+    if name not in adapter_names(model):
+        raise AdapterError(f"no adapter named {name!r}; held: {', '.join(adapter_names(model))}")
+    state = {}
+    for module, layer in adapted_layers(model).items():
+        for part, tensors in (("lora_A", layer.lora_A), ("lora_B", layer.lora_B)):
+            state[f"{PEFT_PREFIX}{module}.{part}.weight"] = tensors[name].detach().to("cpu")
+    return state
+
+
+@torch.no_grad()
+def load_adapter_state(model: nn.Module, name: str, state: Mapping[str, torch.Tensor]) -> None:
+    """Copy an adapter's tensors (peft names, every one of them) into adapter ``name``."""
+    current = dict(_named_tensors(model, name))
+    missing, unknown = set(current) - set(state), set(state) - set(current)
+    if missing or unknown:
+        example = sorted(missing or unknown)[0]
+        raise AdapterError(
+            f"adapter {name!r}: {'missing' if missing else 'unexpected'} tensor {example}"
+        )
+    for key, tensor in state.items():
+        target = current[key]
+        if tuple(tensor.shape) != tuple(target.shape):
+            raise AdapterError(
+                f"adapter {name!r}: {key} has shape {tuple(tensor.shape)}, "
+                f"the model's is {tuple(target.shape)}"
+            )
+        target.copy_(tensor)
+
+
+def _named_tensors(model: nn.Module, name: str) -> Iterator[tuple[str, nn.Parameter]]:
+    if name not in adapter_names(model):
+        raise AdapterError(f"no adapter named {name!r}; held: {', '.join(adapter_names(model))}")
+    for module, layer in adapted_layers(model).items():
+        yield f"{PEFT_PREFIX}{module}.lora_A.weight", layer.lora_A[name]
+        yield f"{PEFT_PREFIX}{module}.lora_B.weight", layer.lora_B[name]
+
+
+def save_adapter(path: str | Path, model: nn.Module, name: str, base: str) -> Path:
+    """Write adapter ``name`` as a peft LoRA directory made for ``base`` (the base model's id
+    or path, which :func:`read_adapter` checks)."""
+    shape = adapter_shape(model)
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    state = {k: v.contiguous() for k, v in adapter_state(model, name).items()}
+    save_file(state, str(path / WEIGHTS_FILE))
+    config = {
+        "peft_type": "LORA",
+        "task_type": "CAUSAL_LM",
+        "base_model_name_or_path": base,
+        "r": shape.r,
+        "lora_alpha": shape.alpha,
+        "lora_dropout": 0.0,
+        "target_modules": list(shape.target_modules),
+        "bias": "none",
+        "fan_in_fan_out": False,
+        "inference_mode": True,
+    }
+    (path / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
+    return path
+
+
+def read_adapter(path: str | Path, base: str) -> tuple[AdapterShape, dict[str, torch.Tensor]]:
+    """An adapter directory's shape and tensors; refused when it was made for another base."""
+    path = Path(path)
+    config_path = path / CONFIG_FILE
+    if not config_path.is_file() or not (path / WEIGHTS_FILE).is_file():
+        raise AdapterError(f"{path} is not an adapter: it needs {CONFIG_FILE} and {WEIGHTS_FILE}")
+    try:
+        config = json.loads(config_path.read_text())
+        shape = AdapterShape(
+            r=int(config["r"]),
+            alpha=float(config["lora_alpha"]),
+            target_modules=tuple(config["target_modules"]),
+        )
+    except (ValueError, KeyError, TypeError) as err:
+        raise AdapterError(f"{config_path}: not a LoRA adapter config ({err})") from err
+    made_for = str(config.get("base_model_name_or_path", ""))
+    if made_for != base:
+        raise AdapterError(
+            f"{path} was made for base model {made_for!r}, but the served base is {base!r}"
+        )
+    return shape, load_file(str(path / WEIGHTS_FILE))
