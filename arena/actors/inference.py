@@ -191,7 +191,7 @@ class InferenceActor:
             continuations = None
             if "continuations" in body:
                 prompt, continuations = self.policy.prepare_scoring(
-                    Prompt.from_dict(body["prompt"]), body["continuations"]
+                    Prompt.from_dict(body["prompt"]), body["continuations"], params.adapter
                 )
             else:
                 prompt = self.policy.prepare(Prompt.from_dict(body["prompt"]), params)
@@ -281,7 +281,9 @@ class InferenceActor:
             results |= {id(p): r for p, r in zip(generating, generated, strict=True)}
         if scoring:
             scored = self.policy.score(
-                [p.prompt for p in scoring], [p.continuations or [] for p in scoring]
+                [p.prompt for p in scoring],
+                [p.continuations or [] for p in scoring],
+                [p.params.adapter for p in scoring],
             )
             results |= {id(p): r for p, r in zip(scoring, scored, strict=True)}
         return [results[id(p)] for p in batch]

@@ -56,6 +56,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="vllm: a keyword argument for vllm.LLM, e.g. max_model_len=2048 (repeatable)",
     )
+    parser.add_argument(
+        "--adapter",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="hf: serve the LoRA adapter in the peft directory PATH as NAME beside the base; a "
+        "request picks it with params.adapter (repeatable; refused if made for another base)",
+    )
 
 
 def config_flags() -> list[str]:
@@ -63,6 +71,19 @@ def config_flags() -> list[str]:
     from arena.policies.config import NOT_FLAGS, InferenceConfig
 
     return [f.name for f in dataclasses.fields(InferenceConfig) if f.name not in NOT_FLAGS]
+
+
+def adapter_assignments(items: list[str]) -> dict[str, str]:
+    """``--adapter NAME=PATH`` flags as a mapping; a malformed one is a usage error."""
+    from arena.core.errors import ConfigError
+
+    out = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise ConfigError(f"--adapter takes NAME=PATH, got {item!r}")
+        out[name] = path
+    return out
 
 
 def served_config(args: argparse.Namespace) -> tuple[Any, float]:
@@ -76,6 +97,7 @@ def served_config(args: argparse.Namespace) -> tuple[Any, float]:
         name: getattr(args, name) for name in config_flags() if getattr(args, name) is not None
     }
     engine = parse_assignments(args.engine)
+    adapters = adapter_assignments(args.adapter)
     if args.config is None:
         base, heartbeat = InferenceConfig(), 1.0
     else:
@@ -102,6 +124,7 @@ def served_config(args: argparse.Namespace) -> tuple[Any, float]:
         **given,
         address=args.address,
         engine={**base.engine, **engine},
+        adapters={**base.adapters, **adapters},
     )
     if args.heartbeat_interval is not None:
         heartbeat = args.heartbeat_interval

@@ -31,12 +31,14 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from arena.core.errors import ConfigError
+
 CONFIG_FILE = "adapter_config.json"
 WEIGHTS_FILE = "adapter_model.safetensors"
 PEFT_PREFIX = "base_model.model."
 
 
-class AdapterError(ValueError):
+class AdapterError(ConfigError):
     """An adapter that cannot be used here: unknown, malformed, or made for another base."""
 
 

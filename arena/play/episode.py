@@ -304,7 +304,7 @@ async def _choose(
     prompt = seat.prompt(env, agent, observation)
     replies = [reply_ids(seat, env, agent, action) for action in legal]
     try:
-        scoring = (await seat.policy.ascore([prompt], [replies]))[0]
+        scoring = (await seat.policy.ascore([prompt], [replies], [seat.params.adapter]))[0]
     except ContextOverflow:
         raise
     except Exception as err:

@@ -19,6 +19,7 @@ from arena.policies.types import (
     Prompt,
     PromptLike,
     SamplingParams,
+    UnknownAdapter,
     as_prompt,
 )
 
@@ -34,6 +35,7 @@ __all__ = [
     "Prompt",
     "PromptLike",
     "SamplingParams",
+    "UnknownAdapter",
     "as_prompt",
     "make_policy",
 ]

@@ -28,6 +28,7 @@ from arena.policies.types import (
     PromptLike,
     SamplingParams,
     Scoring,
+    UnknownAdapter,
     as_continuations,
     as_prompt,
 )
@@ -43,9 +44,26 @@ class Policy(ABC):
     max_context: int | None = None
     """Context window in tokens, where the backend knows it."""
 
+    def adapters(self) -> tuple[str, ...]:
+        """The named adapters this policy serves beside its base (none by default)."""
+        return ()
+
+    def check_adapter(self, adapter: str | None) -> None:
+        """Refuse a request for an adapter this policy does not hold."""
+        if adapter is None:
+            return
+        held = self.adapters()
+        if adapter not in held:
+            raise UnknownAdapter(
+                f"{self.name} holds no adapter named {adapter!r}"
+                + (f"; it holds {', '.join(held)}" if held else "; it serves its base model only")
+            )
+
     def prepare(self, prompt: PromptLike, params: SamplingParams) -> Prompt:
         """Validate one request before it joins a batch: render it to ids where the policy
-        has a chat format, and refuse a prompt that leaves no room to generate."""
+        has a chat format, and refuse a prompt that leaves no room to generate or that asks
+        for an adapter the policy does not hold."""
+        self.check_adapter(params.adapter)
         prompt = as_prompt(prompt)
         if self.chat is None:
             return prompt
@@ -75,12 +93,12 @@ class Policy(ABC):
         return await asyncio.to_thread(self.generate, prompts, params)
 
     def prepare_scoring(
-        self, prompt: PromptLike, continuations: Sequence[Any]
+        self, prompt: PromptLike, continuations: Sequence[Any], adapter: str | None = None
     ) -> tuple[Prompt, list[np.ndarray]]:
         """Validate one scoring request: the prompt as ids, and continuations that fit the
         context after it (a continuation that does not fit is refused, never truncated)."""
         replies = as_continuations(continuations)
-        prompt = self.prepare(prompt, SamplingParams(max_new_tokens=1))
+        prompt = self.prepare(prompt, SamplingParams(max_new_tokens=1, adapter=adapter))
         if self.max_context is not None and prompt.ids is not None:
             longest = max(len(c) for c in replies)
             if len(prompt.ids) + longest > self.max_context:
@@ -91,10 +109,14 @@ class Policy(ABC):
         return prompt, replies
 
     def score(
-        self, prompts: Sequence[PromptLike], continuations: Sequence[Sequence[Any]]
+        self,
+        prompts: Sequence[PromptLike],
+        continuations: Sequence[Sequence[Any]],
+        adapters: Sequence[str | None] | None = None,
     ) -> list[Scoring]:
         """For each prompt, the per-token log-probabilities (untempered) of each of its
-        continuations, all under one policy version. Backends that cannot score raise
+        continuations, all under one policy version; ``adapters[i]`` names the adapter that
+        scores prompt ``i`` (None: the base). Backends that cannot score raise
         :class:`PolicyError` (code ``unsupported``)."""
         raise PolicyError(
             f"the {type(self).__name__} backend cannot score continuations, so it cannot play "
@@ -103,10 +125,13 @@ class Policy(ABC):
         )
 
     async def ascore(
-        self, prompts: Sequence[PromptLike], continuations: Sequence[Sequence[Any]]
+        self,
+        prompts: Sequence[PromptLike],
+        continuations: Sequence[Sequence[Any]],
+        adapters: Sequence[str | None] | None = None,
     ) -> list[Scoring]:
         """:meth:`score` for asyncio callers; the default runs it on a worker thread."""
-        return await asyncio.to_thread(self.score, prompts, continuations)
+        return await asyncio.to_thread(self.score, prompts, continuations, adapters)
 
     def state_dict(self) -> Mapping[str, torch.Tensor]:
         """The parameters a weight update must match (names, shapes, dtypes)."""

@@ -52,6 +52,10 @@ class PolicyConfig:
     """``scripted``: ``"module:Factory"`` of a bot with ``act(env, agent)`` or a callable."""
     engine: dict[str, Any] = field(default_factory=dict)
     """``vllm``: extra keyword arguments for ``vllm.LLM`` (e.g. ``max_model_len``)."""
+    adapters: dict[str, str] = field(default_factory=dict)
+    """``hf``: named LoRA adapters served beside the base, name -> a peft adapter directory made
+    for ``model`` (one made for another base is refused at load, naming both). A request names
+    its adapter in its sampling params (``adapter``); one it does not hold fails alone."""
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PolicyConfig:
@@ -78,10 +82,10 @@ class InferenceConfig(PolicyConfig):
     """Map same-host shared-memory weight files; off, their bytes are fetched over the bus."""
 
 
-NOT_FLAGS = ("actors", "engine", "address")
+NOT_FLAGS = ("actors", "engine", "adapters", "address")
 """Fields of :class:`InferenceConfig` that ``arena inference`` takes no flag for: ``actors`` is
-run-level (how many actors), ``engine`` a mapping (``--engine KEY=VALUE``), and the policy's own
-``address`` is the actor's (``--address``)."""
+run-level (how many actors), ``engine`` and ``adapters`` are mappings (``--engine KEY=VALUE``,
+``--adapter NAME=PATH``), and the policy's own ``address`` is the actor's (``--address``)."""
 
 
 PER_ACTOR = ("actors", "name", "seed", "device", "address")

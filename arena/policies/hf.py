@@ -23,6 +23,15 @@ import torch
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
 from arena.models import load_model
+from arena.models.lora import (
+    AdapterShape,
+    adapter_names,
+    adapter_state,
+    add_adapters,
+    load_adapter_state,
+    read_adapter,
+    route,
+)
 from arena.policies.base import Policy
 from arena.policies.chat import ChatFormat
 from arena.policies.sampling import BatchSampler
@@ -97,7 +106,7 @@ class HFPolicy(Policy):
     @classmethod
     def from_config(cls, config: PolicyConfig) -> HFPolicy:
         model, tokenizer = load_model(config.model, dtype=config.dtype, device=config.device)
-        return cls(
+        policy = cls(
             model,
             tokenizer,
             name=config.name,
@@ -105,6 +114,9 @@ class HFPolicy(Policy):
             seed=config.seed,
             attention=config.attention,
         )
+        for adapter, path in config.adapters.items():
+            policy.load_adapter(adapter, path, base=config.model)
+        return policy
 
     # -- Policy ------------------------------------------------------------------------------
     def generate(
@@ -121,20 +133,29 @@ class HFPolicy(Policy):
         return [self._result(row, version) for row in rows]
 
     def score(
-        self, prompts: Sequence[PromptLike], continuations: Sequence[Sequence[Any]]
+        self,
+        prompts: Sequence[PromptLike],
+        continuations: Sequence[Sequence[Any]],
+        adapters: Sequence[str | None] | None = None,
     ) -> list[Scoring]:
         """Each prompt's KV cache computed once serves all its continuations
-        (:func:`~arena.policies.scoring.continuation_logprobs`); one version for all."""
+        (:func:`~arena.policies.scoring.continuation_logprobs`); one version for all. Prompts
+        of different adapters share the batch."""
         if len(prompts) != len(continuations):
             raise InvalidRequest(f"{len(prompts)} prompts but {len(continuations)} continuations")
+        adapters = list(adapters) if adapters is not None else [None] * len(prompts)
+        if len(adapters) != len(prompts):
+            raise InvalidRequest(f"{len(prompts)} prompts but {len(adapters)} adapters")
         items = []
-        for prompt, replies in zip(prompts, continuations, strict=True):
-            ready, ids = self.prepare_scoring(prompt, replies)
+        for prompt, replies, adapter in zip(prompts, continuations, adapters, strict=True):
+            ready, ids = self.prepare_scoring(prompt, replies, adapter)
             assert ready.ids is not None
             items.append((ready.ids, ids))
         with self._lock:
             version = self.version
-            scored = continuation_logprobs(self.model, items, batch_size=self.max_batch)
+            scored = continuation_logprobs(
+                self.model, items, batch_size=self.max_batch, adapters=adapters
+            )
         return [
             Scoring(prompt_ids=prompt_ids, logprobs=logprobs, version=version)
             for (prompt_ids, _), logprobs in zip(items, scored, strict=True)
@@ -142,6 +163,36 @@ class HFPolicy(Policy):
 
     def state_dict(self) -> Mapping[str, torch.Tensor]:
         return self.model.state_dict()
+
+    # -- adapters ----------------------------------------------------------------------------
+    def adapters(self) -> tuple[str, ...]:
+        return tuple(adapter_names(self.model))
+
+    def load_adapter(
+        self,
+        name: str,
+        source: str | Mapping[str, torch.Tensor],
+        *,
+        base: str | None = None,
+        shape: AdapterShape | None = None,
+    ) -> None:
+        """Serve adapter ``name``: from a peft directory made for ``base`` (refused for another
+        base), or from its tensors (peft names, ``shape`` needed the first time). Loading a
+        name the policy serves replaces its weights, between batches."""
+        if isinstance(source, str):
+            if base is None:
+                raise ValueError("loading an adapter directory needs the served base's name")
+            shape, state = read_adapter(source, base)
+        else:
+            state = dict(source)
+        with self._lock:
+            if name not in adapter_names(self.model):
+                add_adapters(self.model, [name], shape or AdapterShape())
+            load_adapter_state(self.model, name, state)
+
+    def adapter_state(self, name: str) -> dict[str, torch.Tensor]:
+        """CPU copies of a served adapter's tensors (peft names)."""
+        return adapter_state(self.model, name)
 
     @torch.no_grad()
     def update_weights(self, state: Mapping[str, torch.Tensor], version: int) -> None:
@@ -177,14 +228,15 @@ class HFPolicy(Policy):
         sampler = BatchSampler([r.params for r in rows], self.generator)
         active = list(range(len(rows)))
         while True:
-            logits = self.model(
-                input_ids=input_ids,
-                attention_mask=mask,
-                position_ids=positions,
-                past_key_values=cache,
-                use_cache=True,
-                logits_to_keep=1,
-            ).logits[:, -1]
+            with route(self.model, [rows[i].params.adapter for i in active]):
+                logits = self.model(
+                    input_ids=input_ids,
+                    attention_mask=mask,
+                    position_ids=positions,
+                    past_key_values=cache,
+                    use_cache=True,
+                    logits_to_keep=1,
+                ).logits[:, -1]
             tokens, logprobs = sampler(logits)
             keep = [
                 j

@@ -107,25 +107,31 @@ class RemotePolicy(Policy):
         return [self._result(reply) for reply in replies]
 
     def score(
-        self, prompts: Sequence[PromptLike], continuations: Sequence[Sequence[Any]]
+        self,
+        prompts: Sequence[PromptLike],
+        continuations: Sequence[Sequence[Any]],
+        adapters: Sequence[str | None] | None = None,
     ) -> list[Scoring]:
         if not isinstance(self.actor, BlockingActor):
             raise TypeError("score() needs a BlockingActor; with an asyncio Actor await ascore()")
         futures = [
             self.actor.request(b, service=self.service, timeout=self.timeout)
-            for b in self._score_bodies(prompts, continuations)
+            for b in self._score_bodies(prompts, continuations, adapters)
         ]
         concurrent.futures.wait(futures)
         return [self._scoring(f.result()) for f in futures]
 
     async def ascore(
-        self, prompts: Sequence[PromptLike], continuations: Sequence[Sequence[Any]]
+        self,
+        prompts: Sequence[PromptLike],
+        continuations: Sequence[Sequence[Any]],
+        adapters: Sequence[str | None] | None = None,
     ) -> list[Scoring]:
         if isinstance(self.actor, BlockingActor):
-            return await asyncio.to_thread(self.score, prompts, continuations)
+            return await asyncio.to_thread(self.score, prompts, continuations, adapters)
         futures = [
             self.actor.request(b, service=self.service, timeout=self.timeout)
-            for b in self._score_bodies(prompts, continuations)
+            for b in self._score_bodies(prompts, continuations, adapters)
         ]
         return [self._scoring(reply) for reply in await asyncio.gather(*futures)]
 
@@ -140,14 +146,23 @@ class RemotePolicy(Policy):
 
     @staticmethod
     def _score_bodies(
-        prompts: Sequence[PromptLike], continuations: Sequence[Sequence[Any]]
+        prompts: Sequence[PromptLike],
+        continuations: Sequence[Sequence[Any]],
+        adapters: Sequence[str | None] | None = None,
     ) -> list[dict[str, Any]]:
         if len(prompts) != len(continuations):
             raise InvalidRequest(f"{len(prompts)} prompts but {len(continuations)} continuations")
-        return [
-            {"prompt": as_prompt(p).to_dict(), "continuations": as_continuations(c)}
-            for p, c in zip(prompts, continuations, strict=True)
-        ]
+        adapters = list(adapters) if adapters is not None else [None] * len(prompts)
+        bodies = []
+        for prompt, replies, adapter in zip(prompts, continuations, adapters, strict=True):
+            body = {
+                "prompt": as_prompt(prompt).to_dict(),
+                "continuations": as_continuations(replies),
+            }
+            if adapter is not None:
+                body["params"] = {"adapter": adapter}
+            bodies.append(body)
+        return bodies
 
     def _scoring(self, reply: Message) -> Scoring:
         scoring = Scoring.from_dict(reply.body)

@@ -18,6 +18,8 @@ import numpy as np
 import torch
 from transformers import DynamicCache
 
+from arena.models.lora import route
+
 
 @torch.inference_mode()
 def continuation_logprobs(
@@ -27,12 +29,14 @@ def continuation_logprobs(
     temperature: float = 1.0,
     batch_size: int = 16,
     extensions: Mapping[int, Sequence[int]] | None = None,
+    adapters: Sequence[str | None] | None = None,
 ) -> list[list[np.ndarray]]:
     """For each (prompt ids, [continuation ids, ...]): the float32 log-probability of each
     continuation token under ``softmax(logits / temperature)``, given the prompt and the
     continuation's earlier tokens. With ``extensions``, a continuation's last token ``t`` counts
     as any of ``extensions[t]`` (the tokens that extend its text, ``t`` included): its
-    log-probability is the log of their summed probability.
+    log-probability is the log of their summed probability. ``adapters[i]`` names the adapter
+    (:mod:`arena.models.lora`) that scores item ``i``; None: the base.
     """
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
@@ -50,14 +54,16 @@ def continuation_logprobs(
             mask[row, width - len(prompt) :] = 1
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         cache = DynamicCache(config=model.config)
-        first = model(
-            input_ids=ids.to(device),
-            attention_mask=mask.to(device),
-            position_ids=positions.to(device),
-            past_key_values=cache,
-            use_cache=True,
-            logits_to_keep=1,
-        ).logits[:, -1]
+        chunk_adapters = list(adapters[start : start + batch_size]) if adapters else []
+        with route(model, chunk_adapters or [None] * len(chunk)):
+            first = model(
+                input_ids=ids.to(device),
+                attention_mask=mask.to(device),
+                position_ids=positions.to(device),
+                past_key_values=cache,
+                use_cache=True,
+                logits_to_keep=1,
+            ).logits[:, -1]
         # one row per (prompt, continuation): the prompt's cache, then the continuation
         owner = [row for row, (_, replies) in enumerate(chunk) for _ in replies]
         flat = [reply for _, replies in chunk for reply in replies]
@@ -70,13 +76,14 @@ def continuation_logprobs(
             reply_ids[row, : len(reply)] = torch.as_tensor(reply, dtype=torch.long)
             reply_mask[row, : len(reply)] = 1
         after = positions[index, -1:] + 1 + torch.arange(length)
-        rest = model(
-            input_ids=reply_ids.to(device),
-            attention_mask=torch.cat([mask[index], reply_mask], dim=1).to(device),
-            position_ids=after.to(device),
-            past_key_values=cache,
-            use_cache=True,
-        ).logits
+        with route(model, [chunk_adapters[row] for row in owner] if chunk_adapters else []):
+            rest = model(
+                input_ids=reply_ids.to(device),
+                attention_mask=torch.cat([mask[index], reply_mask], dim=1).to(device),
+                position_ids=after.to(device),
+                past_key_values=cache,
+                use_cache=True,
+            ).logits
         # token t is predicted by the prompt's last logits (t = 0) or continuation column t - 1
         logits = torch.cat([first[index.to(device)][:, None], rest[:, :-1]], dim=1).float()
         if temperature != 1.0:

@@ -51,6 +51,12 @@ class ContextOverflow(InvalidRequest):
     code = "context_overflow"
 
 
+class UnknownAdapter(InvalidRequest):
+    """A request for an adapter the policy does not hold; that request alone fails."""
+
+    code = "unknown_adapter"
+
+
 def check_keys(data: Mapping[str, Any], allowed: Sequence[str], what: str) -> None:
     """Reject unknown keys, naming the nearest valid one (a typo should not pass silently)."""
     for key in data:
@@ -77,6 +83,9 @@ class SamplingParams:
     """Token ids that end generation, besides the model's own end-of-turn tokens."""
     seed: int | None = None
     """Seed of this request's sampler, for reproducible samples; None draws from the policy's."""
+    adapter: str | None = None
+    """The named LoRA adapter on the served base that answers this request (a policy per
+    role, :mod:`arena.models.lora`); None: the base model itself."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stop", tuple(self.stop))
@@ -98,6 +107,10 @@ class SamplingParams:
                 "stop_token_ids must be ints >= 0",
             ),
             (self.seed is None or _is_int(self.seed), "seed must be an int or None"),
+            (
+                self.adapter is None or (isinstance(self.adapter, str) and self.adapter != ""),
+                "adapter must be a non-empty string or None",
+            ),
         ]
         for ok, message in checks:
             if not ok:

@@ -144,7 +144,10 @@ class VLLMPolicy(Policy):
         ]
 
     def score(
-        self, prompts: Sequence[PromptLike], continuations: Sequence[Sequence[Any]]
+        self,
+        prompts: Sequence[PromptLike],
+        continuations: Sequence[Sequence[Any]],
+        adapters: Sequence[str | None] | None = None,
     ) -> list[Scoring]:
         """Each continuation is one engine request for ``prompt + continuation`` with prompt
         logprobs (T = 1, one new token). The first continuation of every prompt goes first, the
