@@ -304,7 +304,10 @@ async def _choose(
     prompt = seat.prompt(env, agent, observation)
     replies = [reply_ids(seat, env, agent, action) for action in legal]
     try:
-        scoring = (await seat.policy.ascore([prompt], [replies], [seat.params.adapter]))[0]
+        # a policy that serves no adapters may take no adapters argument
+        adapter = seat.params.adapter
+        extra = () if adapter is None else ([adapter],)
+        scoring = (await seat.policy.ascore([prompt], [replies], *extra))[0]
     except ContextOverflow:
         raise
     except Exception as err:
