@@ -194,6 +194,17 @@ class SeatAssignment:
     role: str
     policy: str
     trained: bool = True
+    adapter: str | None = None
+    """The named adapter on the policy's base that played the seat (a run with named
+    policies); None: the base itself."""
+
+
+def _seat_dict(seat: SeatAssignment) -> dict[str, Any]:
+    """A seat on the wire; ``adapter`` only where one played (older readers never see it)."""
+    out: dict[str, Any] = {"role": seat.role, "policy": seat.policy, "trained": seat.trained}
+    if seat.adapter is not None:
+        out["adapter"] = seat.adapter
+    return out
 
 
 @dataclass
@@ -230,10 +241,7 @@ class Episode:
             "id": self.id,
             "game": self.game,
             "seed": self.seed,
-            "seats": {
-                seat: {"role": a.role, "policy": a.policy, "trained": a.trained}
-                for seat, a in self.seats.items()
-            },
+            "seats": {seat: _seat_dict(a) for seat, a in self.seats.items()},
             "turns": [t.to_dict() for t in self.turns],
             "final_rewards": dict(self.final_rewards),
             "termination": self.termination,
@@ -250,10 +258,14 @@ class Episode:
         for seat, raw in seats_raw.items():
             if not isinstance(raw, dict):
                 raise RecordError(f"{where}: seat {seat!r} must be a map")
+            adapter = raw.get("adapter")
+            if adapter is not None and not isinstance(adapter, str):
+                raise RecordError(f"{where} seat {seat}: adapter must be a string or absent")
             seats[seat] = SeatAssignment(
                 role=_require(raw, "role", str, f"{where} seat {seat}"),
                 policy=_require(raw, "policy", str, f"{where} seat {seat}"),
                 trained=_require(raw, "trained", bool, f"{where} seat {seat}"),
+                adapter=adapter,
             )
         turns_raw = _require(data, "turns", list, where)
         rewards = _require(data, "final_rewards", dict, where)

@@ -57,6 +57,8 @@ class Sample:
     played one, ``choice_index`` its place, ``sampler_logprobs`` the one legal-normalized
     logprob it was drawn with); None for a generated turn."""
     choice_index: int = -1
+    adapter: str | None = None
+    """The named adapter that played this turn (a run with named policies; None: the base)."""
 
     @property
     def num_tokens(self) -> int:
@@ -163,6 +165,7 @@ def episode_samples(
                     traj_return=float(returns[0]),
                     choices=turn.choices() if choosing else None,
                     choice_index=turn.choice_index,
+                    adapter=assignment.adapter,
                 )
             )
     return samples

@@ -284,6 +284,12 @@ class LearnerConfig:
     batch: BatchConfig = field(default_factory=BatchConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     lora: LoRAConfig = field(default_factory=LoRAConfig)
+    """The shared policy's peft adapter (``enabled``), or the shape of the named policies'
+    adapters (``adapters``)."""
+    adapters: dict[str, str] = field(default_factory=dict)
+    """Named policies: one LoRA adapter each on the frozen base, name -> the peft directory it
+    starts from ("" starts fresh, the base exactly, in ``lora``'s shape). ``arena train`` fills
+    it in from the run's ``policies`` (trainers/adapters.py). Empty: the base itself trains."""
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
 

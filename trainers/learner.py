@@ -29,7 +29,7 @@ import random
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,7 @@ from arena.records import Episode
 from arena.weights.buckets import make_buckets
 from trainers import checkpoint as ckpt
 from trainers import distributed as ddist
+from trainers.adapters import NamedAdapters, sort_by_adapter
 from trainers.advantages import EMABaseline, compute_advantages, stats_by_key
 from trainers.batch import Sample
 from trainers.config import LearnerConfig
@@ -113,10 +114,12 @@ class Learner:
         pad = getattr(tokenizer, "pad_token_id", None)
         self.pad_id = int(pad) if pad is not None else 0
         # The KL reference is the initial policy, also after a resume (LoRA: adapters off).
-        with_reference = config.loss.kl_coef > 0 and not config.lora.enabled
+        frozen_base = config.lora.enabled or bool(config.adapters)
+        with_reference = config.loss.kl_coef > 0 and not frozen_base
         self.reference = frozen_copy(model) if with_reference else None
-        if resume is not None and not config.lora.enabled:
+        if resume is not None and not frozen_base:
             load_hf_weights(model, resume / "model")
+        self.adapters = NamedAdapters(model, config, resume) if config.adapters else None
         if config.lora.enabled:
             model = add_lora(model, config.lora)
             if resume is not None:
@@ -138,6 +141,7 @@ class Learner:
             self.dist,
             self.device,
             self.pad_id,
+            self.adapters,
         )
         self.ema = EMABaseline(config.advantage.ema_alpha)
         self.state = LearnerState()
@@ -223,6 +227,19 @@ class Learner:
             "turns": float(len(samples)),
             **staleness_metrics([s.policy_version for s in samples], self.version),
         }
+        samples, misfits, per_policy = sort_by_adapter(
+            samples, self.adapters.names if self.adapters is not None else []
+        )
+        metrics.update(per_policy)
+        if misfits:
+            self.state.counters["rejected_adapter"] += len(misfits)
+            log.warning(
+                "%d turns were played by adapters this learner does not train (e.g. %r; it "
+                "trains %s): left out",
+                len(misfits),
+                misfits[0].adapter,
+                self.adapters.names if self.adapters is not None else "the base only",
+            )
         samples, stale = apply_staleness(samples, self.version, cfg.batch)
         self._assign_advantages(samples, metrics)
         kept, filtered, silent = filter_samples(samples, cfg.batch)
@@ -294,8 +311,11 @@ class Learner:
 
     # -- weights out ---------------------------------------------------------------------
     def export_weights(self) -> dict[str, torch.Tensor]:
-        """CPU copies of the current weights under transformers names (LoRA merged)."""
+        """CPU copies of the current weights under transformers names (LoRA merged); with
+        named policies, their adapters alone (the base never changes)."""
         self._lead({"cmd": "export"})
+        if self.adapters is not None:
+            return self.adapters.export()
         return hf_state_dict(self.model)
 
     def weight_buckets(self, bucket_bytes: int | None = None) -> Iterator[dict[str, Any]]:
@@ -333,12 +353,18 @@ class Learner:
             cfg.checkpoint.keep,
             state,
             optimizer,
-            lambda out: save_hf(self.model, weights, self.tokenizer, out),
+            lambda out: self._write_model(weights, out),
             adapter,
         )
         log.info("checkpoint %s", path)
         ddist.barrier(self.dist)
         return path
+
+    def _write_model(self, weights: dict[str, torch.Tensor], out: Path) -> None:
+        """The checkpoint's ``model/`` and, with named policies, its ``adapters/``."""
+        save_hf(self.model, weights, self.tokenizer, out)
+        if self.adapters is not None:
+            self.adapters.save(out.parent)
 
     def _check_checkpoint_space(self, model: Any) -> None:
         """Refuse to start without room for one checkpoint; warn without room for ``keep``."""
@@ -357,7 +383,17 @@ class Learner:
 
     def _load_training_state(self, path: Path) -> None:
         optimizer, saved = ckpt.load_training(path)
-        set_optimizer_state_dict(self.policy, self.optimizer, optimizer, options=_FULL)
+        if self.adapters is None:
+            set_optimizer_state_dict(self.policy, self.optimizer, optimizer, options=_FULL)
+        else:
+            # An adapter that has not trained yet has no saved state. Loading fills one in (a
+            # zero step), which AdamW would then count as a step taken: drop it again.
+            options = replace(_FULL, strict=False)
+            set_optimizer_state_dict(self.policy, self.optimizer, optimizer, options=options)
+            saved_names = set(optimizer["state"])
+            for name, param in self.policy.named_parameters():
+                if param.requires_grad and name not in saved_names:
+                    self.optimizer.state.pop(param, None)
         self.state.step = saved["step"]
         self.state.samples_trained = saved["samples_trained"]
         self.state.tokens_trained = saved["tokens_trained"]

@@ -66,6 +66,8 @@ class MicroBatch:
     seq_lengths: torch.Tensor
     """[N] the element count of the sample each element belongs to (1 for a choice turn)."""
     samples: list[Sample]
+    row_adapters: list[str | None] | None = None
+    """The adapter of each row (named policies; ``arena/models/lora.py``), None: the base."""
     prox_logprobs: torch.Tensor | None = None
     """[N] the learner's logprobs before this batch's first update (set by the first pass)."""
     ref_logprobs: torch.Tensor | None = None
@@ -108,7 +110,7 @@ class MicroBatch:
 
 Row = tuple[np.ndarray, list[tuple[np.ndarray, int, int]]]
 """A prompt and its continuations, each with its sample's index in the micro-batch and its
-reply index (-1 for a generated response)."""
+reply index (-1 for a generated response). A row's samples share one adapter."""
 
 
 def row_width(prompt: np.ndarray, continuations: list[np.ndarray]) -> int:
@@ -119,13 +121,13 @@ def row_width(prompt: np.ndarray, continuations: list[np.ndarray]) -> int:
 def units_of(
     samples: list[Sample], shared_prefix: bool = True, budget: int | None = None
 ) -> list[list[int]]:
-    """Indices of the samples that share a row: those with one prompt (split where the row
-    would pass ``budget``), or each sample alone without ``shared_prefix``."""
+    """Indices of the samples that share a row: those with one prompt and one adapter (split
+    where the row would pass ``budget``), or each sample alone without ``shared_prefix``."""
     if not shared_prefix:
         return [[i] for i in range(len(samples))]
-    by_prompt: dict[bytes, list[int]] = {}
+    by_prompt: dict[tuple[bytes, str | None], list[int]] = {}
     for i, sample in enumerate(samples):
-        by_prompt.setdefault(sample.prompt_ids.tobytes(), []).append(i)
+        by_prompt.setdefault((sample.prompt_ids.tobytes(), sample.adapter), []).append(i)
     units: list[list[int]] = []
     for members in by_prompt.values():
         unit: list[int] = []
@@ -192,11 +194,13 @@ def collate(
         mask = (causal & ((key == 0) | (key == query)))[:, None]
     else:
         mask = (segment >= 0).long()
+    adapters = [samples[conts[0][1]].adapter for _, conts in rows]
     return _with_elements(
         samples,
         owner,
         predict_at,
         targets,
+        row_adapters=adapters if any(a is not None for a in adapters) else None,
         input_ids=input_ids,
         attention_mask=mask,
         position_ids=positions if shared else None,
@@ -208,6 +212,7 @@ def _with_elements(
     owner: list[tuple[int, int]],
     predict_at: list[int],
     targets: list[int],
+    row_adapters: list[str | None] | None = None,
     **tensors: torch.Tensor | None,
 ) -> MicroBatch:
     """The micro-batch with its scored tokens in element order (generated tokens in sample
@@ -251,6 +256,7 @@ def _with_elements(
         seq_index=torch.tensor(np.repeat(index, lengths), dtype=torch.long),
         seq_lengths=torch.tensor(np.repeat(lengths, lengths), dtype=torch.float32),
         samples=list(samples),
+        row_adapters=row_adapters,
         **tensors,  # type: ignore[arg-type]
     )
 

@@ -31,7 +31,9 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
+from arena.models.lora import route
 from trainers import distributed as ddist
+from trainers.adapters import NamedAdapters
 from trainers.batch import Sample, shard
 from trainers.choice import element_logprobs
 from trainers.config import LearnerConfig
@@ -78,6 +80,7 @@ class PolicyUpdate:
         dist: ddist.DistInfo,
         device: torch.device,
         pad_id: int,
+        adapters: NamedAdapters | None = None,
     ) -> None:
         self.config = config
         self.model = model
@@ -90,6 +93,8 @@ class PolicyUpdate:
         self.dist = dist
         self.device = device
         self.pad_id = pad_id
+        self.adapters = adapters
+        """Named policies' adapters (trainers/adapters.py), or None: the model itself trains."""
 
     def run(
         self,
@@ -128,7 +133,7 @@ class PolicyUpdate:
         steps = passes = 0
         for epoch, part in itertools.product(range(cfg.loss.ppo_epochs), parts):
             sums, finite = self._accumulate(part.batches, part.real)
-            grad_norm = self._clip_gradients()
+            grad_norm, per_policy = self._clip_gradients()
             bad = not (finite and math.isfinite(grad_norm))
             if ddist.all_reduce_max(float(bad), self.dist, self.device) > 0:
                 self.optimizer.zero_grad(set_to_none=True)
@@ -149,6 +154,7 @@ class PolicyUpdate:
             passes += part.tokens
             totals.update(sums)
             totals["grad_norm"] += grad_norm
+            totals.update({f"grad_norm/{name}": norm for name, norm in per_policy.items()})
         elapsed = time.perf_counter() - start
         num_tokens = sum(part.tokens for part in parts)
         mine = sum(mb.num_input_tokens for part in parts for mb in part.batches[: part.real])
@@ -260,20 +266,31 @@ class PolicyUpdate:
                 sums["loss"] += float(out.loss.detach())
         return ddist.all_reduce_sum(dict(sums), self.dist, self.device), finite
 
-    def _clip_gradients(self) -> float:
-        """Clip to optim.grad_clip (if > 0) and return the global norm before clipping."""
+    def _clip_gradients(self) -> tuple[float, dict[str, float]]:
+        """Clip to optim.grad_clip (if > 0; each adapter alone with named policies) and return
+        the global norm before clipping, and each adapter's."""
+        if self.adapters is not None:
+            norms = self.adapters.clip_gradients()
+            return math.sqrt(sum(n * n for n in norms.values())), norms
         params = [p for p in self.model.parameters() if p.requires_grad]
         clip = self.config.optim.grad_clip if self.config.optim.grad_clip > 0 else math.inf
         norm = torch.nn.utils.clip_grad_norm_(params, clip)
         full = getattr(norm, "full_tensor", None)  # FSDP2 returns a DTensor
-        return float(full() if callable(full) else norm)
+        return float(full() if callable(full) else norm), {}
 
     def _elements(
-        self, module: torch.nn.Module, mb: MicroBatch, entropy_grad: bool = False
+        self,
+        module: torch.nn.Module,
+        mb: MicroBatch,
+        entropy_grad: bool = False,
+        base: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The logprobs and entropies of ``mb``'s loss elements under ``module`` (a
-        :class:`TokenLogprobs`): its scored tokens, choice turns reduced (trainers/choice.py)."""
-        tokens, entropy = module(*mb.forward_args(), entropy_grad=entropy_grad)
+        :class:`TokenLogprobs`): its scored tokens, choice turns reduced (trainers/choice.py).
+        Each row goes through its turn's adapter, or through the base alone (``base``)."""
+        rows = [] if base else (mb.row_adapters or [])
+        with route(self.model, rows):
+            tokens, entropy = module(*mb.forward_args(), entropy_grad=entropy_grad)
         return element_logprobs(tokens, entropy, mb, self.config.loss.temperature)
 
     def _reference_logprobs(self, mb: MicroBatch) -> torch.Tensor:
@@ -283,6 +300,8 @@ class PolicyUpdate:
                     self.reference, self.config.loss.temperature, self.config.sparse_logits
                 )
                 return self._elements(module, mb)[0]
+            if self.adapters is not None:  # named policies: the base is every one's reference
+                return self._elements(self.policy, mb, base=True)[0]
             with self.model.disable_adapter():  # LoRA: the base model is the reference
                 return self._elements(self.policy, mb)[0]
 
@@ -312,6 +331,10 @@ def _loss_metrics(totals: dict[str, float], passes: int, steps: int) -> dict[str
     """Means over the optimizer steps: losses per step, the others per token and pass
     (``passes`` counts each step's tokens), so clip_frac is the share of clipped tokens."""
     per_step = ("loss", "pg_loss", "kl", "grad_norm")
-    out = {k: totals[k] / max(steps, 1) for k in per_step if k in totals}
+    out = {
+        k: v / max(steps, 1)
+        for k, v in totals.items()
+        if k in per_step or k.startswith("grad_norm/")
+    }
     out.update({k: totals[k] / max(passes, 1) for k in _PER_TOKEN if k in totals})
     return out

@@ -9,10 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from arena.core.errors import ConfigError, check_choice
+from arena.core.errors import ConfigError, check_choice, did_you_mean
 from arena.play.choice import ACTS
 
 OPPONENT_MODES = ("self-play", "fixed", "population")
+ADAPTER_KINDS = ("lora",)
 
 
 @dataclass
@@ -98,6 +99,18 @@ class SamplingConfig:
 
 
 @dataclass
+class PolicySpec:
+    """One named trained policy of a run: an adapter of its own on the frozen shared base."""
+
+    adapter: str = "lora"
+    """What the policy trains: ``lora``, a LoRA adapter on the shared base (its shape is
+    ``learner.lora``'s r, alpha and target_modules; ``arena/models/lora.py``)."""
+
+    def __post_init__(self) -> None:
+        check_choice("adapter", self.adapter, ADAPTER_KINDS)
+
+
+@dataclass
 class PlayConfig:
     """Everything a seat factory needs to fill the seats of one episode."""
 
@@ -111,3 +124,54 @@ class PlayConfig:
     """The trained policy's name (an inference actor serves it as ``policy:<name>``)."""
     invalid_penalty: float = 0.0
     """Reward subtracted from a turn whose action the game rejected."""
+    policies: dict[str, PolicySpec] = field(default_factory=dict)
+    """Named trained policies, each a LoRA adapter on the frozen base (empty: one shared policy
+    trains every weight, the default)."""
+    seat_policies: dict[str, str] = field(default_factory=dict)
+    """Which policy each trained seat plays, by ``GAME:SEAT``, by seat, or by role (id or name),
+    tried in that order: ``{player_0: first, solver-v0: solver}``."""
+
+    def __post_init__(self) -> None:
+        check_seat_policies(self.policies, self.seat_policies)
+
+    def seat_policy(self, game_id: str, agent: str | None, role_id: str, role: str) -> str | None:
+        """The policy (adapter) a trained seat plays: None without named policies. A seat no
+        entry of ``seat_policies`` names is a config error, naming the seat and the policies."""
+        if not self.policies:
+            return None
+        keys = [f"{game_id}:{agent}", agent, role_id, role] if agent else [role_id, role]
+        for key in keys:
+            if key in self.seat_policies:
+                return self.seat_policies[key]
+        raise ConfigError(
+            f"seat_policies: seat {agent or '?'} of {game_id} (role {role_id}) plays none of the "
+            f"policies {', '.join(self.policies)}: map it by '{game_id}:{agent}', by "
+            f"'{agent}' or by its role '{role_id}'"
+        )
+
+
+def check_seat_policies(policies: dict[str, PolicySpec], seat_policies: dict[str, str]) -> None:
+    """Every seat mapping names a declared policy (a typo names the nearest)."""
+    if seat_policies and not policies:
+        raise ConfigError(
+            "seat_policies maps seats to policies, but no policies are declared: add "
+            f"policies: {{{', '.join(f'{p}: {{}}' for p in dict.fromkeys(seat_policies.values()))}}}"
+        )
+    for seat, name in seat_policies.items():
+        if name not in policies:
+            raise ConfigError(
+                f"seat_policies.{seat} = {name!r} is not a declared policy "
+                f"({', '.join(policies)}){did_you_mean(name, list(policies))}"
+            )
+    idle = [name for name in policies if name not in seat_policies.values()]
+    if idle:
+        raise ConfigError(
+            f"policies: {idle[0]!r} plays no seat; map seats to it in seat_policies "
+            "(GAME:SEAT, SEAT or ROLE: NAME)"
+        )
+    reserved = [name for name in policies if not name.isidentifier() or name == "main"]
+    if reserved:
+        raise ConfigError(
+            f"policies: {reserved[0]!r} cannot name a policy (a name is an identifier, and "
+            "'main' is the shared base)"
+        )

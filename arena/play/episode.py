@@ -373,7 +373,12 @@ def turn_error(env: TextGame, agent: str) -> str:
 
 def _assignment(seat: Seat) -> SeatAssignment:
     if isinstance(seat, PolicySeat):
-        return SeatAssignment(role=seat.role.name, policy=seat.policy_name, trained=seat.trained)
+        return SeatAssignment(
+            role=seat.role.name,
+            policy=seat.policy_name,
+            trained=seat.trained,
+            adapter=seat.params.adapter,
+        )
     if isinstance(seat, SimulatorSeat):
         return SeatAssignment(role=seat.simulator.role, policy=seat.name, trained=False)
     return SeatAssignment(role="bot", policy=seat.name, trained=False)

@@ -112,15 +112,21 @@ class SeatFactory:
         agent: str | None = None,
     ) -> PolicySeat:
         """A role agent on a policy; with ``env`` and ``agent``, in the role the game gives the
-        seat (see :func:`seat_role`)."""
-        role = seat_role(self._games[game_id], env, agent)
+        seat (see :func:`seat_role`). On the run's own policy, a seat plays the adapter
+        ``seat_policies`` gives it, when the run names its policies."""
+        game = self._games[game_id]
+        role = seat_role(game, env, agent)
         params = params or self.params
         stop = tuple(dict.fromkeys((*params.stop, *role.stop_strings())))
+        adapter = params.adapter
+        if policy is None:
+            role_id = seat_role_id(game, env, agent)
+            adapter = self.config.seat_policy(game_id, agent, role_id, role.name)
         return PolicySeat(
             policy=policy or self.policy,
             role=role,
             chat=self.chat,
-            params=SamplingParams(**{**params.to_dict(), "stop": stop}),
+            params=SamplingParams(**{**params.to_dict(), "stop": stop, "adapter": adapter}),
             policy_name=self.config.policy_name,
             trained=trained,
             invalid_penalty=self.config.invalid_penalty,
