@@ -1,9 +1,13 @@
-"""``arena eval PARTICIPANT [--games ID ...] [--opponents BOT ...] [--n N]``: evaluate one
-checkpoint, model or bot against reference bots, the way training evaluates its policy.
+"""``arena eval PARTICIPANT [--adapter PATH] [--games ID ...] [--opponents BOT ...] [--n N]``:
+evaluate one checkpoint, model, LoRA adapter or bot against reference bots, the way training
+evaluates its policy.
 
 PARTICIPANT is a checkpoint directory (``runs/selfplay/<time>/checkpoints/step-00000012``), a
-Hugging Face directory, ``smollm2-135m``, ``tiny``, or a registered bot id. A checkpoint inside a
-run directory takes that run's games (with their ``kwargs`` and role settings) and its evaluation
+Hugging Face directory, ``smollm2-135m``, ``tiny``, or a registered bot id; ``--model SPEC`` names
+a model instead. ``--adapter PATH`` plays a LoRA adapter (a peft directory, e.g. a run's
+``checkpoints/step-8/adapters/solver``) on that model, which must be the base it was made for
+(else exit 2, naming both). A checkpoint inside a run directory (the model's, else the
+adapter's) takes that run's games (with their ``kwargs`` and role settings) and its evaluation
 opponents, games and temperature unless the flags say otherwise. The participant plays every
 seat in turn; the code is :func:`arena.eval.evaluate.evaluate`, the one training's evaluations
 call, and a model is served by an inference actor on a private broker as in a tournament.
@@ -64,7 +68,26 @@ def add_seat_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("participant", help="checkpoint dir, HF dir, smollm2-135m, tiny or bot id")
+    parser.add_argument(
+        "participant",
+        nargs="?",
+        default=None,
+        help="checkpoint dir, HF dir, smollm2-135m, tiny or bot id (or give --model)",
+    )
+    parser.add_argument(
+        "--model",
+        default=None,
+        metavar="SPEC",
+        help="the model to evaluate, instead of PARTICIPANT: checkpoint dir, HF dir, "
+        "smollm2-135m or tiny",
+    )
+    parser.add_argument(
+        "--adapter",
+        default=None,
+        metavar="PATH",
+        help="play the LoRA adapter in this peft directory (e.g. a run's "
+        "checkpoints/step-8/adapters/solver) on the model, the base it was made for",
+    )
     parser.add_argument("--games", nargs="+", default=None, help="game ids (default: the run's)")
     parser.add_argument(
         "--opponents",
@@ -96,15 +119,21 @@ def run(args: argparse.Namespace) -> int:
     from arena.eval.roles import RoleResult, evaluate_roles, is_role_game, role_seats
     from arena.play.config import GameConfig
     from arena.run.config import RunConfig
-    from arena.tournament.config import TournamentConfig
+    from arena.tournament.config import ParticipantConfig, TournamentConfig
     from arena.tournament.participants import (
+        adapter_run_config,
         parse_participant,
         resolve_participants,
         run_config_of,
     )
     from arena.tournament.serving import Seating
 
-    run_config = run_config_of(args.participant) or RunConfig()
+    spec = evaluated_spec(args.participant, args.model)
+    run_config = (
+        run_config_of(spec)
+        or (adapter_run_config(args.adapter) if args.adapter else None)
+        or RunConfig()
+    )
     known = {g.id: g for g in run_config.games}
     games = (
         [known.get(game_id, GameConfig(id=game_id)) for game_id in args.games]
@@ -116,7 +145,10 @@ def run(args: argparse.Namespace) -> int:
     n = run_config.eval.games if args.n is None else args.n
     if n < 1 or args.tries < 1:
         raise ConfigError(f"--n and --tries must be >= 1, got {n} and {args.tries}")
-    participant = parse_participant(args.participant)
+    participant = (
+        ParticipantConfig(model=spec) if args.model is not None else parse_participant(spec)
+    )
+    participant.adapter = args.adapter
     participant.act = args.act
     participant.sampling.temperature = (
         run_config.eval.temperature if args.temperature is None else args.temperature
@@ -145,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
                 results: list = []
                 if player_games:
                     results += await evaluate(
-                        lambda game_id: seating.seat(name, seating.game(game_id), 0),
+                        lambda game_id, env, agent: seating.seat(name, seating.game(game_id), 0),
                         [g.id for g in player_games],
                         opponents,
                         games_per_match=n,
@@ -185,6 +217,19 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps([r.to_dict() for r in results], indent=1) + "\n")
     return 0
+
+
+def evaluated_spec(participant: str | None, model: str | None) -> str:
+    """What is evaluated: PARTICIPANT or ``--model``, exactly one of them (else a usage error,
+    exit 2)."""
+    from arena.core.errors import ConfigError
+
+    if (participant is None) == (model is None):
+        raise ConfigError(
+            "give the participant to evaluate either as PARTICIPANT or as --model SPEC "
+            f"(got {'both' if participant is not None else 'neither'})"
+        )
+    return str(participant if participant is not None else model)
 
 
 def with_simulators(game: GameConfig, flags: Sequence[str]) -> GameConfig:

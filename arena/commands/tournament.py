@@ -3,12 +3,15 @@
 CONFIG is a YAML file (see ``configs/tournament.yaml``); ``key=value`` overrides any field
 (``pairs=20``, ``out=runs/t1``, ``participants.0.sampling.temperature=0.7``). Participants are
 reference bots, checkpoints (or a glob over a run's checkpoints), Hugging Face directories, the
-embedded model, or OpenAI-compatible endpoints; each has a name and its own sampling settings.
+embedded model, LoRA adapters on a base model (``model: smollm2-135m`` with ``adapter: PATH``, a
+peft directory or a glob over a run's ``checkpoints/step-*/adapters/<policy>``), or
+OpenAI-compatible endpoints; each has a name and its own sampling settings.
 
 Two-player games are played in seat-swapped pairs with a shared seed; N-player games rotate the
 seats. Matches run concurrently, and each model participant's requests are batched across
-matches by its inference actor. Written to the output directory (``runs/tournaments/<name>``
-unless ``out`` is set):
+matches by its inference actor; the participants on one base share one actor, which holds all
+their adapters (each request names its own). Written to the output directory
+(``runs/tournaments/<name>`` unless ``out`` is set):
 
 - ``matches.jsonl``: one line per match (game, seed, seats, scores, returns, moves, termination,
   tokens, seconds, invalid, forfeit), appended as each finishes;
@@ -18,7 +21,8 @@ unless ``out`` is set):
 
 Running it again on the same output directory resumes: finished matches are not replayed and
 none is recorded twice. A participant that cannot be loaded is named before any match starts
-(exit 2); one that fails mid-match forfeits that match only, and the reason is recorded.
+(exit 2; an adapter made for another base names both bases); one that fails mid-match forfeits
+that match only, and the reason is recorded.
 """
 
 from __future__ import annotations

@@ -37,6 +37,7 @@ from arena.eval.ratings import Z95, wilson
 from arena.play.episode import BotSeat, EpisodeError, Seat, play_episode
 from arena.play.seating import resolve_opponent
 from arena.records import Episode
+from games.text_env import TextGame
 
 RANDOM_BOT = "random-v0"
 
@@ -161,7 +162,7 @@ def error_text(errors: int, first: str) -> str:
 
 
 async def evaluate(
-    make_seat: Callable[[str], Seat],
+    make_seat: Callable[[str, TextGame, str], Seat],
     game_ids: Sequence[str],
     opponents: Sequence[str],
     *,
@@ -171,8 +172,10 @@ async def evaluate(
     game_kwargs: dict[str, dict[str, Any]] | None = None,
     on_episode: Callable[[], None] | None = None,
 ) -> list[MatchResult]:
-    """Play ``games_per_match`` games per (game, opponent); ``make_seat(game_id)`` gives a fresh
-    seat filler (a policy seat with its own conversation state, or a bot seat) per game."""
+    """Play ``games_per_match`` games per (game, opponent); ``make_seat(game_id, env, agent)``
+    gives a fresh seat filler (a policy seat with its own conversation state, or a bot seat)
+    for the evaluated seat ``agent`` of each game (a run with named policies plays the seat's
+    own adapter)."""
     limit = asyncio.Semaphore(concurrency)
     game_kwargs = game_kwargs or {}
 
@@ -183,7 +186,7 @@ async def evaluate(
             seat = env.possible_agents[index % len(env.possible_agents)]
             game_seed = seed + index
             seats = {
-                agent: make_seat(game_id)
+                agent: make_seat(game_id, env, agent)
                 if agent == seat
                 else BotSeat(games.bots.make(opponent_id, seed=game_seed), opponent_id)
                 for agent in env.possible_agents

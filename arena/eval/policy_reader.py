@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,13 +115,19 @@ def reply_logprobs(
     temperature: float = 1.0,
     batch_size: int = 16,
     extensions: Mapping[int, Sequence[int]] | None = None,
+    adapters: Sequence[str | None] | None = None,
 ) -> list[np.ndarray]:
     """For each (prompt ids, [reply ids, ...]): the sum of each reply's token log-probabilities
     after the prompt, under ``softmax(logits / temperature)`` (teacher forcing, each prompt
     computed once: :func:`arena.policies.scoring.continuation_logprobs`, which also says what
     ``extensions`` do)."""
     scored = continuation_logprobs(
-        model, items, temperature=temperature, batch_size=batch_size, extensions=extensions
+        model,
+        items,
+        temperature=temperature,
+        batch_size=batch_size,
+        extensions=extensions,
+        adapters=adapters,
     )
     return [np.array([lp.sum(dtype=np.float64) for lp in replies]) for replies in scored]
 
@@ -144,6 +150,7 @@ def read_seat(
     model: Any = None,
     temperature: float = 1.0,
     batch_size: int = 16,
+    adapter_of: Callable[[str], str | None] | None = None,
 ) -> PolicyReading:
     """Read a language-model seat at every information state of ``game_id``.
 
@@ -152,7 +159,9 @@ def read_seat(
     ``HFPolicy`` drives it; by default the seat's policy's ``model`` (an ``HFPolicy``'s). Its
     tokenizer must be the one in ``seat.chat``, which renders the prompts. A seat that acts by
     choice (:mod:`arena.play.choice`) is read as it plays: the softmax at ``temperature`` of
-    its exact replies' sequence log-probabilities, with no invalid mass.
+    its exact replies' sequence log-probabilities, with no invalid mass. ``adapter_of(agent)``
+    names the adapter each seat plays (named policies; :mod:`arena.models.lora`), by default
+    the seat's own.
     """
     started = time.monotonic()
     model = model if model is not None else getattr(seat.policy, "model", None)
@@ -171,6 +180,7 @@ def read_seat(
         temperature=1.0 if choosing else temperature,
         batch_size=batch_size,
         extensions=None if choosing else token_extensions(seat.chat.tokenizer, lasts),
+        adapters=[(adapter_of or (lambda _: seat.params.adapter))(p.agent) for p in prompts],
     )
     actions = openspiel_game(game_id).num_distinct_actions()
     table: dict[str, list[float]] = {}
@@ -214,14 +224,16 @@ def read_seat_at(
     model: Any = None,
     temperature: float,
     batch_size: int = 16,
+    adapter_of: Callable[[str], str | None] | None = None,
 ) -> PolicyReading:
     """:func:`read_seat` at the temperature the seat plays at, 0 (greedy) included: a greedy
     seat is read at temperature 1 and its table made :func:`greedy` (the most likely legal
     reply as a whole, which token-by-token greedy decoding approximates); the invalid mass
     stays that of the temperature-1 read. The reading's ``temperature`` is the one asked."""
+    kwargs = {"model": model, "batch_size": batch_size, "adapter_of": adapter_of}
     if temperature > 0:
-        return read_seat(game_id, seat, model=model, temperature=temperature, batch_size=batch_size)
-    reading = read_seat(game_id, seat, model=model, temperature=1.0, batch_size=batch_size)
+        return read_seat(game_id, seat, temperature=temperature, **kwargs)
+    reading = read_seat(game_id, seat, temperature=1.0, **kwargs)
     return dataclasses.replace(
         reading, table=greedy(reading.table), exploitability=float("nan"), temperature=0.0
     )

@@ -119,7 +119,7 @@ class SeatFactory:
         params = params or self.params
         stop = tuple(dict.fromkeys((*params.stop, *role.stop_strings())))
         adapter = params.adapter
-        if policy is None:
+        if policy is None and self.config.policies:
             role_id = seat_role_id(game, env, agent)
             adapter = self.config.seat_policy(game_id, agent, role_id, role.name)
         return PolicySeat(

@@ -73,14 +73,17 @@ def merge_collects(replies: list[dict[str, Any]]) -> dict[str, Any]:
 def transcript(episode: Episode) -> dict[str, Any]:
     """An episode as a readable conversation (for transcripts.jsonl). Each turn says whether it
     is trained on: ``trained`` is False for a bot's, a simulator's or a frozen policy's turn,
-    whose tokens are masked out of the loss (its ``version`` is -1 where no policy sampled it)."""
+    whose tokens are masked out of the loss (its ``version`` is -1 where no policy sampled it).
+    A seat played by a named adapter reads ``policy@adapter`` (``main@solver``)."""
     return {
         "id": episode.id,
         "game": episode.game,
         "termination": episode.termination,
         "final_rewards": episode.final_rewards,
         "seats": {
-            seat: a.policy + ("" if a.trained else " (not trained)")
+            seat: a.policy
+            + (f"@{a.adapter}" if a.adapter else "")
+            + ("" if a.trained else " (not trained)")
             for seat, a in episode.seats.items()
         },
         "turns": [

@@ -17,7 +17,14 @@ from pathlib import Path
 from arena.bus.peers import ROUTINGS
 from arena.core.config import load_config, to_yaml
 from arena.core.errors import ConfigError, check_choice
-from arena.play.config import GameConfig, OpponentConfig, PlayConfig, SamplingConfig
+from arena.play.config import (
+    GameConfig,
+    OpponentConfig,
+    PlayConfig,
+    PolicySpec,
+    SamplingConfig,
+    check_seat_policies,
+)
 from arena.policies.config import InferenceConfig
 from trainers.config import LearnerConfig
 
@@ -230,6 +237,14 @@ class RunConfig:
     """The training mixture."""
     opponents: OpponentConfig = field(default_factory=OpponentConfig)
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    policies: dict[str, PolicySpec] = field(default_factory=dict)
+    """Named trained policies on one frozen base, a LoRA adapter each in ``learner.lora``'s
+    shape, all served by every inference actor and trained in one learner step
+    (``{proposer: {}, solver: {}}``). Empty: one shared policy trains every weight."""
+    seat_policies: dict[str, str] = field(default_factory=dict)
+    """Which named policy each trained seat plays: by ``GAME:SEAT``, by seat or by role (id or
+    name), tried in that order (``{player_0: first, solver-v0: solver}``). Every trained seat
+    needs one when ``policies`` is set; ``--dry-run`` prints the mapping."""
     inference: InferenceConfig = field(
         default_factory=lambda: InferenceConfig(model="${model}", name="${learner.name}")
     )
@@ -289,6 +304,7 @@ class RunConfig:
         if not self.games:
             raise ConfigError("games must list at least one game")
         self._check_groups()
+        self._check_policies()
         if not self.sampling.temperature > 0:
             raise ConfigError(
                 f"sampling.temperature is {self.sampling.temperature}, but greedy sampling has "
@@ -362,6 +378,27 @@ class RunConfig:
             max(1, self.inference.actors) if inference is None else inference,
         )
 
+    def _check_policies(self) -> None:
+        """Named policies: mapped seats, and the settings they work with."""
+        check_seat_policies(self.policies, self.seat_policies)
+        if not self.policies:
+            return
+        if self.learner.lora.enabled:
+            raise ConfigError(
+                "policies: named policies train a LoRA adapter each on a frozen base; "
+                "learner.lora.enabled (one peft adapter for the shared policy) cannot be on too"
+            )
+        if self.opponents.mode == "population":
+            raise ConfigError(
+                "policies: named policies play self-play or fixed opponents; population mode "
+                "(past checkpoints as opponents) does not serve their adapters yet"
+            )
+        if self.inference.backend != "hf":
+            raise ConfigError(
+                f"policies: inference.backend={self.inference.backend} cannot take the "
+                "learner's adapter updates; named policies train with the hf backend"
+            )
+
     def _check_groups(self) -> None:
         """Groups are whole within a learner step, and the group modes have groups to compare."""
         r = self.rollout
@@ -389,6 +426,8 @@ class RunConfig:
             sampling=self.sampling,
             policy_name=self.learner.name,
             invalid_penalty=self.rollout.invalid_penalty,
+            policies=self.policies,
+            seat_policies=self.seat_policies,
         )
 
 

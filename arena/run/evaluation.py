@@ -45,6 +45,7 @@ from arena.run.config import RunConfig
 from arena.run.run_log import RunLog
 from games.bots.random_bot import RandomBot
 from games.text_env import TextGame
+from trainers.adapters import ADAPTERS_DIR
 from trainers.checkpoint import list_checkpoints
 
 _STEP_DIR = re.compile(r"step-(\d+)$")
@@ -63,7 +64,12 @@ async def evaluate_policy(
         return []
     factory = SeatFactory(c.play, RemotePolicy(actor, c.learner.name, timeout=600), chat)
     params = replace(factory.params, temperature=c.eval.temperature)
-    results = await _evaluate(c, log, label, lambda g: factory.policy_seat(g, params=params))
+    results = await _evaluate(
+        c,
+        log,
+        label,
+        lambda g, env, agent: factory.policy_seat(g, params=params, env=env, agent=agent),
+    )
     roles = await evaluate_role_games(c, log, label, factory, params)
     log.evaluation(label, step, results, roles)
     return [*results, *roles]
@@ -119,14 +125,16 @@ async def evaluate_baseline(config: RunConfig, log: RunLog) -> list[MatchResult]
     :func:`evaluate_policy`: what a score (or an optimal-move rate) is worth with no skill at
     all. Bots only, so it costs what the opponents' moves cost; its invalid rate is 0. Logged
     as ``baseline``, unless there is nothing to play (``eval.games`` 0, role games only)."""
-    results = await _evaluate(config, log, "baseline", lambda g: BotSeat(RandomBot(), RANDOM_BOT))
+    results = await _evaluate(
+        config, log, "baseline", lambda g, env, agent: BotSeat(RandomBot(), RANDOM_BOT)
+    )
     if results:
         log.evaluation("baseline", 0, results)
     return results
 
 
 async def _evaluate(
-    config: RunConfig, log: RunLog, label: str, make_seat: Callable[[str], Seat]
+    config: RunConfig, log: RunLog, label: str, make_seat: Callable[[str, TextGame, str], Seat]
 ) -> list[MatchResult]:
     """``eval.games`` games per game (role games aside) and opponent, with the evaluation's
     seeds; none, and no progress bar, when there is nothing to play."""
@@ -192,10 +200,23 @@ def read_strategy(
         *load_model(model, dtype=config.inference.dtype, device=config.inference.device),
         name=config.learner.name,
     )
+    # named policies: a checkpoint's adapters sit beside its model/ (before training there
+    # are none, and every fresh adapter is the base exactly)
+    adapters = Path(model).parent / ADAPTERS_DIR
+    if config.policies and adapters.is_dir():
+        for name in config.policies:
+            policy.load_adapter(name, str(adapters / name), base=config.model)
     factory = SeatFactory(config.play, policy, chat)
     out = []
     for game_id in game_ids:
-        seat = factory.policy_seat(game_id, trained=False)
+        env = games.make(game_id)
+        seats = {a: factory.policy_seat(game_id, env=env, agent=a) for a in env.possible_agents}
+        seat = seats[env.possible_agents[0]]
+        seat.trained = False
+
+        def adapter_of(agent: str, seats: dict = seats) -> str | None:
+            return seats[agent].params.adapter if policy.adapters() else None
+
         temperatures = [(config.eval.temperature, False)]
         if (
             config.sampling.temperature != config.eval.temperature
@@ -203,7 +224,7 @@ def read_strategy(
         ):
             temperatures.append((config.sampling.temperature, True))
         for temperature, sampling in temperatures:
-            reading = read_seat_at(game_id, seat, temperature=temperature)
+            reading = read_seat_at(game_id, seat, temperature=temperature, adapter_of=adapter_of)
             out.append(
                 StrategyReading(
                     game=game_id,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from arena.play.config import GameConfig
+from arena.play.config import GameConfig, PlayConfig
 from arena.run.addresses import broker_hint, own_address, own_broker
 from arena.run.config import RunConfig
 from arena.run.resources import cpu_threads
@@ -45,7 +45,16 @@ def plan(config: RunConfig, run_dir: Path | None = None) -> str:
         f"waits for {rollout} on the bus, more may join",
     ]
     for game in config.games:
-        lines.append(f"  game         {game.id} (weight {game.weight}) {seat_line(game)}")
+        lines.append(
+            f"  game         {game.id} (weight {game.weight}) {seat_line(game, config.play)}"
+        )
+    if config.policies:
+        lora = config.learner.lora
+        lines.append(
+            f"  policies     {', '.join(config.policies)}: a LoRA adapter each (r={lora.r}, "
+            f"alpha={lora.alpha}, {'/'.join(lora.target_modules)}) on the frozen base, served "
+            "by every inference actor, trained in one learner step (seat=role@policy above)"
+        )
     for name, seats in simulator_policies(config).items():
         lines.append(
             f"  simulators   policy:{name} for {', '.join(seats)}: waits for it, not started here "
@@ -76,11 +85,12 @@ def launcher_line(config: RunConfig) -> str:
     return f"ray (cluster {r.address or 'auto, else a local one'}): each process asks {asks}"
 
 
-def seat_line(game: GameConfig) -> str:
+def seat_line(game: GameConfig, play: PlayConfig | None = None) -> str:
     """Who plays which seat of ``game``: the role of each seat (the game's own, or the config's
-    override), and the simulators, with the role kwargs."""
+    override), the named policy (adapter) it plays where the run names its policies, and the
+    simulators, with the role kwargs."""
     import games
-    from arena.play.seating import seat_role_id
+    from arena.play.seating import seat_role, seat_role_id
 
     env = games.make(game.id, **game.kwargs)
     seats = []
@@ -89,8 +99,13 @@ def seat_line(game: GameConfig) -> str:
             spec = game.simulators[agent]
             on = f"@{spec.policy}" if spec.policy else ""
             seats.append(f"{agent}=simulator:{spec.id}{on}")
-        else:
-            seats.append(f"{agent}={seat_role_id(game, env, agent)}")
+            continue
+        role_id = seat_role_id(game, env, agent)
+        policy = ""
+        if play is not None and play.policies:
+            name = seat_role(game, env, agent).name
+            policy = f"@{play.seat_policy(game.id, agent, role_id, name)}"
+        seats.append(f"{agent}={role_id}{policy}")
     if len({s.split("=", 1)[1] for s in seats}) == 1 and not game.simulators:
         seats = [f"role={seats[0].split('=', 1)[1]}"]
     kwargs = f" {game.role_kwargs}" if game.role_kwargs else ""

@@ -70,6 +70,7 @@ def actor_commands(config: RunConfig, run_dir: Path) -> list[ActorCommand]:
             model=c.model,
             seed=seed,
             device=device_for(c.inference.device),
+            adapters=c.inference.adapters if policy_name != POOL else {},
         )
         argv = inference_argv(actor_name, address, served, c.bus.heartbeat_interval)
         commands.append(ActorCommand(actor_name, argv, inference_env))
@@ -135,6 +136,7 @@ def inference_argv(
         str(heartbeat_interval),
         *to_arguments(served, exclude=NOT_FLAGS),
         *(f"--engine={key}={value!r}" for key, value in served.engine.items()),
+        *(f"--adapter={name}={path}" for name, path in served.adapters.items()),
     ]
 
 

@@ -65,10 +65,36 @@ def resolve_for_run(config: RunConfig, run_dir: Path) -> RunConfig:
         loss=replace(learner.loss, temperature=config.sampling.temperature),
         sampled_in=sampling_dtype(config),
     )
+    inference = config.inference
+    if config.policies:
+        # every process starts from the same adapters: the learner trains them, the
+        # inference actors serve them until its first update
+        adapters = write_initial_adapters(config, run_dir / "adapters")
+        learner = replace(learner, adapters=adapters)
+        inference = replace(inference, adapters=adapters)
     ray = config.ray
     if config.launcher == "ray" and config.bus.address is None and not ray.broker_port:
         ray = replace(ray, broker_port=free_port())  # the broker runs on this node
-    return replace(config, learner=learner, ray=ray)
+    return replace(config, learner=learner, inference=inference, ray=ray)
+
+
+def write_initial_adapters(config: RunConfig, folder: Path) -> dict[str, str]:
+    """One fresh adapter per named policy (the base exactly: B is zero), in ``learner.lora``'s
+    shape and seeded by the run's seed, as peft directories under ``folder``; kept as they are
+    when a resumed run finds them there. Returns name -> absolute path."""
+    from arena.models import load_model
+    from arena.models.lora import AdapterShape, add_adapters, save_adapter
+
+    paths = {name: (folder / name).resolve() for name in config.policies}
+    missing = [name for name, path in paths.items() if not (path / "adapter_config.json").exists()]
+    if missing:
+        lora = config.learner.lora
+        shape = AdapterShape(lora.r, float(lora.alpha), tuple(lora.target_modules))
+        model, _ = load_model(config.model, dtype="float32", device="cpu")
+        add_adapters(model, missing, shape, seed=config.learner.seed)
+        for name in missing:
+            save_adapter(paths[name], model, name, base=config.model)
+    return {name: str(path) for name, path in paths.items()}
 
 
 def sampling_dtype(config: RunConfig) -> str:

@@ -10,6 +10,7 @@ config::
       - {name: random, bot: random-v0}
       - {name: smollm, model: smollm2-135m}
       - {name: run, model: "runs/selfplay/*/checkpoints/step-*"}   # one participant per match
+      - {model: smollm2-135m, adapter: runs/roles/<time>/checkpoints/step-8/adapters/solver}
     games: [{id: tictactoe-v0}]
 """
 
@@ -52,6 +53,14 @@ class ParticipantConfig:
     directory (``.../step-00000012``: its ``model/`` is played), or a glob over checkpoints
     (``runs/selfplay/*/checkpoints/step-*``: one participant each). For ``openai``: the model
     name sent to the endpoint."""
+    adapter: str | None = None
+    """A LoRA adapter played on ``model``: a peft adapter directory made for that base (what
+    training writes as ``.../step-N/adapters/<policy>``), or a glob over such directories (one
+    participant each, named as a checkpoint glob is). Adapters of different steps or roles then
+    play each other on one base: every participant on one base and backend is served by one
+    inference actor holding all their adapters, each request naming its own. One made for
+    another base is refused before any match, naming both. ``hf`` models only. Unnamed, the
+    participant is ``<model>+<adapter>`` (``smollm2-135m+solver@step-8``)."""
     backend: str = "hf"
     """How a model is served: ``hf`` or ``vllm`` (an inference actor on the bus, batching every
     match's requests), or ``openai`` (an HTTP endpoint at ``base_url``)."""
@@ -128,10 +137,31 @@ class TournamentConfig:
             if (participant.bot is None) == (participant.model is None):
                 raise ConfigError(f"{where}: set exactly one of bot and model")
             check_choice(f"{where}.backend", participant.backend, MODEL_BACKENDS)
+            if participant.adapter is not None:
+                check_adapter_participant(where, participant)
             if participant.backend == "openai" and not participant.base_url:
                 raise ConfigError(f"{where}: backend openai needs base_url")
             if participant.act is not None:
                 check_choice(f"{where}.act", participant.act, ACTS)
+
+
+def check_adapter_participant(where: str, participant: ParticipantConfig) -> None:
+    """An adapter needs a base that holds it: a model served by ``hf`` (the backend whose
+    policies serve adapters; a bot or an endpoint has no weights to adapt)."""
+    shown = participant.name or participant.bot or participant.model
+    label = f"{where} ({shown!r})" if shown else where
+    if participant.bot is not None:
+        raise ConfigError(
+            f"{label}: adapter {participant.adapter!r} needs a model; bot "
+            f"{participant.bot!r} has no weights to adapt"
+        )
+    if participant.backend != "hf":
+        raise ConfigError(
+            f"{label}: adapter {participant.adapter!r} needs backend hf (the backend that serves "
+            f"adapters), not {participant.backend}"
+        )
+    if not participant.adapter:
+        raise ConfigError(f"{label}: adapter is empty; give a peft adapter directory")
 
 
 def load_tournament_config(path: str | None, overrides: Sequence[str] = ()) -> TournamentConfig:

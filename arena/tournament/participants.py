@@ -45,6 +45,8 @@ class Participant:
     config: ParticipantConfig
     model: str | None = None
     """The model spec to load (a checkpoint resolved to its ``model/`` directory)."""
+    adapter: str | None = None
+    """The LoRA adapter directory played on ``model`` (checked to be made for it), if any."""
 
     @property
     def kind(self) -> str:
@@ -55,22 +57,27 @@ class Participant:
 
     @property
     def server_key(self) -> tuple[str, str, str]:
-        """Participants with one key share one inference actor (sampling is per request)."""
+        """Participants with one key share one inference actor (sampling is per request, and
+        so is the adapter: the actor holds every adapter of its participants)."""
         return (str(self.model), self.config.backend, self.config.dtype)
 
-    def sampling(self) -> SamplingParams:
+    def sampling(self, adapter: str | None = None) -> SamplingParams:
+        """The participant's sampling settings; ``adapter`` is the name its policy serves this
+        participant's adapter under (the policy chooses it, not the participant)."""
         s = self.config.sampling
         return SamplingParams(
             temperature=s.temperature,
             top_p=s.top_p,
             top_k=s.top_k,
             max_new_tokens=s.max_new_tokens,
+            adapter=adapter,
         )
 
     def describe(self) -> str:
         if self.kind == "bot":
             return f"bot {self.config.bot}"
-        return f"{self.config.backend} model {self.model}"
+        adapter = f" + adapter {self.adapter}" if self.adapter is not None else ""
+        return f"{self.config.backend} model {self.model}{adapter}"
 
 
 def parse_participant(text: str, name: str | None = None) -> ParticipantConfig:
@@ -99,6 +106,13 @@ def run_config_of(spec: str) -> RunConfig | None:
     return load_run_config(str(config_file), [])
 
 
+def adapter_run_config(adapter: str) -> RunConfig | None:
+    """The config of the run an adapter was saved by (``<run>/checkpoints/step-N/adapters/
+    <policy>``), if any: it was trained under that run's prompts, as a checkpoint was."""
+    path = Path(adapter).expanduser()
+    return run_config_of(str(path.parent.parent)) if _in_checkpoint(path) else None
+
+
 def resolve_participants(
     configs: Sequence[ParticipantConfig],
     game_configs: Sequence[GameConfig] = (),
@@ -110,6 +124,8 @@ def resolve_participants(
     resolved: list[Participant] = []
     for index, config in enumerate(configs):
         label = config.name or config.bot or config.model or f"participants[{index}]"
+        if config.name is None and config.model is not None and config.adapter is not None:
+            label = f"{_default_name(config.model)}+{_adapter_label(Path(config.adapter))}"
         try:
             resolved.extend(_resolve(config))
         except ConfigError as err:
@@ -125,6 +141,8 @@ def resolve_participants(
     for participant in resolved:
         if participant.kind == "bot":
             problems += _check_bot(participant, game_configs)
+    if len(problems) == 1:  # one line, as `arena eval` shows its one participant's problem
+        raise ConfigError(problems[0])
     if problems:
         raise ConfigError("cannot load every participant:\n  " + "\n  ".join(problems))
     if len(resolved) < minimum:
@@ -147,6 +165,8 @@ def _resolve(config: ParticipantConfig) -> list[Participant]:
     assert config.model is not None
     if config.backend == "openai":
         return [Participant(config.name or config.model, config, config.model)]
+    if config.adapter is not None:
+        return _resolve_adapters(config)
     if glob.has_magic(config.model):
         matches = sorted(glob.glob(config.model), key=_step_order)
         if not matches:
@@ -160,6 +180,87 @@ def _resolve(config: ParticipantConfig) -> list[Participant]:
     return [
         Participant(config.name or _default_name(config.model), config, _model_path(config.model))
     ]
+
+
+def _resolve_adapters(config: ParticipantConfig) -> list[Participant]:
+    """A participant per adapter (one, or each match of a glob), on one base model, each
+    checked now to be an adapter made for that base: a mismatch found by the inference actor
+    would only show as a dead actor, after the others have loaded."""
+    assert config.model is not None and config.adapter is not None
+    if glob.has_magic(config.model):
+        raise ConfigError(
+            f"adapter {config.adapter!r} needs one base model, but model {config.model!r} is a "
+            "glob; name the checkpoint the adapter was made for"
+        )
+    model = _model_path(config.model)
+    if not glob.has_magic(config.adapter):
+        check_adapter(config.adapter, model)
+        name = (
+            config.name or f"{_default_name(config.model)}+{_adapter_label(Path(config.adapter))}"
+        )
+        return [Participant(name, config, model, config.adapter)]
+    matches = sorted(glob.glob(config.adapter), key=_adapter_order)
+    if not matches:
+        raise ConfigError(f"the adapter glob {config.adapter!r} matches nothing")
+    for path in matches:
+        check_adapter(path, model)
+    pattern = Path(config.adapter).name
+    role = "adapter" if glob.has_magic(pattern) else pattern
+    base = config.name or f"{_default_name(config.model)}+{role}"
+    out = []
+    for path, suffix in zip(matches, adapter_match_names(matches), strict=True):
+        name = f"{base}@{suffix}"
+        out.append(Participant(name, replace(config, name=name, adapter=path), model, path))
+    return out
+
+
+def check_adapter(path: str, model: str) -> None:
+    """Refuse a path that is not a peft adapter directory, or one made for another base than
+    ``model`` (the spec its inference actor serves, which is what the actor checks too)."""
+    from arena.models.lora import read_adapter
+
+    if not Path(path).expanduser().exists():
+        raise ConfigError(f"no adapter directory {path!r}")
+    read_adapter(Path(path).expanduser(), model)  # an AdapterError is a ConfigError
+
+
+def adapter_match_names(paths: Sequence[str]) -> list[str]:
+    """What tells each match of an adapter glob apart: the step of the checkpoint it was saved
+    in (``.../step-N/adapters/<policy>``, named as :func:`match_names` names checkpoints), with
+    the policy's name too where one step holds several (``step-8/solver``); else its directory,
+    as :func:`match_names` names any other path."""
+    items = [Path(p) for p in paths]
+    if not all(_in_checkpoint(p) for p in items):
+        return match_names(paths)
+    checkpoints = list(dict.fromkeys(str(p.parent.parent) for p in items))
+    named = dict(zip(checkpoints, match_names(checkpoints), strict=True))
+    steps = [named[str(p.parent.parent)] for p in items]
+    if len(set(steps)) == len(steps):
+        return steps
+    return [f"{step}/{p.name}" for step, p in zip(steps, items, strict=True)]
+
+
+def _in_checkpoint(path: Path) -> bool:
+    """A checkpoint's adapter: ``<checkpoint>/adapters/<policy>``."""
+    return path.parent.name == "adapters" and _STEP.match(path.parent.parent.name) is not None
+
+
+def _adapter_label(path: Path) -> str:
+    """An adapter's short name in a participant's default name: its directory, and the step of
+    its checkpoint (``solver@step-8``), so adapters of two steps on one base differ."""
+    if _in_checkpoint(path):
+        return f"{path.name}@{_short(path.parent.parent)}"
+    return path.name or str(path)
+
+
+def _adapter_order(path: str) -> tuple[str, int, str]:
+    """Checkpoint adapters in step order (then by policy), other paths by name."""
+    p = Path(path)
+    if _in_checkpoint(p):
+        checkpoint = p.parent.parent
+        folder, step = _step_order(str(checkpoint))
+        return (folder, step, p.name)
+    return (str(p.parent), -1, p.name)
 
 
 def match_names(paths: Sequence[str]) -> list[str]:

@@ -3,7 +3,10 @@
 Every ``hf``/``vllm`` model participant is served by an ``arena inference`` actor on a private
 broker (both started as child processes, the same programs ``arena train`` starts). Participants
 that share a model, backend and dtype share one actor, since sampling settings travel with each
-request; the actor batches the requests of every match in flight. ``openai`` participants call
+request; the actor batches the requests of every match in flight. Participants that play LoRA
+adapters on that model share it too: the actor holds every one of their adapters (one base in
+memory, however many steps or roles play), and each participant's requests name its own
+(``params.adapter``), so a base and its adapters share batches. ``openai`` participants call
 their endpoint from this process. Bots play in this process.
 
 A model that fails to load stops the tournament before the first match, naming the participant
@@ -54,6 +57,10 @@ class Seating:
         self.actor: Actor | None = None
         self._servers: dict[tuple[str, str, str], str] = {}
         """Server key -> the policy name its inference actor serves."""
+        self._adapters: dict[tuple[str, str, str], dict[str, str]] = {}
+        """Server key -> the adapters its actor holds: served name -> adapter directory."""
+        self._adapter_of: dict[str, str] = {}
+        """Participant name -> the name its adapter is served under (absent: the base)."""
         self._factories: dict[str, SeatFactory] = {}
         self._games = {g.id: g for g in config.games}
 
@@ -62,6 +69,8 @@ class Seating:
         served = [p for p in self.participants.values() if p.kind == "model"]
         for participant in served:
             self._servers.setdefault(participant.server_key, f"model-{len(self._servers)}")
+            if participant.adapter is not None:
+                self._adapter_of[participant.name] = self._serve_adapter(participant)
         if self._servers:
             await self._start_servers(served)
         for participant in self.participants.values():
@@ -97,6 +106,19 @@ class Seating:
                 _chat(str(tokenizer)),
             )
 
+    def _serve_adapter(self, participant: Participant) -> str:
+        """The name ``participant``'s adapter is served under by its base's actor: one per
+        adapter directory (participants playing one adapter at two temperatures share it),
+        numbered, since directory names repeat across steps (``step-4/adapters/solver``)."""
+        held = self._adapters.setdefault(participant.server_key, {})
+        path = str(Path(str(participant.adapter)).expanduser().resolve())
+        for name, source in held.items():
+            if source == path:
+                return name
+        name = f"adapter-{len(held)}"
+        held[name] = path
+        return name
+
     async def _start_servers(self, served: list[Participant]) -> None:
         address = f"ipc://{tempfile.mkdtemp(prefix='arena-tournament-')}/bus.sock"
         self.launcher = Launcher(self.log_dir)
@@ -116,10 +138,19 @@ class Seating:
                 max_batch=self.config.max_batch,
                 max_wait_ms=self.config.max_wait_ms,
                 seed=self.config.seed,
+                adapters=dict(self._adapters.get(participant.server_key, {})),
             )
+            argv = inference_argv(f"inference-{policy_name}", address, config, HEARTBEAT_INTERVAL)
+            # `arena inference` takes the adapters as repeated --adapter NAME=PATH; added here
+            # unless inference_argv (which derives flags from the config) already gives them
+            argv += [
+                flag
+                for flag in (f"--adapter={name}={path}" for name, path in config.adapters.items())
+                if flag not in argv
+            ]
             self.launcher.start(
                 f"inference-{policy_name}",
-                inference_argv(f"inference-{policy_name}", address, config, HEARTBEAT_INTERVAL),
+                argv,
                 restartable=True,
                 max_restarts=2,
             )
@@ -185,8 +216,16 @@ class Seating:
         participant = self.participants[name]
         if participant.kind == "bot":
             return BotSeat(make_bot(participant.config, seed), name)
-        return self._factories[name].policy_seat(
-            game.id, trained=False, params=participant.sampling(), env=env, agent=agent
+        factory = self._factories[name]
+        # the policy is passed so the seat keeps params.adapter: without it the factory gives
+        # a seat the adapter its run's seat_policies name (none here)
+        return factory.policy_seat(
+            game.id,
+            trained=False,
+            params=participant.sampling(self._adapter_of.get(name)),
+            policy=factory.policy,
+            env=env,
+            agent=agent,
         )
 
     def reference(self, name: str, game: GameConfig, env: TextGame, agent: str, seed: int) -> Seat:

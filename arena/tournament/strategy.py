@@ -5,11 +5,13 @@ exploitability is exact (:mod:`arena.eval.exploitability`): a tabular bot gives 
 random bot the uniform policy, and an ``hf`` model is read by scoring every legal reply by its
 sequence log-probability (:mod:`arena.eval.policy_reader`) under the participant's own sampling
 temperature; a greedy participant (temperature 0) is read as the most likely legal reply at every
-state (:func:`arena.eval.policy_reader.read_seat_at`). Other bots, and endpoints, are not read.
+state (:func:`arena.eval.policy_reader.read_seat_at`), through its LoRA adapter where it plays one.
+Other bots, and endpoints, are not read.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
@@ -46,12 +48,19 @@ def participant_exploitability(participant: Participant, game: GameConfig) -> di
     from arena.policies.config import PolicyConfig
     from arena.policies.factory import make_policy
 
+    adapter = "participant" if participant.adapter is not None else None
     policy = make_policy(
-        PolicyConfig(backend="hf", model=str(participant.model), dtype=participant.config.dtype)
+        PolicyConfig(
+            backend="hf",
+            model=str(participant.model),
+            dtype=participant.config.dtype,
+            adapters={adapter: str(participant.adapter)} if adapter is not None else {},
+        )
     )
     chat = policy.chat  # type: ignore[attr-defined]
     factory = SeatFactory(PlayConfig(games=[game], policy_name=participant.name), policy, chat)
-    seat = factory.policy_seat(game.id, trained=False, params=participant.sampling())
+    params = dataclasses.replace(participant.sampling(), adapter=adapter)
+    seat = factory.policy_seat(game.id, trained=False, params=params)
     reading = read_seat_at(game.id, seat, temperature=participant.config.sampling.temperature)
     return {
         "game": game.id,

@@ -136,7 +136,7 @@ def test_a_game_that_fails_is_an_error_of_its_row_never_a_loss() -> None:
     # second move, so games 1 and 3 fail and games 0 and 2 finish.
     (result,) = asyncio.run(
         evaluate(
-            lambda game_id: BotSeat(CrashingBot(), "crashing"),
+            lambda game_id, env, agent: BotSeat(CrashingBot(), "crashing"),
             ["tictactoe-v0"],
             ["random-v0"],
             games_per_match=4,
