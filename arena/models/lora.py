@@ -184,6 +184,17 @@ def route(model: nn.Module, rows: Sequence[str | None]) -> Iterator[None]:
         router.groups = previous
 
 
+def adapter_tensors(model: nn.Module) -> dict[str, nn.Parameter]:
+    """Every adapter's tensors under the model's state-dict names (``...q_proj.lora_A.<name>``),
+    without walking the whole model's state dict: what an adapter-only weight update names."""
+    out: dict[str, nn.Parameter] = {}
+    for module, layer in adapted_layers(model).items():
+        for part, tensors in (("lora_A", layer.lora_A), ("lora_B", layer.lora_B)):
+            for name, tensor in tensors.items():
+                out[f"{module}.{part}.{name}"] = tensor
+    return out
+
+
 def adapter_parameters(model: nn.Module, name: str) -> list[nn.Parameter]:
     """The trainable tensors of one adapter (its A and B in every adapted layer)."""
     layers = adapted_layers(model).values()

@@ -27,6 +27,7 @@ from arena.models.lora import (
     AdapterShape,
     adapter_names,
     adapter_state,
+    adapter_tensors,
     add_adapters,
     load_adapter_state,
     read_adapter,
@@ -164,10 +165,9 @@ class HFPolicy(Policy):
     def state_dict(self) -> Mapping[str, torch.Tensor]:
         """What a weight update carries: every weight, or, while the policy serves adapters,
         the adapters' tensors alone (their base is frozen: trainers/adapters.py)."""
-        state = self.model.state_dict()
         if self.adapters():
-            return {k: v for k, v in state.items() if ".lora_A." in k or ".lora_B." in k}
-        return state
+            return {k: v.detach() for k, v in adapter_tensors(self.model).items()}
+        return self.model.state_dict()
 
     # -- adapters ----------------------------------------------------------------------------
     def adapters(self) -> tuple[str, ...]:
@@ -201,7 +201,7 @@ class HFPolicy(Policy):
 
     @torch.no_grad()
     def update_weights(self, state: Mapping[str, torch.Tensor], version: int) -> None:
-        current = self.model.state_dict()  # adapters' tensors included, under their names
+        current = self.state_dict()
         unknown = set(state) - set(current)
         if unknown:
             raise KeyError(f"update names tensors the model lacks, e.g. {sorted(unknown)[0]}")

@@ -1,0 +1,115 @@
+"""Adapter updates against full-model updates: bytes and seconds per weight update, learner to
+inference policy, on SmolLM2-135M.
+
+With named policies (``policies`` in a run config; trainers/adapters.py) the learner trains a
+LoRA adapter per policy on a frozen base, and each update carries the adapters alone. This bench
+times what an update costs end to end within one host, side by side:
+
+- **full**: the whole model's tensors (the shared policy, trained in full), as the learner
+  exports them (``hf_state_dict``), cut into buckets with their checksums, assembled and checked
+  by the receiving side (``WeightAssembler``), copied into the served model.
+- **adapter**: one adapter's tensors (``NamedAdapters.export`` of a one-policy learner), through
+  the same buckets, checks and copy, into an ``HFPolicy`` that serves that adapter.
+
+Each case runs ``--rounds`` times, interleaved; the figures are medians. The bus transfer itself
+is not in the timing (``bench/weights.py`` measures it: shared memory on one host).
+
+Usage: python bench/adapters.py [--model smollm2-135m] [--rounds 5] [--r 8] [--targets all|attention]
+Ends with one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+from arena.models import load_model
+from arena.models.lora import AdapterShape, add_adapters
+from arena.policies.hf import HFPolicy
+from arena.weights.assembler import WeightAssembler
+from arena.weights.buckets import make_buckets
+from trainers.adapters import NamedAdapters
+from trainers.config import LearnerConfig
+from trainers.trained_model import hf_state_dict
+
+TARGETS = {
+    "all": ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
+    "attention": ("q_proj", "k_proj", "v_proj", "o_proj"),
+}
+"""Which projections get adapters: every one (``learner.lora``'s default) or attention only."""
+
+
+def one_update(state: dict[str, torch.Tensor], policy: HFPolicy, version: int) -> float:
+    """Seconds from exported tensors to the served model holding them."""
+    start = time.perf_counter()
+    assembler = WeightAssembler(policy.state_dict())
+    result = None
+    for body in make_buckets(state, version):
+        result = assembler.add(body)
+    assert result is not None
+    policy.update_weights(result[1], result[0])
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--r", type=int, default=8, help="adapter rank")
+    parser.add_argument("--targets", choices=sorted(TARGETS), default="all")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    targets = TARGETS[args.targets]
+    shape = AdapterShape(args.r, 2.0 * args.r, targets)
+    config = LearnerConfig(model=args.model, adapters={"solver": ""})
+    config.lora.r, config.lora.alpha, config.lora.target_modules = args.r, 2 * args.r, list(targets)
+
+    learner_model, _ = load_model(args.model, dtype="float32", device="cpu")
+    full_state = hf_state_dict(learner_model)
+    adapters = NamedAdapters(learner_model, config, resume=None)
+    with torch.no_grad():  # a trained adapter: B no longer zero
+        for param in adapters.parameters("solver"):
+            param.add_(torch.randn_like(param) * 1e-3)
+    adapter_state = adapters.export()
+
+    full_policy = HFPolicy(*load_model(args.model, dtype="float32", device="cpu"))
+    adapter_policy = HFPolicy(*load_model(args.model, dtype="float32", device="cpu"))
+    add_adapters(adapter_policy.model, ["solver"], shape)
+    times: dict[str, list[float]] = {"full": [], "adapter": []}
+    for version in range(1, args.rounds + 1):
+        times["full"].append(one_update(full_state, full_policy, version))
+        times["adapter"].append(one_update(adapter_state, adapter_policy, version))
+    served = {k: v for k, v in adapter_policy.model.state_dict().items() if ".lora_" in k}
+    assert all(torch.equal(served[k], adapter_state[k]) for k in adapter_state)
+
+    full_bytes = sum(t.numel() * t.element_size() for t in full_state.values())
+    adapter_bytes = sum(t.numel() * t.element_size() for t in adapter_state.values())
+    full_s = statistics.median(times["full"])
+    adapter_s = statistics.median(times["adapter"])
+    print(f"{'case':<10}{'MB':>10}{'seconds':>12}")
+    print(f"{'full':<10}{full_bytes / 1e6:>10.1f}{full_s:>12.4f}")
+    print(f"{'adapter':<10}{adapter_bytes / 1e6:>10.2f}{adapter_s:>12.4f}")
+    out = {
+        "bench": "adapter_updates",
+        "model": args.model,
+        "r": args.r,
+        "target_modules": args.targets,
+        "rounds": args.rounds,
+        "full_update_mb": round(full_bytes / 1e6, 1),
+        "adapter_update_mb": round(adapter_bytes / 1e6, 2),
+        "full_update_s": round(full_s, 4),
+        "adapter_update_s": round(adapter_s, 4),
+        "bytes_full_vs_adapter": round(full_bytes / adapter_bytes, 1),
+        "speedup_adapter_vs_full": round(full_s / adapter_s, 1),
+        "target_adapter_update_s": 0.02,
+        "met": adapter_s <= 0.02,
+    }
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
