@@ -8,8 +8,9 @@ times what an update costs end to end within one host, side by side:
 - **full**: the whole model's tensors (the shared policy, trained in full), as the learner
   exports them (``hf_state_dict``), cut into buckets with their checksums, assembled and checked
   by the receiving side (``WeightAssembler``), copied into the served model.
-- **adapter**: one adapter's tensors (``NamedAdapters.export`` of a one-policy learner), through
-  the same buckets, checks and copy, into an ``HFPolicy`` that serves that adapter.
+- **adapter**: one adapter (``NamedAdapters.export`` of a one-policy learner: one buffer, every
+  layer's pair a view of it), through the same buckets, checks and copy, into an ``HFPolicy``
+  that serves that adapter.
 
 Each case runs ``--rounds`` times, interleaved; the figures are medians. The bus transfer itself
 is not in the timing (``bench/weights.py`` measures it: shared memory on one host).
@@ -83,7 +84,7 @@ def main() -> None:
     for version in range(1, args.rounds + 1):
         times["full"].append(one_update(full_state, full_policy, version))
         times["adapter"].append(one_update(adapter_state, adapter_policy, version))
-    served = {k: v for k, v in adapter_policy.model.state_dict().items() if ".lora_" in k}
+    served = adapter_policy.state_dict()
     assert all(torch.equal(served[k], adapter_state[k]) for k in adapter_state)
 
     full_bytes = sum(t.numel() * t.element_size() for t in full_state.values())

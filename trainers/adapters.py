@@ -9,9 +9,9 @@ micro-batch may mix adapters, and a gradient reaches only the adapter that playe
   are clipped per adapter (``optim.grad_clip`` each), so one policy's large step does not shrink
   another's.
 - **The KL reference** is the base itself: the same model with no adapter routed, at no cost.
-- **Weight updates** carry the adapters only, never the base (an inference actor that serves
-  adapters checks updates against its adapters' tensors alone): about 3.7 MB per adapter for
-  SmolLM2-135M at r = 8 on the attention projections, against 540 MB for the full model.
+- **Weight updates** carry the adapters only, one buffer each (every layer's pair is a view of
+  it), never the base: 9.8 MB per adapter for SmolLM2-135M at r = 8 on every projection, against
+  651 MB for the full model (``bench/adapters.py``).
 - **Checkpoints** hold each adapter as a peft directory, ``adapters/<name>/``, beside the base
   in ``model/``; a resumed learner loads them, and ``arena eval --adapter`` plays them.
 """
@@ -28,6 +28,7 @@ from torch import nn
 from arena.core.errors import ConfigError
 from arena.models.lora import (
     AdapterShape,
+    adapter_buffers,
     adapter_names,
     adapter_parameters,
     add_adapters,
@@ -83,12 +84,11 @@ class NamedAdapters:
         return norms
 
     def export(self) -> dict[str, torch.Tensor]:
-        """CPU copies of every adapter's tensors under the model's state-dict names: what a
-        weight update carries (never the frozen base)."""
+        """CPU copies of every adapter's buffer (``lora_adapter.<name>``, one tensor each):
+        what a weight update carries, never the frozen base."""
         return {
-            name: tensor.detach().to("cpu", copy=True)
-            for name, tensor in self.model.state_dict().items()
-            if ".lora_A." in name or ".lora_B." in name
+            name: flat.detach().to("cpu", copy=True)
+            for name, flat in adapter_buffers(self.model).items()
         }
 
     def save(self, checkpoint: Path) -> None:

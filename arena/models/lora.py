@@ -80,15 +80,22 @@ class LoRALinear(nn.Linear):
         self.lora_B = nn.ParameterDict()
         self.router = router
 
-    def add(self, name: str, generator: torch.Generator) -> None:
-        weight = self.weight
-        a = torch.empty(self.rank, self.in_features, dtype=torch.float32)
+    @property
+    def adapter_numel(self) -> int:
+        """Elements of one adapter's pair in this layer."""
+        return self.rank * (self.in_features + self.out_features)
+
+    def add(self, name: str, generator: torch.Generator, storage: torch.Tensor) -> None:
+        """Adapter ``name``'s pair, as views of ``storage`` (:attr:`adapter_numel` elements)."""
+        split = self.rank * self.in_features
+        a = storage[:split].view(self.rank, self.in_features)
         bound = 1.0 / math.sqrt(self.in_features)  # kaiming_uniform(a=sqrt(5)), as nn.Linear
-        a.uniform_(-bound, bound, generator=generator)
-        self.lora_A[name] = nn.Parameter(a.to(weight.device, weight.dtype))
-        self.lora_B[name] = nn.Parameter(
-            torch.zeros(self.out_features, self.rank, device=weight.device, dtype=weight.dtype)
-        )
+        start = torch.empty(a.shape, dtype=torch.float32).uniform_(-bound, bound, generator=generator)
+        with torch.no_grad():
+            a.copy_(start)
+            storage[split:].zero_()
+        self.lora_A[name] = nn.Parameter(a)
+        self.lora_B[name] = nn.Parameter(storage[split:].view(self.out_features, self.rank))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = super().forward(x)
@@ -140,11 +147,45 @@ def add_adapters(
             raise AdapterError(f"the model already has an adapter named {name!r}")
         # each adapter's start depends on its name and the seed, not on what else is added
         generator = torch.Generator().manual_seed(seed * 1_000_003 + zlib.crc32(name.encode()))
+        # One buffer per adapter, every layer's pair a view of it: an update of the adapter is
+        # one tensor to check and copy, however many layers it spans (bench/adapters.py).
+        first = next(iter(layers.values())).weight
+        flat = torch.empty(
+            sum(layer.adapter_numel for layer in layers.values()),
+            dtype=first.dtype,
+            device=first.device,
+        )
+        offset = 0
         for layer in layers.values():
-            layer.add(name, generator)
+            layer.add(name, generator, flat[offset : offset + layer.adapter_numel])
+            offset += layer.adapter_numel
+        _flat_buffers(model)[name] = flat
         held.append(name)
     if not hasattr(model, "_arena_adapter_shape"):
         model._arena_adapter_shape = shape  # type: ignore[assignment]
+
+
+def _flat_buffers(model: nn.Module) -> dict[str, torch.Tensor]:
+    buffers = getattr(model, "_arena_adapter_flat", None)
+    if buffers is None:
+        buffers = {}
+        model._arena_adapter_flat = buffers  # type: ignore[assignment]
+    return buffers
+
+
+def adapter_flat(model: nn.Module, name: str) -> torch.Tensor:
+    """The one buffer that holds every tensor of adapter ``name`` (its layers' A and B are
+    views of it, in layer order): what an adapter weight update carries."""
+    flat = _flat_buffers(model).get(name)
+    if flat is None:
+        raise AdapterError(f"no adapter named {name!r}; held: {', '.join(adapter_names(model))}")
+    first = adapter_parameters(model, name)[0]
+    if first.untyped_storage().data_ptr() != flat.untyped_storage().data_ptr():
+        raise AdapterError(
+            f"adapter {name!r} no longer lives in its buffer (the model was moved or cast "
+            "after its adapters were added): add adapters after .to(device, dtype)"
+        )
+    return flat
 
 
 def adapter_shape(model: nn.Module) -> AdapterShape:
@@ -184,15 +225,14 @@ def route(model: nn.Module, rows: Sequence[str | None]) -> Iterator[None]:
         router.groups = previous
 
 
-def adapter_tensors(model: nn.Module) -> dict[str, nn.Parameter]:
-    """Every adapter's tensors under the model's state-dict names (``...q_proj.lora_A.<name>``),
-    without walking the whole model's state dict: what an adapter-only weight update names."""
-    out: dict[str, nn.Parameter] = {}
-    for module, layer in adapted_layers(model).items():
-        for part, tensors in (("lora_A", layer.lora_A), ("lora_B", layer.lora_B)):
-            for name, tensor in tensors.items():
-                out[f"{module}.{part}.{name}"] = tensor
-    return out
+FLAT_PREFIX = "lora_adapter."
+"""An adapter weight update names each adapter's buffer ``lora_adapter.<name>``."""
+
+
+def adapter_buffers(model: nn.Module) -> dict[str, torch.Tensor]:
+    """Every adapter's buffer (:func:`adapter_flat`) as ``lora_adapter.<name>``: what an
+    adapter-only weight update carries, one tensor per adapter."""
+    return {f"{FLAT_PREFIX}{name}": adapter_flat(model, name) for name in adapter_names(model)}
 
 
 def adapter_parameters(model: nn.Module, name: str) -> list[nn.Parameter]:

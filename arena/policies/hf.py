@@ -25,9 +25,9 @@ from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 from arena.models import load_model
 from arena.models.lora import (
     AdapterShape,
+    adapter_buffers,
     adapter_names,
     adapter_state,
-    adapter_tensors,
     add_adapters,
     load_adapter_state,
     read_adapter,
@@ -164,9 +164,9 @@ class HFPolicy(Policy):
 
     def state_dict(self) -> Mapping[str, torch.Tensor]:
         """What a weight update carries: every weight, or, while the policy serves adapters,
-        the adapters' tensors alone (their base is frozen: trainers/adapters.py)."""
+        one buffer per adapter and nothing of the frozen base (trainers/adapters.py)."""
         if self.adapters():
-            return {k: v.detach() for k, v in adapter_tensors(self.model).items()}
+            return adapter_buffers(self.model)
         return self.model.state_dict()
 
     # -- adapters ----------------------------------------------------------------------------

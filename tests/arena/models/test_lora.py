@@ -16,6 +16,8 @@ from torch import nn
 from arena.models.lora import (
     AdapterError,
     AdapterShape,
+    adapter_buffers,
+    adapter_flat,
     adapter_names,
     adapter_parameters,
     adapter_state,
@@ -167,3 +169,21 @@ def test_load_adapter_state_refuses_a_partial_or_misshapen_state(tiny_model) -> 
         load_adapter_state(model, "a", {k: v for k, v in state.items() if k != key})
     with pytest.raises(AdapterError, match="has shape"):
         load_adapter_state(model, "a", {**state, key: torch.zeros(1, 1)})
+
+
+def test_an_adapter_lives_in_one_buffer(tiny_model) -> None:
+    """Every layer's A and B are views of the adapter's buffer, in layer order: an update
+    copied into the buffer is the adapter (what a weight update ships)."""
+    model, _ = tiny_model
+    add_adapters(model, ["a", "b"], SHAPE)
+    flat = adapter_flat(model, "a")
+    assert flat.numel() == sum(p.numel() for p in adapter_parameters(model, "a"))
+    with torch.no_grad():
+        flat.copy_(torch.arange(flat.numel(), dtype=flat.dtype))
+    first = adapter_parameters(model, "a")[0]
+    assert first.flatten()[:3].tolist() == [0.0, 1.0, 2.0]
+    assert float(adapter_flat(model, "b").abs().sum()) > 0  # b untouched: its A is random
+    assert sorted(adapter_buffers(model)) == ["lora_adapter.a", "lora_adapter.b"]
+    model.to(torch.float64)  # a cast after adding moves the pairs out of the buffer
+    with pytest.raises(AdapterError, match="no longer lives in its buffer"):
+        adapter_flat(model, "a")
