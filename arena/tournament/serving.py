@@ -141,13 +141,6 @@ class Seating:
                 adapters=dict(self._adapters.get(participant.server_key, {})),
             )
             argv = inference_argv(f"inference-{policy_name}", address, config, HEARTBEAT_INTERVAL)
-            # `arena inference` takes the adapters as repeated --adapter NAME=PATH; added here
-            # unless inference_argv (which derives flags from the config) already gives them
-            argv += [
-                flag
-                for flag in (f"--adapter={name}={path}" for name, path in config.adapters.items())
-                if flag not in argv
-            ]
             self.launcher.start(
                 f"inference-{policy_name}",
                 argv,
@@ -217,8 +210,8 @@ class Seating:
         if participant.kind == "bot":
             return BotSeat(make_bot(participant.config, seed), name)
         factory = self._factories[name]
-        # the policy is passed so the seat keeps params.adapter: without it the factory gives
-        # a seat the adapter its run's seat_policies name (none here)
+        # naming the policy keeps the participant's own adapter: a checkpoint's run config may
+        # map seats to its run's named policies, which this actor does not serve
         return factory.policy_seat(
             game.id,
             trained=False,
