@@ -137,7 +137,9 @@ def test_the_evaluation_before_training_plays_opponents_before(tmp_path: Path) -
 
     def evaluated(label: str) -> list[str]:
         results = asyncio.run(
-            _evaluate(config, log, label, lambda game: BotSeat(RandomBot(), "random-v0"))
+            _evaluate(
+                config, log, label, lambda game, env, agent: BotSeat(RandomBot(), "random-v0")
+            )
         )
         return [r.opponent for r in results]
 
