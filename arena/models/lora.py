@@ -90,7 +90,9 @@ class LoRALinear(nn.Linear):
         split = self.rank * self.in_features
         a = storage[:split].view(self.rank, self.in_features)
         bound = 1.0 / math.sqrt(self.in_features)  # kaiming_uniform(a=sqrt(5)), as nn.Linear
-        start = torch.empty(a.shape, dtype=torch.float32).uniform_(-bound, bound, generator=generator)
+        start = torch.empty(a.shape, dtype=torch.float32).uniform_(
+            -bound, bound, generator=generator
+        )
         with torch.no_grad():
             a.copy_(start)
             storage[split:].zero_()
