@@ -9,30 +9,16 @@ refused before any match, naming the participant and both bases, in one line and
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.arena.tournament.adapter_dirs import make_adapter
+from tests.cli import arena
 
-ROOT = Path(__file__).resolve().parents[3]
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 GAME = "games: [{id: tictactoe-v0, kwargs: {max_retries: 1}}]\n"
 EVAL = ["--games", "tictactoe-v0", "--opponents", "random-v0", "--n", "4", "--act", "choice"]
-
-
-def arena(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "arena", *args],
-        cwd=ROOT,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
 
 
 @pytest.fixture(scope="module")

@@ -8,16 +8,13 @@ Run with ``.venv/bin/python -m pytest -q tests/arena/run/test_policies.py``.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import torch
 
 from arena.models.lora import read_adapter
+from tests.cli import ROOT, arena
 
-ROOT = Path(__file__).resolve().parents[3]
 CONFIG = f"""
 extends: {ROOT}/configs/smoke.yaml
 games:
@@ -31,17 +28,6 @@ learner:
 eval:
   games: 4
 """
-
-
-def arena(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "arena", *args],
-        cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
 
 
 def lines(path: Path) -> list[dict]:
