@@ -111,7 +111,13 @@ class LoRALinear(nn.Linear):
 
 
 def adapted_layers(model: nn.Module) -> dict[str, LoRALinear]:
-    return {name: m for name, m in model.named_modules() if isinstance(m, LoRALinear)}
+    """The model's LoRA layers by module name, in model order. Found once, when its adapters are
+    first added: a walk of every module takes milliseconds, which an adapter weight update (and
+    every routed forward) would otherwise pay each time."""
+    layers = getattr(model, "_arena_adapted_layers", None)
+    if layers is None:
+        return {name: m for name, m in model.named_modules() if isinstance(m, LoRALinear)}
+    return dict(layers)
 
 
 def adapter_names(model: nn.Module) -> list[str]:
@@ -141,6 +147,7 @@ def add_adapters(
             layer = LoRALinear(module, shape, router)
             setattr(parent, child, layer)
             layers[name] = layer
+        model._arena_adapted_layers = dict(layers)  # type: ignore[assignment]
     held = adapter_names(model)
     for name in names:
         if not name or hasattr(nn.ParameterDict, name) or "." in name:
@@ -181,7 +188,7 @@ def adapter_flat(model: nn.Module, name: str) -> torch.Tensor:
     flat = _flat_buffers(model).get(name)
     if flat is None:
         raise AdapterError(f"no adapter named {name!r}; held: {', '.join(adapter_names(model))}")
-    first = adapter_parameters(model, name)[0]
+    first = next(iter(adapted_layers(model).values())).lora_A[name]
     if first.untyped_storage().data_ptr() != flat.untyped_storage().data_ptr():
         raise AdapterError(
             f"adapter {name!r} no longer lives in its buffer (the model was moved or cast "
