@@ -68,7 +68,7 @@ def copy_baseline(run_dir: Path, game: str, seat: str, metric: str) -> tuple[flo
     problem (a name or number copied from its text) on the run's own role-evaluation tasks."""
     import games
     from arena.eval.roles import evaluate_roles
-    from arena.play.episode import BotSeat
+    from arena.play.seats import BotSeat
     from games.bots.base import Bot
 
     config = yaml.safe_load((run_dir / "config.yaml").read_text())

@@ -60,8 +60,9 @@ import games
 from arena.bus import Actor, Message
 from arena.models import load_tokenizer
 from arena.play.config import PlayConfig
-from arena.play.episode import EpisodeError, play_episode
+from arena.play.episode import play_episode
 from arena.play.seating import Opponent, SeatFactory
+from arena.play.seats import EpisodeError
 from arena.play.stats import episode_stats, transcript
 from arena.policies.chat import ChatFormat
 from arena.policies.remote import RemotePolicy

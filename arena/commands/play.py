@@ -44,7 +44,7 @@ from arena.commands.eval import add_seat_arguments
 
 if TYPE_CHECKING:
     from arena.play.config import GameConfig
-    from arena.play.episode import Seat
+    from arena.play.seats import Seat
     from arena.tournament.participants import Participant
     from games.text_env import TextGame
 
@@ -214,7 +214,7 @@ def seat_filler(
     import simulators
     from arena.core.errors import ConfigError
     from arena.play.config import PlayConfig, SamplingConfig
-    from arena.play.episode import BotSeat, SimulatorSeat
+    from arena.play.seats import BotSeat, SimulatorSeat
 
     if participant.kind == "bot":
         c = participant.config

@@ -34,8 +34,9 @@ import games
 import games.bots
 from arena.eval.optimal_moves import optimal_move_rate, solvable
 from arena.eval.ratings import Z95, wilson
-from arena.play.episode import BotSeat, EpisodeError, Seat, play_episode
+from arena.play.episode import play_episode
 from arena.play.seating import resolve_opponent
+from arena.play.seats import BotSeat, EpisodeError, Seat
 from arena.records import Episode
 from games.text_env import TextGame
 

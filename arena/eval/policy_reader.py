@@ -50,7 +50,7 @@ from arena.eval.exploitability import (
     reach,
 )
 from arena.play.choice import choice_logprobs, reply_ids
-from arena.play.episode import BotSeat, PolicySeat
+from arena.play.seats import BotSeat, PolicySeat
 from arena.policies.scoring import continuation_logprobs
 from games.bots.base import Bot
 

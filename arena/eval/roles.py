@@ -43,14 +43,8 @@ import simulators
 from arena.eval.evaluate import error_text, mean_ci
 from arena.eval.pass_k import pass_hat_k
 from arena.eval.ratings import wilson
-from arena.play.episode import (
-    BotSeat,
-    EpisodeError,
-    PolicySeat,
-    Seat,
-    SimulatorSeat,
-    play_episode,
-)
+from arena.play.episode import play_episode
+from arena.play.seats import BotSeat, EpisodeError, PolicySeat, Seat, SimulatorSeat
 from games.text_env import TextGame
 
 log = logging.getLogger(__name__)

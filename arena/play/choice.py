@@ -25,18 +25,23 @@ from __future__ import annotations
 import numpy as np
 
 from arena.core.errors import ConfigError
+from arena.play.seats import (
+    EpisodeError,
+    PolicySeat,
+    bare_turn,
+    plain_action,
+    request_seed,
+    turn_error,
+)
+from arena.policies.types import ContextOverflow
+from arena.records import Turn
 from games.text_env import TextGame
 
-ACTS = ("generate", "choice")
-"""How a policy seat acts: ``generate`` writes free text that its role reads; ``choice`` picks
-one of the legal replies by their scores."""
 
-
-def reply_ids(seat: object, env: TextGame, agent: str, action: int) -> np.ndarray:
+def reply_ids(seat: PolicySeat, env: TextGame, agent: str, action: int) -> np.ndarray:
     """The token ids of the reply that plays ``action``: the action text in the seat's role's
-    output format, without the prefilled prefix (already in the prompt), closing tag included.
-    ``seat`` is a :class:`~arena.play.episode.PolicySeat`."""
-    role, chat = seat.role, seat.chat  # type: ignore[attr-defined]
+    output format, without the prefilled prefix (already in the prompt), closing tag included."""
+    role, chat = seat.role, seat.chat
     text = role.output.wrap(env.action_to_text(agent, action))
     prefix = role.assistant_prefix()
     if not text.startswith(prefix):
@@ -67,3 +72,74 @@ def check_choice_game(game_id: str, env: TextGame, seats: list[str]) -> None:
             f"games.{game_id}: act: choice needs a game that lists its legal actions, but "
             f"{game_id} takes free text (seats {', '.join(seats)}); use act: generate"
         )
+
+
+async def choose_turn(
+    env: TextGame,
+    game_id: str,
+    episode_id: str,
+    seat: PolicySeat,
+    agent: str,
+    observation: str,
+    turns: list[Turn],
+) -> Turn:
+    """One turn by choice: score every legal reply, draw one, play its action, record it.
+
+    A state with no legal action is stepped with an empty reply, which the game rejects (its
+    retry and forfeit rule then apply); a legal-action list that changed between scoring and
+    stepping is recorded as a turn error and not trained on."""
+    index = len(turns)
+    legal = list(env.legal_actions(agent))
+    if not legal:
+        env.step_text("")
+        turn = bare_turn(episode_id, index, game_id, agent, seat.role.name, "", None, env)
+        turn.error = "no legal action to choose from"
+        return turn
+    prompt = seat.prompt(env, agent, observation)
+    replies = [reply_ids(seat, env, agent, action) for action in legal]
+    try:
+        # a policy that serves no adapters may take no adapters argument
+        adapter = seat.params.adapter
+        extra = () if adapter is None else ([adapter],)
+        scoring = (await seat.policy.ascore([prompt], [replies], *extra))[0]
+    except ContextOverflow:
+        raise
+    except Exception as err:
+        raise EpisodeError(
+            f"{game_id} episode {episode_id}: {seat.policy_name} failed to score: {err}", agent
+        ) from err
+    temperature = seat.params.temperature
+    logprobs = choice_logprobs(scoring.sums, temperature)
+    chosen = pick(logprobs, temperature, request_seed(episode_id, index))
+    action = legal[chosen]
+    changed = list(env.legal_actions(agent)) != legal
+    env.step(action)
+    valid = not env.infos[agent]["invalid"]
+    prefix = seat.role.assistant_prefix()
+    text = seat.chat.tokenizer.decode(replies[chosen].tolist(), skip_special_tokens=True)
+    return Turn(
+        episode_id=episode_id,
+        index=index,
+        game=game_id,
+        seat=agent,
+        role=seat.role.name,
+        prompt_ids=scoring.prompt_ids,
+        response_ids=replies[chosen],
+        response_logprobs=scoring.logprobs[chosen],
+        text=prefix + text,
+        action=plain_action(action),
+        valid=valid,
+        reward=0.0 if valid else -seat.invalid_penalty,
+        policy_version=scoring.version,
+        trained=seat.trained and not changed,
+        error=(
+            "the legal actions changed between scoring and stepping"
+            if changed
+            else turn_error(env, agent)
+        ),
+        choice_ids=np.concatenate(replies),
+        choice_lengths=np.array([len(r) for r in replies], np.int32),
+        choice_logprobs=scoring.sums.astype(np.float32),
+        choice_index=chosen,
+        choice_logprob=float(logprobs[chosen]),
+    )

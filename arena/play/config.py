@@ -10,10 +10,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from arena.core.errors import ConfigError, check_choice, did_you_mean
-from arena.play.choice import ACTS
 
 OPPONENT_MODES = ("self-play", "fixed", "population")
 ADAPTER_KINDS = ("lora",)
+
+
+ACTS = ("generate", "choice")
+"""How a policy seat acts: ``generate`` writes free text that its role reads; ``choice`` picks
+one of the legal replies by their scores (:mod:`arena.play.choice`)."""
 
 
 @dataclass

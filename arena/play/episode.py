@@ -48,108 +48,28 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
 
-import numpy as np
-
-from arena.play.choice import choice_logprobs, pick, reply_ids
-from arena.policies.base import Policy
-from arena.policies.chat import ChatFormat
-from arena.policies.types import ContextOverflow, Generation, Prompt, SamplingParams
-from arena.records import TERMINATIONS, Episode, SeatAssignment, Turn
-from games.bots.base import Bot
+from arena.play.choice import choose_turn
+from arena.play.seats import (
+    BotSeat,
+    EpisodeError,
+    PolicySeat,
+    Seat,
+    SimulatorSeat,
+    bare_turn,
+    plain_action,
+    request_seed,
+    seat_assignment,
+    seat_seed,
+    turn_error,
+)
+from arena.policies.types import ContextOverflow
+from arena.records import TERMINATIONS, Episode, Turn
 from games.interaction import VisibilityError
 from games.text_env import TextGame
-from roles.base import Role
-from simulators.base import Simulator, SimulatorView
-
-_EMPTY_IDS = np.zeros(0, np.int32)
-_EMPTY_LOGPROBS = np.zeros(0, np.float32)
-
-
-@dataclass
-class PolicySeat:
-    """A role agent on a policy. ``trained`` seats' turns are trained on; frozen ones are not."""
-
-    policy: Policy
-    role: Role
-    chat: ChatFormat
-    params: SamplingParams
-    policy_name: str = "main"
-    trained: bool = True
-    invalid_penalty: float = 0.0
-    """Subtracted from the reward of a turn whose action the game rejected."""
-    act: str = "generate"
-    """``generate``: write a reply for the role to read; ``choice``: pick one of the legal
-    replies by their scores (:mod:`arena.play.choice`)."""
-    _conversation: np.ndarray | None = field(default=None, repr=False)
-
-    def prompt(self, env: TextGame, agent: str, observation: str) -> Prompt:
-        first = self._conversation is None or self.role.memory == "none"
-        messages = self.role.messages(env.rules(agent), agent, observation, first_turn=first)
-        if first:
-            ids = self.chat.prompt_ids(Prompt(messages=messages))
-        else:
-            ids = self.chat.extend(self._conversation, messages)
-        prefix = self.role.assistant_prefix()
-        if prefix:
-            ids = np.concatenate([ids, self.chat.encode_text(prefix)])
-        return Prompt(ids=ids)
-
-    def remember(self, generation: Generation) -> None:
-        if self.role.memory == "conversation":
-            self._conversation = generation.conversation_ids
-
-
-@dataclass
-class BotSeat:
-    """A reference bot; its turns are recorded for transcripts but never trained on."""
-
-    bot: Bot
-    name: str
-
-
-@dataclass
-class SimulatorSeat:
-    """A simulator (a user simulator, say); its turns are recorded but never trained on."""
-
-    simulator: Simulator
-    name: str
-    """Recorded as the seat's policy (the simulator's registered id)."""
-    timeout: float = 60.0
-    """Seconds one reply may take before the episode ends with an error."""
-    turns: int = 0
-
-
-Seat = PolicySeat | BotSeat | SimulatorSeat
-
-
-def request_seed(episode_id: str, turn: int) -> int:
-    """The sampling seed of turn ``turn`` of episode ``episode_id``. Episode ids derive from the
-    run's seed (each order's seed), so a run draws the same samples from the same seed however
-    the service's batches form under load (the sampler gives each seeded row its own stream)."""
-    digest = hashlib.blake2b(f"{episode_id}:{turn}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") >> 1
-
-
-def seat_seed(seed: int, index: int) -> int:
-    """A bot's seed in seat ``index`` of the game seeded ``seed``: reproducible, and different
-    per seat, so two identical bots (random against random) never draw the same stream."""
-    return int(np.random.SeedSequence([seed, index]).generate_state(1)[0])
-
-
-class EpisodeError(RuntimeError):
-    """An episode that could not finish (a seat's policy or bot failed); it is dropped, never
-    half-sent. ``seat`` names the agent whose filler failed."""
-
-    def __init__(self, message: str, seat: str | None = None) -> None:
-        super().__init__(message)
-        self.seat = seat
-        self.termination = "error"
+from simulators.base import SimulatorView
 
 
 async def play_episode(
@@ -194,7 +114,9 @@ async def play_episode(
                 ) from err
             text = env.action_to_text(agent, action)
             env.step(action)
-            turns.append(_turn(episode_id, len(turns), game_id, agent, "bot", text, action, env))
+            turns.append(
+                bare_turn(episode_id, len(turns), game_id, agent, "bot", text, action, env)
+            )
             continue
         observation = env.observe(agent)["text"]
         _check_visibility(env, game_id, episode_id, agent, observation)
@@ -203,7 +125,7 @@ async def play_episode(
             continue
         if seat.act == "choice":
             try:
-                turn = await _choose(env, game_id, episode_id, seat, agent, observation, turns)
+                turn = await choose_turn(env, game_id, episode_id, seat, agent, observation, turns)
             except ContextOverflow:
                 termination = "context_overflow"
                 break
@@ -242,7 +164,7 @@ async def play_episode(
                 response_ids=generation.token_ids,
                 response_logprobs=generation.logprobs,
                 text=seat.role.assistant_prefix() + written,
-                action=_plain(
+                action=plain_action(
                     env.parse_action(agent, reply.action_text) if reply.action_text else None
                 ),
                 valid=valid,
@@ -257,7 +179,7 @@ async def play_episode(
     if termination is None:
         termination = env.termination_reason if env.termination_reason in TERMINATIONS else "done"
     _credit_outcome(turns, final)
-    assignment = {agent: _assignment(s) for agent, s in seats.items()}
+    assignment = {agent: seat_assignment(s) for agent, s in seats.items()}
     policy_turns = [t for t in turns if isinstance(seats[t.seat], PolicySeat)]
     stats = {
         "turns": len(turns),
@@ -280,77 +202,6 @@ async def play_episode(
     )
 
 
-async def _choose(
-    env: TextGame,
-    game_id: str,
-    episode_id: str,
-    seat: PolicySeat,
-    agent: str,
-    observation: str,
-    turns: list[Turn],
-) -> Turn:
-    """One turn by choice: score every legal reply, draw one, play its action, record it.
-
-    A state with no legal action is stepped with an empty reply, which the game rejects (its
-    retry and forfeit rule then apply); a legal-action list that changed between scoring and
-    stepping is recorded as a turn error and not trained on."""
-    index = len(turns)
-    legal = list(env.legal_actions(agent))
-    if not legal:
-        env.step_text("")
-        turn = _turn(episode_id, index, game_id, agent, seat.role.name, "", None, env)
-        turn.error = "no legal action to choose from"
-        return turn
-    prompt = seat.prompt(env, agent, observation)
-    replies = [reply_ids(seat, env, agent, action) for action in legal]
-    try:
-        # a policy that serves no adapters may take no adapters argument
-        adapter = seat.params.adapter
-        extra = () if adapter is None else ([adapter],)
-        scoring = (await seat.policy.ascore([prompt], [replies], *extra))[0]
-    except ContextOverflow:
-        raise
-    except Exception as err:
-        raise EpisodeError(
-            f"{game_id} episode {episode_id}: {seat.policy_name} failed to score: {err}", agent
-        ) from err
-    temperature = seat.params.temperature
-    logprobs = choice_logprobs(scoring.sums, temperature)
-    chosen = pick(logprobs, temperature, request_seed(episode_id, index))
-    action = legal[chosen]
-    changed = list(env.legal_actions(agent)) != legal
-    env.step(action)
-    valid = not env.infos[agent]["invalid"]
-    prefix = seat.role.assistant_prefix()
-    text = seat.chat.tokenizer.decode(replies[chosen].tolist(), skip_special_tokens=True)
-    return Turn(
-        episode_id=episode_id,
-        index=index,
-        game=game_id,
-        seat=agent,
-        role=seat.role.name,
-        prompt_ids=scoring.prompt_ids,
-        response_ids=replies[chosen],
-        response_logprobs=scoring.logprobs[chosen],
-        text=prefix + text,
-        action=_plain(action),
-        valid=valid,
-        reward=0.0 if valid else -seat.invalid_penalty,
-        policy_version=scoring.version,
-        trained=seat.trained and not changed,
-        error=(
-            "the legal actions changed between scoring and stepping"
-            if changed
-            else turn_error(env, agent)
-        ),
-        choice_ids=np.concatenate(replies),
-        choice_lengths=np.array([len(r) for r in replies], np.int32),
-        choice_logprobs=scoring.sums.astype(np.float32),
-        choice_index=chosen,
-        choice_logprob=float(logprobs[chosen]),
-    )
-
-
 def turn_group(env: TextGame, game_id: str, seed: int, agent: str) -> str:
     """The prompt-group id of ``agent``'s turn just played (see the module docstring): the
     game's own ``infos[agent]["group"]`` when it gives one, else game, seed and seat."""
@@ -363,25 +214,6 @@ def _metrics(env: TextGame, agent: str) -> dict[str, float]:
     (``infos[agent]["metrics"]``), as plain floats."""
     found = env.infos[agent].get("metrics")
     return {str(k): float(v) for k, v in found.items()} if isinstance(found, Mapping) else {}
-
-
-def turn_error(env: TextGame, agent: str) -> str:
-    """What went wrong on ``agent``'s turn just played: the rejection, or a tool's error."""
-    info = env.infos[agent]
-    return str(info.get("invalid_reason") or info.get("tool_error") or "")
-
-
-def _assignment(seat: Seat) -> SeatAssignment:
-    if isinstance(seat, PolicySeat):
-        return SeatAssignment(
-            role=seat.role.name,
-            policy=seat.policy_name,
-            trained=seat.trained,
-            adapter=seat.params.adapter,
-        )
-    if isinstance(seat, SimulatorSeat):
-        return SeatAssignment(role=seat.simulator.role, policy=seat.name, trained=False)
-    return SeatAssignment(role="bot", policy=seat.name, trained=False)
 
 
 def _check_visibility(
@@ -433,7 +265,7 @@ async def _simulate(
         )
     seat.turns += 1
     env.step_text(text)
-    turn = _turn(episode_id, len(turns), game_id, agent, seat.simulator.role, text, text, env)
+    turn = bare_turn(episode_id, len(turns), game_id, agent, seat.simulator.role, text, text, env)
     turn.error = turn_error(env, agent)
     return turn
 
@@ -446,40 +278,3 @@ def _credit_outcome(turns: list[Turn], final: Mapping[str, float]) -> None:
             last[turn.seat] = turn
     for seat, turn in last.items():
         turn.reward += final[seat]
-
-
-def _turn(
-    episode_id: str,
-    index: int,
-    game_id: str,
-    agent: str,
-    role: str,
-    text: str,
-    action: Any,
-    env: TextGame,
-) -> Turn:
-    return Turn(
-        episode_id=episode_id,
-        index=index,
-        game=game_id,
-        seat=agent,
-        role=role,
-        prompt_ids=_EMPTY_IDS,
-        response_ids=_EMPTY_IDS,
-        response_logprobs=_EMPTY_LOGPROBS,
-        text=text,
-        action=_plain(action),
-        valid=not env.infos[agent]["invalid"],
-        reward=0.0,
-        policy_version=-1,
-        trained=False,
-    )
-
-
-def _plain(action: Any) -> Any:
-    """Actions as msgpack-friendly values (numpy ints become ints)."""
-    if isinstance(action, np.generic):
-        return action.item()
-    if action is None or isinstance(action, (int, float, str, bool)):
-        return action
-    return str(action)

@@ -21,7 +21,7 @@ import simulators
 from arena.core.errors import ConfigError
 from arena.play.choice import check_choice_game
 from arena.play.config import GameConfig, PlayConfig
-from arena.play.episode import BotSeat, PolicySeat, Seat, SimulatorSeat
+from arena.play.seats import BotSeat, PolicySeat, Seat, SimulatorSeat
 from arena.policies.chat import ChatFormat
 from arena.policies.types import Prompt, SamplingParams
 from games.text_env import TextGame

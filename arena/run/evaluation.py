@@ -35,8 +35,8 @@ from arena.eval.roles import (
 )
 from arena.eval.summary import EXPLOITABILITY_PREFIX, StrategyReading
 from arena.models import load_model
-from arena.play.episode import BotSeat, Seat
 from arena.play.seating import SeatFactory
+from arena.play.seats import BotSeat, Seat
 from arena.policies.chat import ChatFormat
 from arena.policies.hf import HFPolicy
 from arena.policies.remote import RemotePolicy

@@ -22,8 +22,7 @@ from typing import Any
 
 from arena.core.config import load_config
 from arena.core.errors import ConfigError, check_choice
-from arena.play.choice import ACTS
-from arena.play.config import GameConfig, SamplingConfig
+from arena.play.config import ACTS, GameConfig, SamplingConfig
 
 SCHEDULES = ("round-robin", "gauntlet")
 MODEL_BACKENDS = ("hf", "vllm", "openai")

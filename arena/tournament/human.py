@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from arena.core.errors import ConfigError
-from arena.play.episode import BotSeat, Seat, SimulatorSeat, seat_seed
+from arena.play.seats import BotSeat, Seat, SimulatorSeat, seat_seed
 from arena.policies.types import ContextOverflow
 from games.text_env import TextGame
 from simulators.base import SimulatorView

@@ -25,7 +25,8 @@ import games
 from arena.core.config import to_yaml
 from arena.eval.exploitability import openspiel_missing
 from arena.eval.progress import Progress
-from arena.play.episode import EpisodeError, play_episode
+from arena.play.episode import play_episode
+from arena.play.seats import EpisodeError
 from arena.tournament.config import TournamentConfig
 from arena.tournament.participants import Participant, resolve_participants
 from arena.tournament.records import (

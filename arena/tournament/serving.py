@@ -27,8 +27,8 @@ import simulators
 from arena.bus import Actor, BusError
 from arena.eval.roles import reference_seat
 from arena.play.config import GameConfig, PlayConfig
-from arena.play.episode import BotSeat, Seat, SimulatorSeat
 from arena.play.seating import SeatFactory
+from arena.play.seats import BotSeat, Seat, SimulatorSeat
 from arena.policies.chat import ChatFormat
 from arena.policies.config import InferenceConfig
 from arena.policies.openai import OpenAIPolicy

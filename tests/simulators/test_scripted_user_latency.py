@@ -103,7 +103,8 @@ def test_retail_episodes_wait_on_the_user_concurrently() -> None:
     0.1 s a reply) played at once take about one episode's waits, not eight episodes'."""
     import games
     import games.bots
-    from arena.play.episode import BotSeat, SimulatorSeat, play_episode
+    from arena.play.episode import play_episode
+    from arena.play.seats import BotSeat, SimulatorSeat
 
     latency = 0.1
 

@@ -56,7 +56,8 @@ def run(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 PLAY = """
 import asyncio, simulators
-from arena.play.episode import BotSeat, SimulatorSeat, play_episode
+from arena.play.episode import play_episode
+from arena.play.seats import BotSeat, SimulatorSeat
 from games.bots.retail import RetailAgentBot
 from games.retail import RetailSupport
 

@@ -129,7 +129,7 @@ def test_a_game_that_fails_is_an_error_of_its_row_never_a_loss() -> None:
     import asyncio
 
     from arena.eval.evaluate import evaluate
-    from arena.play.episode import BotSeat
+    from arena.play.seats import BotSeat
     from tests.arena.tournament.crashing_bot import CrashingBot
 
     # The evaluated seat alternates (game i: seat i mod 2); in seat 1 the bot raises on its

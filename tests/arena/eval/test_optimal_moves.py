@@ -24,7 +24,8 @@ from arena.eval.optimal_moves import (
     optimal_moves,
     solvable,
 )
-from arena.play.episode import BotSeat, play_episode
+from arena.play.episode import play_episode
+from arena.play.seats import BotSeat
 from arena.records import Episode, SeatAssignment, Turn
 from games.bots.minimax import AlphaBetaBot
 from games.nim import Heaps

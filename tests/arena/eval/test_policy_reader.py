@@ -25,7 +25,8 @@ from arena.eval.policy_reader import (
     state_prompt,
     token_extensions,
 )
-from arena.play.episode import BotSeat, PolicySeat, play_episode
+from arena.play.episode import play_episode
+from arena.play.seats import BotSeat, PolicySeat
 from arena.policies.base import Policy
 from arena.policies.chat import ChatFormat
 from arena.policies.hf import HFPolicy

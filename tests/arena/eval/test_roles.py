@@ -14,7 +14,7 @@ import pytest
 
 import games
 from arena.eval.roles import evaluate_roles, is_role_game, role_seats
-from arena.play.episode import BotSeat
+from arena.play.seats import BotSeat
 from games.bots.mae import MAEOracleBot
 from simulators.base import Simulator, SimulatorView
 from simulators.scripted_user import reply
@@ -75,7 +75,7 @@ def test_pass_k_over_tries_of_each_task() -> None:
 
 
 def test_pass_k_is_only_for_the_games_pass_fail_metrics() -> None:
-    from arena.play.episode import SimulatorSeat
+    from arena.play.seats import SimulatorSeat
     from games.bots.retail import RetailAgentBot
     from simulators.scripted_user import ScriptedUser
 
@@ -149,7 +149,7 @@ def test_arena_eval_measures_each_role_of_a_role_game(tmp_path) -> None:
 
 def test_the_references_of_retail_are_the_scripted_user_and_the_agent_bot() -> None:
     from arena.eval.roles import reference_seat
-    from arena.play.episode import SimulatorSeat
+    from arena.play.seats import SimulatorSeat
     from games.bots.retail import RetailAgentBot
 
     env = games.make("retail-v0")
@@ -172,7 +172,7 @@ def test_the_references_of_retail_are_the_scripted_user_and_the_agent_bot() -> N
 
 
 def test_an_episode_that_fails_is_an_error_of_its_row_and_the_rest_go_on() -> None:
-    from arena.play.episode import SimulatorSeat
+    from arena.play.seats import SimulatorSeat
     from games.bots.retail import RetailAgentBot
 
     def agent_bot(game_id, env, agent, seed) -> BotSeat:

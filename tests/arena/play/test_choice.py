@@ -17,8 +17,9 @@ import roles
 from arena.core.errors import ConfigError
 from arena.play.choice import choice_logprobs, pick, reply_ids
 from arena.play.config import GameConfig, PlayConfig
-from arena.play.episode import PolicySeat, play_episode, request_seed
+from arena.play.episode import play_episode
 from arena.play.seating import SeatFactory
+from arena.play.seats import PolicySeat, request_seed
 from arena.policies.base import Policy
 from arena.policies.chat import ChatFormat
 from arena.policies.hf import HFPolicy

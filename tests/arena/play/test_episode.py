@@ -22,7 +22,8 @@ import pytest
 import games
 import games.bots
 import roles
-from arena.play.episode import BotSeat, EpisodeError, PolicySeat, Seat, play_episode
+from arena.play.episode import play_episode
+from arena.play.seats import BotSeat, EpisodeError, PolicySeat, Seat
 from arena.policies.base import Policy
 from arena.policies.chat import ChatFormat
 from arena.policies.types import (

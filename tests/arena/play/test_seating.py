@@ -17,8 +17,8 @@ import pytest
 
 import games
 from arena.play.config import GameConfig, OpponentConfig, PlayConfig, SamplingConfig
-from arena.play.episode import BotSeat, PolicySeat
 from arena.play.seating import Opponent, SeatFactory, resolve_opponent
+from arena.play.seats import BotSeat, PolicySeat
 from arena.policies.chat import ChatFormat
 from arena.policies.types import SamplingParams
 from games.bots.kuhn import KuhnNashBot

@@ -23,8 +23,9 @@ import roles
 import simulators
 from arena.core.errors import ConfigError
 from arena.play.config import GameConfig, PlayConfig, SimulatorConfig
-from arena.play.episode import EpisodeError, PolicySeat, SimulatorSeat, play_episode
+from arena.play.episode import play_episode
 from arena.play.seating import SeatFactory
+from arena.play.seats import EpisodeError, PolicySeat, SimulatorSeat
 from arena.play.stats import transcript
 from arena.policies.chat import ChatFormat
 from arena.policies.types import SamplingParams

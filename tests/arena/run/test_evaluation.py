@@ -18,7 +18,7 @@ import roles
 from arena.eval.exploitability import exploitability
 from arena.eval.policy_reader import greedy, read_seat
 from arena.play.config import GameConfig, SamplingConfig
-from arena.play.episode import BotSeat, PolicySeat
+from arena.play.seats import BotSeat, PolicySeat
 from arena.policies.chat import ChatFormat
 from arena.policies.hf import HFPolicy
 from arena.policies.types import SamplingParams

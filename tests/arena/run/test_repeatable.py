@@ -2,7 +2,7 @@
 second beside a CPU burner, play the same episodes and train the same steps.
 
 Load changes how the inference service's batches form; each request carries its own sampling
-seed (from its episode and turn: ``arena.play.episode.request_seed``), and the learner trains on
+seed (from its episode and turn: ``arena.play.seats.request_seed``), and the learner trains on
 a step's turns in episode order, so neither the order of the requests nor that of the arrivals
 reaches the result. Compared: every step's transcript (text, actions, rewards) exactly; the
 per-step rewards and the learner's numbers to 1e-4 (logits of one row may differ in the last

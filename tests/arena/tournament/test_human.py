@@ -16,7 +16,7 @@ import games
 import games.bots
 from arena.core.errors import ConfigError
 from arena.play.config import GameConfig, PlayConfig
-from arena.play.episode import BotSeat
+from arena.play.seats import BotSeat
 from arena.tournament.human import PROMPT, HumanResult, pick_seat, play_human
 from games.text_env import TextGame
 
@@ -162,7 +162,7 @@ def test_a_model_opponent_shows_its_reply() -> None:
 
 
 def test_a_simulated_user_talks_to_the_person_in_the_agent_seat() -> None:
-    from arena.play.episode import SimulatorSeat
+    from arena.play.seats import SimulatorSeat
     from simulators.scripted_user import ScriptedUser
 
     env = games.make("retail-v0")
@@ -185,7 +185,7 @@ def test_a_simulated_user_talks_to_the_person_in_the_agent_seat() -> None:
 
 
 def test_a_failing_simulator_stops_the_game_saying_why() -> None:
-    from arena.play.episode import SimulatorSeat
+    from arena.play.seats import SimulatorSeat
     from simulators.base import Simulator, SimulatorView
 
     class Mute(Simulator):  # a unit-test fake: replies with no text

@@ -13,7 +13,8 @@ import json
 import pytest
 
 import games.conformance as conformance
-from arena.play.episode import BotSeat, SimulatorSeat, play_episode
+from arena.play.episode import play_episode
+from arena.play.seats import BotSeat, SimulatorSeat
 from games.bots.retail import RetailAgentBot, intent
 from games.conformance import check_game
 from games.retail.game import RetailSupport
