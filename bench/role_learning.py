@@ -12,7 +12,9 @@ candidate of :meth:`games.mae.families.Family.candidates`, for each i) and repor
 lower end), which only reading the problem can give.
 
 One run takes about half an hour on a 2-core CPU, so this is not part of ``make test``.
-``--use RUN_DIR`` judges a finished run instead of starting one. Ends with one JSON line.
+``--use RUN_DIR`` judges a finished run instead of starting one. ``--before RUN_DIR`` takes the
+accuracy before training from another run of the same start and seed (a run with ``eval.before:
+false``, e.g. the second arm of an A/B, plays none of its own). Ends with one JSON line.
 
 Run: .venv/bin/python bench/role_learning.py [--config configs/mae_learn.yaml] [key=value ...]
      .venv/bin/python bench/role_learning.py --use runs/mae_learn/<time>
@@ -110,10 +112,15 @@ def copy_baseline(run_dir: Path, game: str, seat: str, metric: str) -> tuple[flo
 
 
 def judge(
-    run_dir: Path, seconds: float | None, game: str, seat: str, metric: str
+    run_dir: Path,
+    seconds: float | None,
+    game: str,
+    seat: str,
+    metric: str,
+    before_dir: Path | None = None,
 ) -> dict[str, Any]:
-    """The named figures of one run."""
-    before = role_row(run_dir, "before", game, seat, metric)
+    """The named figures of one run (its "before" from ``before_dir`` where given)."""
+    before = role_row(before_dir or run_dir, "before", game, seat, metric)
     after = role_row(run_dir, "after", game, seat, metric)
     if seconds is None:  # a finished run: the wall time it recorded itself
         summary = (run_dir / "run_summary.jsonl").read_text().splitlines()
@@ -144,6 +151,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--config", default="configs/mae_learn.yaml")
     parser.add_argument("--use", default=None, help="judge this finished run directory")
+    parser.add_argument(
+        "--before",
+        default=None,
+        help="the run whose evaluation before training stands for this one",
+    )
     parser.add_argument("--game", default="mae-v0")
     parser.add_argument("--seat", default="solver_0", help="the role's seat in the evaluation")
     parser.add_argument("--metric", default="solver_accuracy")
@@ -154,7 +166,10 @@ def main() -> None:
         run_dir, seconds = Path(args.use).resolve(), None
     else:
         run_dir, seconds = train(args.config, args.overrides)
-    out = judge(run_dir, seconds, args.game, args.seat, args.metric)
+    before_dir = Path(args.before).resolve() if args.before else None
+    out = judge(run_dir, seconds, args.game, args.seat, args.metric, before_dir)
+    if before_dir is not None:
+        out["before_from"] = str(before_dir.relative_to(ROOT))
     out["load_1min"] = [round(load, 2), round(os.getloadavg()[0], 2)]  # at start and at end
     print(json.dumps(out))
 

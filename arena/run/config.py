@@ -92,6 +92,10 @@ class EvalConfig:
     and no before/after table (the exploitability readings follow ``exploitability``)."""
     every: int = 0
     """Evaluate every this many steps (0: only before and after training)."""
+    before: bool = True
+    """Evaluate the starting policy before training. Off saves that evaluation where its figures
+    are known already: the other arm of an A/B from the same start and seed plays the very same
+    games (each request carries its own seed), and its "before" stands for both."""
     opponents: list[str] = field(default_factory=lambda: ["random-v0", "strongest"])
     """Bot ids to play against; ``strongest`` is each game's strongest reference bot."""
     opponents_before: list[str] | None = None

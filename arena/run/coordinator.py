@@ -252,7 +252,10 @@ class RunCoordinator:
         self.log.resume_at(self.step)
         await self.weights.wait_serving(self.version)
         before = self.log.load_eval("before")
-        if before is None:
+        if before is None and not self.config.eval.before:
+            self.log.event("no evaluation before training (eval.before: false)")
+            before = []
+        elif before is None:
             before = await self.evaluate("before")
         baseline = self.log.load_eval("baseline")
         if baseline is None:

@@ -63,7 +63,9 @@ def plan(config: RunConfig, run_dir: Path | None = None) -> str:
     before = config.eval.opponents_before
     lines.append(
         f"  eval         {config.eval.games} games x {config.eval.opponents}, every "
-        f"{config.eval.every or 'start/end'}" + (f" (before: x {before})" if before else "")
+        f"{config.eval.every or ('start/end' if config.eval.before else 'end')}"
+        + (f" (before: x {before})" if before and config.eval.before else "")
+        + ("" if config.eval.before else ", none before training (eval.before: false)")
         if config.eval.games
         else "  eval         none (eval.games=0)"
     )

@@ -75,3 +75,40 @@ def test_dry_run_refuses_unknown_and_unmapped_policies(tmp_path: Path) -> None:
         unmapped.stderr
     )
     assert "Traceback" not in typo.stderr + unmapped.stderr
+
+
+def test_a_role_game_plays_each_role_through_its_own_adapter(tmp_path: Path) -> None:
+    """configs/mae_lora_roles.yaml (the per-role arm of the role-game A/B) on the tiny model:
+    the proposer, the solvers and the judge each play their own adapter, every adapter is
+    trained and checkpointed, and with ``eval.before=false`` the run plays no evaluation before
+    training, only after."""
+    from tests.arena.commands.test_train_role_games import TINY
+
+    run_dir = tmp_path / "run"
+    done = arena(
+        "train",
+        f"{ROOT}/configs/mae_lora_roles.yaml",
+        f"run_dir={run_dir}",
+        *TINY,
+        "learner.lora.r=4",
+        "learner.lora.alpha=8",
+        "eval.before=false",
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "proposer=proposer-v0@proposer solver_0=solver-v0@shared" in done.stdout
+    assert "judge=judge-v0@judge" in done.stdout
+    assert "every end, none before training (eval.before: false)" in done.stdout
+    for episode in lines(run_dir / "transcripts.jsonl"):
+        seats = episode["seats"]
+        assert (seats["proposer"], seats["solver_0"], seats["judge"]) == (
+            "main@proposer",
+            "main@shared",
+            "main@judge",
+        )
+    # TINY keeps zero-advantage turns: every policy's turns reach the learner
+    step = lines(run_dir / "metrics.jsonl")[-1]
+    assert step["learner/policy/shared/turns"] > step["learner/policy/proposer/turns"] > 0
+    for name in ("shared", "proposer", "judge"):
+        assert (run_dir / "checkpoints" / "step-00000002" / "adapters" / name).is_dir()
+    labels = {row["label"] for row in lines(run_dir / "evals.jsonl") if "roles" in row}
+    assert labels == {"after"}
