@@ -16,7 +16,7 @@ greedy by default. For each (game, opponent) it reports:
 The seat filler ``make_seat`` gives is usually a policy seat; a bot seat works too, which is how
 a random-legal-mover baseline is measured with the same games and seeds.
 
-An episode that cannot finish (:class:`~arena.play.episode.EpisodeError`: a bot, a simulator or
+An episode that cannot finish (:class:`~arena.play.seats.EpisodeError`: a bot, a simulator or
 the policy's server failed) counts as an error of its row, as in training: it is reported
 (``errors`` and the first one's reason, ``first_error``), never scored as a win or a loss, and
 the other games go on. A row whose every game failed has ``games`` 0 and says so.
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -162,6 +162,27 @@ def error_text(errors: int, first: str) -> str:
     return f"  {errors} error{'s' if errors > 1 else ''} (first: {first})"
 
 
+async def play_or_error(
+    env: TextGame,
+    game_id: str,
+    seats: Mapping[str, Seat],
+    *,
+    seed: int,
+    episode_id: str,
+    on_episode: Callable[[], None] | None = None,
+) -> Episode | str:
+    """:func:`play_episode`, with an episode that could not finish returned as its error's text:
+    an evaluation counts it as an error of its row, never as a loss. ``on_episode`` is called
+    when it ends, either way (a progress bar's tick)."""
+    try:
+        return await play_episode(env, game_id, seats, seed=seed, episode_id=episode_id)
+    except EpisodeError as err:
+        return str(err)
+    finally:
+        if on_episode is not None:
+            on_episode()
+
+
 async def evaluate(
     make_seat: Callable[[str, TextGame, str], Seat],
     game_ids: Sequence[str],
@@ -192,20 +213,15 @@ async def evaluate(
                 else BotSeat(games.bots.make(opponent_id, seed=game_seed), opponent_id)
                 for agent in env.possible_agents
             }
-            try:
-                episode = await play_episode(
-                    env,
-                    game_id,
-                    seats,
-                    seed=game_seed,
-                    episode_id=f"eval-{game_id}-{opponent_id}-{index}",
-                )
-            except EpisodeError as err:
-                return str(err)
-            finally:
-                if on_episode is not None:
-                    on_episode()
-            return episode, seat
+            episode = await play_or_error(
+                env,
+                game_id,
+                seats,
+                seed=game_seed,
+                episode_id=f"eval-{game_id}-{opponent_id}-{index}",
+                on_episode=on_episode,
+            )
+            return episode if isinstance(episode, str) else (episode, seat)
 
     results = []
     for game_id in game_ids:

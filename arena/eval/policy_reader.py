@@ -5,7 +5,7 @@ information state. A reference bot with a table hands it over; the random bot is
 language-model seat has no table: its policy is the distribution of its replies. This module asks
 the seat at every information state, exactly as play would (the env is put into the state with
 :func:`~arena.eval.exploitability.reach`, and the prompt ids come from
-:meth:`PolicySeat.prompt <arena.play.episode.PolicySeat.prompt>` on that env's observation,
+:meth:`PolicySeat.prompt <arena.play.seats.PolicySeat.prompt>` on that env's observation,
 role and chat template included), then scores the reply of each legal action by teacher forcing:
 the sum of the log-probabilities of the reply's tokens after the prompt ids, with the logits
 divided by the read's temperature.

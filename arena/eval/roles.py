@@ -40,11 +40,10 @@ from typing import Any
 import games
 import games.bots
 import simulators
-from arena.eval.evaluate import error_text, mean_ci
+from arena.eval.evaluate import error_text, mean_ci, play_or_error
 from arena.eval.pass_k import pass_hat_k
 from arena.eval.ratings import wilson
-from arena.play.episode import play_episode
-from arena.play.seats import BotSeat, EpisodeError, PolicySeat, Seat, SimulatorSeat
+from arena.play.seats import BotSeat, PolicySeat, Seat, SimulatorSeat
 from games.text_env import TextGame
 
 log = logging.getLogger(__name__)
@@ -179,19 +178,16 @@ async def evaluate_roles(
                 for agent in env.possible_agents
             }
             fillers_seen.setdefault(seat, {a: describe(f) for a, f in fillers.items() if a != seat})
-            try:
-                episode = await play_episode(
-                    env,
-                    game_id,
-                    fillers,
-                    seed=episode_seed,
-                    episode_id=f"eval-{game_id}-{seat}-{task}-{attempt}",
-                )
-            except EpisodeError as err:
-                return str(err)
-            finally:
-                if on_episode is not None:
-                    on_episode()
+            episode = await play_or_error(
+                env,
+                game_id,
+                fillers,
+                seed=episode_seed,
+                episode_id=f"eval-{game_id}-{seat}-{task}-{attempt}",
+                on_episode=on_episode,
+            )
+            if isinstance(episode, str):
+                return episode
             return episode.stats.get("metrics", {}).get(seat, {})
 
     results = []
