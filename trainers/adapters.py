@@ -70,6 +70,8 @@ class NamedAdapters:
             if state is not None:
                 load_adapter_state(model, name, state)
         self.clip = config.optim.grad_clip
+        self._exported: dict[str, torch.Tensor] = {}
+        """Each adapter's buffer as last exported (what a delta is taken against)."""
 
     def parameters(self, name: str) -> list[nn.Parameter]:
         return adapter_parameters(self.model, name)
@@ -83,13 +85,18 @@ class NamedAdapters:
             norms[name] = float(torch.nn.utils.clip_grad_norm_(grads, clip)) if grads else 0.0
         return norms
 
-    def export(self) -> dict[str, torch.Tensor]:
-        """CPU copies of every adapter's buffer (``lora_adapter.<name>``, one tensor each):
-        what a weight update carries, never the frozen base."""
-        return {
-            name: flat.detach().to("cpu", copy=True)
-            for name, flat in adapter_buffers(self.model).items()
-        }
+    def export(self, changed_only: bool = False) -> dict[str, torch.Tensor]:
+        """CPU copies of the adapters' buffers (``lora_adapter.<name>``, one tensor each): what a
+        weight update carries, never the frozen base. ``changed_only``: only those that differ
+        from their last export (a delta update; an adapter whose seat played no trained turn
+        does not change)."""
+        out = {}
+        for name, flat in adapter_buffers(self.model).items():
+            last = self._exported.get(name)
+            if changed_only and last is not None and torch.equal(last, flat.detach().cpu()):
+                continue
+            out[name] = self._exported[name] = flat.detach().to("cpu", copy=True)
+        return out
 
     def save(self, checkpoint: Path) -> None:
         """Each adapter as a peft directory under ``checkpoint/adapters/<name>``."""

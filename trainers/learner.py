@@ -310,13 +310,19 @@ class Learner:
         return metrics
 
     # -- weights out ---------------------------------------------------------------------
-    def export_weights(self) -> dict[str, torch.Tensor]:
+    def export_weights(self, changed_only: bool = False) -> dict[str, torch.Tensor]:
         """CPU copies of the current weights under transformers names (LoRA merged); with
-        named policies, their adapters alone (the base never changes)."""
+        named policies, their adapters alone (the base never changes), and with
+        ``changed_only`` only the adapters that changed since the last export."""
         self._lead({"cmd": "export"})
         if self.adapters is not None:
-            return self.adapters.export()
+            return self.adapters.export(changed_only)
         return hf_state_dict(self.model)
+
+    @property
+    def separable_weights(self) -> bool:
+        """Whether an update may carry only what changed (named policies: each adapter)."""
+        return self.adapters is not None
 
     def weight_buckets(self, bucket_bytes: int | None = None) -> Iterator[dict[str, Any]]:
         """Bucket bodies of the current weights, tagged with :attr:`version` (arena/weights/buckets.py)."""

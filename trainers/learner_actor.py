@@ -17,7 +17,10 @@
   once at start, so inference actors serve a resumed policy. By default a version is written
   once into shared memory and the buckets reference it (same-host receivers map it; others
   fetch the bytes from this actor's ``weights:<name>`` service); ``--weight-transport bus``
-  sends the bytes in the buckets instead (arena/weights/publisher.py).
+  sends the bytes in the buckets instead (arena/weights/publisher.py). With named policies
+  (trainers/adapters.py) a step's update is a delta: only the adapters that changed, on top of
+  the version published before (``since``); a receiver that does not serve that version refuses
+  it, saying it needs a full update, and the learner then publishes every adapter again.
 - **Late joiners.** The learner listens to the broker's ``actor.joined`` notices. When an actor
   that will receive ``weights.<name>`` joins (it subscribed to that topic or a prefix of it,
   such as ``weights.``), the current weights go out again, so an inference actor started after
@@ -61,6 +64,7 @@ from collections.abc import Callable
 from typing import Any
 
 from arena.bus import Actor, Message
+from arena.weights.buckets import NEEDS_FULL
 from arena.weights.publisher import WeightPublisher
 from trainers.learner import Learner
 
@@ -106,6 +110,8 @@ class LearnerActor:
         self._catch_up: asyncio.Task[None] | None = None
         self._catch_up_again = False
         self._closing = False
+        self._published: int | None = None
+        """The version last published (a delta is made against it); None before the first."""
         self._training = 0
         """Steps under way, their weights' publish included (``training`` in ``status``)."""
 
@@ -117,6 +123,7 @@ class LearnerActor:
         actor.status["policy_version"] = lambda: self.learner.version
         actor.on("episode", self._on_episode)
         actor.subscribe(JOINED_TOPIC, self._on_actor_joined)
+        actor.subscribe(f"weights_ack.{self.publisher.name}", self._on_weights_ack)
         self.publisher.attach(actor)
         await actor.start()
         self._actor = actor
@@ -206,10 +213,20 @@ class LearnerActor:
         if not any(isinstance(t, str) and self.publisher.topic.startswith(t) for t in topics):
             return
         log.debug("%s joined, subscribed to %s", name, topics)
+        self._publish_again()
+
+    def _on_weights_ack(self, msg: Message) -> None:
+        """A receiver refused a delta (it did not serve the version the delta was made against:
+        it restarted, or missed an update): send every tensor again."""
+        body = msg.body if isinstance(msg.body, dict) else {}
+        if body.get("applied") is False and NEEDS_FULL in str(body.get("reason", "")):
+            log.info("%s needs a full update; publishing every tensor again", body.get("actor"))
+            self._publish_again()
+
+    def _publish_again(self) -> None:
+        """Schedule a full publish of the current weights (coalesced, see the module docstring)."""
         if self._catch_up is not None and not self._catch_up.done():
-            self._catch_up_again = (
-                True  # it may have sent buckets before this actor could hear them
-            )
+            self._catch_up_again = True  # it may have sent buckets before this need arose
         else:
             self._catch_up = asyncio.get_running_loop().create_task(self._catch_up_publish())
 
@@ -290,18 +307,26 @@ class LearnerActor:
         assert self._actor is not None
         self._actor.publish(METRICS_TOPIC, metrics)
         if "version" in metrics:  # an update happened (skipped or empty steps keep the weights)
-            await self._publish()
+            await self._publish(delta=True)
         return metrics
 
-    async def _publish(self) -> None:
+    async def _publish(self, delta: bool = False) -> None:
+        """Send the current weights. ``delta``: where the learner's weights are separable
+        (named policies), only what changed since the version published last."""
         actor, loop = self._actor, asyncio.get_running_loop()
         assert actor is not None
 
         def send(body: dict[str, Any]) -> None:  # from the worker; each bucket is its own callback
             loop.call_soon_threadsafe(actor.publish, self.publisher.topic, body, "weights")
 
-        await self._in_worker(self._export_and_publish, send)
+        since = self._published if delta and self.learner.separable_weights else None
+        await self._in_worker(self._export_and_publish, send, since)
 
-    def _export_and_publish(self, send: Callable[[dict[str, Any]], None]) -> None:
+    def _export_and_publish(
+        self, send: Callable[[dict[str, Any]], None], since: int | None
+    ) -> None:
         """On the worker (never during an update): export, then bucket (write to shared memory)."""
-        self.publisher.publish(self.learner.export_weights(), self.learner.version, send)
+        version = self.learner.version
+        state = self.learner.export_weights(changed_only=since is not None)
+        self.publisher.publish(state, version, send, since=since)
+        self._published = version

@@ -138,8 +138,15 @@ class Policy(ABC):
         raise NotImplementedError(f"{type(self).__name__} has no weights to update")
 
     def update_weights(self, state: Mapping[str, torch.Tensor], version: int) -> None:
-        """Load new weights in place (no restart) and take their version."""
+        """Load new weights in place (no restart) and take their version. A delta update
+        (:meth:`separable_weights`) names only some of the tensors; the rest keep serving."""
         raise NotImplementedError(f"{type(self).__name__} does not take weight updates")
+
+    def separable_weights(self) -> frozenset[str]:
+        """Tensors of :meth:`state_dict` that stand alone, so that an update carrying what
+        changed since the served version (a delta) may leave them out; empty (the default):
+        every update carries every tensor."""
+        return frozenset()
 
     def close(self) -> None:  # noqa: B027 -- optional hook: most policies hold nothing
         """Release engines, sockets or threads; the default has none."""

@@ -169,6 +169,11 @@ class HFPolicy(Policy):
             return adapter_buffers(self.model)
         return self.model.state_dict()
 
+    def separable_weights(self) -> frozenset[str]:
+        """Each adapter's buffer stands alone: an update may carry only the adapters that
+        changed. The full model's tensors do not."""
+        return frozenset(adapter_buffers(self.model)) if self.adapters() else frozenset()
+
     # -- adapters ----------------------------------------------------------------------------
     def adapters(self) -> tuple[str, ...]:
         return tuple(adapter_names(self.model))

@@ -6,7 +6,9 @@ version has arrived. Float tensors may arrive in another float dtype (a float32 
 bfloat16 server) and are cast to the served one; any other dtype change is refused. A partial
 update (a missing bucket: a newer version starts, or it times out) or a corrupt one is rejected
 with a reason and the old weights keep serving. A bucket of a version older than the one being
-assembled is refused without disturbing the newer one.
+assembled is refused without disturbing the newer one. A delta (``since``,
+:mod:`arena.weights.buckets`) is taken only on top of the version it was made against, and may
+leave out only the ``separable`` tensors.
 
 **Epochs.** A bucket may carry the ``epoch`` of its publisher (a learner's start time in
 nanoseconds, :mod:`arena.weights.publisher`). Versions are compared within one epoch. A newer
@@ -23,7 +25,7 @@ import logging
 import time
 import zlib
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -31,6 +33,7 @@ import numpy as np
 import torch
 
 from arena.weights.buckets import (
+    NEEDS_FULL,
     NOT_NEWER,
     StaleBucket,
     TensorSpec,
@@ -71,6 +74,7 @@ class _Partial:
     epoch: int | None
     num_buckets: int
     started: float
+    since: int | None
     buckets: dict[int, _Checked] = field(default_factory=dict)
 
 
@@ -78,7 +82,8 @@ class WeightAssembler:
     """Collects buckets into a complete, validated update for a model of known parameters.
 
     ``files`` reads same-host references (default: a fresh
-    :class:`~arena.weights.shm.SharedMemoryReader`).
+    :class:`~arena.weights.shm.SharedMemoryReader`); ``separable`` names the tensors a delta may
+    leave out.
     """
 
     def __init__(
@@ -86,10 +91,12 @@ class WeightAssembler:
         expected: Mapping[str, torch.Tensor],
         timeout: float = 120.0,
         files: FileSource | None = None,
+        separable: Collection[str] = (),
     ) -> None:
         if files is None:
             files = SharedMemoryReader()
         self.expected = tensor_specs(expected)
+        self.separable = frozenset(separable)
         self.timeout = timeout
         self.files = files
         self.counters: Counter[str] = Counter()
@@ -105,7 +112,7 @@ class WeightAssembler:
         belonged to, and :class:`StaleBucket` for one of an old version, which drops nothing.
         """
         try:
-            version, epoch, index, total, checked = self._check_bucket(body)
+            version, epoch, since, index, total, checked = self._check_bucket(body)
         except StaleBucket:
             self.counters["stale"] += 1
             raise
@@ -122,11 +129,12 @@ class WeightAssembler:
             )
             partial = None
         if partial is None:
-            partial = self._partial = _Partial(version, epoch, total, time.monotonic())
-        if total != partial.num_buckets:
-            self._drop("buckets disagree on num_buckets")
+            partial = self._partial = _Partial(version, epoch, total, time.monotonic(), since)
+        if (total, since) != (partial.num_buckets, partial.since):
+            self._drop("buckets disagree on num_buckets or since")
             raise WeightUpdateError(
-                f"bucket {index} says {total} buckets, update has {partial.num_buckets}"
+                f"bucket {index} says {total} buckets since {since}, update has "
+                f"{partial.num_buckets} since {partial.since}"
             )
         partial.buckets[index] = checked
         if len(partial.buckets) < partial.num_buckets:
@@ -137,6 +145,14 @@ class WeightAssembler:
         state = {name: t for bucket in buckets for name, t in bucket.tensors.items()}
         places = {name: place for bucket in buckets for name, place in bucket.places.items()}
         missing = set(self.expected) - set(state)
+        if since is not None:
+            if since != self.last_version or _later(epoch, self.last_epoch) is not None:
+                self.counters["rejected"] += 1
+                raise WeightUpdateError(
+                    f"update {version} holds what changed since version {since}, but version "
+                    f"{self.last_version} is served: it {NEEDS_FULL}"
+                )
+            missing -= self.separable
         for alias, target in (pair for bucket in buckets for pair in bucket.aliases.items()):
             if target not in places or places[target] != places[alias]:  # else unchecked bytes
                 missing.add(alias)
@@ -172,7 +188,7 @@ class WeightAssembler:
                 f"version {version} is older than update {partial.version} in progress"
             )
 
-    def _check_bucket(self, body: Any) -> tuple[int, int | None, int, int, _Checked]:
+    def _check_bucket(self, body: Any) -> tuple[int, int | None, int | None, int, int, _Checked]:
         if not isinstance(body, dict):
             raise WeightUpdateError("bucket must be a map")
         try:
@@ -187,6 +203,9 @@ class WeightAssembler:
         epoch = body.get("epoch")
         if epoch is not None and (not isinstance(epoch, int) or isinstance(epoch, bool)):
             raise WeightUpdateError(f"bucket epoch must be an integer, got {epoch!r}")
+        since = body.get("since")
+        if since is not None and (not isinstance(since, int) or isinstance(since, bool)):
+            raise WeightUpdateError(f"bucket since must be an integer version, got {since!r}")
         self.check_fresh(version, epoch)
         if not 0 <= index < total:
             raise WeightUpdateError(f"bucket index {index} outside 0..{total - 1}")
@@ -215,7 +234,7 @@ class WeightAssembler:
             )
         if crc != checksum:
             raise WeightUpdateError(f"checksum mismatch in bucket {index} of version {version}")
-        return version, epoch, index, total, checked
+        return version, epoch, since, index, total, checked
 
     def _mapped(self, body: dict[str, Any]) -> np.ndarray | None:
         ref = body.get("shm")

@@ -17,6 +17,12 @@ into a shared-memory file; the bucket names the file and where each tensor lies 
      "tensors": [{"name": ..., "dtype": ..., "shape": ..., "offset": byte offset in the file},
                  {"name": "lm_head.weight", ..., "offset": ..., "alias": "model.embed_tokens.weight"}]}
 
+**Deltas.** A bucket may carry ``"since": V``: its update holds only the tensors that changed since
+version ``V`` (a learner of named policies sends only the adapters that trained), and applies only
+on top of ``V`` itself; a receiver serving another version refuses it with "needs a full update",
+and the publisher sends every tensor again. Only tensors the receiving policy marks separable
+(:meth:`~arena.policies.base.Policy.separable_weights`) may be left out.
+
 The checksum is crc32 over the bucket's tensor bytes, in entry order, in both forms; a reference
 entry with ``alias`` (a tied tensor, stored once) is left out of it, and the update is accepted
 only if the tensor it names lies at the very same place, so its bytes are checked there.
@@ -57,6 +63,10 @@ class WeightUpdateError(ValueError):
 class StaleBucket(WeightUpdateError):
     """A bucket of a version that is already served or older than the one being assembled."""
 
+
+NEEDS_FULL = "needs a full update"
+"""The words of a refusal of a delta (an update with ``since``) by a receiver that does not serve
+the version it was made against: the publisher answers them by publishing every tensor again."""
 
 NOT_NEWER = "is not newer than"
 """The words of a refusal of a version already served: a re-publish (every learner publishes its

@@ -106,11 +106,15 @@ class WeightPublisher:
         state: Mapping[str, torch.Tensor],
         version: int,
         send: Callable[[dict[str, Any]], None],
+        since: int | None = None,
     ) -> None:
         """Hand each bucket body of ``version`` to ``send`` (which puts it on :attr:`topic`) as
         soon as it is ready. With shared memory this writes the file (about half a second for
-        540 MB): call it off the event loop; ``send`` must be safe to call from that thread."""
+        540 MB): call it off the event loop; ``send`` must be safe to call from that thread.
+        ``since``: ``state`` holds only what changed since that version (a delta,
+        :mod:`arena.weights.buckets`)."""
         groups = plan_buckets(state, self.bucket_bytes)
+        extra = self._epoch() | ({} if since is None else {"since": since})
         if self._writer is not None:
             bodies: list[dict[str, Any]] = []
 
@@ -127,7 +131,7 @@ class WeightPublisher:
                         checksum,
                         tensors,
                         shm=file.ref(),
-                        **self._epoch(),
+                        **extra,
                     )
                 )
                 if index == 0:
@@ -147,7 +151,7 @@ class WeightPublisher:
                 self._writer = None
         self._held = None
         for body in byte_buckets(groups, version):
-            send(body | self._epoch())
+            send(body | extra)
 
     def _epoch(self) -> dict[str, int]:
         return {} if self.epoch is None else {"epoch": self.epoch}

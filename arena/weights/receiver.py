@@ -181,7 +181,9 @@ class WeightReceiver:
                 self.counters["rejected"] += 1
                 self.refuse(_version(body), str(err), "bus")
                 return None
-            self._assembler = WeightAssembler(expected, self.timeout, self.reader)
+            self._assembler = WeightAssembler(
+                expected, self.timeout, self.reader, self.policy.separable_weights()
+            )
             self._assembler.last_version = self.policy.version
         return self._assembler
 
