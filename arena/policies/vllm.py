@@ -54,22 +54,16 @@ torchcodec``: their builds break ``import transformers`` / ``import vllm`` here)
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import threading
-import weakref
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from safetensors.torch import save_file
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 
 from arena.core.errors import ConfigError
 from arena.models import model_dir, to_dtype
-from arena.models.lora import CONFIG_FILE, WEIGHTS_FILE, AdapterError, read_adapter
 from arena.policies.base import Policy
 from arena.policies.chat import ChatFormat
 from arena.policies.types import (
@@ -82,12 +76,8 @@ from arena.policies.types import (
     per_request,
 )
 from arena.policies.vllm_lora import (
-    BASE_LORA_ID,
-    BASE_LORA_NAME,
     DEFAULT_LORA_TARGETS,
-    base_needs_zero_adapter,
-    check_targets,
-    fitting_lora_rank,
+    EngineAdapters,
     lora_engine_kwargs,
 )
 from arena.policies.vllm_lora import import_vllm as _import_vllm
@@ -150,14 +140,8 @@ class VLLMPolicy(Policy):
         self.max_context = int(self.llm.llm_engine.model_config.max_model_len)
         self._expected = _checkpoint_shapes(path, self.dtype)
         self._lock = threading.Lock()
-        self._loras: dict[str, Any] = {}
-        """Adapter name -> its ``LoRARequest``; the int id stays the name's for good."""
-        self._base_lora: Any = None
-        """The zero adapter that base requests use in mixed engine calls, where vLLM's LoRA
-        ops need one (:func:`base_needs_zero_adapter`); made with the first adapter."""
-        self._copies = Path(tempfile.mkdtemp(prefix="arena-vllm-adapters-"))
-        self._loads = 0
-        weakref.finalize(self, shutil.rmtree, self._copies, ignore_errors=True)
+        """Held for every engine call: generation, scoring, weight and adapter loads."""
+        self._adapters = EngineAdapters(self.llm, name)
 
     @classmethod
     def from_config(cls, config: PolicyConfig) -> VLLMPolicy:
@@ -185,9 +169,9 @@ class VLLMPolicy(Policy):
         ]  # type: ignore[arg-type]
         with self._lock:
             version = self.version
-            loras = [self._lora(sp.adapter) for sp in all_params]
+            loras = [self._adapters.request(sp.adapter) for sp in all_params]
             outputs = self.llm.generate(
-                inputs, engine_params, use_tqdm=False, lora_request=self._engine_loras(loras)
+                inputs, engine_params, use_tqdm=False, lora_request=self._adapters.for_call(loras)
             )
         return [
             self._result(out, prompt_ids, version)
@@ -218,7 +202,7 @@ class VLLMPolicy(Policy):
         ]
         with self._lock:
             version = self.version
-            loras = [self._lora(a) for a in adapters]
+            loras = [self._adapters.request(a) for a in adapters]
             first = self._score_calls(
                 [
                     (prompt.ids, replies[0], lora)
@@ -270,7 +254,7 @@ class VLLMPolicy(Policy):
             inputs,
             [params] * len(inputs),
             use_tqdm=False,
-            lora_request=self._engine_loras(loras),
+            lora_request=self._adapters.for_call(loras),
         )
         return [
             _continuation_logprobs(out.prompt_logprobs or [], c)
@@ -290,124 +274,23 @@ class VLLMPolicy(Policy):
                 kwargs={"weights_iterator": iter(state.items()), "is_checkpoint_format": True},
             )
             self.llm.reset_prefix_cache()
-            for lora in self._loras.values():
-                self.llm.llm_engine.add_lora(lora)
-            if self._base_lora is not None:
-                self.llm.llm_engine.add_lora(self._base_lora)
+            self._adapters.restore()
             self.version = version
 
     # -- adapters ----------------------------------------------------------------------------
     def adapters(self) -> tuple[str, ...]:
-        return tuple(self._loras)
+        return self._adapters.names()
 
     def load_adapter(self, name: str, path: str | os.PathLike[str], *, base: str) -> None:
-        """Serve the peft adapter directory ``path`` as ``name``; ``base`` is the served
-        model's spec, and a directory made for another base is refused, naming both. The
-        engine must have LoRA on with a ``max_lora_rank`` the adapter fits (refused otherwise,
-        saying what to start it with). Loading a name the policy serves replaces it, between
-        batches; the name keeps its LoRA id."""
-        if not isinstance(name, str) or not name or name == BASE_LORA_NAME:
-            raise AdapterError(
-                f"{name!r} cannot name an adapter (a non-empty string, not {BASE_LORA_NAME!r})"
-            )
-        shape, tensors = read_adapter(path, base)
-        limit = self._max_lora_rank()
-        if limit is None:
-            raise AdapterError(
-                f"{self.name}: the vLLM engine was started without LoRA, so it cannot serve "
-                f"adapter {name!r}; give the policy its adapters when it starts (adapters / "
-                f"--adapter NAME=PATH) or start it with engine enable_lora=true and "
-                f"max_lora_rank={fitting_lora_rank(shape.r)}"
-            )
-        if shape.r > limit:
-            raise AdapterError(
-                f"{self.name}: adapter {name!r} ({path}) has rank {shape.r}, above the vLLM "
-                f"engine's max_lora_rank {limit} (fixed when the engine starts); start it with "
-                f"engine max_lora_rank={fitting_lora_rank(shape.r)}"
-            )
-        check_targets(name, path, shape.target_modules)
-        served = self.llm.llm_engine.vllm_config.lora_config.target_modules
-        outside = sorted(set(shape.target_modules) - set(served or shape.target_modules))
-        if outside:
-            # vLLM would load it and silently leave those layers unadapted
-            raise AdapterError(
-                f"{self.name}: adapter {name!r} ({path}) adapts {', '.join(outside)}, which "
-                f"the vLLM engine was not started to adapt (lora_target_modules: "
-                f"{', '.join(sorted(served))}); start it with engine lora_target_modules "
-                f"naming them"
-            )
-        from vllm.lora.request import LoRARequest
-
+        """Serve the peft adapter directory ``path`` as ``name`` (:meth:`EngineAdapters.load`:
+        refused for another base, or one the engine was not started to serve)."""
         with self._lock:
-            self._loads += 1
-            copy = self._copies / str(self._loads)  # not the name: it may hold a "/"
-            copy.mkdir()
-            for file in (CONFIG_FILE, WEIGHTS_FILE):
-                shutil.copyfile(Path(path) / file, copy / file)
-            if self._base_lora is None and base_needs_zero_adapter():
-                self._base_lora = self._add_zero_adapter(path, tensors)
-            old = self._loras.get(name)
-            lora_id = old.lora_int_id if old is not None else len(self._loras) + 1
-            lora = LoRARequest(lora_name=name, lora_int_id=lora_id, lora_path=str(copy))
-            if old is not None:
-                self.llm.llm_engine.remove_lora(lora_id)
-            try:
-                self.llm.llm_engine.add_lora(lora)  # loads it now: a bad adapter fails here
-            except Exception as err:
-                shutil.rmtree(copy, ignore_errors=True)
-                if old is not None:  # the old one stays served
-                    self.llm.llm_engine.add_lora(old)
-                raise AdapterError(f"vLLM could not load adapter {name!r} ({path}): {err}") from err
-            if old is not None:
-                # blocks computed by the old adapter must not answer the new one
-                self.llm.reset_prefix_cache()
-                shutil.rmtree(old.lora_path, ignore_errors=True)
-            self._loras[name] = lora
-
-    def _add_zero_adapter(
-        self, like: str | os.PathLike[str], tensors: Mapping[str, torch.Tensor]
-    ) -> Any:
-        """Load the zero adapter base requests take in mixed engine calls: the config of
-        adapter ``like``, every tensor zero, so each output gains exactly 0."""
-        from vllm.lora.request import LoRARequest
-
-        folder = self._copies / "base"
-        folder.mkdir()
-        shutil.copyfile(Path(like) / CONFIG_FILE, folder / CONFIG_FILE)
-        save_file(
-            {k: torch.zeros_like(v).contiguous() for k, v in tensors.items()},
-            str(folder / WEIGHTS_FILE),
-        )
-        lora = LoRARequest(
-            lora_name=BASE_LORA_NAME, lora_int_id=BASE_LORA_ID, lora_path=str(folder)
-        )
-        self.llm.llm_engine.add_lora(lora)
-        return lora
-
-    def _engine_loras(self, loras: list[Any]) -> list[Any] | None:
-        """The ``lora_request`` argument of one engine call: None where every request is the
-        base's (vLLM skips LoRA for such a batch, and an engine without LoRA takes no other);
-        else each request's, the base's being the zero adapter where vLLM needs one."""
-        if all(lora is None for lora in loras):
-            return None
-        if self._base_lora is None:
-            return loras
-        return [self._base_lora if lora is None else lora for lora in loras]
-
-    def _max_lora_rank(self) -> int | None:
-        """The engine's ``max_lora_rank``, or None where it was started without LoRA."""
-        lora_config = self.llm.llm_engine.vllm_config.lora_config
-        return None if lora_config is None else int(lora_config.max_lora_rank)
-
-    def _lora(self, adapter: str | None) -> Any:
-        """The ``LoRARequest`` of a request's adapter (checked by :meth:`prepare`), None for
-        the base."""
-        return None if adapter is None else self._loras[adapter]
+            self._adapters.load(name, path, base)
 
     def close(self) -> None:
         # Drop the engine so its memory and helper processes go now, not at interpreter exit.
         self.__dict__.pop("llm", None)
-        shutil.rmtree(self._copies, ignore_errors=True)
+        self._adapters.close()
 
     # -- helpers -----------------------------------------------------------------------------
     def _engine_params(self, params: SamplingParams, prompt_len: int) -> Any:

