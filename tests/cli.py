@@ -5,18 +5,24 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
-def arena(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    """``python -m arena ARGS`` in the repository root; its exit code and captured output."""
+def arena(
+    *args: str | os.PathLike[str], timeout: float = 600, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m arena ARGS`` in the repository root, with no input (a command that would
+    prompt gets end of file); its exit code and captured output. ``env``: the environment, in
+    place of this one's (the repository on ``PYTHONPATH`` either way)."""
     return subprocess.run(
-        [sys.executable, "-m", "arena", *args],
+        [sys.executable, "-m", "arena", *map(str, args)],
         cwd=ROOT,
-        env=ENV,
+        env=ENV if env is None else {**env, "PYTHONPATH": str(ROOT)},
+        stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
         timeout=timeout,

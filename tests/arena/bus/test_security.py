@@ -33,6 +33,7 @@ from arena.bus.security import (
 from arena.bus.zap import denied, stop_authenticator
 from arena.commands.bus_options import add_bus_arguments, apply_bus_arguments
 from arena.core.errors import ConfigError
+from tests import cli
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -408,14 +409,9 @@ def test_a_client_in_another_process_needs_an_authorized_key(
 
 # -- the command line --------------------------------------------------------------------------
 def arena(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "arena", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={k: v for k, v in os.environ.items() if k not in (KEYS_ENV, INSECURE_ENV)},
-    )
+    """The command without this environment's keys or insecure flag."""
+    bare = {k: v for k, v in os.environ.items() if k not in (KEYS_ENV, INSECURE_ENV)}
+    return cli.arena(*args, timeout=60, env=bare)
 
 
 def test_keys_generate_prints_public_keys_and_no_secret(tmp_path: Path) -> None:

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli import arena
+
 ROOT = Path(__file__).resolve().parents[3]
 PROMPT = "your move>"
 
@@ -102,17 +104,6 @@ def test_a_person_plays_minimax_in_a_terminal() -> None:
         assert "Traceback" not in screen
     finally:
         session.close()
-
-
-def arena(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "arena", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,
-    )
 
 
 @pytest.mark.parametrize(

@@ -9,23 +9,19 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests import cli
 
 ROOT = Path(__file__).resolve().parents[3]
 CONTRACT = ["ratings", "first_mover", "pairs", "anchor", "matches", "skipped", "multiplayer"]
 
 
 def arena(*args: str | Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "arena", "ratings", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-    )
+    """``arena ratings ARGS``."""
+    return cli.arena("ratings", *args, timeout=120)
 
 
 def _match(game: str, seed: int, first: str, second: str, score0: float) -> dict:

@@ -7,25 +7,14 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.cli import arena
+
 ROOT = Path(__file__).resolve().parents[3]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
-
-
-def arena(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "arena", *args],
-        cwd=ROOT,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
 
 
 def test_three_bots_on_two_games_rate_and_report(tmp_path: Path) -> None:

@@ -21,19 +21,10 @@ import torch
 from transformers import AutoModelForCausalLM, LlamaForCausalLM
 
 from arena.models import tiny_model
+from tests.cli import arena
 
 ROOT = Path(__file__).resolve().parents[3]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")
-
-
-def arena(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "arena", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=ROOT,
-    )
 
 
 def start(*args: str) -> subprocess.Popen:

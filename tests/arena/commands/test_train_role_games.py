@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.arena.commands.test_train import arena
+from tests.cli import arena
 
 ROOT = Path(__file__).resolve().parents[3]
 CONFIGS = ["mae", "ssp", "user_tool_use", "planner_executor"]
