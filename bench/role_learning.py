@@ -40,17 +40,18 @@ LIMIT_S = 30 * 60
 
 
 def train(config: str, overrides: list[str]) -> tuple[Path, float]:
-    """One run of ``config``; its directory and its wall seconds (start to exit)."""
+    """One run of ``config``; its directory and its wall seconds (start to exit). The run
+    directory is named here (``run_dir=`` among the overrides wins), so that two benches
+    started at once never judge each other's run."""
+    run_dir = next((o.split("=", 1)[1] for o in overrides if o.startswith("run_dir=")), None)
+    if run_dir is None:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        run_dir = f"runs/{Path(config).stem}/{stamp}-{os.getpid()}"
+        overrides = [*overrides, f"run_dir={run_dir}"]
     argv = [sys.executable, "-m", "arena", "train", config, *overrides]
-    runs = ROOT / "runs"
-    before = set(runs.glob("*/*")) if runs.exists() else set()
     started = time.monotonic()
     subprocess.run(argv, cwd=ROOT, check=True)
-    seconds = time.monotonic() - started
-    new = sorted(set(runs.glob("*/*")) - before, key=lambda p: p.stat().st_mtime)
-    if not new:
-        raise SystemExit("the run left no new run directory under runs/")
-    return new[-1], seconds
+    return (ROOT / run_dir).resolve(), time.monotonic() - started
 
 
 def role_row(run_dir: Path, label: str, game: str, seat: str, metric: str) -> dict[str, Any]:
