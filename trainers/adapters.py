@@ -92,10 +92,11 @@ class NamedAdapters:
         does not change)."""
         out = {}
         for name, flat in adapter_buffers(self.model).items():
+            current = flat.detach().to("cpu", copy=True)  # one copy, compared and sent
             last = self._exported.get(name)
-            if changed_only and last is not None and torch.equal(last, flat.detach().cpu()):
+            if changed_only and last is not None and torch.equal(last, current):
                 continue
-            out[name] = self._exported[name] = flat.detach().to("cpu", copy=True)
+            out[name] = self._exported[name] = current
         return out
 
     def save(self, checkpoint: Path) -> None:

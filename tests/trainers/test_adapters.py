@@ -6,15 +6,14 @@ Run with ``.venv/bin/python -m pytest -q tests/trainers/test_adapters.py``.
 from __future__ import annotations
 
 import queue
-import threading
 from pathlib import Path
 
 import pytest
 import torch
 from synthetic import make_config, two_seat_episodes
-from test_learner_actor import ActorThread, wait_for
+from test_learner_actor import ActorThread, running_broker, wait_for
 
-from arena.bus import BlockingActor, Broker
+from arena.bus import BlockingActor
 from arena.models.lora import adapter_flat, read_adapter
 from arena.records import Episode
 from arena.weights.buckets import NEEDS_FULL
@@ -173,48 +172,46 @@ def test_the_learner_actor_sends_deltas_and_everything_again_when_a_delta_is_ref
     sends ``first`` alone, since version 0; a receiver's refusal that it needs a full update
     (it missed a version) brings every adapter again, with no ``since``."""
     address = f"ipc://{tmp_path}/bus.sock"
-    broker = Broker(address)
-    broker_thread = threading.Thread(target=broker.serve_forever, daemon=True)
-    broker_thread.start()
-    updates: queue.Queue = queue.Queue()
-    names: dict[tuple[int, int | None], set[str]] = {}
+    with running_broker(address):
+        updates: queue.Queue = queue.Queue()
+        names: dict[tuple[int, int | None], set[str]] = {}
 
-    def on_weights(msg) -> None:
-        key = (msg.body["version"], msg.body.get("since"))
-        names.setdefault(key, set()).update(t["name"] for t in msg.body["tensors"])
-        if msg.body["bucket"] == msg.body["num_buckets"] - 1:
-            updates.put(key)
+        def on_weights(msg) -> None:
+            key = (msg.body["version"], msg.body.get("since"))
+            names.setdefault(key, set()).update(t["name"] for t in msg.body["tensors"])
+            if msg.body["bucket"] == msg.body["num_buckets"] - 1:
+                updates.put(key)
 
-    client = BlockingActor("client", address)
-    client.actor.subscribe("weights.main", on_weights)
-    client.start()
-    server = ActorThread(LearnerActor(learner(), address))
-    server.thread.start()
-    both = {"lora_adapter.first", "lora_adapter.second"}
-    try:
-        assert wait_for(updates, lambda u: True) == (0, None)
-        episodes = played_by(two_seat_episodes(3), {"p0": "first", "p1": "first"})
-        client.call({"op": "add", "episodes": [e.to_dict() for e in episodes]}, service="learner")
-        assert client.call({"op": "step"}, service="learner", timeout=60)["version"] == 1.0
-        assert wait_for(updates, lambda u: True) == (1, 0)
-        assert names[(1, 0)] == {"lora_adapter.first"} and names[(0, None)] == both
-        client.publish(
-            "weights_ack.main",
-            {
-                "actor": "inference-0",
-                "version": 1,
-                "applied": False,
-                "serving": 2,
-                "reason": f"update 1 holds what changed since version 0, but version 2 is "
-                f"served: it {NEEDS_FULL}",
-                "transport": "shm",
-            },
-        )
-        assert wait_for(updates, lambda u: True) == (1, None)
-        assert names[(1, None)] == both
-    finally:
-        server.close()
-        client.close()
-        broker.stop()
-        broker_thread.join(timeout=5)
-    assert server.error is None
+        client = BlockingActor("client", address)
+        client.actor.subscribe("weights.main", on_weights)
+        client.start()
+        server = ActorThread(LearnerActor(learner(), address))
+        server.thread.start()
+        both = {"lora_adapter.first", "lora_adapter.second"}
+        try:
+            assert wait_for(updates, lambda u: True) == (0, None)
+            episodes = played_by(two_seat_episodes(3), {"p0": "first", "p1": "first"})
+            client.call(
+                {"op": "add", "episodes": [e.to_dict() for e in episodes]}, service="learner"
+            )
+            assert client.call({"op": "step"}, service="learner", timeout=60)["version"] == 1.0
+            assert wait_for(updates, lambda u: True) == (1, 0)
+            assert names[(1, 0)] == {"lora_adapter.first"} and names[(0, None)] == both
+            client.publish(
+                "weights_ack.main",
+                {
+                    "actor": "inference-0",
+                    "version": 1,
+                    "applied": False,
+                    "serving": 2,
+                    "reason": f"update 1 holds what changed since version 0, but version 2 is "
+                    f"served: it {NEEDS_FULL}",
+                    "transport": "shm",
+                },
+            )
+            assert wait_for(updates, lambda u: True) == (1, None)
+            assert names[(1, None)] == both
+        finally:
+            server.close()
+            client.close()
+        assert server.error is None

@@ -6,11 +6,13 @@ Run with ``.venv/bin/python -m pytest -q tests/trainers/test_learner_actor.py``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -48,6 +50,19 @@ class ActorThread:
     def close(self) -> None:
         self.loop.call_soon_threadsafe(self.stop.set)
         self.thread.join(timeout=30)
+
+
+@contextlib.contextmanager
+def running_broker(address: str) -> Iterator[Broker]:
+    """A broker on ``address``, serving from a thread until the block ends."""
+    broker = Broker(address)
+    thread = threading.Thread(target=broker.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+        thread.join(timeout=5)
 
 
 def wait_for(q: queue.Queue, predicate, timeout: float = 60.0):

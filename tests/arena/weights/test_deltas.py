@@ -7,9 +7,6 @@ Run with ``.venv/bin/python -m pytest -q tests/arena/weights/test_deltas.py``.
 
 from __future__ import annotations
 
-import os
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -77,16 +74,6 @@ def test_a_garbled_since_is_refused() -> None:
     for since in ("3", True, 2.5):
         with pytest.raises(WeightUpdateError, match="since must be an integer version"):
             receiver.add(next(make_buckets(dict(SERVED), 1)) | {"since": since})
-
-
-@pytest.fixture
-def shm_dir() -> Iterator[Path]:
-    folder = Path("/dev/shm") / f"arena-test-{os.getpid()}-{time.monotonic_ns()}"
-    folder.mkdir()
-    yield folder
-    for item in folder.iterdir():
-        item.unlink()
-    folder.rmdir()
 
 
 def test_the_publisher_marks_every_bucket_of_a_delta(shm_dir: Path) -> None:

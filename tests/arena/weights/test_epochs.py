@@ -10,9 +10,6 @@ Run with ``.venv/bin/python -m pytest -q tests/arena/weights/test_epochs.py``.
 
 from __future__ import annotations
 
-import os
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -94,16 +91,6 @@ def test_a_garbled_epoch_is_refused(state: dict[str, torch.Tensor]) -> None:
     body = buckets(state, 1, epoch=None)[0] | {"epoch": "yesterday"}
     with pytest.raises(WeightUpdateError, match="epoch must be an integer"):
         assembler.add(body)
-
-
-@pytest.fixture
-def shm_dir() -> Iterator[Path]:
-    folder = Path("/dev/shm") / f"arena-test-{os.getpid()}-{time.monotonic_ns()}"
-    folder.mkdir()
-    yield folder
-    for item in folder.iterdir():
-        item.unlink()
-    folder.rmdir()
 
 
 def test_the_publisher_puts_its_epoch_on_every_bucket(

@@ -15,7 +15,6 @@ import json
 import os
 import time
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,17 +41,6 @@ from arena.weights.shm import (
 def state() -> dict[str, torch.Tensor]:
     model, _ = tiny_model(seed=0)
     return model.state_dict()  # lm_head.weight is tied to model.embed_tokens.weight
-
-
-@pytest.fixture
-def shm_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A private directory on /dev/shm (tests never touch other processes' files)."""
-    folder = Path("/dev/shm") / f"arena-test-{os.getpid()}-{time.monotonic_ns()}"
-    folder.mkdir()
-    yield folder
-    for item in folder.iterdir():
-        item.unlink()
-    folder.rmdir()
 
 
 def noisy(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
