@@ -34,12 +34,12 @@ from arena.policies.hf import HFPolicy
 from arena.weights.assembler import WeightAssembler
 from arena.weights.buckets import make_buckets
 from trainers.adapters import NamedAdapters
-from trainers.config import LearnerConfig
+from trainers.config import LearnerConfig, LoRAConfig
 from trainers.trained_model import hf_state_dict
 
 TARGETS = {
-    "all": ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
-    "attention": ("q_proj", "k_proj", "v_proj", "o_proj"),
+    "all": tuple(LoRAConfig().target_modules),
+    "attention": AdapterShape().target_modules,
 }
 """Which projections get adapters: every one (``learner.lora``'s default) or attention only."""
 

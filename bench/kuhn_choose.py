@@ -90,11 +90,15 @@ class LegalPolicy:
             ids[i, width - len(row) :] = torch.as_tensor(row)
             mask[i, width - len(row) :] = 1
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        # the logits of the reply positions only: the vocabulary (49k) is most of the memory
+        keep = max(reply_lengths) + 1
         with self.autocast():
-            logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions).logits
+            logits = self.model(
+                input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=keep
+            ).logits
         sums = []
         for i, length in enumerate(reply_lengths):
-            scores = logits[i, width - length - 1 : width - 1].float() / self.temperature
+            scores = logits[i, keep - length - 1 : keep - 1].float() / self.temperature
             tokens = ids[i, width - length :]
             sums.append(torch.log_softmax(scores, -1).gather(-1, tokens[:, None]).sum())
         return torch.log_softmax(torch.stack(sums).view(len(keys), 2), -1)
