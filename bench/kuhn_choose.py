@@ -40,6 +40,7 @@ import torch
 from arena.eval.exploitability import exploitability, information_states
 from arena.eval.policy_reader import StatePrompt, state_prompt
 from arena.models import fast_dtype, load_model
+from arena.models.lora import route
 from arena.play.seating import SeatFactory
 from arena.policies.chat import ChatFormat
 from arena.policies.hf import HFPolicy
@@ -64,6 +65,8 @@ class LegalPolicy:
             s.key: state_prompt(GAME, seat, s) for s in information_states(GAME)
         }
         self.temperature = temperature
+        self.adapter: str | None = None
+        """The LoRA adapter (``arena.models.lora``) the model plays through; None: the base."""
         self.compute_in(fast_dtype("cpu") if compute == "auto" else compute)
 
     def compute_in(self, compute: str) -> None:
@@ -92,7 +95,8 @@ class LegalPolicy:
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         # the logits of the reply positions only: the vocabulary (49k) is most of the memory
         keep = max(reply_lengths) + 1
-        with self.autocast():
+        routed = route(self.model, [self.adapter] * len(rows)) if self.adapter else None
+        with self.autocast(), routed or contextlib.nullcontext():
             logits = self.model(
                 input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=keep
             ).logits

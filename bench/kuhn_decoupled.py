@@ -40,9 +40,10 @@ import numpy as np
 import pyspiel
 import torch
 from kuhn_choose import GAME, LegalPolicy, play
+from torch.nn.utils import parameters_to_vector
 
 from arena.eval.exploitability import exploitability
-from arena.models.lora import AdapterShape, adapter_parameters, add_adapters, route
+from arena.models.lora import AdapterShape, adapter_parameters, add_adapters
 from trainers.config import LoRAConfig
 
 PROJECTIONS = tuple(LoRAConfig().target_modules)
@@ -92,31 +93,20 @@ def action_values(table: dict[str, list[float]]) -> dict[str, float]:
     return {key: gap[key] / reach[key] for key in table}
 
 
-class AdaptedPolicy:
-    """The legal-reply policy of :class:`kuhn_choose.LegalPolicy` through one LoRA adapter."""
+class AdaptedPolicy(LegalPolicy):
+    """The legal-reply policy of :class:`kuhn_choose.LegalPolicy` through one LoRA adapter,
+    the only weights that train."""
 
     def __init__(self, config: str, seed: int) -> None:
         torch.manual_seed(seed)
-        self.legal = LegalPolicy(config, 1.0, "float32")
-        model = self.legal.model
-        add_adapters(model, ["arm"], AdapterShape(r=8, alpha=16.0, target_modules=PROJECTIONS))
-        for weight in model.parameters():
-            weight.requires_grad_(False)
-        self.params = adapter_parameters(model, "arm")
+        super().__init__(config, 1.0, "float32")
+        add_adapters(self.model, ["arm"], AdapterShape(r=8, alpha=16.0, target_modules=PROJECTIONS))
+        self.adapter = "arm"
+        self.model.requires_grad_(False)
+        self.params = adapter_parameters(self.model, "arm")
         for weight in self.params:
             weight.requires_grad_(True)
-        self.keys = list(self.legal.prompts)
-
-    def log_policy(self, keys: list[str]) -> torch.Tensor:
-        with route(self.legal.model, ["arm"] * (2 * len(keys))):
-            return self.legal.log_policy(keys)
-
-    def table(self) -> dict[str, list[float]]:
-        self.legal.model.eval()
-        with torch.no_grad():
-            probs = self.log_policy(self.keys).exp().tolist()
-        self.legal.model.train()
-        return dict(zip(self.keys, probs, strict=True))
+        self.keys = list(self.prompts)
 
     def log_odds_gradients(self) -> torch.Tensor:
         """[12, P] the gradient of each state's log-odds of bet over pass."""
@@ -126,16 +116,16 @@ class AdaptedPolicy:
                 weight.grad = None
             log_pi = self.log_policy([key])[0]
             (log_pi[1] - log_pi[0]).backward()
-            rows.append(torch.cat([w.grad.flatten() for w in self.params]))
+            rows.append(parameters_to_vector(w.grad for w in self.params))
         return torch.stack(rows).double()
 
     def move(self, delta: torch.Tensor) -> None:
+        """Add ``delta`` in place (the adapter's weights are views of one buffer: keep them)."""
         with torch.no_grad():
             offset = 0
             for weight in self.params:
-                size = weight.numel()
-                weight += delta[offset : offset + size].view_as(weight).to(weight.dtype)
-                offset += size
+                weight += delta[offset : offset + weight.numel()].view_as(weight)
+                offset += weight.numel()
 
 
 def log_odds(table: dict[str, list[float]], keys: list[str]) -> np.ndarray:
