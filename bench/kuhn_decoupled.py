@@ -48,8 +48,9 @@ from trainers.config import LoRAConfig
 
 PROJECTIONS = tuple(LoRAConfig().target_modules)
 """Every projection of each layer: ``learner.lora``'s default modules."""
-ARMS = ("plain", "decoupled", "sampled")
-"""``sampled``: the decoupled step on values estimated from ``--hands`` self-play hands."""
+ARMS = ("plain", "decoupled", "sampled", "ppo")
+"""``sampled``: the decoupled step on values estimated from ``--hands`` self-play hands;
+``ppo``: the learner's clipped step on those hands, ``--epochs`` Adam steps a batch."""
 
 
 def sampled_values(
@@ -66,6 +67,36 @@ def sampled_values(
         else 0.0
         for key in table
     }
+
+
+def ppo_step(
+    policy: AdaptedPolicy,
+    optimizer: torch.optim.Optimizer,
+    table: dict[str, list[float]],
+    args: argparse.Namespace,
+    rng: np.random.Generator,
+) -> None:
+    """``--epochs`` Adam steps on PPO's clipped surrogate over ``--hands`` self-play hands, each
+    turn's advantage its return less the mean return of its information state, over the batch's
+    standard deviation. Turns of one (state, action) share a ratio, so they enter as counts."""
+    turns = play(table, args.hands, rng)
+    by_state: dict[str, list[float]] = {}
+    for _, key, _, result in turns:
+        by_state.setdefault(key, []).append(result)
+    centered = np.array([r - np.mean(by_state[k]) for _, k, _, r in turns])
+    scale = centered.std() + 1e-6
+    weight = torch.zeros(len(policy.keys), 2, dtype=torch.float64)
+    for (_, key, action, _), value in zip(turns, centered / scale, strict=True):
+        weight[policy.keys.index(key), action] += value / len(turns)
+    old = torch.log(torch.as_tensor([table[k] for k in policy.keys], dtype=torch.float64))
+    for _ in range(args.epochs):
+        log_pi = policy.log_policy(policy.keys).double()
+        ratio = (log_pi - old).exp()
+        clipped = ratio.clamp(1 - args.clip, 1 + args.clip)
+        loss = -torch.minimum(ratio * weight, clipped * weight).sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
 
 
 def action_values(table: dict[str, list[float]]) -> dict[str, float]:
@@ -138,12 +169,17 @@ def run_arm(args: argparse.Namespace, arm: str) -> dict[str, Any]:
     rng = np.random.default_rng(args.seed)
     curve, tracking, coupling = [], [], None
     table = policy.table()
+    optimizer = torch.optim.Adam(policy.params, lr=args.lr)
     for step in range(args.steps + 1):
         curve.append(round(exploitability(GAME, table), 3))
         call = {card: round(table[f"{i}b"][1], 2) for i, card in enumerate("JQK")}
         print(f"{arm}: step {step} exploitability {curve[-1]} P(call) {call}", flush=True)
         if step == args.steps:
             break
+        if arm == "ppo":
+            ppo_step(policy, optimizer, table, args, rng)
+            table = policy.table()
+            continue
         if arm == "sampled":
             values = sampled_values(table, args.hands, rng)
         else:
@@ -182,6 +218,9 @@ def main() -> None:
     parser.add_argument("--eta", type=float, default=0.05, help="log-odds per chip of value")
     parser.add_argument("--damping", type=float, default=1e-4, help="of the Gram's mean diagonal")
     parser.add_argument("--hands", type=int, default=64, help="per step of the sampled arm")
+    parser.add_argument("--epochs", type=int, default=8, help="Adam steps a batch (ppo arm)")
+    parser.add_argument("--lr", type=float, default=1e-4, help="Adam's (ppo arm)")
+    parser.add_argument("--clip", type=float, default=0.2, help="PPO's ratio clip (ppo arm)")
     parser.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS))
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
@@ -189,7 +228,9 @@ def main() -> None:
     out: dict[str, Any] = {"bench": "kuhn_decoupled", **vars(args)}
     for arm in args.arms:
         result = run_arm(args, arm)
-        out["coupling"] = result.pop("coupling")
+        coupling = result.pop("coupling")
+        if coupling is not None:
+            out["coupling"] = coupling
         out.update({f"{arm}_{name}": value for name, value in result.items()})
     for arm in args.arms:
         out[f"{arm}_below_0.25"] = out[f"{arm}_exploitability"][-1] <= 0.25

@@ -36,7 +36,7 @@ from arena.models.lora import (
 from arena.policies.base import Policy
 from arena.policies.chat import ChatFormat
 from arena.policies.sampling import BatchSampler
-from arena.policies.scoring import continuation_logprobs
+from arena.policies.scoring import ScoreMemo, continuation_logprobs
 from arena.policies.types import (
     Generation,
     InvalidRequest,
@@ -103,6 +103,8 @@ class HFPolicy(Policy):
         self.eos_ids = frozenset(_eos_ids(model, tokenizer))
         # Generation and weight loading must never interleave: a batch sees one version.
         self._lock = threading.Lock()
+        self.scored = ScoreMemo()
+        """What the current weights have scored (cleared whenever a weight changes)."""
 
     @classmethod
     def from_config(cls, config: PolicyConfig) -> HFPolicy:
@@ -141,7 +143,8 @@ class HFPolicy(Policy):
     ) -> list[Scoring]:
         """Each prompt's KV cache computed once serves all its continuations
         (:func:`~arena.policies.scoring.continuation_logprobs`); one version for all. Prompts
-        of different adapters share the batch."""
+        of different adapters share the batch. A request these weights have already scored,
+        in this call or an earlier one, is answered from :attr:`scored` without the model."""
         if len(prompts) != len(continuations):
             raise InvalidRequest(f"{len(prompts)} prompts but {len(continuations)} continuations")
         adapters = list(adapters) if adapters is not None else [None] * len(prompts)
@@ -152,11 +155,17 @@ class HFPolicy(Policy):
             ready, ids = self.prepare_scoring(prompt, replies, adapter)
             assert ready.ids is not None
             items.append((ready.ids, ids))
+        def compute(indices: list[int]) -> list[list[np.ndarray]]:
+            return continuation_logprobs(
+                self.model,
+                [items[i] for i in indices],
+                batch_size=self.max_batch,
+                adapters=[adapters[i] for i in indices],
+            )
+
         with self._lock:
             version = self.version
-            scored = continuation_logprobs(
-                self.model, items, batch_size=self.max_batch, adapters=adapters
-            )
+            scored = self.scored.score(items, adapters, compute)
         return [
             Scoring(prompt_ids=prompt_ids, logprobs=logprobs, version=version)
             for (prompt_ids, _), logprobs in zip(items, scored, strict=True)
@@ -199,6 +208,7 @@ class HFPolicy(Policy):
             if name not in adapter_names(self.model):
                 add_adapters(self.model, [name], shape or AdapterShape())
             load_adapter_state(self.model, name, state)
+            self.scored.clear()
 
     def adapter_state(self, name: str) -> dict[str, torch.Tensor]:
         """CPU copies of a served adapter's tensors (peft names)."""
@@ -214,6 +224,7 @@ class HFPolicy(Policy):
             for name, tensor in state.items():
                 current[name].copy_(tensor)
             self.version = version
+            self.scored.clear()
 
     # -- decoding ----------------------------------------------------------------------------
     def _row(self, prompt: PromptLike, params: SamplingParams) -> _Row:

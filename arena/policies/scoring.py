@@ -7,11 +7,16 @@ cache in one forward pass; the cache is then repeated for each of a prompt's con
 the continuations, right-padded, run on top of it. A prompt is usually far longer than its
 continuations, so N replies cost about one forward pass of the prompt rather than N, and only the
 continuation columns' logits are computed.
+
+:class:`ScoreMemo` keeps what one set of weights has scored: a game whose prompts repeat (Kuhn
+Poker has 12 information states) is scored once per weight version, however many hands are
+played, and a repeated prompt gets the very same numbers whatever batch it arrived in.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -108,3 +113,59 @@ def continuation_logprobs(
             )
             offset += len(replies)
     return out
+
+
+ScoreItem = tuple[np.ndarray, Sequence[np.ndarray]]
+"""(prompt ids, [continuation ids, ...]): one scoring request."""
+
+
+class ScoreMemo:
+    """The scores of the last ``capacity`` distinct requests under one set of weights.
+
+    The owner calls :meth:`clear` whenever its weights change (an update, a loaded adapter), so
+    an entry never outlives the weights that computed it. Not thread-safe: the owner calls it
+    under the lock that also guards its weights.
+    """
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self.capacity = capacity
+        self._scores: OrderedDict[Hashable, list[np.ndarray]] = OrderedDict()
+        self.hits = 0
+        """Requests answered from the memo since the owner was made."""
+        self.misses = 0
+        """Requests that reached the model since the owner was made."""
+
+    def clear(self) -> None:
+        self._scores.clear()
+
+    def score(
+        self,
+        items: Sequence[ScoreItem],
+        tags: Sequence[Hashable],
+        compute: Callable[[list[int]], list[list[np.ndarray]]],
+    ) -> list[list[np.ndarray]]:
+        """Each item's per-token logprobs: from the memo where (item, tag) was scored, else by
+        ``compute(indices)``, called once with the indices of the first occurrence of every
+        request not held (a tag tells apart what else selects the weights, e.g. an adapter)."""
+        keys = [
+            (tag, prompt.tobytes(), tuple(np.asarray(r).tobytes() for r in replies))
+            for (prompt, replies), tag in zip(items, tags, strict=True)
+        ]
+        missing: dict[Hashable, int] = {}
+        for i, key in enumerate(keys):
+            if key not in self._scores and key not in missing:
+                missing[key] = i
+        fresh = dict(zip(missing, compute(list(missing.values())), strict=True)) if missing else {}
+        out = []
+        for key in keys:
+            held = fresh.get(key)
+            if held is None:
+                held = self._scores[key]
+                self._scores.move_to_end(key)
+            out.append(held)
+        self.hits += len(keys) - len(missing)
+        self.misses += len(missing)
+        self._scores.update(fresh)
+        while len(self._scores) > self.capacity:
+            self._scores.popitem(last=False)
+        return out
