@@ -155,6 +155,7 @@ class HFPolicy(Policy):
             ready, ids = self.prepare_scoring(prompt, replies, adapter)
             assert ready.ids is not None
             items.append((ready.ids, ids))
+
         def compute(indices: list[int]) -> list[list[np.ndarray]]:
             return continuation_logprobs(
                 self.model,
