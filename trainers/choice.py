@@ -31,16 +31,22 @@ def element_logprobs(
     entropy = token_entropy[mb.generated]
     if mb.chosen_reply.numel() == 0:
         return logprobs, entropy
-    sums = token_logprobs.new_zeros(len(mb.reply_turn)).index_add(
-        0, mb.reply_of_token, token_logprobs[mb.reply_tokens]
-    )
-    log_pi, turn_entropy = legal_log_softmax(
-        sums / temperature, mb.reply_turn, len(mb.chosen_reply)
-    )
+    log_pi, turn_entropy = reply_logprobs(token_logprobs, mb, temperature)
     return (
         torch.cat([logprobs, log_pi[mb.chosen_reply]]),
         torch.cat([entropy, turn_entropy]),
     )
+
+
+def reply_logprobs(
+    token_logprobs: torch.Tensor, mb: MicroBatch, temperature: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``[R]`` log pi of every legal reply of ``mb``'s choice turns (``mb.reply_turn`` says
+    whose), and each turn's entropy."""
+    sums = token_logprobs.new_zeros(len(mb.reply_turn)).index_add(
+        0, mb.reply_of_token, token_logprobs[mb.reply_tokens]
+    )
+    return legal_log_softmax(sums / temperature, mb.reply_turn, len(mb.chosen_reply))
 
 
 def legal_log_softmax(

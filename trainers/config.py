@@ -225,6 +225,33 @@ class LoRAConfig:
 
 
 @dataclass
+class PerStateConfig:
+    enabled: bool = False
+    """Replace the optimizer's steps by the per-state step (trainers/per_state.py): each distinct
+    state of the batch's choice turns moves its legal policy by its own advantages and, to first
+    order, no other state's. Every trained turn must be a choice turn; one process only."""
+    eta: float = 0.05
+    """Log-odds a reply gains over the state's first reply per unit of advantage between them."""
+    max_move: float = 0.5
+    """Cap on any reply's target move in log-odds, whatever its advantage."""
+    damping: float = 1e-4
+    """Tikhonov damping of the solve, as a fraction of the Gram matrix's mean diagonal."""
+    min_visits: int = 2
+    """A state the batch visits fewer times is left alone this step: one return says little of
+    how its replies compare."""
+    max_jacobian_bytes: int = 4 << 30
+    """Memory for the rows' gradients (rows x trained parameters x 4 bytes): a batch that needs
+    more is refused, with both counts, before the first backward."""
+
+    def __post_init__(self) -> None:
+        if self.eta <= 0 or self.max_move <= 0 or self.damping <= 0 or self.min_visits < 1:
+            raise ValueError(
+                "per_state.eta, per_state.max_move and per_state.damping must be > 0 and "
+                "per_state.min_visits >= 1"
+            )
+
+
+@dataclass
 class CheckpointConfig:
     dir: str | None = None
     """Where checkpoints go (one step-NNNNNNNN directory each); None saves none."""
@@ -290,6 +317,8 @@ class LearnerConfig:
     """Named policies: one LoRA adapter each on the frozen base, name -> the peft directory it
     starts from ("" starts fresh, the base exactly, in ``lora``'s shape). ``arena train`` fills
     it in from the run's ``policies`` (trainers/adapters.py). Empty: the base itself trains."""
+    per_state: PerStateConfig = field(default_factory=PerStateConfig)
+    """The per-state step in place of the optimizer's (choice turns only)."""
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
 

@@ -55,6 +55,7 @@ from trainers.filters import apply_staleness, filter_samples
 from trainers.inbox import Inbox
 from trainers.logprobs import TokenLogprobs, unwrap_peft
 from trainers.optim import build_optimizer
+from trainers.per_state import PerStateUpdate
 from trainers.precision import has_bfloat16_copy, snap_to_bfloat16
 from trainers.trained_model import (
     add_lora,
@@ -132,7 +133,8 @@ class Learner:
         """What the run should hear about, besides this learner's log (``status`` carries it)."""
         if config.checkpoint.dir and self.dist.is_main:
             self._check_checkpoint_space(model)
-        self.update = PolicyUpdate(
+        update = PerStateUpdate if config.per_state.enabled else PolicyUpdate
+        self.update = update(
             config,
             model,
             self.policy,

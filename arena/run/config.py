@@ -309,6 +309,7 @@ class RunConfig:
             raise ConfigError("games must list at least one game")
         self._check_groups()
         self._check_policies()
+        self._check_per_state()
         if not self.sampling.temperature > 0:
             raise ConfigError(
                 f"sampling.temperature is {self.sampling.temperature}, but greedy sampling has "
@@ -401,6 +402,18 @@ class RunConfig:
             raise ConfigError(
                 f"policies: inference.backend={self.inference.backend} cannot take the "
                 "learner's adapter updates; named policies train with the hf backend"
+            )
+
+    def _check_per_state(self) -> None:
+        """The per-state step moves choice turns only (trainers/per_state.py)."""
+        if not self.learner.per_state.enabled:
+            return
+        generated = [g.id for g in self.games if g.act != "choice"]
+        if generated:
+            raise ConfigError(
+                f"learner.per_state trains choice turns only, but {generated[0]} is played with "
+                f"act: {next(g.act for g in self.games if g.id == generated[0])}: give it "
+                "act: choice, or turn learner.per_state.enabled off"
             )
 
     def _check_groups(self) -> None:

@@ -10,6 +10,7 @@ from arena.play.config import GameConfig, PlayConfig
 from arena.run.addresses import broker_hint, own_address, own_broker
 from arena.run.config import RunConfig
 from arena.run.resources import cpu_threads
+from trainers.config import LearnerConfig
 
 
 def plan(config: RunConfig, run_dir: Path | None = None) -> str:
@@ -37,9 +38,7 @@ def plan(config: RunConfig, run_dir: Path | None = None) -> str:
         f"service=policy:{config.learner.name} max_batch={config.inference.max_batch}; "
         f"waits for {inference} on the bus",
         f"  learner      advantage={config.learner.advantage.mode} key={config.learner.advantage.key} "
-        f"lr={config.learner.optim.describe()} optimizer_steps="
-        f"{config.learner.loss.ppo_epochs * config.learner.loss.minibatches} "
-        f"lora={config.learner.lora.enabled} ({learner})",
+        f"{update_line(config.learner)} lora={config.learner.lora.enabled} ({learner})",
         f"  rollout x{config.rollout.actors}    {config.rollout.episodes_per_step} episodes/step, "
         f"concurrency {config.rollout.concurrency}, opponents={config.opponents.mode}; "
         f"waits for {rollout} on the bus, more may join",
@@ -125,3 +124,14 @@ def simulator_policies(config: RunConfig) -> dict[str, list[str]]:
             if simulator.policy and simulator.policy != config.learner.name:
                 out.setdefault(simulator.policy, []).append(f"{game.id}.{seat}")
     return out
+
+
+def update_line(learner: LearnerConfig) -> str:
+    """How the learner moves the weights: the optimizer's steps, or the per-state step."""
+    if learner.per_state.enabled:
+        ps = learner.per_state
+        return (
+            f"per-state step (eta={ps.eta:g}, max_move={ps.max_move:g}, min_visits={ps.min_visits})"
+        )
+    steps = learner.loss.ppo_epochs * learner.loss.minibatches
+    return f"lr={learner.optim.describe()} optimizer_steps={steps}"

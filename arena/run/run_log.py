@@ -260,9 +260,16 @@ class RunLog:
 
 
 def update_text(metrics: dict[str, Any]) -> str:
-    """The learner's step on the console: loss and entropy (nats per generated token), or why
+    """The learner's step on the console: loss and entropy (nats per generated token; the
+    per-state step: its states, their mean target move in log-odds and the legal policy's mean
+    entropy over its turns), or why
     nothing was trained (e.g. every turn of a GRPO batch had advantage 0: the groups had no
     spread, a sign that sampling has collapsed)."""
+    if metrics.get("per_state/states"):
+        return (
+            f"per-state step: {int(metrics['per_state/states'])} states, target move "
+            f"{metrics['per_state/target_move']:.3f}  entropy {metrics['entropy']:.3f}"
+        )
     if "loss" in metrics:
         entropy = metrics.get("entropy")
         return f"loss {metrics['loss']:.4f}" + (

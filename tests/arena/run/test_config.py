@@ -67,6 +67,10 @@ def test_unknown_key_in_a_file(tmp_path: Path) -> None:
         (["rollout.group_size=3"], r"episodes_per_step \(8\) must be a positive multiple"),
         (["learner.advantage.mode=group"], "set rollout.group_size >= 2"),
         (["learner.advantage.mode=broadcast"], "set rollout.group_size >= 2"),
+        (
+            ["learner.per_state.enabled=true"],
+            "per_state trains choice turns only, but tictactoe-v0 is played with act: generate",
+        ),
     ],
 )
 def test_training_that_cannot_learn_is_refused(overrides: list[str], message: str) -> None:
