@@ -20,7 +20,7 @@ with ``lambda = damping * mean(diag(J J^T))``: a natural-gradient step in the sp
 batch's log-odds, which leaves the states that asked for nothing where they are. The step is
 added to the weights directly (the optimizer's state is not used).
 
-Costs: one forward per state and one backward per row, and ``rows x trained parameters``
+Costs: one forward per state and one batched backward over its rows, and ``rows x trained parameters``
 float32 gradients (an adapter's, as a rule: ``learner.lora``). A state visited fewer than
 ``min_visits`` times is left alone (one return says little of how its replies compare); a batch
 whose rows would pass ``max_jacobian_bytes`` is refused before the first backward.
@@ -178,14 +178,20 @@ class PerStateUpdate(PolicyUpdate):
             tokens, _ = self.policy(*mb.forward_args())
         log_pi, entropy = reply_logprobs(tokens, mb, self.config.loss.temperature)
         log_odds = log_pi[1:] - log_pi[0]
-        for a in range(len(log_odds)):
-            grads = torch.autograd.grad(
-                log_odds[a], params, retain_graph=a < len(log_odds) - 1, allow_unused=True
-            )
-            out[a] = torch.cat(
-                [
-                    (g if g is not None else torch.zeros_like(p)).reshape(-1).float()
-                    for g, p in zip(grads, params, strict=True)
-                ]
-            )
-        return len(log_odds), float(entropy.sum())
+        count = len(log_odds)
+        # all of the state's rows in one batched backward (one vector-Jacobian product each)
+        grads = torch.autograd.grad(
+            log_odds,
+            params,
+            grad_outputs=torch.eye(count, dtype=log_odds.dtype, device=log_odds.device),
+            is_grads_batched=True,
+            allow_unused=True,
+        )
+        offset = 0
+        for grad, param in zip(grads, params, strict=True):
+            if grad is None:
+                out[:count, offset : offset + param.numel()] = 0.0
+            else:
+                out[:count, offset : offset + param.numel()] = grad.reshape(count, -1)
+            offset += param.numel()
+        return count, float(entropy.detach().sum())

@@ -22,3 +22,10 @@ def test_a_step_that_trained_nothing_says_why_instead_of_a_nan_loss() -> None:
     both = {"filtered/zero_advantage": 60.0, "filtered/stale": 4.0}
     assert update_text(both) == "no update (64 turns filtered: stale 4, zero_advantage 60)"
     assert update_text({}) == "no update"
+
+
+def test_a_per_state_step_shows_its_states_move_and_entropy() -> None:
+    metrics = {"per_state/states": 12.0, "per_state/target_move": 0.0523, "entropy": 0.4419}
+    assert update_text(metrics) == "per-state step: 12 states, target move 0.052  entropy 0.442"
+    # a step whose states were all seen once moved nothing: it says so like any other
+    assert update_text({"per_state/states": 0.0}) == "no update"
