@@ -59,6 +59,7 @@ class LegalPolicy:
     def __init__(self, config_path: str, temperature: float, compute: str) -> None:
         config = load_run_config(config_path, [])
         self.model, tokenizer = load_model(config.model, dtype="float32", device="cpu")
+        self.tokenizer = tokenizer
         seats = SeatFactory(config.play, HFPolicy(self.model, tokenizer), ChatFormat(tokenizer))
         seat = seats.policy_seat(GAME, trained=False)
         self.prompts: dict[str, StatePrompt] = {

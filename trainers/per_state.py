@@ -44,7 +44,7 @@ from trainers.microbatch import collate
 from trainers.update import PolicyUpdate
 
 
-@dataclass
+@dataclass(eq=False)
 class State:
     """One distinct state of a batch: a turn that shows it, and what its turns earned."""
 
@@ -126,12 +126,12 @@ class PerStateUpdate(PolicyUpdate):
                 f"({cfg.max_jacobian_bytes / 2**30:.1f} GiB): train an adapter (learner.lora), "
                 "fewer episodes a step, or raise per_state.min_visits"
             )
+        turns = sum(s.visits for s in trained)
         metrics = {
             "per_state/states": float(len(trained)),
             "per_state/rows": float(rows),
-            "per_state/left_turns": float(sum(s.visits for s in states if s not in trained)),
+            "per_state/left_turns": float(sum(s.visits for s in states) - turns),
         }
-        turns = sum(s.visits for s in trained)
         if rows == 0:  # nothing to move: the step counts, the weights stay
             return {**metrics, "optimizer_steps": 0.0, "tokens": 0.0, "signal_share": 0.0}
         jacobian = torch.empty((rows, size), dtype=torch.float32)
@@ -172,7 +172,7 @@ class PerStateUpdate(PolicyUpdate):
         self, state: State, params: list[torch.nn.Parameter], out: torch.Tensor
     ) -> tuple[int, float]:
         """Write the gradient of each of ``state``'s log-odds over reply 0 into ``out``'s first
-        rows (one forward, one backward per row); the row count and the legal entropy."""
+        rows (one forward, one batched backward); the row count and the legal entropy."""
         mb = collate([state.sample], self.pad_id).to(self.device)
         with route(self.model, mb.row_adapters or []), self.autocast():
             tokens, _ = self.policy(*mb.forward_args())

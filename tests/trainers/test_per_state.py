@@ -90,6 +90,12 @@ def test_a_state_seen_once_is_left_alone_and_the_step_still_counts(fresh_tiny) -
     assert metrics["per_state/states"] == 0 and metrics["per_state/left_turns"] == 1
     assert metrics["optimizer_steps"] == 0 and "skipped" not in metrics
     assert log_odds(learner, PROMPT) == before
+    # beside a state seen twice, from the same episode: that one moves, the single one waits
+    other = [5, *PROMPT[1:]]
+    twice = [played(other, REPLIES, 0, 1.0, 0), played(other, REPLIES, 1, -1.0, 0)]
+    metrics = learner.update.run([played(PROMPT, REPLIES, 1, 1.0, 0), *twice], 1, Counter())
+    assert metrics["per_state/states"] == 1 and metrics["per_state/left_turns"] == 1
+    assert metrics["tokens"] == 2 and metrics["optimizer_steps"] == 1
 
 
 def test_a_batch_over_the_gradient_memory_is_refused_before_any_backward(fresh_tiny) -> None:
