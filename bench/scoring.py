@@ -42,7 +42,7 @@ def main() -> None:
     states = list(legal.prompts.values())
     # decisions in a self-play-like mix: every state about as often as any other
     picks = np.random.default_rng(args.seed).integers(len(states), size=args.decisions)
-    stream = [(states[i].prompt_ids, list(states[i].replies)) for i in picks]
+    stream = [(states[i].prompt_ids, list(states[i].replies.values())) for i in picks]
     calls = [stream[i : i + args.batch] for i in range(0, len(stream), args.batch)]
 
     started = time.perf_counter()
