@@ -408,13 +408,12 @@ class RunConfig:
         """The per-state step moves choice turns only (trainers/per_state.py)."""
         if not self.learner.per_state.enabled:
             return
-        generated = [g.id for g in self.games if g.act != "choice"]
-        if generated:
-            raise ConfigError(
-                f"learner.per_state trains choice turns only, but {generated[0]} is played with "
-                f"act: {next(g.act for g in self.games if g.id == generated[0])}: give it "
-                "act: choice, or turn learner.per_state.enabled off"
-            )
+        for game in self.games:
+            if game.act != "choice":
+                raise ConfigError(
+                    f"learner.per_state trains choice turns only, but {game.id} is played with "
+                    f"act: {game.act}: give it act: choice, or turn learner.per_state.enabled off"
+                )
 
     def _check_groups(self) -> None:
         """Groups are whole within a learner step, and the group modes have groups to compare."""
