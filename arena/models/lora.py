@@ -126,6 +126,16 @@ def adapter_names(model: nn.Module) -> list[str]:
     return list(next(iter(layers.values())).lora_A) if layers else []
 
 
+def target_layers(model: nn.Module, shape: AdapterShape) -> list[tuple[str, nn.Linear]]:
+    """The linear layers an adapter of ``shape`` adapts, by module name, in model order: the
+    order of every adapter's buffer."""
+    return [
+        (name, m)
+        for name, m in model.named_modules()
+        if isinstance(m, nn.Linear) and name.rsplit(".", 1)[-1] in shape.target_modules
+    ]
+
+
 def add_adapters(
     model: nn.Module, names: Sequence[str], shape: AdapterShape = AdapterShape(), seed: int = 0
 ) -> None:
@@ -134,11 +144,7 @@ def add_adapters(
     layers = adapted_layers(model)
     if not layers:
         router = _Router()
-        targets = [
-            (name, m)
-            for name, m in model.named_modules()
-            if isinstance(m, nn.Linear) and name.rsplit(".", 1)[-1] in shape.target_modules
-        ]
+        targets = target_layers(model, shape)
         if not targets:
             raise AdapterError(f"the model has no linear layer named {shape.target_modules}")
         for name, module in targets:
@@ -242,6 +248,32 @@ def adapter_buffers(model: nn.Module) -> dict[str, torch.Tensor]:
     """Every adapter's buffer (:func:`adapter_flat`) as ``lora_adapter.<name>``: what an
     adapter-only weight update carries, one tensor per adapter."""
     return {f"{FLAT_PREFIX}{name}": adapter_flat(model, name) for name in adapter_names(model)}
+
+
+def adapter_layout(model: nn.Module, shape: AdapterShape) -> list[tuple[str, tuple[int, int]]]:
+    """Peft name and shape of each tensor in one adapter's buffer (:func:`adapter_flat`), in
+    buffer order, for an adapter of ``shape`` on ``model`` (a meta-device copy will do): how a
+    server that holds no such buffer (the vllm backend) reads an adapter weight update."""
+    layout = []
+    for module, layer in target_layers(model, shape):
+        layout.append((f"{PEFT_PREFIX}{module}.lora_A.weight", (shape.r, layer.in_features)))
+        layout.append((f"{PEFT_PREFIX}{module}.lora_B.weight", (layer.out_features, shape.r)))
+    return layout
+
+
+def unflatten_adapter(
+    name: str, flat: torch.Tensor, layout: Sequence[tuple[str, tuple[int, int]]]
+) -> dict[str, torch.Tensor]:
+    """Adapter ``name``'s buffer cut into its tensors under peft's names (views of ``flat``),
+    as :func:`adapter_layout` lays them out; a buffer of another size is refused."""
+    sizes = [math.prod(shape) for _, shape in layout]
+    if flat.dim() != 1 or flat.numel() != sum(sizes):
+        raise AdapterError(
+            f"adapter {name!r}: an update of shape {tuple(flat.shape)}, but its buffer holds "
+            f"{sum(sizes)} elements"
+        )
+    parts = torch.split(flat, sizes)
+    return {key: part.view(shape) for (key, shape), part in zip(layout, parts, strict=True)}
 
 
 def adapter_parameters(model: nn.Module, name: str) -> list[nn.Parameter]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -33,16 +33,18 @@ from arena.models.lora import (
     read_adapter,
     route,
 )
-from arena.policies.base import Policy
 from arena.policies.chat import ChatFormat
 from arena.policies.sampling import BatchSampler
-from arena.policies.scoring import ScoreMemo, continuation_logprobs
+from arena.policies.scoring import (
+    RememberedScoring,
+    ScoreItem,
+    ScoreMemo,
+    continuation_logprobs,
+)
 from arena.policies.types import (
     Generation,
-    InvalidRequest,
     PromptLike,
     SamplingParams,
-    Scoring,
     per_request,
 )
 
@@ -65,7 +67,7 @@ class _Row:
     """Where a matched stop string starts in the decoded text, or -1."""
 
 
-class HFPolicy(Policy):
+class HFPolicy(RememberedScoring):
     """A transformers causal LM as a :class:`Policy`."""
 
     def __init__(
@@ -135,42 +137,16 @@ class HFPolicy(Policy):
                 self._decode(rows[start : start + self.max_batch])
         return [self._result(row, version) for row in rows]
 
-    def score(
-        self,
-        prompts: Sequence[PromptLike],
-        continuations: Sequence[Sequence[Any]],
-        adapters: Sequence[str | None] | None = None,
-    ) -> list[Scoring]:
+    def compute_scores(
+        self, items: list[ScoreItem], adapters: list[str | None]
+    ) -> list[list[np.ndarray]]:
         """Each prompt's KV cache computed once serves all its continuations
-        (:func:`~arena.policies.scoring.continuation_logprobs`); one version for all. Prompts
-        of different adapters share the batch. A request these weights have already scored,
-        in this call or an earlier one, is answered from :attr:`scored` without the model."""
-        if len(prompts) != len(continuations):
-            raise InvalidRequest(f"{len(prompts)} prompts but {len(continuations)} continuations")
-        adapters = list(adapters) if adapters is not None else [None] * len(prompts)
-        if len(adapters) != len(prompts):
-            raise InvalidRequest(f"{len(prompts)} prompts but {len(adapters)} adapters")
-        items = []
-        for prompt, replies, adapter in zip(prompts, continuations, adapters, strict=True):
-            ready, ids = self.prepare_scoring(prompt, replies, adapter)
-            assert ready.ids is not None
-            items.append((ready.ids, ids))
-
-        def compute(indices: list[int]) -> list[list[np.ndarray]]:
-            return continuation_logprobs(
-                self.model,
-                [items[i] for i in indices],
-                batch_size=self.max_batch,
-                adapters=[adapters[i] for i in indices],
-            )
-
-        with self._lock:
-            version = self.version
-            scored = self.scored.score(items, adapters, compute)
-        return [
-            Scoring(prompt_ids=prompt_ids, logprobs=logprobs, version=version)
-            for (prompt_ids, _), logprobs in zip(items, scored, strict=True)
-        ]
+        (:func:`~arena.policies.scoring.continuation_logprobs`); prompts of different adapters
+        share the batch. :meth:`score` (:class:`RememberedScoring`) calls this for the
+        requests these weights have not scored yet."""
+        return continuation_logprobs(
+            self.model, items, batch_size=self.max_batch, adapters=adapters
+        )
 
     def state_dict(self) -> Mapping[str, torch.Tensor]:
         """What a weight update carries: every weight, or, while the policy serves adapters,

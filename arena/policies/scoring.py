@@ -15,6 +15,7 @@ played, and a repeated prompt gets the very same numbers whatever batch it arriv
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
@@ -24,6 +25,8 @@ import torch
 from transformers import DynamicCache
 
 from arena.models.lora import route
+from arena.policies.base import Policy
+from arena.policies.types import InvalidRequest, PromptLike, Scoring
 
 
 @torch.inference_mode()
@@ -169,3 +172,50 @@ class ScoreMemo:
         while len(self._scores) > self.capacity:
             self._scores.popitem(last=False)
         return out
+
+
+class RememberedScoring(Policy):
+    """``score`` for a backend that computes scores itself (``hf``, ``vllm``): the requests
+    checked and prepared (``Policy.prepare_scoring``), each distinct one computed once by
+    :meth:`compute_scores` and remembered in :attr:`scored` for as long as the weights stay
+    (the backend clears it when they change), all under the backend's lock and one version."""
+
+    scored: ScoreMemo
+    """What these weights have scored."""
+    version: int
+    _lock: threading.Lock
+
+    def compute_scores(
+        self, items: list[ScoreItem], adapters: list[str | None]
+    ) -> list[list[np.ndarray]]:
+        """The per-token logprobs of each item's continuations, item ``i`` under adapter
+        ``adapters[i]``; called with the lock held."""
+        raise NotImplementedError
+
+    def score(
+        self,
+        prompts: Sequence[PromptLike],
+        continuations: Sequence[Sequence[Any]],
+        adapters: Sequence[str | None] | None = None,
+    ) -> list[Scoring]:
+        if len(prompts) != len(continuations):
+            raise InvalidRequest(f"{len(prompts)} prompts but {len(continuations)} continuations")
+        adapters = list(adapters) if adapters is not None else [None] * len(prompts)
+        if len(adapters) != len(prompts):
+            raise InvalidRequest(f"{len(prompts)} prompts but {len(adapters)} adapters")
+        items: list[ScoreItem] = []
+        for prompt, replies, adapter in zip(prompts, continuations, adapters, strict=True):
+            ready, ids = self.prepare_scoring(prompt, replies, adapter)
+            assert ready.ids is not None
+            items.append((ready.ids, ids))
+
+        def compute(indices: list[int]) -> list[list[np.ndarray]]:
+            return self.compute_scores([items[i] for i in indices], [adapters[i] for i in indices])
+
+        with self._lock:
+            version = self.version
+            scored = self.scored.score(items, adapters, compute)
+        return [
+            Scoring(prompt_ids=prompt_ids, logprobs=logprobs, version=version)
+            for (prompt_ids, _), logprobs in zip(items, scored, strict=True)
+        ]

@@ -10,6 +10,9 @@
   untruncated logprobs), so a logprob is higher by ``-log(kept mass)`` than the learner's; the
   shipped training configs leave both off. On CUDA the processed modes keep vLLM off its FlashInfer
   top-k/top-p kernel (PyTorch's sampler instead), a cost only when top-k/top-p is on.
+- **Scoring** (a seat choosing among its legal replies) reads each continuation's prompt
+  logprobs; what one set of weights has scored is kept (:class:`~arena.policies.scoring.ScoreMemo`,
+  as on ``hf``), so a prompt repeated within a call or across calls reaches the engine once.
 - **Weight updates** use vLLM's own in-place reload, ``collective_rpc("reload_weights",
   weights_iterator=...)``, which maps checkpoint names onto vLLM's fused layers and redoes any
   kernel repacking; then the prefix cache is reset so no KV computed by the old weights is
@@ -30,8 +33,11 @@
   (refused otherwise, saying what to start the engine with). Each adapter directory is copied
   when loaded, because vLLM reads it again whenever it evicts the adapter or a weight update
   drops every adapter: the copy keeps what is served what was loaded, even if a trainer
-  rewrites the original. Base weight updates keep the adapters; updates of an adapter's own
-  tensors are not taken (load its directory again under its name).
+  rewrites the original. Base weight updates keep the adapters. While the policy serves
+  adapters, its weight updates are theirs, as on the ``hf`` backend: one buffer per adapter
+  (``lora_adapter.<name>``, :func:`arena.models.lora.adapter_buffers`), of only the adapters
+  that changed; each is cut into peft tensors, written to a new private directory and served
+  under its name's LoRA id in place of the old one (vLLM reads adapters from files only).
 - **Two vLLM LoRA bugs, worked around.** (1) Left to itself, vLLM also wraps ``lm_head`` for
   LoRA, and its LoRA logits layer applies per-*request* adapter indices to every prompt
   position that prompt logprobs (scoring) compute: on vLLM-CPU a scoring batch of two or more
@@ -53,6 +59,7 @@ torchcodec``: their builds break ``import transformers`` / ``import vllm`` here)
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -64,15 +71,14 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTra
 
 from arena.core.errors import ConfigError
 from arena.models import model_dir, to_dtype
-from arena.policies.base import Policy
+from arena.models.lora import FLAT_PREFIX, adapter_layout, unflatten_adapter
 from arena.policies.chat import ChatFormat
+from arena.policies.scoring import RememberedScoring, ScoreItem, ScoreMemo
 from arena.policies.types import (
     Generation,
-    InvalidRequest,
     PolicyError,
     PromptLike,
     SamplingParams,
-    Scoring,
     per_request,
 )
 from arena.policies.vllm_lora import (
@@ -91,7 +97,7 @@ after temperature (and top-k/top-p); vLLM's default, ``raw_logprobs``, is the T 
 distribution, not the one that sampled."""
 
 
-class VLLMPolicy(Policy):
+class VLLMPolicy(RememberedScoring):
     """A model served by an in-process vLLM engine."""
 
     def __init__(
@@ -138,10 +144,15 @@ class VLLMPolicy(Policy):
         self.tokenizer: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(path)
         self.chat = ChatFormat(self.tokenizer)
         self.max_context = int(self.llm.llm_engine.model_config.max_model_len)
-        self._expected = _checkpoint_shapes(path, self.dtype)
+        self._meta = _meta_model(path, self.dtype)
+        """The model's layers without memory: the base's names and shapes, and where each
+        adapter tensor lies in an adapter weight update (:func:`adapter_layout`)."""
+        self._expected = dict(self._meta.state_dict())
         self._lock = threading.Lock()
         """Held for every engine call: generation, scoring, weight and adapter loads."""
         self._adapters = EngineAdapters(self.llm, name)
+        self.scored = ScoreMemo()
+        """What these weights have scored (cleared whenever they change)."""
 
     @classmethod
     def from_config(cls, config: PolicyConfig) -> VLLMPolicy:
@@ -178,49 +189,29 @@ class VLLMPolicy(Policy):
             for out, prompt_ids in zip(outputs, ids, strict=True)
         ]
 
-    def score(
-        self,
-        prompts: Sequence[PromptLike],
-        continuations: Sequence[Sequence[Any]],
-        adapters: Sequence[str | None] | None = None,
-    ) -> list[Scoring]:
+    def compute_scores(
+        self, items: list[ScoreItem], adapters: list[str | None]
+    ) -> list[list[np.ndarray]]:
         """Each continuation is one engine request for ``prompt + continuation`` with prompt
         logprobs (T = 1, one new token). The first continuation of every prompt goes first, the
         rest in a second call, so they read the prompt's KV from vLLM's prefix cache instead of
         computing it again. vLLM leaves cached positions without prompt logprobs (it skips the
         cache for such requests by default); Arena reads only the continuation's positions, and
         a request whose continuation itself came from the cache is run again without it. Each
-        request carries its prompt's adapter (vLLM's prefix cache keeps adapters apart)."""
-        if len(prompts) != len(continuations):
-            raise InvalidRequest(f"{len(prompts)} prompts but {len(continuations)} continuations")
-        adapters = list(adapters) if adapters is not None else [None] * len(prompts)
-        if len(adapters) != len(prompts):
-            raise InvalidRequest(f"{len(prompts)} prompts but {len(adapters)} adapters")
-        items = [
-            self.prepare_scoring(p, c, a)
-            for p, c, a in zip(prompts, continuations, adapters, strict=True)
+        request carries its prompt's adapter (vLLM's prefix cache keeps adapters apart).
+        :meth:`score` (:class:`RememberedScoring`) calls this for the requests these weights
+        have not scored yet."""
+        chosen = [
+            (*item, self._adapters.request(a)) for item, a in zip(items, adapters, strict=True)
         ]
-        with self._lock:
-            version = self.version
-            loras = [self._adapters.request(a) for a in adapters]
-            first = self._score_calls(
-                [
-                    (prompt.ids, replies[0], lora)
-                    for (prompt, replies), lora in zip(items, loras, strict=True)
-                ]
-            )
-            rest = self._score_calls(
-                [
-                    (prompt.ids, reply, lora)
-                    for (prompt, replies), lora in zip(items, loras, strict=True)
-                    for reply in replies[1:]
-                ]
-            )
+        first = self._score_calls([(ids, replies[0], lora) for ids, replies, lora in chosen])
+        rest = self._score_calls(
+            [(ids, reply, lora) for ids, replies, lora in chosen for reply in replies[1:]]
+        )
         out, taken = [], 0
-        for (prompt, replies), head in zip(items, first, strict=True):
-            tail = rest[taken : taken + len(replies) - 1]
+        for (_, replies, _), head in zip(chosen, first, strict=True):
+            out.append([head, *rest[taken : taken + len(replies) - 1]])
             taken += len(replies) - 1
-            out.append(Scoring(prompt_ids=prompt.ids, logprobs=[head, *tail], version=version))
         return out
 
     def _score_calls(self, pairs: list[tuple[Any, np.ndarray, Any]]) -> list[np.ndarray]:
@@ -247,6 +238,9 @@ class VLLMPolicy(Policy):
             max_tokens=1,
             prompt_logprobs=0,
             skip_reading_prefix_cache=not cached,
+            # token ids only: vLLM marks positions it read from the prefix cache with id -1,
+            # which its detokenizer fails on (OverflowError) and leaves the engine hung
+            detokenize=False,
         )
         inputs = [{"prompt_token_ids": [*map(int, p), *map(int, c)]} for p, c, _ in pairs]
         loras = [lora for _, _, lora in pairs]
@@ -262,20 +256,55 @@ class VLLMPolicy(Policy):
         ]
 
     def state_dict(self) -> Mapping[str, torch.Tensor]:
-        return self._expected
+        """What a weight update carries: the base checkpoint's tensors, or, while the policy
+        serves adapters, one buffer per adapter (``lora_adapter.<name>``, as the ``hf``
+        backend's) and nothing of the base, as meta tensors."""
+        names = self._adapters.names()
+        if not names:
+            return self._expected
+        return {
+            f"{FLAT_PREFIX}{name}": torch.empty(
+                sum(math.prod(shape) for _, shape in self._layout(name)),
+                dtype=self.dtype,
+                device="meta",
+            )
+            for name in names
+        }
+
+    def separable_weights(self) -> frozenset[str]:
+        """Each adapter's buffer stands alone: an update may carry only those that changed."""
+        return frozenset(f"{FLAT_PREFIX}{name}" for name in self._adapters.names())
 
     def update_weights(self, state: Mapping[str, torch.Tensor], version: int) -> None:
-        """Reload the base in place. vLLM drops every adapter with it (their cached state was
-        built on the old base); they are loaded again here, from this policy's copies, so the
-        first batch after an update does not pay for it and a failure shows here."""
+        """Take an update of adapters, of the base, or both. An adapter's buffer is cut into
+        its tensors and served under its name from a new directory (:meth:`EngineAdapters.update`);
+        the base is reloaded in place, and vLLM drops every adapter with it (their cached state
+        was built on the old base): they are loaded again here, from this policy's copies, so
+        the first batch after an update does not pay for it and a failure shows here."""
+        adapters = {
+            k.removeprefix(FLAT_PREFIX): v for k, v in state.items() if k.startswith(FLAT_PREFIX)
+        }
+        base = {k: v for k, v in state.items() if not k.startswith(FLAT_PREFIX)}
+        unknown = sorted(set(adapters) - set(self._adapters.names())) + sorted(
+            set(base) - set(self._expected)
+        )
+        if unknown:
+            raise KeyError(f"update names tensors the model lacks, e.g. {unknown[0]}")
         with self._lock:
-            self.llm.collective_rpc(
-                "reload_weights",
-                kwargs={"weights_iterator": iter(state.items()), "is_checkpoint_format": True},
-            )
-            self.llm.reset_prefix_cache()
-            self._adapters.restore()
+            if base:
+                self.llm.collective_rpc(
+                    "reload_weights",
+                    kwargs={"weights_iterator": iter(base.items()), "is_checkpoint_format": True},
+                )
+                self.llm.reset_prefix_cache()
+                self._adapters.restore()
+            for name, flat in adapters.items():
+                self._adapters.update(name, unflatten_adapter(name, flat, self._layout(name)))
             self.version = version
+            self.scored.clear()
+
+    def _layout(self, name: str) -> list[tuple[str, tuple[int, int]]]:
+        return adapter_layout(self._meta, self._adapters.shapes[name])
 
     # -- adapters ----------------------------------------------------------------------------
     def adapters(self) -> tuple[str, ...]:
@@ -286,6 +315,7 @@ class VLLMPolicy(Policy):
         refused for another base, or one the engine was not started to serve)."""
         with self._lock:
             self._adapters.load(name, path, base)
+            self.scored.clear()
 
     def close(self) -> None:
         # Drop the engine so its memory and helper processes go now, not at interpreter exit.
@@ -340,10 +370,9 @@ def _continuation_logprobs(
     return np.asarray(out, dtype=np.float32)
 
 
-def _checkpoint_shapes(path: str, dtype: torch.dtype) -> dict[str, torch.Tensor]:
-    """The HF checkpoint's names, shapes and dtypes (as meta tensors: no memory), which is
-    what a learner publishes and what ``reload_weights`` takes."""
+def _meta_model(path: str, dtype: torch.dtype) -> torch.nn.Module:
+    """The HF model at ``path`` as meta tensors (no memory): its state dict names, shapes and
+    dtypes are what a learner publishes and what ``reload_weights`` takes."""
     config = AutoConfig.from_pretrained(path)
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
-    return dict(model.state_dict())
+        return AutoModelForCausalLM.from_config(config, dtype=dtype)

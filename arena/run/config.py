@@ -398,11 +398,6 @@ class RunConfig:
                 "policies: named policies play self-play or fixed opponents; population mode "
                 "(past checkpoints as opponents) does not serve their adapters yet"
             )
-        if self.inference.backend != "hf":
-            raise ConfigError(
-                f"policies: inference.backend={self.inference.backend} cannot take the "
-                "learner's adapter updates; named policies train with the hf backend"
-            )
 
     def _check_per_state(self) -> None:
         """The per-state step moves choice turns only (trainers/per_state.py)."""

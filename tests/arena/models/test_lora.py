@@ -18,6 +18,7 @@ from arena.models.lora import (
     AdapterShape,
     adapter_buffers,
     adapter_flat,
+    adapter_layout,
     adapter_names,
     adapter_parameters,
     adapter_state,
@@ -26,6 +27,7 @@ from arena.models.lora import (
     read_adapter,
     route,
     save_adapter,
+    unflatten_adapter,
 )
 
 SHAPE = AdapterShape(r=2, alpha=4.0, target_modules=("q_proj", "v_proj"))
@@ -187,3 +189,25 @@ def test_an_adapter_lives_in_one_buffer(tiny_model) -> None:
     model.to(torch.float64)  # a cast after adding moves the pairs out of the buffer
     with pytest.raises(AdapterError, match="no longer lives in its buffer"):
         adapter_flat(model, "a")
+
+
+def test_a_buffer_is_read_back_by_its_layout_on_a_model_without_adapters(tiny_model) -> None:
+    """A server holding no buffer (the vllm backend) cuts an update by :func:`adapter_layout`
+    of a plain meta-device model, and gets exactly the peft tensors the adapter holds."""
+    model, _ = tiny_model
+    config = copy.deepcopy(model.config)
+    add_adapters(model, ["a"], SHAPE)
+    perturbed(model, "a", seed=3)
+    with torch.device("meta"):
+        plain = type(model)(config)
+    layout = adapter_layout(plain, SHAPE)
+    assert [key for key, _ in layout] == list(adapter_state(model, "a"))
+    assert layout[:2] == [
+        ("base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight", (2, 64)),
+        ("base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight", (64, 2)),
+    ]
+    tensors = unflatten_adapter("a", adapter_flat(model, "a"), layout)
+    for key, want in adapter_state(model, "a").items():
+        assert torch.equal(tensors[key], want), key
+    with pytest.raises(AdapterError, match=r"an update of shape \(5,\), but its buffer holds"):
+        unflatten_adapter("a", torch.zeros(5), layout)

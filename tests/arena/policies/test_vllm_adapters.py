@@ -28,6 +28,7 @@ from arena.models.lora import (
     CONFIG_FILE,
     AdapterError,
     AdapterShape,
+    adapter_flat,
     adapter_parameters,
     add_adapters,
     save_adapter,
@@ -37,6 +38,8 @@ from arena.policies.hf import HFPolicy
 from arena.policies.types import Generation, SamplingParams, UnknownAdapter
 from arena.policies.vllm import VLLMPolicy
 from arena.policies.vllm_lora import base_needs_zero_adapter, fitting_lora_rank, lora_engine_kwargs
+from arena.weights.assembler import WeightAssembler
+from arena.weights.buckets import make_buckets
 
 pytestmark = [
     pytest.mark.slow,
@@ -188,6 +191,31 @@ def test_scoring_by_adapter_matches_the_hf_backend(served: Served) -> None:
     assert not np.allclose(got[0].logprobs[0], got[1].logprobs[0], atol=1e-2)
 
 
+def test_a_prompt_repeated_in_one_call_is_scored_once_and_right(served: Served) -> None:
+    """A long prompt (many KV blocks) sent three times in one call, as many hands of one Kuhn
+    state are: the engine scores it once (the policy's memo answers the rest) and the scores
+    equal the HF backend's. Before the memo, and with vLLM detokenizing prompt logprobs, the
+    second copy read the first's blocks from the prefix cache, whose positions vLLM marks with
+    token id -1, and the detokenizer's OverflowError left the engine hung."""
+    tokenizer = served.hf.tokenizer
+    replies = [
+        np.asarray(tokenizer.encode(text, add_special_tokens=False))
+        for text in ("bet</answer>", "pass</answer>")
+    ]
+    prompt = np.asarray(tokenizer.encode("You hold the jack. " * 60 + "Your move? <answer>"))
+    assert len(prompt) > 300
+    for adapter in (None, "solver"):
+        misses = served.vllm.scored.misses
+        got = served.vllm.score([prompt] * 3, [replies] * 3, [adapter] * 3)
+        assert served.vllm.scored.misses == misses + 1
+        want = served.hf.score([prompt], [replies], [adapter])[0]
+        served.vllm.scored.clear()  # the engine again: its prefix cache holds the prompt now
+        got += served.vllm.score([prompt], [replies], [adapter])
+        for scoring in got:
+            for a, b in zip(scoring.logprobs, want.logprobs, strict=True):
+                np.testing.assert_allclose(a, b, atol=LOGPROB_ATOL)
+
+
 def test_an_unknown_adapter_is_refused(served: Served) -> None:
     """(d) A request for an adapter the policy does not hold fails before the engine sees it."""
     policy = served.vllm
@@ -239,6 +267,11 @@ def test_engine_settings_for_adapters_need_no_engine(tmp_path: Path) -> None:
         lora_engine_kwargs({}, {"a": path}, BASE)
 
 
+def base_names(policy: VLLMPolicy) -> list[str]:
+    """The base checkpoint's tensor names, as a policy without adapters lists them."""
+    return [k for k in policy._meta.state_dict() if "lora_" not in k]
+
+
 def test_replacing_an_adapter_serves_the_new_one(served: Served) -> None:
     """Loading a directory under a served name replaces it, with no reply of the old one left
     in the prefix cache: a zero adapter answers as the base, and back."""
@@ -257,10 +290,52 @@ def test_adapters_keep_working_after_a_base_weight_update(served: Served) -> Non
     adapter still answers (its replies unchanged under an unchanged base) at the new version."""
     policy = served.vllm
     before = policy.generate(PROMPTS, greedy("solver"))
-    expected = policy.state_dict()
-    state = {k: v for k, v in served.hf.model.state_dict().items() if k in expected}
-    assert len(state) == len(expected)
+    hf_state = served.hf.model.state_dict()
+    state = {k: hf_state[k] for k in base_names(policy)}
     policy.update_weights(state, version=1)
     after = policy.generate(PROMPTS, greedy("solver"))
     assert_same(after, before)
     assert {g.version for g in after} == {1}
+
+
+def test_an_adapter_weight_update_serves_the_learners_buffer(served: Served) -> None:
+    """A learner's adapter update (one buffer per adapter, as the ``hf`` backend serves and
+    takes it) through buckets and the receiving checks: the served adapter becomes the buffer's.
+    The zero adapter's buffer makes "solver" answer as the base; "solver"'s own buffer makes it
+    answer as the HF backend's "solver" again, token for token."""
+    policy = served.vllm
+    hf_state = served.hf.state_dict()
+    assert {k: (v.shape, v.dtype) for k, v in policy.state_dict().items()} == {
+        k: (v.shape, v.dtype) for k, v in hf_state.items()
+    }
+    assert policy.separable_weights() == frozenset({"lora_adapter.solver"})
+    zero_model, _ = load_model(BASE, dtype="float32")
+    add_adapters(zero_model, ["solver"], SHAPE)  # B is zero: the base exactly
+    zero = {"lora_adapter.solver": adapter_flat(zero_model, "solver")}
+    base = policy.generate(PROMPTS[:2], greedy(None))
+    for version, state in ((5, zero), (6, hf_state)):
+        assembler = WeightAssembler(policy.state_dict(), separable=policy.separable_weights())
+        result = None
+        for body in make_buckets(state, version):
+            result = assembler.add(body)
+        assert result is not None
+        policy.update_weights(result[1], result[0])
+        got = policy.generate(PROMPTS[:2], greedy("solver"))
+        assert {g.version for g in got} == {version}
+        if state is zero:
+            assert_same(got, base)
+    assert_same(got, served.hf.generate(PROMPTS[:2], greedy("solver")))
+
+
+def test_a_bad_adapter_update_is_refused_and_the_adapter_stays(served: Served) -> None:
+    """An update naming an adapter the policy does not serve, or a buffer of the wrong size, is
+    refused with the reason; the served adapter and version stay as they were."""
+    policy = served.vllm
+    before = policy.generate(PROMPTS[:1], greedy("solver"))
+    version = policy.version
+    with pytest.raises(KeyError, match="lacks, e.g. judge"):
+        policy.update_weights({"lora_adapter.judge": torch.zeros(3)}, version + 1)
+    with pytest.raises(AdapterError, match="an update of shape"):
+        policy.update_weights({"lora_adapter.solver": torch.zeros(3)}, version + 1)
+    assert policy.version == version
+    assert_same(policy.generate(PROMPTS[:1], greedy("solver")), before)
