@@ -63,9 +63,9 @@ import logging
 import os
 import time
 from collections import Counter, deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -85,6 +85,8 @@ from arena.policies.types import (
 )
 from arena.weights.buckets import NOT_NEWER
 from arena.weights.receiver import WeightReceiver
+
+T = TypeVar("T")
 
 log = logging.getLogger("arena.actors.inference")
 
@@ -109,8 +111,14 @@ class InferenceActor:
         *,
         actor_name: str | None = None,
         heartbeat_interval: float = 1.0,
+        close_grace: float = 10.0,
     ) -> None:
+        """``close_grace``: seconds :meth:`close` waits for a backend call in progress (a
+        batch or a weight update) to return before it gives up on it (:attr:`wedged`)."""
         self.policy = policy
+        self.close_grace = close_grace
+        self.backend_since: float | None = None
+        """When the backend call in progress began (``time.monotonic``); None between calls."""
         self.config = config = config or InferenceConfig()
         self.name = name = config.name
         self.service = service_name(name)
@@ -176,7 +184,34 @@ class InferenceActor:
         self._queue.clear()
         await self.actor.close()
         self._executor.shutdown(wait=False, cancel_futures=True)
+        deadline = time.monotonic() + self.close_grace
+        while self.backend_since is not None and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        if self.wedged:
+            assert self.backend_since is not None
+            log.error(
+                "%s: the backend has been in one call for %.0f s and has not returned; closing "
+                "without it (the process must exit without joining its thread)",
+                self.actor.name,
+                time.monotonic() - self.backend_since,
+            )
+            return  # closing the policy under a call in progress could crash the process
         self.policy.close()
+
+    @property
+    def wedged(self) -> bool:
+        """Whether a backend call is still in progress: after :meth:`close`, one that did not
+        return within ``close_grace`` (a hung engine), which the interpreter's exit would wait
+        for forever (``arena inference`` then leaves with :func:`arena.core.process.exit_now`)."""
+        return self.backend_since is not None
+
+    def _in_backend(self, call: Callable[..., T], *args: Any) -> T:
+        """Run ``call(*args)`` on the generation thread, noting when it entered the backend."""
+        self.backend_since = time.monotonic()
+        try:
+            return call(*args)
+        finally:
+            self.backend_since = None
 
     # -- requests ----------------------------------------------------------------------------
     def _on_request(self, msg: Message) -> asyncio.Future[Any]:
@@ -292,7 +327,9 @@ class InferenceActor:
         loop = asyncio.get_running_loop()
         start = time.monotonic()
         try:
-            results = await loop.run_in_executor(self._executor, self._serve, batch)
+            results = await loop.run_in_executor(
+                self._executor, self._in_backend, self._serve, batch
+            )
         except Exception as err:
             self.counters["batch_failed"] += 1
             log.exception("%s: a batch of %d failed", self.actor.name, len(batch))
@@ -317,7 +354,7 @@ class InferenceActor:
     def _deliver(self, version: int, state: dict[str, torch.Tensor], transport: str) -> None:
         # The single generation thread runs this between two batches, never during one.
         future = asyncio.get_running_loop().run_in_executor(
-            self._executor, self._apply, version, state
+            self._executor, self._in_backend, self._apply, version, state
         )
         future.add_done_callback(lambda f: self._applied(version, transport, f))
 

@@ -134,7 +134,7 @@ def served_config(args: argparse.Namespace) -> tuple[Any, float]:
 def run(args: argparse.Namespace) -> int:
     apply_bus_arguments(args)
     from arena.actors.inference import InferenceActor
-    from arena.core.process import serve
+    from arena.core.process import exit_now, serve
     from arena.policies.factory import make_policy
 
     config, heartbeat_interval = served_config(args)
@@ -160,4 +160,6 @@ def run(args: argparse.Namespace) -> int:
             await actor.close()
 
     serve(main)
+    if actor.wedged:
+        exit_now(1)  # the stuck backend thread would hold the interpreter's exit forever
     return 0

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import logging
 import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 T = TypeVar("T")
 
@@ -50,6 +51,18 @@ def serve(
         return await main(stop)
 
     return run(guarded())
+
+
+def exit_now(code: int) -> NoReturn:
+    """Leave at once, with logs and output flushed, skipping the interpreter's shutdown.
+
+    For a process whose worker thread is stuck in a call that never returns (a wedged model
+    engine): Python's exit joins every ``ThreadPoolExecutor`` thread, so it would wait for that
+    call forever, and the process would outlive its launcher."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(code)
 
 
 def on_stop_signal(callback: Callable[[], None]) -> None:

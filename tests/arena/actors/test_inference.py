@@ -17,6 +17,7 @@ import queue
 import shutil
 import signal
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -30,6 +31,8 @@ import torch
 from arena.actors.inference import InferenceActor
 from arena.bus import Actor, BlockingActor, BusError
 from arena.models import load_model, tiny_config, tiny_model
+from arena.policies.base import Policy
+from arena.policies.config import InferenceConfig
 from arena.policies.remote import RemotePolicy
 from arena.policies.types import Generation, SamplingParams
 from arena.weights.buckets import make_buckets
@@ -540,3 +543,47 @@ def test_a_republish_of_the_served_version_is_no_warning(caplog: pytest.LogCaptu
         InferenceActor._refuse(actor, 3, "update 3 lacks 2 tensors, e.g. lm_head", "bus")
     assert [r.levelname for r in caplog.records] == ["INFO", "WARNING"]
     assert acks == [(0, False), (3, False)] and actor.counters["weights_rejected"] == 2
+
+
+class StuckPolicy(Policy):
+    """A backend whose engine never returns from a batch until ``release`` is set."""
+
+    def __init__(self, release: threading.Event) -> None:
+        self.release = release
+
+    def generate(self, prompts: Any, params: Any = None) -> list[Generation]:
+        self.release.wait()
+        raise RuntimeError("released")
+
+
+def test_a_wedged_backend_does_not_hold_the_actor_open(broker: str) -> None:
+    """A batch stuck in the backend: closing the actor waits ``close_grace`` for it, then goes
+    without it and reports it (``wedged``, which makes ``arena inference`` leave at once with
+    ``exit_now``: Python's exit would join the stuck thread forever)."""
+    release = threading.Event()
+
+    async def scenario() -> tuple[bool, float, bool]:
+        config = InferenceConfig(name="stuck", max_wait_ms=1.0)
+        actor = InferenceActor(StuckPolicy(release), broker, config, close_grace=0.5)
+        await actor.start()
+        client = Actor(f"stuck-client-{time.monotonic_ns()}", broker)
+        await client.start()
+        pending = client.request({"prompt": CHAT}, service="policy:stuck", timeout=30)
+        deadline = time.monotonic() + 10
+        while actor.backend_since is None:
+            assert time.monotonic() < deadline, "the request never reached the backend"
+            await asyncio.sleep(0.01)
+        start = time.monotonic()
+        await actor.close()
+        closing = time.monotonic() - start
+        wedged = actor.wedged
+        pending.cancel()
+        await client.close()
+        return wedged, closing, actor.backend_since is not None
+
+    try:
+        wedged, closing, busy = asyncio.run(scenario())
+    finally:
+        release.set()
+    assert wedged and busy
+    assert 0.5 <= closing < 3.0

@@ -121,3 +121,41 @@ def test_a_broker_dies_with_its_killed_multithreaded_launcher(tmp_path: Path) ->
     child = int(parent.stdout.readline())
     _broker_listening(log, child)  # past die_with_parent: the death signal is armed
     assert _gone_after_killing(parent, child), "the broker outlived its SIGKILLed launcher"
+
+
+STUCK = """
+import concurrent.futures, sys, threading
+from arena.core.process import exit_now
+
+executor = concurrent.futures.ThreadPoolExecutor(1)
+entered = threading.Event()
+executor.submit(lambda: (entered.set(), threading.Event().wait()))  # a call that never returns
+entered.wait()
+executor.shutdown(wait=False, cancel_futures=True)
+print("stuck", flush=True)
+if sys.argv[1] == "exit_now":
+    exit_now(3)
+"""
+
+
+def test_exit_now_leaves_a_thread_stuck_in_a_call_behind() -> None:
+    """A process whose worker thread never returns (a wedged engine) exits at once with
+    ``exit_now``; a plain exit joins that thread and never ends (the test can fail)."""
+    done = subprocess.run(
+        [sys.executable, "-c", STUCK, "exit_now"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert (done.returncode, done.stdout) == (3, "stuck\n")
+    plain = subprocess.Popen(
+        [sys.executable, "-c", STUCK, "plain"], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert plain.stdout is not None and plain.stdout.readline() == "stuck\n"
+        time.sleep(2)
+        assert plain.poll() is None  # still held by the interpreter's join of the thread
+    finally:
+        plain.kill()
+        plain.wait()
