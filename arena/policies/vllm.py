@@ -71,7 +71,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTra
 
 from arena.core.errors import ConfigError
 from arena.models import model_dir, to_dtype
-from arena.models.lora import FLAT_PREFIX, adapter_layout, unflatten_adapter
+from arena.models.lora import FLAT_PREFIX, AdapterShape, adapter_layout, unflatten_adapter
 from arena.policies.chat import ChatFormat
 from arena.policies.scoring import RememberedScoring, ScoreItem, ScoreMemo
 from arena.policies.types import (
@@ -148,6 +148,7 @@ class VLLMPolicy(RememberedScoring):
         """The model's layers without memory: the base's names and shapes, and where each
         adapter tensor lies in an adapter weight update (:func:`adapter_layout`)."""
         self._expected = dict(self._meta.state_dict())
+        self._layouts: dict[AdapterShape, list[tuple[str, tuple[int, int]]]] = {}
         self._lock = threading.Lock()
         """Held for every engine call: generation, scoring, weight and adapter loads."""
         self._adapters = EngineAdapters(self.llm, name)
@@ -304,7 +305,12 @@ class VLLMPolicy(RememberedScoring):
             self.scored.clear()
 
     def _layout(self, name: str) -> list[tuple[str, tuple[int, int]]]:
-        return adapter_layout(self._meta, self._adapters.shapes[name])
+        """Where adapter ``name``'s tensors lie in its buffer: found once per adapter shape (a
+        walk of every module), not on each update."""
+        shape = self._adapters.shapes[name]
+        if shape not in self._layouts:
+            self._layouts[shape] = adapter_layout(self._meta, shape)
+        return self._layouts[shape]
 
     # -- adapters ----------------------------------------------------------------------------
     def adapters(self) -> tuple[str, ...]:

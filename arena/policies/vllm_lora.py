@@ -180,12 +180,12 @@ class EngineAdapters:
         lora_config = self.llm.llm_engine.vllm_config.lora_config
         return None if lora_config is None else int(lora_config.max_lora_rank)
 
-    def load(self, name: str, path: str | os.PathLike[str], base: str) -> AdapterShape:
+    def load(self, name: str, path: str | os.PathLike[str], base: str) -> None:
         """Serve the peft adapter directory ``path`` as ``name``; ``base`` is the served
         model's spec, and a directory made for another base is refused, naming both. The
         engine must have LoRA on with a ``max_lora_rank`` the adapter fits (refused otherwise,
         saying what to start it with). Loading a name the policy serves replaces it, between
-        batches; the name keeps its LoRA id. Returns the adapter's shape."""
+        batches; the name keeps its LoRA id. Its shape is kept in :attr:`shapes`."""
         if not isinstance(name, str) or not name or name == BASE_LORA_NAME:
             raise AdapterError(
                 f"{name!r} cannot name an adapter (a non-empty string, not {BASE_LORA_NAME!r})"
@@ -223,7 +223,6 @@ class EngineAdapters:
             self.base = self._add_zero_adapter(path, tensors)
         self._serve(name, copy, f"{name!r} ({path})")
         self.shapes[name] = shape
-        return shape
 
     def update(self, name: str, tensors: Mapping[str, torch.Tensor]) -> None:
         """Serve new tensors (peft names, every one of the adapter's) under a served name, in
