@@ -190,25 +190,3 @@ def test_arena_train_shows_dropped_episodes_and_evaluates_the_roles(
     table = (run_dir / "eval_summary.md").read_text()
     assert "| retail-v0 | executor-v0 (agent) | success |" in table
     assert "eval before 0/0" not in done.stdout
-
-
-def test_arena_train_with_eval_games_zero_evaluates_nothing(tmp_path: Path) -> None:
-    done = arena(
-        dict(os.environ),
-        "train",
-        "configs/smoke.yaml",
-        f"output_dir={tmp_path}",
-        "steps=1",
-        "eval.games=0",
-        "eval.exploitability=false",
-        "rollout.actors=1",
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    (run_dir,) = (tmp_path / "smoke").iterdir()
-    assert not (run_dir / "evals.jsonl").exists()
-    assert "No evaluation results (eval.games: 0 skips every evaluation)." in done.stdout
-    assert (
-        (run_dir / "eval_summary.md")
-        .read_text()
-        .endswith("No evaluation results (eval.games: 0 skips every evaluation).\n")
-    )

@@ -47,9 +47,9 @@ def test_a_base_and_two_adapters_play_each_other_on_one_actor(
     early = run_dir / "run/checkpoints/step-00000004/adapters/solver"
     config.write_text(
         "participants:\n"
-        "  - {model: tiny, act: choice}\n"
-        f"  - {{model: tiny, act: choice, adapter: {early}}}\n"
-        f"  - {{name: late, model: tiny, act: choice, adapter: {early.parent.parent.parent}"
+        "  - {model: tiny, act: choice, dtype: float32}\n"
+        f"  - {{model: tiny, act: choice, dtype: float32, adapter: {early}}}\n"
+        f"  - {{name: late, model: tiny, act: choice, dtype: float32, adapter: {early.parent.parent.parent}"
         "/step-00000008/adapters/solver}\n" + GAME + "pairs: 1\n"
     )
     out = tmp_path / "out"
@@ -68,7 +68,8 @@ def test_a_base_and_two_adapters_play_each_other_on_one_actor(
     games = {
         tuple(r["seats"]): (r["moves"], tuple(r["scores"]), tuple(r["tokens"])) for r in records
     }
-    # greedy choosers play one game per seating; were two participants the same policy (an
+    # greedy choosers play one game per seating (float32: the tiny adapters' deltas are below
+    # bfloat16's resolution, which `auto` picks on a CPU with native bf16); were two participants the same policy (an
     # adapter not applied), their games against the third would be the same game
     for x, y in (("tiny", "tiny+solver@step-4"), ("tiny", "late"), ("tiny+solver@step-4", "late")):
         (z,) = names - {x, y}

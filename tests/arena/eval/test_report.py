@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
+from arena.eval import ratings
 from arena.eval.report import games_played, ratings_table, write_report
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -197,7 +198,6 @@ def _log_line(game: str, seed: int, first: str, second: str, score0: float) -> s
 
 def test_with_the_real_rater(tmp_path: Path) -> None:
     """The rater's own output renders: the keys, shapes and types of the contract agree."""
-    ratings = pytest.importorskip("arena.eval.ratings")
     strength = {"alpha": 0.8, "beta": 0.5, "gamma": 0.2}
     lines, rng = ["{torn"], np.random.default_rng(0)
     for seed in range(40):
@@ -224,7 +224,6 @@ def test_with_the_real_rater(tmp_path: Path) -> None:
 def test_a_log_without_the_optional_fields_says_n_a(tmp_path: Path) -> None:
     """Another tool's log (``game``, ``seed``, ``seats``, ``scores`` only): the pair tables say
     n/a for invalid rates, length and tokens instead of a number or a dash."""
-    ratings = pytest.importorskip("arena.eval.ratings")
     bare = ("game", "seed", "seats", "scores")
     lines = [
         json.dumps(

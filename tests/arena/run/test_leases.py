@@ -14,7 +14,14 @@ import signal
 import time
 from pathlib import Path
 
-from tests.arena.commands.test_train import ROOT, metrics, rollout_pids, start, wait_for
+from tests.arena.commands.test_train import (
+    NO_EVAL,
+    ROOT,
+    metrics,
+    rollout_pids,
+    start,
+    wait_for,
+)
 
 TOOLS = str(ROOT / "configs" / "smoke_tools.yaml")
 STEPS, PER_STEP = 3, 16
@@ -31,6 +38,7 @@ def test_a_killed_rollout_actors_job_is_leased_again_and_trained_once(tmp_path: 
         # each episode opens with the user's message, 2 s late; then the untrained agent
         # forfeits at once: an actor's 8 episodes of a step end in two waves, at about 2 and 4 s
         "games.0.simulators.user.kwargs.latency=2.0",
+        *NO_EVAL,
     )
     try:
         wait_for(lambda: (tmp_path / "smoke_tools").exists(), 120, "the run never started")

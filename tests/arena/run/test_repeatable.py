@@ -6,7 +6,10 @@ seed (from its episode and turn: ``arena.play.seats.request_seed``), and the lea
 a step's turns in episode order, so neither the order of the requests nor that of the arrivals
 reaches the result. Compared: every step's transcript (text, actions, rewards) exactly; the
 per-step rewards and the learner's numbers to 1e-4 (logits of one row may differ in the last
-bits with the batch around it)."""
+bits with the batch around it).
+
+The runs evaluate nothing (``eval.games=0``, ``eval.exploitability=false``); the first also
+checks that such a run writes no evaluation and says so."""
 
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ COMPARED = (
 
 
 def run(run_dir: Path) -> subprocess.CompletedProcess:
-    overrides = ["seed=7", "games.1.act=choice", "eval.games=0"]
+    overrides = ["seed=7", "games.1.act=choice", "eval.games=0", "eval.exploitability=false"]
     return subprocess.run(
         [
             sys.executable,
@@ -55,6 +58,11 @@ def lines(path: Path) -> list[dict]:
 def test_a_run_repeats_from_its_seed_under_load(tmp_path: Path) -> None:
     quiet = run(tmp_path / "quiet")
     assert quiet.returncode == 0, quiet.stderr[-3000:]
+    # eval.games=0 and no strategy read: nothing is evaluated, and the summary says so
+    nothing = "No evaluation results (eval.games: 0 skips every evaluation)."
+    assert not (tmp_path / "quiet" / "evals.jsonl").exists()
+    assert nothing in quiet.stdout
+    assert (tmp_path / "quiet" / "eval_summary.md").read_text().endswith(nothing + "\n")
     burn = "import time\nend = time.time() + 600\nwhile time.time() < end: pass"
     burners = [subprocess.Popen([sys.executable, "-c", burn]) for _ in range(os.cpu_count() or 2)]
     try:

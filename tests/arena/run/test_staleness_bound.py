@@ -1,11 +1,14 @@
-"""The staleness bound kept by pacing, end to end: an async ``arena train`` run with two rollout
-actors, one of them stopped (SIGSTOP) for a while mid-run, a straggler. The run waits for it
-instead of training ahead, so no trained turn is more than ``max_staleness`` versions old and
-none is dropped for staleness (before the pacing, the fast actor's episodes carried the learner
-on and the straggler's arrived too old, to be dropped).
+"""The staleness bound kept by pacing, and a long wait named, end to end: an async ``arena
+train`` run with two rollout actors, one of them stopped (SIGSTOP) mid-run, a straggler.
 
-Run with ``.venv/bin/python -m pytest -q tests/arena/run/test_staleness_bound.py`` (about two
-minutes).
+- The run waits for it instead of training ahead, so no trained turn is more than
+  ``max_staleness`` versions old and none is dropped for staleness (before the pacing, the fast
+  actor's episodes carried the learner on and the straggler's arrived too old, to be dropped).
+- The wait is named (``arena/run/watch.py``): ``events.log`` and ``arena status`` say what the
+  run waits for and on whom, with the straggler's heartbeat age; the run completes once the
+  actor resumes. The straggler is resumed as soon as both have said so: no fixed sleep.
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/run/test_staleness_bound.py``.
 """
 
 from __future__ import annotations
@@ -14,10 +17,15 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.arena.commands.test_train import (
+    NO_EVAL,
     SMOKE,
     metrics,
     rollout_pids,
@@ -30,7 +38,25 @@ MAX_STALENESS = 1
 STEPS = 6
 
 
-def test_a_straggler_slows_the_run_and_no_turn_is_too_stale(tmp_path: Path) -> None:
+def live_status(run_dir: Path, bound: float = 30.0) -> subprocess.CompletedProcess[str]:
+    """``arena status`` of the live run, once it shows the trainer's wait. It lists what the
+    trainer said at its last heartbeat (every 0.5 s here), which may predate the report just
+    logged: ask until a heartbeat has carried it, within ``bound`` seconds."""
+    deadline = time.monotonic() + bound
+    while True:
+        status = subprocess.run(
+            [sys.executable, "-m", "arena", "status", f"ipc://{run_dir.resolve()}/bus.sock"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if "trainer: collect" in status.stdout or time.monotonic() > deadline:
+            return status
+        time.sleep(0.5)
+
+
+@pytest.mark.e2e
+def test_a_straggler_is_named_waited_for_and_no_turn_is_too_stale(tmp_path: Path) -> None:
     proc = start(
         "train",
         SMOKE,
@@ -43,6 +69,7 @@ def test_a_straggler_slows_the_run_and_no_turn_is_too_stale(tmp_path: Path) -> N
         "learner.batch.filter_zero_advantage=false",
         "wait.report_every=2",
         "bus.heartbeat_timeout=60",  # a stopped actor is slow, not dead
+        *NO_EVAL,
     )
     stopped: list[int] = []
     try:
@@ -51,7 +78,13 @@ def test_a_straggler_slows_the_run_and_no_turn_is_too_stale(tmp_path: Path) -> N
         wait_for(lambda: len(metrics(run_dir)) >= 1, 300, "no step finished")
         stopped = rollout_pids(run_dir, 1)
         os.kill(stopped[0], signal.SIGSTOP)
-        time.sleep(12)  # the other actor alone brings more than a step's episodes meanwhile
+        events = run_dir / "events.log"
+        wait_for(
+            lambda: events.exists() and "rollout-1 last heartbeat" in events.read_text(),
+            60,
+            "the stopped rollout actor was never named",
+        )
+        status = live_status(run_dir)
         os.kill(stopped[0], signal.SIGCONT)
         out, _ = proc.communicate(timeout=600)
     finally:
@@ -65,11 +98,18 @@ def test_a_straggler_slows_the_run_and_no_turn_is_too_stale(tmp_path: Path) -> N
     for row in rows:
         assert row["learner/staleness_max"] <= MAX_STALENESS, row
         assert row.get("learner/filtered/stale_rejected", 0.0) == 0.0, row
-    events = (run_dir / "events.log").read_text()
-    assert "waiting for rollout-1's" in events  # the wait was reported, naming the straggler
     (summary,) = [json.loads(x) for x in (run_dir / "run_summary.jsonl").read_text().splitlines()]
     assert summary["staleness_max"] <= MAX_STALENESS and summary["stale_rejected"] == 0.0
     assert "staleness of the trained turns: p50" in out
+    # the wait was reported, naming the straggler and its heartbeat's age, in the log and live
+    line = next(x for x in events.read_text().splitlines() if "rollout-1 last heartbeat" in x)
+    assert "waiting for rollout-1's" in line
+    age = int(line.rsplit("last heartbeat ", 1)[1].split()[0])
+    assert age >= 1, line
+    assert status.returncode == 0, status.stderr
+    waits = [x for x in status.stdout.splitlines() if x.startswith("trainer: collect")]
+    assert waits and "waiting for rollout-1's" in waits[0] and "last heartbeat" in waits[0]
+    assert "trainer: episode jobs leased " in status.stdout
 
 
 def test_the_run_summary_aggregates_the_steps_staleness(tmp_path: Path) -> None:
