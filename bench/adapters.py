@@ -38,18 +38,19 @@ import numpy as np
 import torch
 
 from arena.models import load_model
-from arena.models.lora import AdapterShape, adapter_flat, add_adapters, save_adapter
+from arena.models.lora import DEFAULT_TARGET_MODULES, AdapterShape, adapter_flat, add_adapters
+from arena.models.lora_files import save_adapter
 from arena.policies.base import Policy
 from arena.policies.hf import HFPolicy
 from arena.weights.assembler import WeightAssembler
 from arena.weights.buckets import make_buckets
 from trainers.adapters import NamedAdapters
-from trainers.config import LearnerConfig, LoRAConfig
+from trainers.config import LearnerConfig
 from trainers.trained_model import hf_state_dict
 
 TARGETS = {
-    "all": tuple(LoRAConfig().target_modules),
-    "attention": AdapterShape().target_modules,
+    "all": DEFAULT_TARGET_MODULES,
+    "attention": ("q_proj", "k_proj", "v_proj", "o_proj"),
 }
 """Which projections get adapters: every one (``learner.lora``'s default) or attention only."""
 

@@ -43,10 +43,14 @@ from kuhn_choose import GAME, LegalPolicy, play
 from torch.nn.utils import parameters_to_vector
 
 from arena.eval.exploitability import exploitability
-from arena.models.lora import AdapterShape, adapter_parameters, add_adapters
-from trainers.config import LoRAConfig
+from arena.models.lora import (
+    DEFAULT_TARGET_MODULES,
+    AdapterShape,
+    adapter_parameters,
+    add_adapters,
+)
 
-PROJECTIONS = tuple(LoRAConfig().target_modules)
+PROJECTIONS = DEFAULT_TARGET_MODULES
 """Every projection of each layer: ``learner.lora``'s default modules."""
 ARMS = ("plain", "decoupled", "sampled", "ppo")
 """``sampled``: the decoupled step on values estimated from ``--hands`` self-play hands;

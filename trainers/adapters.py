@@ -33,9 +33,8 @@ from arena.models.lora import (
     adapter_parameters,
     add_adapters,
     load_adapter_state,
-    read_adapter,
-    save_adapter,
 )
+from arena.models.lora_files import read_adapter, save_adapter
 from trainers.batch import Sample
 from trainers.config import LearnerConfig
 
@@ -57,8 +56,7 @@ class NamedAdapters:
         self.names = list(config.adapters)
         for param in model.parameters():
             param.requires_grad_(False)
-        lora = config.lora
-        shape = AdapterShape(lora.r, float(lora.alpha), tuple(lora.target_modules))
+        shape = AdapterShape.of(config.lora)
         for name, path in config.adapters.items():
             source = resume / ADAPTERS_DIR / name if resume is not None else None
             if source is None and path:

@@ -13,6 +13,7 @@ from typing import Any
 
 from arena.core.config import from_dict
 from arena.core.errors import check_choice
+from arena.models.lora import DEFAULT_ALPHA, DEFAULT_RANK, DEFAULT_TARGET_MODULES
 
 ADVANTAGE_MODES = ("batch", "ema", "ema-turn", "group", "broadcast")
 AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "constant")
@@ -204,24 +205,15 @@ class OptimConfig:
 class LoRAConfig:
     enabled: bool = False
     """Train LoRA adapters (peft) instead of every weight."""
-    r: int = 16
-    """Adapter rank."""
-    alpha: int = 32
+    r: int = DEFAULT_RANK
+    """Adapter rank (default: the adapters' own, ``arena.models.lora``)."""
+    alpha: int = DEFAULT_ALPHA
     """LoRA scaling numerator (scale = alpha / r)."""
     dropout: float = 0.0
     """Dropout on the adapter input."""
-    target_modules: list[str] = field(
-        default_factory=lambda: [
-            "q_proj",
-            "k_proj",
-            "v_proj",
-            "o_proj",
-            "gate_proj",
-            "up_proj",
-            "down_proj",
-        ]
-    )
-    """Module names that get adapters."""
+    target_modules: list[str] = field(default_factory=lambda: list(DEFAULT_TARGET_MODULES))
+    """Module names that get adapters (default: every projection,
+    ``arena.models.lora.DEFAULT_TARGET_MODULES``)."""
 
 
 @dataclass

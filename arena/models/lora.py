@@ -11,30 +11,30 @@ named adapter::
 Which adapter each row of a batch uses is set by :func:`route` for the forwards inside it; rows
 of different adapters share one forward, and each adapter's gradient reaches only its own pair.
 
-On disk an adapter is a peft LoRA directory (``adapter_config.json`` and
-``adapter_model.safetensors`` with keys ``base_model.model.<module>.lora_A.weight``), so peft and
-vLLM's ``LoRARequest`` load what :func:`save_adapter` writes, and :func:`read_adapter` refuses
-one made for another base, naming both.
+An adapter's tensors go by peft's names (``base_model.model.<module>.lora_A.weight``), so on
+disk it is a peft LoRA directory (:mod:`arena.models.lora_files`) that peft and vLLM load.
+
+This module is the one home of an adapter's shape (:class:`AdapterShape`, built from a LoRA
+config by :meth:`AdapterShape.of`), its defaults (:data:`DEFAULT_RANK`, :data:`DEFAULT_ALPHA`,
+:data:`DEFAULT_TARGET_MODULES`: ``learner.lora``, the policies and the vLLM engine read them
+here) and its layout: peft's tensor names, and the one buffer per adapter that a weight
+update carries.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from typing import Protocol
 
 import torch
-from safetensors.torch import load_file, save_file
 from torch import nn
 
 from arena.core.errors import ConfigError
 
-CONFIG_FILE = "adapter_config.json"
-WEIGHTS_FILE = "adapter_model.safetensors"
 PEFT_PREFIX = "base_model.model."
 
 
@@ -42,16 +42,51 @@ class AdapterError(ConfigError):
     """An adapter that cannot be used here: unknown, malformed, or made for another base."""
 
 
+DEFAULT_RANK = 8
+"""An adapter's rank unless told otherwise (``learner.lora.r``, :class:`AdapterShape`)."""
+DEFAULT_ALPHA = 16
+"""An adapter's scaling numerator unless told otherwise: ``alpha / r`` = 2."""
+DEFAULT_TARGET_MODULES: tuple[str, ...] = (
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "o_proj",
+    "gate_proj",
+    "up_proj",
+    "down_proj",
+)
+"""The layers an adapter adapts unless told otherwise: every linear layer of a Llama-style block
+(SmolLM2's names), never ``lm_head`` (the vllm backend cannot adapt it, see
+:mod:`arena.policies.vllm`). The one default: ``learner.lora``, :class:`AdapterShape` and a vLLM
+engine started with ``enable_lora`` and no ``lora_target_modules`` all read it here."""
+
+
+class LoRASettings(Protocol):
+    """What :meth:`AdapterShape.of` reads: a LoRA config such as ``learner.lora``."""
+
+    @property
+    def r(self) -> int: ...
+    @property
+    def alpha(self) -> float: ...
+    @property
+    def target_modules(self) -> Sequence[str]: ...
+
+
 @dataclass(frozen=True)
 class AdapterShape:
     """The shape every adapter of one model shares."""
 
-    r: int = 8
+    r: int = DEFAULT_RANK
     """Rank of each low-rank pair."""
-    alpha: float = 16.0
+    alpha: float = float(DEFAULT_ALPHA)
     """Scaling numerator: the update is ``alpha / r`` times ``B A``."""
-    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+    target_modules: tuple[str, ...] = DEFAULT_TARGET_MODULES
     """Names of the linear layers that get adapters (the last part of the module name)."""
+
+    @classmethod
+    def of(cls, lora: LoRASettings) -> AdapterShape:
+        """The shape a LoRA config names (``learner.lora``: its r, alpha and target_modules)."""
+        return cls(lora.r, float(lora.alpha), tuple(lora.target_modules))
 
     @property
     def scale(self) -> float:
@@ -319,50 +354,3 @@ def _named_tensors(model: nn.Module, name: str) -> Iterator[tuple[str, nn.Parame
     for module, layer in adapted_layers(model).items():
         yield f"{PEFT_PREFIX}{module}.lora_A.weight", layer.lora_A[name]
         yield f"{PEFT_PREFIX}{module}.lora_B.weight", layer.lora_B[name]
-
-
-def save_adapter(path: str | Path, model: nn.Module, name: str, base: str) -> Path:
-    """Write adapter ``name`` as a peft LoRA directory made for ``base`` (the base model's id
-    or path, which :func:`read_adapter` checks)."""
-    shape = adapter_shape(model)
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    state = {k: v.contiguous() for k, v in adapter_state(model, name).items()}
-    save_file(state, str(path / WEIGHTS_FILE))
-    config = {
-        "peft_type": "LORA",
-        "task_type": "CAUSAL_LM",
-        "base_model_name_or_path": base,
-        "r": shape.r,
-        "lora_alpha": shape.alpha,
-        "lora_dropout": 0.0,
-        "target_modules": list(shape.target_modules),
-        "bias": "none",
-        "fan_in_fan_out": False,
-        "inference_mode": True,
-    }
-    (path / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
-    return path
-
-
-def read_adapter(path: str | Path, base: str) -> tuple[AdapterShape, dict[str, torch.Tensor]]:
-    """An adapter directory's shape and tensors; refused when it was made for another base."""
-    path = Path(path)
-    config_path = path / CONFIG_FILE
-    if not config_path.is_file() or not (path / WEIGHTS_FILE).is_file():
-        raise AdapterError(f"{path} is not an adapter: it needs {CONFIG_FILE} and {WEIGHTS_FILE}")
-    try:
-        config = json.loads(config_path.read_text())
-        shape = AdapterShape(
-            r=int(config["r"]),
-            alpha=float(config["lora_alpha"]),
-            target_modules=tuple(config["target_modules"]),
-        )
-    except (ValueError, KeyError, TypeError) as err:
-        raise AdapterError(f"{config_path}: not a LoRA adapter config ({err})") from err
-    made_for = str(config.get("base_model_name_or_path", ""))
-    if made_for != base:
-        raise AdapterError(
-            f"{path} was made for base model {made_for!r}, but the served base is {base!r}"
-        )
-    return shape, load_file(str(path / WEIGHTS_FILE))

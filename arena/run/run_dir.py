@@ -83,13 +83,13 @@ def write_initial_adapters(config: RunConfig, folder: Path) -> dict[str, str]:
     shape and seeded by the run's seed, as peft directories under ``folder``; kept as they are
     when a resumed run finds them there. Returns name -> absolute path."""
     from arena.models import load_model
-    from arena.models.lora import AdapterShape, add_adapters, save_adapter
+    from arena.models.lora import AdapterShape, add_adapters
+    from arena.models.lora_files import CONFIG_FILE, save_adapter
 
     paths = {name: (folder / name).resolve() for name in config.policies}
-    missing = [name for name, path in paths.items() if not (path / "adapter_config.json").exists()]
+    missing = [name for name, path in paths.items() if not (path / CONFIG_FILE).exists()]
     if missing:
-        lora = config.learner.lora
-        shape = AdapterShape(lora.r, float(lora.alpha), tuple(lora.target_modules))
+        shape = AdapterShape.of(config.learner.lora)
         model, _ = load_model(config.model, dtype="float32", device="cpu")
         add_adapters(model, missing, shape, seed=config.learner.seed)
         for name in missing:

