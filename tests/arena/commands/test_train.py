@@ -226,36 +226,46 @@ def test_population_mode_draws_opponents_from_past_checkpoints(tmp_path: Path) -
 
 
 def sometimes_legal_model(path: Path) -> Path:
-    """A tiny model (saved as an HF directory) that writes a lone digit and then ends its turn
-    with fair odds, whatever the prompt: after the prefilled ``<answer>`` about a fifth of its
-    replies name a Tic-Tac-Toe cell. The random tiny model never writes a legal move, so every
-    attempt from one start plays out alike and no advantage mode could find a spread; this one
-    wins, loses and forfeits by chance, as a real policy does.
+    """A tiny model (saved as an HF directory) whose replies name a Tic-Tac-Toe cell now and
+    then, whatever the board, and which training can teach to do so more often. The random tiny
+    model never writes a legal move, so every attempt from one start plays out alike and no
+    advantage mode could find a spread; this one wins, loses and forfeits by chance, as a real
+    policy does.
 
-    Every token embeds alike and the blocks write nothing, so the last hidden state is the same
-    everywhere; the (untied) output layer then gives 50% to the digits 1-9, 45% to the end of
-    turn and 5% to every other token together.
+    It is a bigram model: the blocks write nothing and each token embeds as one of three unit
+    rows (the prompt's last token ``>``, a digit, anything else), so the next token depends on
+    the current one only. After the prefilled ``<answer>`` it writes a digit 1-9 with
+    probability 0.5 (else mostly the end of turn); after a digit, the end of turn with 0.5 (else
+    mostly another digit). About a quarter of its replies are one digit and the end, a move.
     """
     base, tokenizer = tiny_model(0)
     config = base.config
     config.tie_word_embeddings = False
     model = LlamaForCausalLM(config)
+    digits = [tokenizer.encode(d, add_special_tokens=False)[0] for d in "123456789"]
+    (prompt_end,) = tokenizer.encode(">", add_special_tokens=False)
+    end = tokenizer.eos_token_id
+    unit = math.sqrt(config.hidden_size)  # RMSNorm(one-hot row) = sqrt(hidden) on that row
+    others = len(tokenizer) - 10
+
+    def logit(p: float) -> float:  # for probability p against the other tokens' 5% together
+        return math.log(p * others / 0.05) / unit
+
     with torch.no_grad():
         for param in model.parameters():
             param.zero_()
         for name, param in model.named_parameters():
             if name.endswith("norm.weight"):
                 param.fill_(1.0)
-        model.model.embed_tokens.weight.fill_(1.0)  # RMSNorm(ones) = ones: h is all ones
-        others = len(tokenizer) - 10
-
-        def logit(p: float) -> float:  # for probability p against the others' 5%
-            return math.log(p * others / 0.05) / config.hidden_size
-
-        for digit in "123456789":
-            (token,) = tokenizer.encode(digit, add_special_tokens=False)
-            model.lm_head.weight[token] = logit(0.5 / 9)
-        model.lm_head.weight[tokenizer.eos_token_id] = logit(0.45)
+        embed, head = model.model.embed_tokens.weight, model.lm_head.weight
+        embed[:, 2] = 1.0
+        embed[prompt_end] = torch.eye(config.hidden_size)[0]
+        for digit in digits:
+            embed[digit] = torch.eye(config.hidden_size)[1]
+            head[digit, 0] = logit(0.5 / 9)
+            head[digit, 1] = logit(0.45 / 9)
+        head[end, 0] = logit(0.45)
+        head[end, 1] = logit(0.5)
     model.save_pretrained(path, safe_serialization=True)
     tokenizer.save_pretrained(path)
     return path
@@ -302,6 +312,33 @@ def test_group_advantages_carry_signal(tmp_path: Path, mode: str) -> None:
     trained = [r["learner/samples"] for r in rows]
     assert sum(trained) > 0 and all(r["learner/tokens"] > 0 for r in rows if r["learner/samples"])
     assert all(r.get("learner/filtered/zero_advantage", 0) < r["learner/turns"] for r in rows)
+
+
+def test_training_lowers_the_invalid_rate(tmp_path: Path) -> None:
+    # An honest problem a few steps can move: each invalid reply is penalised on its own turn
+    # (gamma 0: a turn's return is its own reward), and the model above can learn to write a
+    # digit after <answer> and to stop after it. Sampling is seeded per run, so the run repeats;
+    # the margin leaves room for the last bits of float32 on another CPU.
+    model = sometimes_legal_model(tmp_path / "model")
+    result = arena(
+        "train",
+        SMOKE,
+        f"output_dir={tmp_path}",
+        f"model={model}",
+        "games=[{id: tictactoe-v0, kwargs: {max_retries: 0}, role_kwargs: {prefill: true}}]",
+        "steps=4",
+        "checkpoint_every=100",
+        "rollout.actors=1",
+        "rollout.episodes_per_step=16",
+        "rollout.invalid_penalty=1.0",
+        "learner.advantage.gamma=0",
+        "learner.optim.lr=5e-2",
+        *NO_EVAL,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    invalid = [r["invalid_rate/tictactoe-v0/player"] for r in metrics(run_dir_of(tmp_path))]
+    assert len(invalid) == 4 and invalid[0] > 0.6, invalid
+    assert invalid[-1] < invalid[0] - 0.2, invalid
 
 
 def test_a_rollout_actor_started_by_hand_is_the_async_runs_only_one(tmp_path: Path) -> None:
