@@ -7,10 +7,14 @@ arrays left as arrays), and ``from_dict`` validates, naming the offending field.
 
 Only turns with ``trained=True`` contribute tokens to the loss; prompts, other seats, simulators
 and tool output are masked out by the batch assembly in ``trainers``.
+
+:func:`synthetic_turn` makes up a turn for the tests and benchmarks that feed the learner
+records without playing a game.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -283,3 +287,69 @@ class Episode:
     def trained_turns(self) -> list[Turn]:
         """The turns whose tokens the learner may train on."""
         return [t for t in self.turns if t.trained]
+
+
+def synthetic_turn(
+    episode_id: str,
+    index: int = 0,
+    seat: str = "p0",
+    *,
+    role: str = "player",
+    game: str = "g",
+    prompt: Sequence[int] = (1, 2, 3),
+    response: Sequence[int] | None = None,
+    logprobs: Sequence[float] | float = -1.0,
+    reward: float = 0.0,
+    valid: bool = True,
+    version: int = 0,
+    trained: bool = True,
+    group: str = "",
+    action: Any = None,
+    choices: Sequence[Sequence[int]] = (),
+    choice_index: int = 0,
+) -> Turn:
+    """A made-up :class:`Turn` with every field but the ids defaulted: scaffolding for the tests
+    and the benchmarks (``tests/trainers/synthetic.py``, ``bench/learner.py``), which feed the
+    learner records without playing a game. Nothing in a run calls it.
+
+    ``logprobs`` is one sampler logprob per response token, or one number for every token;
+    ``response`` defaults to ``(4, 5)``. With ``choices`` (the token ids of each legal reply) it
+    is a turn played by choice: the reply ``choice_index`` is the response, each reply's sequence
+    log-probability is -1 a token, and the sampler chose uniformly (``choice_logprob`` is
+    ``-log(len(choices))``).
+    """
+    replies = [np.asarray(reply, dtype=np.int32) for reply in choices]
+    if response is None:
+        response = replies[choice_index] if replies else (4, 5)
+    response_ids = np.asarray(response, dtype=np.int32)
+    if isinstance(logprobs, int | float):
+        response_logprobs = np.full(len(response_ids), float(logprobs), dtype=np.float32)
+    else:
+        response_logprobs = np.asarray(logprobs, dtype=np.float32)
+    chosen: dict[str, Any] = {}
+    if replies:
+        chosen = {
+            "choice_ids": np.concatenate(replies),
+            "choice_lengths": np.array([len(r) for r in replies], dtype=np.int32),
+            "choice_logprobs": np.array([-float(len(r)) for r in replies], dtype=np.float32),
+            "choice_index": choice_index,
+            "choice_logprob": -float(np.log(len(replies))),
+        }
+    return Turn(
+        episode_id=episode_id,
+        index=index,
+        game=game,
+        seat=seat,
+        role=role,
+        prompt_ids=np.asarray(prompt, dtype=np.int32),
+        response_ids=response_ids,
+        response_logprobs=response_logprobs,
+        text="",
+        action=action,
+        valid=valid,
+        reward=reward,
+        policy_version=version,
+        trained=trained,
+        group=group,
+        **chosen,
+    )

@@ -39,7 +39,7 @@ import torch.nn.functional as F
 from shapes import SHAPES, parameters, random_model
 
 from arena.models import load_model, resolve_device
-from arena.records import Episode, SeatAssignment, Turn
+from arena.records import Episode, SeatAssignment, Turn, synthetic_turn
 from trainers.config import LearnerConfig
 from trainers.learner import Learner
 
@@ -50,21 +50,13 @@ def make_episodes(batch: int, seq_len: int, prompt_len: int, vocab: int, tag: st
     episodes = []
     for i in range(batch):
         ids = rng.integers(10, vocab, size=seq_len).astype(np.int32)
-        response = ids[prompt_len:]
-        eid = f"{tag}-{i}"
         reward = 1.0 if i % 2 else -1.0  # half win, half lose: no advantage is zero
-        turn = Turn(
-            episode_id=eid,
-            index=0,
+        turn = synthetic_turn(
+            f"{tag}-{i}",
             game="bench",
-            seat="p0",
-            role="player",
-            prompt_ids=ids[:prompt_len],
-            response_ids=response,
-            response_logprobs=np.full(len(response), -5.0, dtype=np.float32),
-            text="",
-            action=None,
-            valid=True,
+            prompt=ids[:prompt_len],
+            response=ids[prompt_len:],
+            logprobs=-5.0,
             reward=reward,
         )
         episodes.append(one_turn_episode(turn, i))
@@ -91,26 +83,16 @@ def make_choice_episodes(batch: int, shape: str, vocab: int, tag: str) -> list[E
         prompt = rng.integers(10, vocab, size=prompt_len).astype(np.int32)
         replies = [rng.integers(10, vocab, size=length).astype(np.int32) for _ in range(count)]
         played = i % count
-        eid = f"{tag}-{i}"
         reward = 1.0 if i % 2 else -1.0
-        turn = Turn(
-            episode_id=eid,
-            index=0,
+        # each reply -1 a token, chosen uniformly: the builder's defaults for a choice turn
+        turn = synthetic_turn(
+            f"{tag}-{i}",
             game="bench",
-            seat="p0",
-            role="player",
-            prompt_ids=prompt,
-            response_ids=replies[played],
-            response_logprobs=np.full(length, -1.0, dtype=np.float32),
-            text="",
+            prompt=prompt,
             action=played,
-            valid=True,
             reward=reward,
-            choice_ids=np.concatenate(replies),
-            choice_lengths=np.full(count, length, dtype=np.int32),
-            choice_logprobs=np.full(count, -float(length), dtype=np.float32),
+            choices=replies,
             choice_index=played,
-            choice_logprob=-float(np.log(count)),
         )
         episodes.append(one_turn_episode(turn, i))
     return episodes

@@ -24,7 +24,7 @@ import json
 import time
 
 import numpy as np
-from kuhn_choose import LegalPolicy
+from studies.kuhn_choose import LegalPolicy
 
 from arena.policies.hf import HFPolicy
 from arena.policies.scoring import continuation_logprobs

@@ -1,5 +1,11 @@
 """The learner on the bus: a thin actor around :class:`~trainers.learner.Learner`.
 
+It lives in ``trainers/``, not beside the other actors in ``arena/actors/``, because it is the
+learner's bus front: there it would make the actors layer depend on ``trainers``, which
+``tests/test_layers.py`` forbids. Nothing needs it there, since the launcher starts it as the
+``arena learner`` subcommand (``arena/commands/learner.py`` imports it when run), never by a
+static import.
+
 - **Input.** ``episode`` messages addressed to service ``learner``. The body is one
   ``Episode.to_dict()``, or a list of them: the episodes of one group (``rollout.group_size``
   episodes from one seed), which a step then takes all together or not at all, so a step never

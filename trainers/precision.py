@@ -9,8 +9,8 @@ change, however small, settles it the other way by a whole rounding step, in the
 the change. The embedded SmolLM2 ships in float16, and 8% of its weights are such ties (float16
 has 3 more mantissa bits than bf16), so the first update of a run moved 11 M weights by a full
 bf16 step each: a sign-descent step of enormous size, whatever the learning rate
-(``bench/bf16_step.py``: a Kuhn step of length 5e-4 moved the bf16 policy's P(bet) by 0.46, where
-float32 moved it by 0.014; from weights rounded first, by 0.014).
+(``bench/studies/bf16_step.py``: a Kuhn step of length 5e-4 moved the bf16 policy's P(bet) by
+0.46, where float32 moved it by 0.014; from weights rounded first, by 0.014).
 
 :func:`snap_to_bfloat16` rounds the float32 weights to bf16 once, at the start of a run, where
 any computation holds a bf16 copy (:func:`has_bfloat16_copy`: the learner's autocast, or a bf16

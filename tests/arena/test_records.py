@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from arena.bus.codec import decode, encode
-from arena.records import Episode, RecordError, SeatAssignment, Turn
+from arena.records import Episode, RecordError, SeatAssignment, Turn, synthetic_turn
 
 
 def make_turn(index: int = 0, seat: str = "player_0", **changes) -> Turn:
@@ -154,3 +154,15 @@ def test_a_choice_turn_roundtrips_and_a_generated_one_sends_no_choice_fields() -
 def test_malformed_choice_fields_are_refused(changes: dict, message: str) -> None:
     with pytest.raises(RecordError, match=message):
         choice_turn(**changes)
+
+
+def test_synthetic_turns_fill_the_fields_tests_and_benchmarks_leave_out() -> None:
+    made = synthetic_turn("e", 2, "p1", response=[4, 5, 6], logprobs=-5.0, version=3)
+    assert (made.index, made.seat, made.policy_version, made.text) == (2, "p1", 3, "")
+    assert made.prompt_ids.tolist() == [1, 2, 3] and made.response_logprobs.tolist() == [-5.0] * 3
+    assert not made.is_choice
+    chose = synthetic_turn("e", choices=[[5, 6], [7], [8, 9, 10]], choice_index=2)
+    assert chose.response_ids.tolist() == [8, 9, 10] and chose.choice_lengths.tolist() == [2, 1, 3]
+    assert chose.choice_logprobs.tolist() == [-2.0, -1.0, -3.0]
+    assert chose.choice_logprob == pytest.approx(-np.log(3))
+    assert Turn.from_dict(chose.to_dict()).choices()[2].tolist() == [8, 9, 10]

@@ -1,5 +1,5 @@
-"""bench/ttt_tabular.py: the table moves as the per-state step asks, by hand-computed numbers,
-and the bench runs to its JSON line.
+"""bench/studies/ttt_tabular.py: the table moves as the per-state step asks, by hand-computed
+numbers, and the study runs to its JSON line.
 
 Run with ``.venv/bin/python -m pytest -q tests/bench/test_ttt_tabular.py``.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.ttt_tabular import per_state_step, probabilities
+from bench.studies.ttt_tabular import per_state_step, probabilities
 from games.tictactoe import Board
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,7 +40,7 @@ def test_a_position_moves_by_its_replies_mean_advantage_gap() -> None:
 
 def test_the_bench_ends_with_its_json_line() -> None:
     done = subprocess.run(
-        [sys.executable, "bench/ttt_tabular.py", "--games", "4", "--steps", "8"]
+        [sys.executable, "bench/studies/ttt_tabular.py", "--games", "4", "--steps", "8"]
         + ["--eval-games", "20"],
         cwd=ROOT,
         capture_output=True,

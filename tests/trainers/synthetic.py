@@ -1,5 +1,6 @@
 """Hand-made Episode records and small learner configs for the trainer tests (no games: trainers
-learn from records)."""
+learn from records). Each turn comes from :func:`arena.records.synthetic_turn`, the builder
+``bench/learner.py`` uses too; ``turn`` is that builder under its old name."""
 
 from __future__ import annotations
 
@@ -9,45 +10,8 @@ import numpy as np
 import torch
 
 from arena.records import Episode, SeatAssignment, Turn
+from arena.records import synthetic_turn as turn
 from trainers.config import LearnerConfig
-
-
-def turn(
-    episode_id: str,
-    index: int,
-    seat: str,
-    *,
-    role: str = "player",
-    game: str = "g",
-    prompt: Sequence[int] = (1, 2, 3),
-    response: Sequence[int] = (4, 5),
-    logprobs: Sequence[float] | None = None,
-    reward: float = 0.0,
-    valid: bool = True,
-    version: int = 0,
-    trained: bool = True,
-    group: str = "",
-) -> Turn:
-    response = np.asarray(response, dtype=np.int32)
-    if logprobs is None:
-        logprobs = np.full(len(response), -1.0, dtype=np.float32)
-    return Turn(
-        episode_id=episode_id,
-        index=index,
-        game=game,
-        seat=seat,
-        role=role,
-        prompt_ids=np.asarray(prompt, dtype=np.int32),
-        response_ids=response,
-        response_logprobs=np.asarray(logprobs, dtype=np.float32),
-        text="",
-        action=None,
-        valid=valid,
-        reward=reward,
-        policy_version=version,
-        trained=trained,
-        group=group,
-    )
 
 
 def episode(

@@ -2,7 +2,7 @@
 
 In the default run the Kuhn seat writes free text, and format learning pushes up whichever legal
 reply the prompt makes likelier, in every state alike (docs/learning.md, "Why format learning picks one
-action"). This bench removes format from the problem to see what reinforcement learning does with
+action"). This study removes format from the problem to see what reinforcement learning does with
 the card alone. The policy that plays is the one :func:`arena.eval.policy_reader.read_seat`
 reads: at each information state, the softmax over the legal actions of their canonical replies'
 sequence log-probabilities (logits / ``--temperature``), so no reply is ever invalid. Each step:
@@ -21,8 +21,13 @@ Two arms run side by side from the same model, seed and hands' random stream: ``
 entropy bonus, and ``state`` with the bonus. ``below_one_third`` counts the reads below 1/3,
 which only a policy that plays its card reaches (always bet: exactly 1/3).
 
-Run: .venv/bin/python bench/kuhn_choose.py [--steps 12] [--episodes 24] [--seed 0]
+Run: .venv/bin/python bench/studies/kuhn_choose.py [--steps 12] [--episodes 24] [--seed 0]
 Ends with one JSON line. About 1 minute per step of each arm on 2 CPU cores (float32).
+
+Answered in docs/learning.md, section 2, after "bf16 and float16 ties" (the paragraphs from
+"The float32 runs": the card shows only in the second decimal after 12 steps); the latest
+figures are in docs/benchmarks.md. ``bench/scoring.py`` and the other Kuhn studies reuse its
+:class:`LegalPolicy`.
 """
 
 from __future__ import annotations
@@ -199,7 +204,7 @@ def main() -> None:
         "--compute",
         choices=("auto", "float32", "bfloat16"),
         default="float32",
-        help="matmul dtype (float32 weights either way; bench/bf16_step.py: why not bf16)",
+        help="matmul dtype (float32 weights either way; bench/studies/bf16_step.py: why not bf16)",
     )
     parser.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS))
     parser.add_argument("--seed", type=int, default=0)

@@ -1,7 +1,7 @@
 """Is Kuhn's card hard to learn because every state's update moves every other state?
 
 The choice policy's Kuhn runs end card-blind: always bet, exploitability 1/3 (docs/learning.md,
-section 1). This bench separates the two suspects, noise and coupling, by taking noise out: each
+section 1). This study separates the two suspects, noise and coupling, by taking noise out: each
 step uses the *exact* counterfactual values of the current policy in self-play (a walk of the
 game tree, no sampled hands), and asks every one of the 12 information states to move its
 log-odds of betting (or calling) by ``--eta`` times the value of that action over the other.
@@ -25,8 +25,13 @@ The policy is read exactly after each step (softmax over the legal replies at T 
 exploitability computed. Ends with one JSON line: each arm's exploitability per step, its
 P(call) holding J / Q / K at the end, and how far the states moved against their targets.
 
-Run: .venv/bin/python bench/kuhn_decoupled.py [--steps 8] [--eta 0.05] [--damping 1e-4]
+Run: .venv/bin/python bench/studies/kuhn_decoupled.py [--steps 8] [--eta 0.05] [--damping 1e-4]
 About 1 minute per step of each arm on 2 CPU cores (float32).
+
+Answered in docs/learning.md, section 1, "What holds the card back: coupling first, then
+noise" (coupling: with exact values the plain step ends card-blind, the decoupled one reads the
+card), and its ``ppo`` arm under "The per-state step: Kuhn reads its card"; the latest figures
+are in docs/benchmarks.md.
 """
 
 from __future__ import annotations

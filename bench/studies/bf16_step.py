@@ -3,9 +3,9 @@
 The learner keeps float32 weights; a bf16 sampler (``inference.dtype: bfloat16``) or a bf16
 autocast learner computes with those weights rounded to bf16, whose rounding step is 2^-8 of each
 weight. An RL step moves a weight by far less than that, so the rounded copy moves by whole
-rounding steps in a few weights and not at all in the rest. This bench measures what that does to
+rounding steps in a few weights and not at all in the rest. This study measures what that does to
 the policy: one policy-gradient step on Kuhn Poker (the legal-reply policy of
-``bench/kuhn_choose.py``: 16 self-play hands, advantages per seat, the gradient in float32),
+``bench/studies/kuhn_choose.py``: 16 self-play hands, advantages per seat, the gradient in float32),
 taken at several lengths along the gradient, and after each the policy read at all 12
 information states twice, with float32 matmuls and with bf16 autocast.
 
@@ -16,8 +16,12 @@ per step length, the mean over information states of |P(bet) after - P(bet) befo
 that followed the step would shift about as much as float32 does, and not at all for a step too
 small to move any weight by half a bf16 rounding step.
 
-Run: .venv/bin/python bench/bf16_step.py [--lengths 1e-7 5e-4 2e-3 5e-3]
+Run: .venv/bin/python bench/studies/bf16_step.py [--lengths 1e-7 5e-4 2e-3 5e-3]
 Ends with one JSON line. About two minutes on 2 CPU cores.
+
+Answered in docs/learning.md, section 2, "bf16 and float16 ties" (no: a copy of the weights as
+loaded jumps onto betting; rounded to bf16 first, it follows), which led to
+``trainers/precision.py``; the latest figures are in docs/benchmarks.md.
 """
 
 from __future__ import annotations

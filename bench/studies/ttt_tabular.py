@@ -6,7 +6,7 @@ log-odds over its first reply by ``eta`` times its replies' mean-advantage gap, 
 ``max_move``. On SmolLM2 that costs about 1 s of scoring a turn and 1 s of the learner's per
 (state, reply) row on this CPU, so 8 games a step is what fits the 30-minute budget, for 8 steps.
 
-This bench asks what that budget could buy at best, with the model taken out: the policy is a
+This study asks what that budget could buy at best, with the model taken out: the policy is a
 table of logits per position (a softmax over the legal moves, at temperature 1), which the same
 targets move *exactly*, as the per-state step moves the model's log-odds to first order. The
 table cannot generalize from one position to another, as a model might; it also never moves a
@@ -23,8 +23,11 @@ against the uniformly random mover (alternating seats) and reports:
 Step 0 is the uniform table: the random mover itself. The Tic-Tac-Toe goals of issue 28 ask for
 a score above the random mover's 95% interval and an optimal-move rate 0.10 above the start.
 
-Usage: python bench/ttt_tabular.py [--games 8 64 512] [--steps 512] [--eta 0.1] [--seed 0]
+Usage: python bench/studies/ttt_tabular.py [--games 8 64 512] [--steps 512] [--eta 0.1] [--seed 0]
 Ends with one JSON line.
+
+Answered in docs/learning.md, section 1, "How many games Tic-Tac-Toe needs: the data budget,
+not the step" (about 16,000 games at 64 a step); the latest figures are in docs/benchmarks.md.
 """
 
 from __future__ import annotations

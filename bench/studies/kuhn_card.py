@@ -2,7 +2,7 @@
 
 The default run's Kuhn policy ends card-blind (docs/learning.md, issue 12): reinforcement learning moves
 the part of the policy that ignores the card within a few steps and not the part that reads it.
-This bench asks whether the card is hard to learn at all, with no RL noise: supervised steps on
+This study asks whether the card is hard to learn at all, with no RL noise: supervised steps on
 the exact reply of a target policy at all 12 information states, side by side for
 
 - ``card_rule``: bet or call with the king, pass or fold with the jack, check and call with the
@@ -17,8 +17,11 @@ T = 1) and its exploitability computed. ``steps_to_play_the_card`` is the first 
 the card rule's run stays below 1/3 (which no card-blind policy does); ``steps_to_always_bet``
 the first from which the always-bet run stays within 0.01 of its 1/3 (None: never).
 
-Run: .venv/bin/python bench/kuhn_card.py [--config configs/selfplay_text.yaml] [--lr 2e-5] [--steps 20]
+Run: .venv/bin/python bench/studies/kuhn_card.py [--config configs/selfplay_text.yaml] [--lr 2e-5] [--steps 20]
 Ends with one JSON line. About 2 minutes per 20 steps of each target on 2 CPU cores.
+
+Answered in docs/learning.md, section 2, "Even with perfect labels the card is slow to learn"
+(8 steps to play the card, 1 to always bet); the latest figures are in docs/benchmarks.md.
 """
 
 from __future__ import annotations
