@@ -34,27 +34,32 @@ def test_the_watchdog_reports_while_the_wait_lasts_and_stops_after() -> None:
     async def listing() -> list[dict]:
         return LISTING
 
-    async def main() -> None:
+    async def until(count: int) -> None:  # the event, not the clock: a loaded host is slow
+        while len(reports) < count:
+            await asyncio.sleep(0.01)
+
+    async def main() -> int:
         watchdog = Watchdog(reports.append, listing, every=0.05)
         async with watchdog.waiting("step 7: waiting for weights v2", ["inference-0"]):
-            await asyncio.sleep(0.18)
-        await asyncio.sleep(0.15)  # no report once the block has ended
+            await asyncio.wait_for(until(2), 30)
+        ended = len(reports)
+        await asyncio.sleep(0.15)  # three periods: no report once the block has ended
+        return ended
 
     seen: list[list[str]] = []
 
     async def main_watching_current() -> None:
         watchdog = Watchdog(reports.append, listing, every=0.05)
         async with watchdog.waiting("step 7: waiting for weights v2", ["inference-0"]):
-            await asyncio.sleep(0.12)
+            await asyncio.wait_for(until(len(reports) + 1), 30)
             seen.append(watchdog.current())
         seen.append(watchdog.current())
 
-    asyncio.run(main())
-    assert len(reports) == 3, reports
+    ended = asyncio.run(main())
+    assert len(reports) == ended >= 2, reports
     asyncio.run(main_watching_current())
     # while the wait lasts its latest report is current (what `arena status` shows), then not
     assert seen[0] == [reports[-1]] and seen[1] == []
-    del reports[3:]
     assert reports[0].startswith("step 7: waiting for weights v2 for 0 s; inference-0 serves v1")
 
     async def broken() -> list[dict]:
@@ -62,7 +67,7 @@ def test_the_watchdog_reports_while_the_wait_lasts_and_stops_after() -> None:
 
     async def silent_broker() -> None:
         async with Watchdog(reports.append, broken, every=0.05).waiting("step 1", ["learner"]):
-            await asyncio.sleep(0.08)
+            await asyncio.wait_for(until(len(reports) + 1), 30)
 
     asyncio.run(silent_broker())
     assert "the broker does not answer" in reports[-1]
