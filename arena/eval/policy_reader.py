@@ -49,6 +49,7 @@ from arena.eval.exploitability import (
     openspiel_game,
     reach,
 )
+from arena.play.acting import CHOICE
 from arena.play.choice import choice_logprobs, reply_ids
 from arena.play.seats import BotSeat, PolicySeat
 from arena.policies.scoring import continuation_logprobs
@@ -171,7 +172,7 @@ def read_seat(
         )
     prompts = [state_prompt(game_id, seat, s) for s in information_states(game_id)]
     items = [(p.prompt_ids, [p.replies[a] for a in p.state.legal_actions]) for p in prompts]
-    choosing = seat.act == "choice"
+    choosing = seat.act == CHOICE
     lasts = [reply[-1] for _, replies in items for reply in replies]
     scores = reply_logprobs(
         model,
