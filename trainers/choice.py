@@ -10,13 +10,15 @@ For a choice turn with legal replies a = 1..n (``arena/play/choice.py``)::
 so the PPO ratio, the truncated importance weight against the sampler's recorded
 ``choice_logprob``, the KL to a reference and the entropy bonus (trainers/losses.py) all act on
 the legal-normalized distribution, and the gradient reaches every legal reply's tokens: with
-ratio 1, d(-A log pi(k)) / dS_a = -A (1[a = k] - pi(a)) / T.
+ratio 1, d(-A log pi(k)) / dS_a = -A (1[a = k] - pi(a)) / T. The arithmetic is
+``arena/models/scoring.py``'s, which the exact policy reader shares.
 """
 
 from __future__ import annotations
 
 import torch
 
+from arena.models.scoring import reply_logprobs
 from trainers.microbatch import MicroBatch
 
 
@@ -31,34 +33,23 @@ def element_logprobs(
     entropy = token_entropy[mb.generated]
     if mb.chosen_reply.numel() == 0:
         return logprobs, entropy
-    log_pi, turn_entropy = reply_logprobs(token_logprobs, mb, temperature)
+    log_pi, turn_entropy = legal_policy(token_logprobs, mb, temperature)
     return (
         torch.cat([logprobs, log_pi[mb.chosen_reply]]),
         torch.cat([entropy, turn_entropy]),
     )
 
 
-def reply_logprobs(
+def legal_policy(
     token_logprobs: torch.Tensor, mb: MicroBatch, temperature: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``[R]`` log pi of every legal reply of ``mb``'s choice turns (``mb.reply_turn`` says
-    whose), and each turn's entropy."""
-    sums = token_logprobs.new_zeros(len(mb.reply_turn)).index_add(
-        0, mb.reply_of_token, token_logprobs[mb.reply_tokens]
+    whose), and each turn's entropy: :func:`arena.models.scoring.reply_logprobs` on ``mb``'s
+    reply tokens (``token_logprobs`` are all ``[M]`` scored tokens)."""
+    return reply_logprobs(
+        token_logprobs[mb.reply_tokens],
+        mb.reply_of_token,
+        mb.reply_turn,
+        len(mb.chosen_reply),
+        temperature,
     )
-    return legal_log_softmax(sums / temperature, mb.reply_turn, len(mb.chosen_reply))
-
-
-def legal_log_softmax(
-    scores: torch.Tensor, turn: torch.Tensor, turns: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``log softmax`` of ``scores`` within each turn (``turn[a]`` is reply a's turn), and each
-    turn's entropy."""
-    top = scores.new_full((turns,), float("-inf")).scatter_reduce(
-        0, turn, scores.detach(), "amax", include_self=True
-    )
-    shifted = scores - top[turn]
-    log_z = torch.log(scores.new_zeros(turns).index_add(0, turn, shifted.exp()))
-    log_pi = shifted - log_z[turn]
-    entropy = -scores.new_zeros(turns).index_add(0, turn, log_pi.exp() * log_pi)
-    return log_pi, entropy

@@ -39,7 +39,7 @@ import torch
 
 from arena.models.lora import route
 from trainers.batch import Sample
-from trainers.choice import reply_logprobs
+from trainers.choice import legal_policy
 from trainers.microbatch import collate
 from trainers.update import PolicyUpdate
 
@@ -176,7 +176,7 @@ class PerStateUpdate(PolicyUpdate):
         mb = collate([state.sample], self.pad_id).to(self.device)
         with route(self.model, mb.row_adapters or []), self.autocast():
             tokens, _ = self.policy(*mb.forward_args())
-        log_pi, entropy = reply_logprobs(tokens, mb, self.config.loss.temperature)
+        log_pi, entropy = legal_policy(tokens, mb, self.config.loss.temperature)
         log_odds = log_pi[1:] - log_pi[0]
         count = len(log_odds)
         # all of the state's rows in one batched backward (one vector-Jacobian product each)

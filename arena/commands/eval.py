@@ -49,6 +49,8 @@ if TYPE_CHECKING:
 def add_seat_arguments(parser: argparse.ArgumentParser) -> None:
     """How the model's seats are played (``--act``) and who fills the others (``--simulator``):
     shared by ``arena eval`` and ``arena play``."""
+    from arena.play.acting import ACTS
+
     parser.add_argument(
         "--simulator",
         action="append",
@@ -59,11 +61,11 @@ def add_seat_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--act",
-        choices=("generate", "choice"),
+        choices=ACTS,
         default=None,
         help="how the model plays games that list their legal actions: write a reply "
         "(generate) or pick among the legal replies by their scores (choice); default: as its "
-        "run config says",
+        "run config says (see arena/play/acting.py)",
     )
 
 
@@ -149,7 +151,6 @@ def run(args: argparse.Namespace) -> int:
         ParticipantConfig(model=spec) if args.model is not None else parse_participant(spec)
     )
     participant.adapter = args.adapter
-    participant.act = args.act
     participant.sampling.temperature = (
         run_config.eval.temperature if args.temperature is None else args.temperature
     )
@@ -166,7 +167,9 @@ def run(args: argparse.Namespace) -> int:
     name = resolved.name
 
     async def main() -> list:
-        seating = Seating(config, [resolved], Path(tempfile.mkdtemp(prefix="arena-eval-")))
+        seating = Seating(
+            config, [resolved], Path(tempfile.mkdtemp(prefix="arena-eval-")), act=args.act
+        )
         episodes = n * len(player_games) * len(opponents)
         for game in role_games:
             probe = registry_games.make(game.id, **game.kwargs)

@@ -97,6 +97,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from arena.commands.eval import with_simulators
     from arena.core.config import parse_assignments
+    from arena.play.acting import resolve_act
     from arena.play.config import GameConfig
     from arena.tournament.human import pick_seat, play_human
 
@@ -109,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         role_kwargs={**trained.role_kwargs, **parse_assignments(args.role_arg)},
         roles=dict(trained.roles),
         simulators=dict(trained.simulators),
-        act=args.act or trained.act,
+        act=resolve_act(command_line=args.act, game=trained.act),
     )
     if args.max_new_tokens is None:
         args.max_new_tokens = max_new_tokens

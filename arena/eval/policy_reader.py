@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,9 +49,10 @@ from arena.eval.exploitability import (
     openspiel_game,
     reach,
 )
+from arena.play.acting import CHOICE
 from arena.play.choice import choice_logprobs, reply_ids
 from arena.play.seats import BotSeat, PolicySeat
-from arena.policies.scoring import continuation_logprobs
+from arena.policies.scoring import continuation_sums
 from games.bots.base import Bot
 
 
@@ -108,30 +109,6 @@ def state_prompt(game_id: str, seat: PolicySeat, state: InfoState) -> StatePromp
     return StatePrompt(state, agent, prompt.ids, replies)
 
 
-def reply_logprobs(
-    model: Any,
-    items: Sequence[tuple[np.ndarray, Sequence[np.ndarray]]],
-    *,
-    temperature: float = 1.0,
-    batch_size: int = 16,
-    extensions: Mapping[int, Sequence[int]] | None = None,
-    adapters: Sequence[str | None] | None = None,
-) -> list[np.ndarray]:
-    """For each (prompt ids, [reply ids, ...]): the sum of each reply's token log-probabilities
-    after the prompt, under ``softmax(logits / temperature)`` (teacher forcing, each prompt
-    computed once: :func:`arena.policies.scoring.continuation_logprobs`, which also says what
-    ``extensions`` do)."""
-    scored = continuation_logprobs(
-        model,
-        items,
-        temperature=temperature,
-        batch_size=batch_size,
-        extensions=extensions,
-        adapters=adapters,
-    )
-    return [np.array([lp.sum(dtype=np.float64) for lp in replies]) for replies in scored]
-
-
 def token_extensions(tokenizer: Any, token_ids: Iterable[int]) -> dict[int, list[int]]:
     """For each of ``token_ids``: every vocabulary token whose text begins with that token's
     text (itself included), e.g. ``>`` -> ``>``, ``>.``, ``>>``, ``>\n``."""
@@ -171,9 +148,9 @@ def read_seat(
         )
     prompts = [state_prompt(game_id, seat, s) for s in information_states(game_id)]
     items = [(p.prompt_ids, [p.replies[a] for a in p.state.legal_actions]) for p in prompts]
-    choosing = seat.act == "choice"
+    choosing = seat.act == CHOICE
     lasts = [reply[-1] for _, replies in items for reply in replies]
-    scores = reply_logprobs(
+    scores = continuation_sums(
         model,
         items,
         # a choice seat's policy: softmax(S / T) of the exact replies' T = 1 log-probabilities

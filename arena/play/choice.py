@@ -17,19 +17,17 @@ plays the likeliest reply, and records its probability at ``T = 1``. The learner
 entropy and the KL are those of this distribution (``trainers/choice.py``).
 
 A game whose action space is free text has no list to choose from: a seat of it with ``act:
-choice`` is a config error (:func:`check_choice_game`).
+choice`` is a config error (:func:`arena.play.acting.check_act`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from arena.core.errors import ConfigError
 from arena.play.seats import (
     EpisodeError,
     PolicySeat,
-    bare_turn,
-    plain_action,
+    record_turn,
     request_seed,
     turn_error,
 )
@@ -65,15 +63,6 @@ def pick(logprobs: np.ndarray, temperature: float, seed: int) -> int:
     return int(np.random.default_rng(seed).choice(len(probs), p=probs / probs.sum()))
 
 
-def check_choice_game(game_id: str, env: TextGame, seats: list[str]) -> None:
-    """Refuse ``act: choice`` for a game whose ``seats`` cannot list their legal replies."""
-    if env.free_text:
-        raise ConfigError(
-            f"games.{game_id}: act: choice needs a game that lists its legal actions, but "
-            f"{game_id} takes free text (seats {', '.join(seats)}); use act: generate"
-        )
-
-
 async def choose_turn(
     env: TextGame,
     game_id: str,
@@ -92,7 +81,7 @@ async def choose_turn(
     legal = list(env.legal_actions(agent))
     if not legal:
         env.step_text("")
-        turn = bare_turn(episode_id, index, game_id, agent, seat.role.name, "", None, env)
+        turn = record_turn(episode_id, index, game_id, agent, seat.role.name, "", None, env)
         turn.error = "no legal action to choose from"
         return turn
     prompt = seat.prompt(env, agent, observation)
@@ -117,18 +106,18 @@ async def choose_turn(
     valid = not env.infos[agent]["invalid"]
     prefix = seat.role.assistant_prefix()
     text = seat.chat.tokenizer.decode(replies[chosen].tolist(), skip_special_tokens=True)
-    return Turn(
-        episode_id=episode_id,
-        index=index,
-        game=game_id,
-        seat=agent,
-        role=seat.role.name,
+    return record_turn(
+        episode_id,
+        index,
+        game_id,
+        agent,
+        seat.role.name,
+        prefix + text,
+        action,
+        env,
         prompt_ids=scoring.prompt_ids,
         response_ids=replies[chosen],
         response_logprobs=scoring.logprobs[chosen],
-        text=prefix + text,
-        action=plain_action(action),
-        valid=valid,
         reward=0.0 if valid else -seat.invalid_penalty,
         policy_version=scoring.version,
         trained=seat.trained and not changed,

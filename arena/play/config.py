@@ -10,14 +10,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from arena.core.errors import ConfigError, check_choice, did_you_mean
+from arena.play.acting import ACTS, DEFAULT_ACT
 
 OPPONENT_MODES = ("self-play", "fixed", "population")
 ADAPTER_KINDS = ("lora",)
-
-
-ACTS = ("generate", "choice")
-"""How a policy seat acts: ``generate`` writes free text that its role reads; ``choice`` picks
-one of the legal replies by their scores (:mod:`arena.play.choice`)."""
 
 
 @dataclass
@@ -61,11 +57,12 @@ class GameConfig:
     """Seats filled by a simulator instead of a policy (``user: {id: scripted-user-v0}``); their
     turns are recorded but never trained on. A seat left out is played by the policy, so the
     same policy learns both sides."""
-    act: str = "generate"
+    act: str = DEFAULT_ACT
     """How the policy plays this game's seats: ``generate`` writes a reply that the role reads
     (any game); ``choice`` samples one of the legal replies by the model's log-probability of
     each (games that list their legal actions only; see ``arena/play/choice.py``): no reply is
-    ever invalid, and training moves the policy over the legal actions."""
+    ever invalid, and training moves the policy over the legal actions. A command's ``--act``
+    and a tournament participant's ``act`` override it (:func:`arena.play.acting.resolve_act`)."""
 
     def __post_init__(self) -> None:
         check_choice("act", self.act, ACTS)

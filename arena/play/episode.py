@@ -51,6 +51,7 @@ import dataclasses
 import time
 from collections.abc import Mapping
 
+from arena.play.acting import CHOICE
 from arena.play.choice import choose_turn
 from arena.play.seats import (
     BotSeat,
@@ -58,8 +59,7 @@ from arena.play.seats import (
     PolicySeat,
     Seat,
     SimulatorSeat,
-    bare_turn,
-    plain_action,
+    record_turn,
     request_seed,
     seat_assignment,
     seat_seed,
@@ -115,7 +115,7 @@ async def play_episode(
             text = env.action_to_text(agent, action)
             env.step(action)
             turns.append(
-                bare_turn(episode_id, len(turns), game_id, agent, "bot", text, action, env)
+                record_turn(episode_id, len(turns), game_id, agent, "bot", text, action, env)
             )
             continue
         observation = env.observe(agent)["text"]
@@ -123,7 +123,7 @@ async def play_episode(
         if isinstance(seat, SimulatorSeat):
             turns.append(await _simulate(env, game_id, episode_id, seat, agent, observation, turns))
             continue
-        if seat.act == "choice":
+        if seat.act == CHOICE:
             try:
                 turn = await choose_turn(env, game_id, episode_id, seat, agent, observation, turns)
             except ContextOverflow:
@@ -154,20 +154,18 @@ async def play_episode(
         valid = not env.infos[agent]["invalid"]
         shaping = seat.role.format_reward(reply) - (0.0 if valid else seat.invalid_penalty)
         turns.append(
-            Turn(
-                episode_id=episode_id,
-                index=len(turns),
-                game=game_id,
-                seat=agent,
-                role=seat.role.name,
+            record_turn(
+                episode_id,
+                len(turns),
+                game_id,
+                agent,
+                seat.role.name,
+                seat.role.assistant_prefix() + written,
+                env.parse_action(agent, reply.action_text) if reply.action_text else None,
+                env,
                 prompt_ids=generation.prompt_ids,
                 response_ids=generation.token_ids,
                 response_logprobs=generation.logprobs,
-                text=seat.role.assistant_prefix() + written,
-                action=plain_action(
-                    env.parse_action(agent, reply.action_text) if reply.action_text else None
-                ),
-                valid=valid,
                 reward=shaping,
                 policy_version=generation.version,
                 trained=seat.trained,
@@ -265,7 +263,7 @@ async def _simulate(
         )
     seat.turns += 1
     env.step_text(text)
-    turn = bare_turn(episode_id, len(turns), game_id, agent, seat.simulator.role, text, text, env)
+    turn = record_turn(episode_id, len(turns), game_id, agent, seat.simulator.role, text, text, env)
     turn.error = turn_error(env, agent)
     return turn
 

@@ -19,7 +19,7 @@ import games.bots
 import roles
 import simulators
 from arena.core.errors import ConfigError
-from arena.play.choice import check_choice_game
+from arena.play.acting import check_act
 from arena.play.config import GameConfig, PlayConfig
 from arena.play.seats import BotSeat, PolicySeat, Seat, SimulatorSeat
 from arena.policies.chat import ChatFormat
@@ -97,9 +97,9 @@ class SeatFactory:
         )
         self._games = {g.id: g for g in config.games}
         for game in config.games:
-            if game.act == "choice":
-                env = games.make(game.id, **game.kwargs)
-                check_choice_game(game.id, env, list(env.possible_agents))
+            check_act(
+                game.act, game.id, lambda g=game: games.make(g.id, **g.kwargs), game.simulators
+            )
 
     def policy_seat(
         self,

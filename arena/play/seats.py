@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from arena.play.acting import DEFAULT_ACT
 from arena.policies.base import Policy
 from arena.policies.chat import ChatFormat
 from arena.policies.types import Generation, Prompt, SamplingParams
@@ -39,9 +40,9 @@ class PolicySeat:
     trained: bool = True
     invalid_penalty: float = 0.0
     """Subtracted from the reward of a turn whose action the game rejected."""
-    act: str = "generate"
+    act: str = DEFAULT_ACT
     """``generate``: write a reply for the role to read; ``choice``: pick one of the legal
-    replies by their scores (:mod:`arena.play.choice`)."""
+    replies by their scores (:mod:`arena.play.choice`); resolved by :mod:`arena.play.acting`."""
     _conversation: np.ndarray | None = field(default=None, repr=False)
 
     def prompt(self, env: TextGame, agent: str, observation: str) -> Prompt:
@@ -128,7 +129,7 @@ def turn_error(env: TextGame, agent: str) -> str:
     return str(info.get("invalid_reason") or info.get("tool_error") or "")
 
 
-def bare_turn(
+def record_turn(
     episode_id: str,
     index: int,
     game_id: str,
@@ -137,24 +138,33 @@ def bare_turn(
     text: str,
     action: Any,
     env: TextGame,
+    **played: Any,
 ) -> Turn:
-    """The record of a turn no policy generated (a bot's, a simulator's, or a choice with no
-    legal action): no token ids, never trained on."""
+    """The record of ``agent``'s turn just played on ``env``, the one constructor of every turn
+    of an episode: ``valid`` is read from the game, ``action`` made msgpack-friendly. ``played``
+    gives what a policy's turn adds (its token ids and logprobs, ``reward``, ``policy_version``,
+    ``trained``, ``group``, ``error``, the choice fields); without it the turn is one no policy
+    generated (a bot's, a simulator's, or a choice with no legal action): no token ids, reward
+    0, version -1, never trained on."""
+    fields = {
+        "prompt_ids": _EMPTY_IDS,
+        "response_ids": _EMPTY_IDS,
+        "response_logprobs": _EMPTY_LOGPROBS,
+        "reward": 0.0,
+        "policy_version": -1,
+        "trained": False,
+        **played,
+    }
     return Turn(
         episode_id=episode_id,
         index=index,
         game=game_id,
         seat=agent,
         role=role,
-        prompt_ids=_EMPTY_IDS,
-        response_ids=_EMPTY_IDS,
-        response_logprobs=_EMPTY_LOGPROBS,
         text=text,
         action=plain_action(action),
         valid=not env.infos[agent]["invalid"],
-        reward=0.0,
-        policy_version=-1,
-        trained=False,
+        **fields,
     )
 
 

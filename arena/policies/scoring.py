@@ -2,7 +2,7 @@
 
 :func:`continuation_logprobs` is the one implementation behind :meth:`HFPolicy.score
 <arena.policies.hf.HFPolicy.score>` (a seat choosing among its legal replies) and the exact
-policy reader (:mod:`arena.eval.policy_reader`). A batch of prompts, left-padded, fills a KV
+policy reader (:mod:`arena.eval.policy_reader`, through :func:`continuation_sums`). A batch of prompts, left-padded, fills a KV
 cache in one forward pass; the cache is then repeated for each of a prompt's continuations, and
 the continuations, right-padded, run on top of it. A prompt is usually far longer than its
 continuations, so N replies cost about one forward pass of the prompt rather than N, and only the
@@ -25,6 +25,7 @@ import torch
 from transformers import DynamicCache
 
 from arena.models.lora import route
+from arena.models.scoring import reply_sums
 from arena.policies.base import Policy
 from arena.policies.types import InvalidRequest, PromptLike, Scoring
 
@@ -116,6 +117,37 @@ def continuation_logprobs(
             )
             offset += len(replies)
     return out
+
+
+def continuation_sums(
+    model: Any,
+    items: Sequence[tuple[np.ndarray, Sequence[np.ndarray]]],
+    *,
+    temperature: float = 1.0,
+    batch_size: int = 16,
+    extensions: Mapping[int, Sequence[int]] | None = None,
+    adapters: Sequence[str | None] | None = None,
+) -> list[np.ndarray]:
+    """For each (prompt ids, [continuation ids, ...]): each continuation's float64 sequence
+    log-probability S, the sum of its :func:`continuation_logprobs` (which says what the
+    arguments do) by :func:`arena.models.scoring.reply_sums`, as the learner sums a choice
+    turn's replies."""
+    scored = continuation_logprobs(
+        model,
+        items,
+        temperature=temperature,
+        batch_size=batch_size,
+        extensions=extensions,
+        adapters=adapters,
+    )
+    flat = [lp for replies in scored for lp in replies]
+    if not flat:
+        return [np.zeros(0) for _ in scored]
+    tokens = torch.from_numpy(np.concatenate(flat).astype(np.float64))
+    owner = torch.repeat_interleave(torch.arange(len(flat)), torch.tensor([len(lp) for lp in flat]))
+    sums = reply_sums(tokens, owner, len(flat)).numpy()
+    ends = np.cumsum([len(replies) for replies in scored])
+    return list(np.split(sums, ends[:-1]))
 
 
 ScoreItem = tuple[np.ndarray, Sequence[np.ndarray]]

@@ -17,6 +17,7 @@ from pathlib import Path
 from arena.bus.peers import ROUTINGS
 from arena.core.config import load_config, to_yaml
 from arena.core.errors import ConfigError, check_choice
+from arena.play.acting import CHOICE
 from arena.play.config import (
     GameConfig,
     OpponentConfig,
@@ -404,7 +405,7 @@ class RunConfig:
         if not self.learner.per_state.enabled:
             return
         for game in self.games:
-            if game.act != "choice":
+            if game.act != CHOICE:
                 raise ConfigError(
                     f"learner.per_state trains choice turns only, but {game.id} is played with "
                     f"act: {game.act}: give it act: choice, or turn learner.per_state.enabled off"

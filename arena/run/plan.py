@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from arena.play.acting import CHOICE
 from arena.play.config import GameConfig, PlayConfig
 from arena.run.addresses import broker_hint, own_address, own_broker
 from arena.run.config import RunConfig
@@ -110,7 +111,7 @@ def seat_line(game: GameConfig, play: PlayConfig | None = None) -> str:
     if len({s.split("=", 1)[1] for s in seats}) == 1 and not game.simulators:
         seats = [f"role={seats[0].split('=', 1)[1]}"]
     kwargs = f" {game.role_kwargs}" if game.role_kwargs else ""
-    act = " act=choice (among the legal replies)" if game.act == "choice" else ""
+    act = " act=choice (among the legal replies)" if game.act == CHOICE else ""
     return " ".join(seats) + act + kwargs
 
 

@@ -22,7 +22,7 @@ def validate(config: RunConfig) -> None:
     import roles
     import simulators
     from arena.core.registry import RegistryError
-    from arena.play.choice import check_choice_game
+    from arena.play.acting import check_act
     from arena.play.seating import resolve_opponent
 
     try:
@@ -38,9 +38,7 @@ def validate(config: RunConfig) -> None:
                 games.bots.registry.entry(resolve_opponent(bot, game.id))
             env = make_game(game)
             check_roles(game, env)
-            if game.act == "choice":
-                played = [a for a in env.possible_agents if a not in game.simulators]
-                check_choice_game(game.id, env, played)
+            check_act(game.act, game.id, env, game.simulators)
             for seat, simulator in game.simulators.items():
                 simulators.registry.entry(simulator.id)
                 if seat not in env.possible_agents or not env.simulatable(seat):

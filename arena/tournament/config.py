@@ -22,7 +22,8 @@ from typing import Any
 
 from arena.core.config import load_config
 from arena.core.errors import ConfigError, check_choice
-from arena.play.config import ACTS, GameConfig, SamplingConfig
+from arena.play.acting import ACTS
+from arena.play.config import GameConfig, SamplingConfig
 
 SCHEDULES = ("round-robin", "gauntlet")
 MODEL_BACKENDS = ("hf", "vllm", "openai")

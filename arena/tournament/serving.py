@@ -26,6 +26,7 @@ from typing import Any
 import simulators
 from arena.bus import Actor, BusError
 from arena.eval.roles import reference_seat
+from arena.play.acting import resolve_act
 from arena.play.config import GameConfig, PlayConfig
 from arena.play.seating import SeatFactory
 from arena.play.seats import BotSeat, Seat, SimulatorSeat
@@ -48,9 +49,16 @@ class Seating:
     """Serves the participants of one tournament and builds the seats of its matches."""
 
     def __init__(
-        self, config: TournamentConfig, participants: list[Participant], log_dir: Path
+        self,
+        config: TournamentConfig,
+        participants: list[Participant],
+        log_dir: Path,
+        act: str | None = None,
     ) -> None:
         self.config = config
+        self.act = act
+        """A command's ``--act``: how every model participant plays, over its own ``act`` and
+        the games' (:func:`~arena.play.acting.resolve_act`)."""
         self.participants = {p.name: p for p in participants}
         self.log_dir = log_dir
         self.launcher: Launcher | None = None
@@ -96,9 +104,9 @@ class Seating:
                 )
             else:
                 continue
-            act = participant.config.act
             games = [
-                g if act is None else dataclasses.replace(g, act=act) for g in self.config.games
+                dataclasses.replace(g, act=resolve_act(self.act, participant.config.act, g.act))
+                for g in self.config.games
             ]
             self._factories[participant.name] = SeatFactory(
                 PlayConfig(games=games, policy_name=participant.name),

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 import torch
 
+from arena.models.scoring import legal_log_softmax
 from trainers.batch import Sample
-from trainers.choice import element_logprobs, legal_log_softmax
+from trainers.choice import element_logprobs
 from trainers.config import LossConfig
 from trainers.losses import policy_loss
 from trainers.microbatch import collate

@@ -21,7 +21,6 @@ from arena.eval.exploitability import exploitability, information_states
 from arena.eval.policy_reader import (
     read_policy,
     read_seat,
-    reply_logprobs,
     state_prompt,
     token_extensions,
 )
@@ -30,6 +29,7 @@ from arena.play.seats import BotSeat, PolicySeat
 from arena.policies.base import Policy
 from arena.policies.chat import ChatFormat
 from arena.policies.hf import HFPolicy
+from arena.policies.scoring import continuation_sums
 from arena.policies.types import Generation, PromptLike, SamplingParams, as_prompt
 from games.bots.base import Bot
 from games.text_env import TextGame
@@ -70,7 +70,7 @@ def test_reply_scores_match_a_plain_forward_pass(tiny_model) -> None:
         for n, lengths in [(7, [1, 3]), (12, [4, 2, 5]), (3, [2])]
     ]
     for temperature in (1.0, 0.5):
-        got = reply_logprobs(model, items, temperature=temperature, batch_size=2)
+        got = continuation_sums(model, items, temperature=temperature, batch_size=2)
         for (prompt, replies), scores in zip(items, got, strict=True):
             assert len(scores) == len(replies)
             for reply, score in zip(replies, scores, strict=True):
@@ -83,7 +83,7 @@ def test_reply_scores_match_a_plain_forward_pass(tiny_model) -> None:
                 )
                 assert score == pytest.approx(want, abs=1e-4)
     with pytest.raises(ValueError, match="temperature"):
-        reply_logprobs(model, items, temperature=0.0)
+        continuation_sums(model, items, temperature=0.0)
 
 
 def test_a_closing_token_counts_with_every_token_that_extends_it(tiny_model) -> None:
@@ -96,7 +96,7 @@ def test_a_closing_token_counts_with_every_token_that_extends_it(tiny_model) -> 
     assert all(v.startswith(">") for v in vocab)
     # the reply's score is the log of the summed probability of those last tokens
     prompt, reply = np.array([11, 12, 13]), np.array([14, close])
-    (got,) = reply_logprobs(model, [(prompt, [reply])], extensions=extensions)
+    (got,) = continuation_sums(model, [(prompt, [reply])], extensions=extensions)
     with torch.no_grad():
         logits = model(input_ids=torch.as_tensor(np.concatenate([prompt, reply]))[None]).logits
     logprobs = torch.log_softmax(logits[0].float(), -1)
@@ -161,8 +161,8 @@ def test_the_tiny_models_reading_is_a_policy(tiny_model) -> None:
     read = state_prompt(KUHN, seat, state)
     replies = [read.replies[0], read.replies[1]]
     extensions = token_extensions(tokenizer, [r[-1] for r in replies])
-    (scores,) = reply_logprobs(model, [(read.prompt_ids, replies)], extensions=extensions)
-    (exact,) = reply_logprobs(model, [(read.prompt_ids, replies)])
+    (scores,) = continuation_sums(model, [(read.prompt_ids, replies)], extensions=extensions)
+    (exact,) = continuation_sums(model, [(read.prompt_ids, replies)])
     assert (scores > exact).all()  # the tokens that extend the closing tag count too
     bet = 1.0 / (1.0 + np.exp(scores[0] - scores[1]))
     assert reading.table[state.key][1] == pytest.approx(bet, abs=1e-6)
