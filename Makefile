@@ -31,7 +31,7 @@ test: lint
 	$(PY) -m pytest -q tests
 
 test-fast: lint
-	$(PY) -m pytest -q -m "not slow" tests
+	$(PY) -m pytest -q -m "not slow and not e2e" tests
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

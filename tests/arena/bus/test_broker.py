@@ -44,8 +44,12 @@ def test_load_is_balanced_across_actors_of_one_service(broker: str, echo_actor) 
     try:
         deadline = time.monotonic() + 20
         with BlockingActor("client", broker) as client:
-            while len(client.call(service="broker.actors")) < 4 and time.monotonic() < deadline:
-                time.sleep(0.05)  # broker sees client, echo-1, echo-2 and the probe may be gone
+            # both echo actors registered: the event itself (counting actors waited the whole
+            # deadline once the spawn's readiness probe had left)
+            while time.monotonic() < deadline and not {"echo-1", "echo-2"} <= {
+                a["name"] for a in client.call(service="broker.actors")
+            }:
+                time.sleep(0.05)
             futures = [client.request(i, service="test.echo") for i in range(40)]
             answered_by = {f.result(10).src for f in futures}
         assert answered_by == {"echo-1", "echo-2"}
