@@ -180,7 +180,10 @@ def stop_group(pgid: int) -> None:
     for sig in (signal.SIGTERM, signal.SIGKILL):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pgid, sig)
-            time.sleep(2)
+            deadline = time.monotonic() + 2
+            while time.monotonic() < deadline:  # until the group is gone, 2 s at most
+                os.killpg(pgid, 0)
+                time.sleep(0.05)
 
 
 def free_port() -> int:

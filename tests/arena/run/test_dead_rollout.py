@@ -148,7 +148,13 @@ def test_a_killed_rollout_actor_is_dropped_from_async_collection_at_once(
         os.kill(victim.pid, signal.SIGKILL)
         await until(lambda: collector.leases.re_leased >= 1)
         assert "rollout-1" in await rollout_actors(trainer)
-        await asyncio.sleep(4.0)  # past the broker's heartbeat timeout
+        # until the broker has declared it dead (past its heartbeat timeout): the event itself
+
+        async def forgotten() -> None:
+            while "rollout-1" in await rollout_actors(trainer):
+                await asyncio.sleep(0.1)
+
+        await asyncio.wait_for(forgotten(), 30)
         steps.cancel()
         stream.stop()
         await asyncio.wait_for(running, 5)
