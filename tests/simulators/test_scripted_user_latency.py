@@ -134,6 +134,7 @@ def test_retail_episodes_wait_on_the_user_concurrently() -> None:
     assert elapsed < 0.5 * sum(waits)
 
 
+@pytest.mark.e2e
 def test_smoke_tools_trains_waiting_on_the_user(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     latency = 0.3

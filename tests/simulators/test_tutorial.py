@@ -17,6 +17,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 MARKER = "<!-- simulator tutorial:"
 
@@ -80,6 +82,7 @@ def test_the_tutorials_simulator_is_found_and_plays_the_user_seat(tmp_path: Path
     assert done.stdout.split() == ["user_stop", "True", "True", "True"]
 
 
+@pytest.mark.e2e
 def test_a_run_config_names_it_for_the_user_seat(tmp_path: Path) -> None:
     sim_id = install(tmp_path / "site")
     config = tmp_path / "run.yaml"

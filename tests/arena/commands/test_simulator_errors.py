@@ -157,6 +157,7 @@ def test_arena_eval_on_retail_without_simulators_uses_the_games_reference_user(
     )
 
 
+@pytest.mark.e2e
 def test_arena_train_shows_dropped_episodes_and_evaluates_the_roles(
     env: dict[str, str], tmp_path: Path
 ) -> None:

@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[3]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
+@pytest.mark.e2e
 def test_three_bots_on_two_games_rate_and_report(tmp_path: Path) -> None:
     config = tmp_path / "bots.yaml"
     config.write_text(
@@ -53,6 +54,7 @@ def test_three_bots_on_two_games_rate_and_report(tmp_path: Path) -> None:
     assert again["ratings"]["random"]["rating"] == 1000.0
 
 
+@pytest.mark.e2e
 def test_model_participants_share_one_inference_actor(tmp_path: Path) -> None:
     config = tmp_path / "models.yaml"
     config.write_text(

@@ -40,6 +40,7 @@ def refused_in_one_line(done: subprocess.CompletedProcess, *parts: str) -> None:
         assert part in line, line
 
 
+@pytest.mark.e2e
 def test_a_base_and_two_adapters_play_each_other_on_one_actor(
     run_dir: Path, tmp_path: Path
 ) -> None:

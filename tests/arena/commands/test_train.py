@@ -80,6 +80,7 @@ def pids_of(pattern: str) -> list[int]:
     return found
 
 
+@pytest.mark.e2e
 def test_smoke_run_end_to_end(tmp_path: Path) -> None:
     result = arena("train", SMOKE, f"output_dir={tmp_path}")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -121,6 +122,7 @@ def test_smoke_run_end_to_end(tmp_path: Path) -> None:
     assert {"reward.png", "win_rate.png", "invalid_rate.png", "exploitability.png"} <= pngs
 
 
+@pytest.mark.e2e
 def test_an_async_run_steps_without_skipping_and_checkpoints(tmp_path: Path) -> None:
     # Only the stepping differs from the sync run above, so this run evaluates nothing. A learner
     # that also stepped on its own (as a standalone one does past batch_samples) would take
@@ -155,6 +157,7 @@ def test_dry_run_prints_plan_and_bad_config_fails_first(tmp_path: Path) -> None:
     assert not (tmp_path / "smoke").exists()  # nothing started
 
 
+@pytest.mark.e2e
 def test_killed_rollout_actor_is_restarted_and_run_completes(tmp_path: Path) -> None:
     proc = start("train", SMOKE, f"output_dir={tmp_path}", "steps=4", *NO_EVAL)
     try:
@@ -176,6 +179,7 @@ def test_killed_rollout_actor_is_restarted_and_run_completes(tmp_path: Path) -> 
     assert "rollout-0" in events and "restarting" in events
 
 
+@pytest.mark.e2e
 def test_resume_after_kill_continues_without_lost_or_repeated_steps(tmp_path: Path) -> None:
     proc = start("train", SMOKE, f"output_dir={tmp_path}", "steps=4", *NO_EVAL)
     try:
@@ -201,6 +205,7 @@ def test_resume_after_kill_continues_without_lost_or_repeated_steps(tmp_path: Pa
     assert (run_dir / "eval_summary.json").exists()
 
 
+@pytest.mark.e2e
 def test_population_mode_draws_opponents_from_past_checkpoints(tmp_path: Path) -> None:
     result = arena(
         "train",
@@ -279,6 +284,7 @@ TICTACTOE_ONLY = (
 )
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("mode", ["group", "broadcast"])
 def test_group_advantages_carry_signal(tmp_path: Path, mode: str) -> None:
     # GRPO groups of 4 attempts per (seed, seat), no shaping, gamma 1: the only spread is that
@@ -317,6 +323,7 @@ def test_group_advantages_carry_signal(tmp_path: Path, mode: str) -> None:
     assert all(r.get("learner/filtered/zero_advantage", 0) < r["learner/turns"] for r in rows)
 
 
+@pytest.mark.e2e
 def test_training_lowers_the_invalid_rate(tmp_path: Path) -> None:
     # An honest problem a few steps can move: each invalid reply is penalised on its own turn
     # (gamma 0: a turn's return is its own reward), and the model above can learn to write a
@@ -344,6 +351,7 @@ def test_training_lowers_the_invalid_rate(tmp_path: Path) -> None:
     assert invalid[-1] < invalid[0] - 0.2, invalid
 
 
+@pytest.mark.e2e
 def test_a_rollout_actor_started_by_hand_is_the_async_runs_only_one(tmp_path: Path) -> None:
     # rollout.actors=0 (once a division by zero in async mode): the run starts none and waits
     # for one, here started by hand with the run's own config.yaml, under an index of its own,
@@ -387,6 +395,7 @@ def run_logs(run_dir: Path, out: str) -> str:
     return "\n".join(parts)
 
 
+@pytest.mark.e2e
 def test_the_runs_own_broker_is_restarted_and_the_run_completes(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     bind = f"--bind ipc://{run_dir.resolve()}/bus.sock"

@@ -45,6 +45,7 @@ def test_the_config_passes_dry_run(name: str) -> None:
     assert f"run {name!r}" in done.stdout
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("name", CONFIGS)
 def test_the_config_trains_two_steps_with_the_tiny_model(tmp_path: Path, name: str) -> None:
     done = arena("train", f"configs/{name}.yaml", f"output_dir={tmp_path}", *TINY)

@@ -192,6 +192,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+@pytest.mark.e2e
 def test_the_script_trains_the_smoke_config_under_a_stand_in_srun(
     deploy: Callable[..., Result], keys: Path, tmp_path: Path
 ) -> None:

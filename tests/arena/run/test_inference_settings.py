@@ -132,6 +132,7 @@ def stop(*procs: subprocess.Popen[bytes]) -> None:
             proc.wait()
 
 
+@pytest.mark.e2e
 def test_a_run_names_the_inference_actor_started_with_other_settings(
     tmp_path: Path, ipc_dir: str
 ) -> None:

@@ -57,6 +57,7 @@ def served_versions(log: Path) -> list[int]:
     return [int(v) for v in re.findall(r"serves version (\d+)", log.read_text())]
 
 
+@pytest.mark.e2e
 def test_a_killed_learner_is_restarted_and_the_run_continues_from_its_checkpoint(
     tmp_path: Path,
 ) -> None:

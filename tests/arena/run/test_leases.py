@@ -14,6 +14,8 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.arena.commands.test_train import (
     NO_EVAL,
     ROOT,
@@ -27,6 +29,7 @@ TOOLS = str(ROOT / "configs" / "smoke_tools.yaml")
 STEPS, PER_STEP = 3, 16
 
 
+@pytest.mark.e2e
 def test_a_killed_rollout_actors_job_is_leased_again_and_trained_once(tmp_path: Path) -> None:
     proc = start(
         "train",

@@ -12,9 +12,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[3]
 
 
+@pytest.mark.e2e
 def test_a_per_state_run_moves_its_states_step_by_step(tmp_path: Path) -> None:
     overrides = [
         "games.0.act=choice",

@@ -36,6 +36,7 @@ def lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+@pytest.mark.e2e
 def test_a_run_trains_an_adapter_per_seat(tmp_path: Path) -> None:
     config = tmp_path / "seats.yaml"
     config.write_text(CONFIG)
@@ -119,6 +120,7 @@ def test_dry_run_refuses_unknown_and_unmapped_policies(tmp_path: Path) -> None:
     assert "Traceback" not in typo.stderr + unmapped.stderr
 
 
+@pytest.mark.e2e
 def test_a_role_game_plays_each_role_through_its_own_adapter(tmp_path: Path) -> None:
     """configs/mae_lora_roles.yaml (the per-role arm of the role-game A/B) on the tiny model:
     the proposer, the solvers and the judge each play their own adapter, every adapter is

@@ -55,6 +55,7 @@ def lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+@pytest.mark.e2e
 def test_a_run_repeats_from_its_seed_under_load(tmp_path: Path) -> None:
     quiet = run(tmp_path / "quiet")
     assert quiet.returncode == 0, quiet.stderr[-3000:]
