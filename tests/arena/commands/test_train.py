@@ -215,6 +215,7 @@ def test_population_mode_draws_opponents_from_past_checkpoints(tmp_path: Path) -
         "opponents.mode=population",
         "opponents.latest_prob=0.0",
         "rollout.transcripts_every=1",
+        *NO_EVAL,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     run_dir = run_dir_of(tmp_path)
