@@ -3,8 +3,23 @@
 A run starts a broker, the inference actor(s), the learner and the rollout actors as local
 processes (each one an ``arena`` subcommand, logged to ``<run dir>/logs/``), trains for
 ``steps`` learner steps, evaluates before and after, and writes everything under
-``<output_dir>/<name>/<time>/``. ``resume=<run dir>`` continues a killed run from its last
-checkpoint.
+``<output_dir>/<name>/<time>/``.
+
+``resume=RUN`` continues the run in directory RUN from its last checkpoint, with the config it
+ran with (RUN/config.yaml): the CONFIG argument is not used then. The other overrides go on
+top of that saved config and each change is printed (``steps: 4 -> 8``), so ``resume=RUN
+steps=8`` extends a run; an override of what cannot change mid-run (the model, the games, the
+named policies, the adapters' shape ``learner.lora``, ``learner.name``, the seed) is refused
+naming it (exit 2). A run that finished says ``already complete at step N`` and exits 0,
+unless ``steps`` was raised past N.
+
+``key=value`` merges a mapping into the one already there, as a YAML layer does;
+``key:=value`` replaces it (``games.0.simulators.user.kwargs:={}`` leaves no kwargs);
+``key={}`` over a non-empty mapping changes nothing and is refused. Changing an id (``id``,
+``role``, ``bot``) drops the arguments the files gave the old one (``kwargs``,
+``role_kwargs``, ``bot_kwargs``); those given on the same command line are the new one's.
+Every game, role and simulator is built once with its arguments before anything starts (and
+by ``--dry-run``), so a bad argument fails there in one line naming the game and seat.
 
 With ``bus.address=tcp://HOST:PORT`` it starts no broker: it connects to the one already running
 there (``arena broker --bind tcp://*:PORT``) and fails within ``bus.connect_timeout`` seconds if
@@ -31,7 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "overrides",
         nargs="*",
-        help="key=value overrides, e.g. steps=4 resume=runs/x/y bus.address=tcp://host:5555",
+        help="key=value overrides, e.g. steps=4 resume=runs/x/y bus.address=tcp://host:5555; "
+        "key:=value replaces a mapping instead of merging into it",
     )
     parser.add_argument(
         "--dry-run",

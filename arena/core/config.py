@@ -1,7 +1,8 @@
 """The one config loader of Arena: dataclasses with a docstring per field, merged by omegaconf.
 
 ``load_config(Schema, "configs/x.yaml", ["a.b=c"])`` merges, in order, the schema's defaults,
-the YAML file (after the file it ``extends``, if any), and ``key=value`` overrides.
+the YAML file (after the file it ``extends``, if any), and ``key=value`` overrides
+(``key:=value`` replaces a mapping instead of merging into it: :mod:`arena.core.overrides`).
 ``from_dict(Schema, mapping)`` does the same for a mapping. An unknown key or a wrong type is a
 :class:`~arena.core.errors.ConfigError` naming the key and its nearest valid name, before
 anything starts.
@@ -25,10 +26,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, get_type_hints
 
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from arena.core.errors import ConfigError, did_you_mean
+from arena.core.overrides import apply_override, parse_overrides
 
 S = TypeVar("S")
 
@@ -59,9 +61,7 @@ def to_yaml(config: Any) -> str:
 
 def _merge(schema: type[S], layers: list[tuple[str, Any]], overrides: Sequence[str]) -> S:
     merged: DictConfig = OmegaConf.structured(schema)
-    bad = [o for o in overrides if "=" not in o]
-    if bad:
-        raise ConfigError(f"override {bad[0]!r} must look like key=value (e.g. steps=4)")
+    parsed = parse_overrides(overrides)
     for source, layer in layers:
         try:
             merged = OmegaConf.merge(merged, layer)
@@ -69,45 +69,21 @@ def _merge(schema: type[S], layers: list[tuple[str, Any]], overrides: Sequence[s
             raise ConfigError(f"{source}: {_explain(err, schema)}") from None
         except TypeError as err:
             raise ConfigError(f"{source}: {err}") from None
-    for override in overrides:
-        key, _, text = override.partition("=")
+    for override in parsed:
         try:
-            value = OmegaConf.from_dotlist([f"value={text}"])["value"]
-            _add_typed_entries(merged, key.strip())
-            # update() understands list indices (games.0.id=...), which a dotlist merge does not.
-            OmegaConf.update(merged, key.strip(), value, merge=True, force_add=False)
+            apply_override(merged, override, parsed)
+        except ConfigError:
+            raise
         except OmegaConfBaseException as err:
             raise ConfigError(f"command line: {_explain(err, schema)}") from None
         except (TypeError, IndexError, ValueError) as err:
-            raise ConfigError(f"command line: {key}: {err}") from None
+            raise ConfigError(f"command line: {override.key}: {err}") from None
     try:
         return OmegaConf.to_object(merged)  # type: ignore[return-value]
     except OmegaConfBaseException as err:
         raise ConfigError(_explain(err, schema)) from None
     except (ValueError, TypeError, KeyError) as err:
         raise ConfigError(str(err).strip("'\"")) from None
-
-
-def _add_typed_entries(merged: DictConfig, key: str) -> None:
-    """Create the new entries of a mapping of dataclasses that ``key`` passes through, from the
-    dataclass's defaults: ``games.0.simulators.agent.id=X`` adds ``agent`` as a
-    ``SimulatorConfig`` first. omegaconf's update would assign a plain dict there and refuse it
-    ("dict is not a subclass of SimulatorConfig"), while the same entry in YAML merges."""
-    node: Any = merged
-    for part in key.split(".")[:-1]:
-        if isinstance(node, ListConfig):
-            if not part.isdigit() or int(part) >= len(node):
-                return  # update() explains a bad index
-            node = node[int(part)]
-            continue
-        if not isinstance(node, DictConfig):
-            return
-        if part not in node:
-            element = node._metadata.element_type
-            if not (dataclasses.is_dataclass(element) and isinstance(element, type)):
-                return  # a field of a dataclass, or a plain mapping: update() handles it
-            node[part] = OmegaConf.structured(element)
-        node = node[part]
 
 
 def _extends_chain(path: Path) -> list[Path]:

@@ -277,7 +277,8 @@ class RunConfig:
     ``learner.yaml`` (written there before anything starts). It must not hold a run already
     (``resume`` continues one)."""
     resume: str | None = None
-    """A run directory to continue from its last checkpoint (same config, same step count)."""
+    """A run directory to continue from its last checkpoint, with the config it ran with and
+    the command line's other overrides on top (:mod:`arena.run.resume`; ``arena train --help``)."""
     checkpoint_every: int = 5
     """Save a checkpoint every this many steps (and at the end)."""
     launcher: str = "local"

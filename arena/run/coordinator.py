@@ -42,7 +42,6 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +72,7 @@ from arena.run.plan import plan
 from arena.run.population import Population
 from arena.run.processes import actor_commands, start_processes, write_configs
 from arena.run.ray_launcher import RayLauncher
+from arena.run.resume import resume_run
 from arena.run.roster import ActorsMissing, wait_for_actors
 from arena.run.run_dir import make_run_dir, resolve_for_run
 from arena.run.run_log import RunLog
@@ -434,6 +434,11 @@ class RunCoordinator:
 def train(config_path: str, overrides: list[str], dry_run: bool = False) -> int:
     """Entry point of ``arena train``; returns the exit code."""
     config = load_run_config(config_path, overrides)
+    if config.resume:  # the run's saved config, with the command line's overrides on top
+        resumed = resume_run(config.resume, overrides)
+        if resumed is None:
+            return 0  # already complete: said so
+        config = resumed
     validate(config)
     if config.bus.address:
         # keys for a non-loopback address (or --insecure): a SecurityError, before anything
@@ -441,9 +446,6 @@ def train(config_path: str, overrides: list[str], dry_run: bool = False) -> int:
     if dry_run:
         print(plan(config))
         return 0
-    if config.resume:
-        resumed = load_run_config(Path(config.resume) / "config.yaml")
-        config = replace(resumed, resume=config.resume)
     if config.bus.routing:  # read by every bus actor: the trainer's and the children's
         os.environ[ROUTING_ENV] = config.bus.routing
     run_dir = make_run_dir(config)

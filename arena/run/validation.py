@@ -1,6 +1,9 @@
 """The checks a run config passes before anything starts: every game, role, bot and simulator
-it names exists, every game takes its ``kwargs``, every seat's role its role kwargs, and every
-simulated seat is one the game lets a simulator play."""
+it names exists, every game takes its ``kwargs``, every seat's role its role kwargs, every
+simulated seat is one the game lets a simulator play and every simulator takes its ``kwargs``.
+Games, roles and simulators are built once here for that (``arena train --dry-run`` included);
+bots are looked up only: a run config gives them no arguments, and building one may solve a
+game first (``leduc-cfr-v0``)."""
 
 from __future__ import annotations
 
@@ -47,6 +50,7 @@ def validate(config: RunConfig) -> None:
                         f"games[{game.id}].simulators: seat {seat!r} cannot be simulated; "
                         f"the game's simulatable seats: {allowed}"
                     )
+                check_simulator(game, seat)
     except RegistryError as err:
         raise ConfigError(str(err)) from None
 
@@ -78,3 +82,19 @@ def check_roles(game: GameConfig, env: TextGame) -> None:
                 f"games[{game.id}]: seat {agent!r} plays {role_id}, which refuses role_kwargs "
                 f"{game.role_kwargs}: {err}"
             ) from None
+
+
+def check_simulator(game: GameConfig, seat: str) -> None:
+    """Build the simulator of ``seat`` with its ``kwargs`` (unbound: no model is asked): an
+    argument it does not take fails here, in one line naming the game, the seat and the
+    argument, not in the first episode."""
+    import simulators
+
+    spec = game.simulators[seat]
+    try:
+        simulators.make(spec.id, **spec.kwargs)
+    except (TypeError, ValueError) as err:
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ConfigError(
+            f"games[{game.id}].simulators.{seat}: {spec.id} refuses kwargs {spec.kwargs}: {reason}"
+        ) from None

@@ -157,6 +157,19 @@ def test_dry_run_prints_plan_and_bad_config_fails_first(tmp_path: Path) -> None:
     assert not (tmp_path / "smoke").exists()  # nothing started
 
 
+def test_dry_run_builds_each_simulator_with_its_kwargs() -> None:
+    tools = str(ROOT / "configs" / "smoke_tools.yaml")  # user: scripted-user-v0, latency 0.5
+    # a new simulator id drops the old one's kwargs (llm-user-v0 takes no latency)
+    ok = arena("train", tools, "--dry-run", "games.0.simulators.user.id=llm-user-v0")
+    assert ok.returncode == 0, ok.stderr
+    bad = arena("train", tools, "--dry-run", "games.0.simulators.user.kwargs.bogus=1")
+    assert bad.returncode == 2
+    lines = bad.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("arena train: bad config: games[retail-v0].simulators.user: ")
+    assert "unexpected keyword argument 'bogus'" in lines[0]
+
+
 @pytest.mark.e2e
 def test_killed_rollout_actor_is_restarted_and_run_completes(tmp_path: Path) -> None:
     proc = start("train", SMOKE, f"output_dir={tmp_path}", "steps=4", *NO_EVAL)

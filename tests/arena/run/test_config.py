@@ -146,7 +146,7 @@ def test_an_override_may_name_a_simulator_for_a_seat_the_yaml_does_not_list(
     from arena.play.config import SimulatorConfig
     from arena.run.validation import validate
 
-    retail = ["games.0.id=retail-v0", "games.0.role_kwargs={}", "games.1.id=retail-v0"]
+    retail = ["games.0.id=retail-v0", "games.0.role_kwargs:={}", "games.1.id=retail-v0"]
     config = load_run_config(
         CONFIGS / "smoke.yaml", [*retail, "games.0.simulators.user.id=llm-user-v0"]
     )
@@ -174,3 +174,25 @@ def test_an_override_may_name_a_simulator_for_a_seat_the_yaml_does_not_list(
     )
     with pytest.raises(ConfigError, match="seat 'player_1' cannot be simulated; the game's"):
         validate(wrong_seat)
+
+
+def test_a_simulator_argument_it_does_not_take_is_refused_before_anything_starts() -> None:
+    from arena.run.validation import validate
+
+    tools = CONFIGS / "smoke_tools.yaml"  # its user: scripted-user-v0 with latency 0.5
+    validate(load_run_config(tools, ["games.0.simulators.user.id=llm-user-v0"]))
+    for override, message in (
+        (
+            "games.0.simulators.user.kwargs.bogus=1",
+            "scripted-user-v0 refuses kwargs {'latency': 0.5, 'bogus': 1}: "
+            "ScriptedUser.__init__() got an unexpected keyword argument 'bogus'",
+        ),
+        (  # a new id drops the old kwargs; the ones given beside it are the new one's
+            "games.0.simulators.user.id=llm-user-v0 games.0.simulators.user.kwargs.latency=1",
+            "llm-user-v0 refuses kwargs {'latency': 1}: "
+            "LLMUser.__init__() got an unexpected keyword argument 'latency'",
+        ),
+    ):
+        with pytest.raises(ConfigError) as caught:
+            validate(load_run_config(tools, override.split()))
+        assert str(caught.value) == f"games[retail-v0].simulators.user: {message}"

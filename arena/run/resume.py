@@ -1,0 +1,175 @@
+"""``arena train CONFIG resume=RUN [key=value ...]``: the config a resumed run continues with.
+
+A resume starts from the run's saved ``config.yaml`` (what it ran with, every value resolved),
+not from CONFIG: a run continues as it was. The command line's overrides go on top, and each
+one that changes a value is printed (``steps: 4 -> 8``), so ``resume=RUN steps=8`` extends a
+run by four steps. An override of what cannot change mid-run (:data:`FIXED`: the model, the
+games, the named policies and their adapters' shape, the seed) is refused in one line naming
+the key. ``learner.optim.total_steps`` follows ``steps`` when it did in the saved config.
+
+A run that already finished (its final checkpoint at ``steps`` and its evaluation summary
+written) is not started again: :func:`resume_run` says ``already complete at step N`` and the
+command exits 0, unless ``steps`` was raised past N, which continues it to the new count.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from arena.core.errors import ConfigError
+from arena.core.overrides import parse_overrides
+from arena.run.config import RunConfig, load_run_config
+
+FIXED = {
+    "model": "every checkpoint holds this model's weights",
+    "inference.model": "every checkpoint holds the run's model's weights",
+    "learner.model": "every checkpoint holds the run's model's weights",
+    "games": "the run's metrics, evaluations and transcripts are of these games",
+    "policies": "every checkpoint holds these policies' adapters",
+    "seat_policies": "the adapters were trained on these seats",
+    "learner.lora": "the checkpoints hold adapters of this shape",
+    "learner.name": "the inference actors serve the trained policy under this name",
+    "seed": "episodes are seeded by the seed and the step, so a resumed run plays the very "
+    "episodes its checkpoint lacks",
+    "run_dir": "resume continues the run in its own directory",
+}
+"""Keys (and everything under them) that cannot change mid-run -> why not."""
+
+IGNORED = ("resume",)
+"""Keys left out of the comparison: ``resume`` itself is the resumed run's own directory."""
+
+
+@dataclasses.dataclass
+class Resumed:
+    """What a resume continues with."""
+
+    config: RunConfig
+    """The saved config, the command line's overrides on top, ``resume`` set."""
+    changes: list[tuple[str, Any, Any]]
+    """(key, saved value, new value) of each value the overrides changed."""
+    complete_at: int | None
+    """The step at which the run already finished, when nothing is left to train."""
+
+
+def resume_run(run_dir: str, overrides: Sequence[str]) -> RunConfig | None:
+    """The config to continue the run in ``run_dir`` with, after printing what the command
+    line changed; None (after saying so) when the run is already complete."""
+    resumed = resumed_config(run_dir, overrides)
+    print(
+        f"arena train: resume={run_dir} continues the run's saved config.yaml (the CONFIG "
+        "argument is not used)",
+        flush=True,
+    )
+    for key, old, new in resumed.changes:
+        print(f"  {key}: {_show(old)} -> {_show(new)}", flush=True)
+    if resumed.complete_at is not None:
+        print(
+            f"arena train: {run_dir} is already complete at step {resumed.complete_at}; "
+            f"raise steps to train on (resume={run_dir} steps=N)",
+            flush=True,
+        )
+        return None
+    return resumed.config
+
+
+def resumed_config(run_dir: str, overrides: Sequence[str]) -> Resumed:
+    """The saved config of ``run_dir`` with ``overrides`` on top; a :class:`ConfigError` for
+    an override of a :data:`FIXED` key or a ``steps`` below the run's last checkpoint."""
+    saved_path = Path(run_dir) / "config.yaml"
+    if not saved_path.is_file():
+        raise ConfigError(f"resume={run_dir}: no config.yaml there; is it a run directory?")
+    own = [
+        o for o, p in zip(overrides, parse_overrides(overrides), strict=True) if not _ignored(p.key)
+    ]
+    saved = load_run_config(saved_path)
+    config = load_run_config(saved_path, own)
+    keys = {p.key for p in parse_overrides(own)}
+    optim = saved.learner.optim
+    if optim.total_steps == saved.steps and "learner.optim.total_steps" not in keys:
+        config.learner.optim.total_steps = config.steps  # the schedule spans the whole run
+    changes = config_changes(saved, config)
+    for key, old, new in changes:
+        fixed = fixed_key(key)
+        if fixed is not None:
+            raise ConfigError(
+                f"resume={run_dir}: {key} cannot change mid-run ({_show(old)} -> {_show(new)}): "
+                f"{FIXED[fixed]}; start a new run to change it"
+            )
+    config = dataclasses.replace(config, resume=run_dir)
+    return Resumed(config, changes, _complete_at(Path(run_dir), config.steps))
+
+
+def config_changes(old: RunConfig, new: RunConfig) -> list[tuple[str, Any, Any]]:
+    """(dotted key, old value, new value) of every leaf that differs, in the schema's order."""
+    before, after = _leaves(old), _leaves(new)
+    keys = [*before, *(k for k in after if k not in before)]
+    return [
+        (key, before.get(key), after.get(key))
+        for key in keys
+        if before.get(key) != after.get(key)
+        and not _ignored(key)
+        # an empty mapping that got entries: the entries tell the change
+        and not _nested(key, before if key not in before else after)
+    ]
+
+
+def _nested(key: str, leaves: dict[str, Any]) -> bool:
+    """Whether ``leaves`` holds keys under ``key`` (it was a mapping or list there)."""
+    return any(k.startswith(f"{key}.") for k in leaves)
+
+
+def fixed_key(key: str) -> str | None:
+    """The :data:`FIXED` key that ``key`` is or lies under, or None."""
+    for fixed in FIXED:
+        if key == fixed or key.startswith(f"{fixed}."):
+            return fixed
+    return None
+
+
+def _complete_at(run_dir: Path, steps: int) -> int | None:
+    """The last checkpoint's step when the run finished there (its summary written) and
+    ``steps`` asks no more; a ``steps`` below a checkpoint the run holds is refused."""
+    from trainers.checkpoint import list_checkpoints
+
+    found = list_checkpoints(run_dir / "checkpoints")
+    last = found[-1][0] if found else 0
+    if last >= steps and (run_dir / "eval_summary.json").is_file():
+        return last
+    if last > steps:
+        raise ConfigError(
+            f"resume={run_dir}: steps={steps} is below the run's last checkpoint (step {last}); "
+            f"steps can only grow"
+        )
+    return None
+
+
+def _leaves(config: RunConfig) -> dict[str, Any]:
+    """Every leaf of the config by dotted key (list items by index: ``games.0.id``); an empty
+    mapping or list is a leaf of its own."""
+    tree = OmegaConf.to_container(OmegaConf.structured(config), resolve=True)
+    leaves: dict[str, Any] = {}
+
+    def walk(prefix: str, node: Any) -> None:
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        for key, value in items:
+            dotted = f"{prefix}{key}"
+            if isinstance(value, dict | list) and value:
+                walk(f"{dotted}.", value)
+            else:
+                leaves[dotted] = value
+
+    walk("", tree)
+    return leaves
+
+
+def _ignored(key: str) -> bool:
+    return any(key == k or key.startswith(f"{k}.") for k in IGNORED)
+
+
+def _show(value: Any) -> str:
+    return "unset" if value is None else str(value)
