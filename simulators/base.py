@@ -17,8 +17,9 @@ entry-point group ``arena.simulators``) and name it for a seat in the run config
 gives every turn a :class:`SimulatorView`: the same rules and observation text a policy seat
 would get, the posts the seat may see, and the game's :meth:`~games.TextGame.simulator_context`
 for the seat (a user's hidden goal and persona). What :meth:`respond` returns is stepped as the
-seat's action text (``env.step_text``). A simulator that raises, or takes longer than the run's
-``simulator_timeout``, ends that episode with termination ``error``; the run goes on.
+seat's action text (``env.step_text``). A simulator that raises, or takes longer than its
+seat's ``timeout`` (seconds, default 60: ``games[].simulators.<seat>.timeout`` in the run config),
+ends that episode with termination ``error``; the run goes on.
 
 A simulator that talks through a language model gets one bound by the runner: the runner calls
 :meth:`Simulator.bind` with an async ``generate(messages) -> str`` on the policy the run config

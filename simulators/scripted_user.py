@@ -22,7 +22,7 @@ the history, so the simulator keeps no state between turns.
 a stand-in for a slow user, a human in the loop or a remote model, as agentic RL meets with tool
 calls. The episode waits without using a CPU, and the rollout actor plays its other episodes
 meanwhile, so such episodes are bound by waiting, not by compute (``configs/smoke_tools.yaml``,
-``bench/scale.py``). Keep it below the seat's ``simulator_timeout``.
+``bench/scale.py``). Keep it below the seat's ``timeout`` (``games[].simulators.<seat>.timeout``).
 """
 
 from __future__ import annotations

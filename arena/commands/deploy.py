@@ -12,7 +12,10 @@ Both start the command lines ``arena train`` starts locally, with a ``tcp://`` b
 start_learner=false`` and waits for the ``rollout.actors`` and ``inference.actors`` (at least 1
 each) that the cluster starts. Pod-to-pod and node-to-node traffic is not loopback, so
 ``--keys DIR`` (from ``arena keys generate DIR``) is required, or ``--insecure``. Resources
-per kind come from ``--cpus-per-*``, ``--gpus-per-*`` and ``--mem-per-*``. See docs/deploy.md.
+per kind come from ``--cpus-per-*``, ``--gpus-per-*`` and ``--mem-per-*``; a device ``auto``
+without ``--gpus-per-*`` asks for one GPU, with a note that says so. ``k8s`` warns without
+``--image`` (``arena:latest``) and without ``--volume-claim`` (checkpoints die with the learner's
+pod). See docs/deploy.md.
 
 A bad config, key directory or flag exits with code 2 and a message naming it.
 """
@@ -37,6 +40,8 @@ beside it on one more CPU)."""
 GPU_KINDS = ("inference", "learner")
 SLURM_ONLY = ("partition", "gpu_partition", "account", "time", "setup")
 K8S_ONLY = ("image", "namespace", "volume_claim")
+DEFAULT_IMAGE = "arena:latest"
+"""The image of every pod without ``--image`` (with a warning)."""
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?")
 
 
@@ -77,7 +82,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     slurm.add_argument("--time", help="time limit, e.g. 1-00:00:00")
     slurm.add_argument("--setup", action="append", metavar="LINE", help="shell line run first")
     k8s = parser.add_argument_group("k8s")
-    k8s.add_argument("--image", help="the container image with arena (default arena:latest)")
+    k8s.add_argument("--image", help=f"the container image with arena (default {DEFAULT_IMAGE})")
     k8s.add_argument("--namespace")
     k8s.add_argument("--volume-claim", metavar="PVC", help="PVC for run directories (RWX)")
 
@@ -130,15 +135,36 @@ def _check_keys(args: argparse.Namespace) -> Path | None:
 
 
 def _resources(args: argparse.Namespace, config: Any) -> dict[str, Resources]:
+    """What each kind of process asks the scheduler for. A kind without ``--gpus-per-*`` gets
+    no GPU where its device is ``cpu`` and one otherwise; for ``auto`` (resolved on each node,
+    so the config alone cannot say whether a GPU is meant) a note on stderr says so, since
+    asking for a GPU the run never uses keeps the job queued for hardware it does not need."""
     devices = {"inference": config.inference.device, "learner": config.learner.device}
     out = {"broker": Resources(cpus=1)}
+    guessed = []
     for kind in CPUS:
         gpus = getattr(args, f"gpus_per_{kind}", 0)
         if gpus is None:
             gpus = 0 if devices[kind] == "cpu" else 1
+            if devices[kind] == "auto":
+                guessed.append(kind)
         cpus, mem = getattr(args, f"cpus_per_{kind}"), getattr(args, f"mem_per_{kind}")
         out[kind] = Resources(cpus=cpus, gpus=gpus, memory_gb=mem)
+    if guessed:
+        print(auto_gpu_note(guessed), file=sys.stderr)
     return out
+
+
+def auto_gpu_note(kinds: list[str]) -> str:
+    """The note for kinds whose device is ``auto`` and whose GPUs no flag gave."""
+    devices = " and ".join(f"{k}.device" for k in kinds)
+    flags = " ".join(f"--gpus-per-{k} 0" for k in kinds)
+    verb = "is" if len(kinds) == 1 else "are"
+    return (
+        f"arena deploy: note: {devices} {verb} auto: asking 1 GPU per {' and '.join(kinds)} "
+        f"process (auto uses one where the node has one); for CPU nodes pass {flags}, or set "
+        f"{' '.join(f'{k}.device=cpu' for k in kinds)}"
+    )
 
 
 def deployment(
@@ -247,8 +273,9 @@ def _k8s(args: argparse.Namespace, config: Any, name: str, keys: Path | None) ->
     with tempfile.TemporaryDirectory() as tmp:  # the files arena train itself would write
         write_configs(resolve_for_run(coordinator, Path(run_dir)), Path(tmp))
         config_files = {f: (Path(tmp) / f).read_text() for f in ("config.yaml", "learner.yaml")}
+    _warn_k8s_defaults(args)
     options = K8sOptions(
-        image=args.image or "arena:latest",
+        image=args.image or DEFAULT_IMAGE,
         namespace=args.namespace,
         volume_claim=args.volume_claim,
     )
@@ -259,6 +286,24 @@ def _k8s(args: argparse.Namespace, config: Any, name: str, keys: Path | None) ->
         print(f"  {Path(args.out) / SECRET_FILE} holds secret keys: keep it out of git")
     print(f"  start: kubectl apply -f {args.out}; the run ends when job {name}-train completes")
     return 0
+
+
+def _warn_k8s_defaults(args: argparse.Namespace) -> None:
+    """Warn of the defaults that work on a test cluster and lose a real run: an image tag that
+    is whatever was pushed last, and run directories that die with their pods."""
+    if not args.image:
+        print(
+            f"arena deploy: warning: no --image: the pods run {DEFAULT_IMAGE}, which must hold "
+            "Arena and the config's model; name a pinned image with --image",
+            file=sys.stderr,
+        )
+    if not args.volume_claim:
+        print(
+            "arena deploy: warning: no --volume-claim: the run directory is an emptyDir of each "
+            "pod, so the checkpoints die with the learner's pod; pass --volume-claim PVC "
+            "(a ReadWriteMany claim) to keep them",
+            file=sys.stderr,
+        )
 
 
 def _key_files(keys: Path) -> dict[str, bytes]:

@@ -1,4 +1,8 @@
-"""``arena ping ADDR``: round trips through a broker to its built-in ``echo`` service."""
+"""``arena ping ADDR``: round trips through a broker to its built-in ``echo`` service.
+
+Exit 1 when no broker answers; the message then says that a broker with keys answers only a
+client with keys it allows (a CURVE handshake that fails is dropped silently, so a missing
+``--keys`` looks exactly like a missing broker)."""
 
 from __future__ import annotations
 
@@ -26,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         actor = BlockingActor(name, args.address, request_timeout=args.timeout).start(args.timeout)
     except (BusError, TimeoutError) as err:
-        print(f"arena ping: no broker at {args.address}: {err}", file=sys.stderr)
+        print(f"arena ping: no broker at {args.address}: {err}{_keys_hint()}", file=sys.stderr)
         return 1
     rtts = []
     try:
@@ -47,3 +51,16 @@ def run(args: argparse.Namespace) -> int:
         f"{len(rtts)} round trips: median {statistics.median(rtts):.0f} us, min {min(rtts):.0f} us"
     )
     return 0
+
+
+def _keys_hint() -> str:
+    """Why a listening broker may still not answer: a broker with CURVE keys drops a plain
+    handshake without a word, so a missing key looks exactly like a missing broker."""
+    from arena.bus.security import KEYS_ENV
+
+    if os.environ.get(KEYS_ENV):
+        return "; if the broker is up, it may not allow these keys (its authorized/ directory)"
+    return (
+        "; if the broker is up, it may require CURVE keys: pass --keys DIR "
+        "(the directory of `arena keys generate`)"
+    )

@@ -13,6 +13,9 @@ Curves, each panel only when the run has its data:
 - ``optimal_move_rate``: the share of the policy's moves that minimax rates optimal, at each
   evaluation (Tic-Tac-Toe; the random mover's at step 0).
 
+The step axis ticks whole steps only, and each curve of a panel has its own line style and
+marker, so curves that coincide (Kuhn's and Tic-Tac-Toe's invalid rate, both 1.0) stay visible.
+
 Every line of ``evals.jsonl`` holds ``results``, ``roles`` (a role game's line holds both) or
 ``readings``; a row whose every game or episode failed gets no point, and a line of any other
 shape is skipped with a warning, never a crash.
@@ -116,6 +119,41 @@ def eval_rows(line: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
+LINE_STYLES = ("-", "--", ":", "-.")
+MARKERS = ("o", "s", "^", "D", "v", "x")
+
+
+def draw(
+    plt: Any, name: str, curves: dict[str, tuple[list[float], list[float]]], title: str
+) -> Any:
+    """One panel's figure. Steps are whole numbers, so the step axis ticks only those. Curves
+    often coincide (every game's invalid rate at 1.0 before training): each has its own line
+    style and a hollow marker of its own shape, each later one smaller, so one drawn over
+    another leaves both visible."""
+    from matplotlib.ticker import MaxNLocator
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for i, (label, (steps, values)) in enumerate(sorted(curves.items())):
+        ax.plot(
+            steps,
+            values,
+            linestyle=LINE_STYLES[i % len(LINE_STYLES)],
+            marker=MARKERS[i % len(MARKERS)],
+            markersize=max(4.0, 10.0 - 2.0 * i),
+            fillstyle="none",  # hollow: a marker drawn over another leaves its outline
+            markeredgewidth=1.5,
+            label=label or name,
+        )
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("step")
+    ax.set_ylabel(name.replace("_", " "))
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         import matplotlib
@@ -152,15 +190,7 @@ def run(args: argparse.Namespace) -> int:
         curves = {k: v for k, v in curves.items() if k != "step"}
         if not curves:
             continue
-        fig, ax = plt.subplots(figsize=(7, 4))
-        for label, (steps, values) in sorted(curves.items()):
-            ax.plot(steps, values, marker="o", label=label or name)
-        ax.set_xlabel("step")
-        ax.set_ylabel(name.replace("_", " "))
-        ax.set_title(f"{run_dir.name}: {name.replace('_', ' ')}")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-        fig.tight_layout()
+        fig = draw(plt, name, curves, f"{run_dir.name}: {name.replace('_', ' ')}")
         path = out_dir / f"{name}.png"
         fig.savefig(path, dpi=100)
         plt.close(fig)

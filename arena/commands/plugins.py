@@ -1,13 +1,16 @@
 """``arena plugins [GROUP ...]``: every registry of Arena, each entry with where it comes from.
 
-The groups: ``games``, ``bots``, ``roles``, ``simulators`` and ``backends`` (policy
-backends), with their entry-point groups ``arena.games``, ``arena.bots``, ``arena.roles``,
-``arena.simulators`` and ``arena.policies``. Name groups to list only those.
+The groups: ``games``, ``bots``, ``roles``, ``simulators``, ``backends`` (policy backends) and
+``commands`` (``arena`` subcommands), with their entry-point groups ``arena.games``,
+``arena.bots``, ``arena.roles``, ``arena.simulators``, ``arena.policies`` and
+``arena.commands``. Name groups to list only those.
 
 For each group, a table (stdout): every entry that loads, as ``id``, ``factory`` (its
 ``module:Factory``) and ``from`` (``arena`` for Arena's own, else the distribution whose entry
 point registered it). An entry loads when its module imports and its factory is there and
-callable; a game, when its spec reads as well (the check of ``arena games``). An entry that
+callable; a game, when its spec reads as well (the check of ``arena games``); a command (its
+factory is its module, with no ``:Factory``), when its module imports and has ``add_arguments``
+and ``run``. An entry that
 does not load never hides the others: each is named on stderr after the tables, with its group,
 id, ``module:Factory``, plugin and reason, and so is a plugin's entry point that could not be
 registered at all (a malformed id, an id already taken).
@@ -21,6 +24,7 @@ entry points refused at registration).
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +32,7 @@ from typing import Any
 from arena.core.errors import EXIT_REFUSED, did_you_mean
 from arena.core.registry import Registry
 
-GROUPS = ("games", "bots", "roles", "simulators", "backends")
+GROUPS = ("games", "bots", "roles", "simulators", "backends", "commands")
 """The groups, in the order they are listed."""
 TITLES = {"backends": "policy backends"}
 """A group's title where it is not its name."""
@@ -86,6 +90,10 @@ def registry(group: str) -> Registry[Any]:
         from arena.policies.factory import backends
 
         return backends
+    if group == "commands":
+        from arena.core.commands import commands
+
+        return commands
     raise ValueError(f"unknown group {group!r}; the groups: {', '.join(GROUPS)}")
 
 
@@ -100,12 +108,27 @@ def load_error(group: str, entry_id: str, reg: Registry[Any]) -> str | None:
             return err.reason
         return None
     entry = reg.entry(entry_id)
+    if group == "commands":
+        return command_error(str(entry.target))
     try:
         factory = entry.load()
     except Exception as err:  # whatever a plugin's module raises on import
         return f"cannot import it: {type(err).__name__}: {err}"
     if not callable(factory):
         return f"{entry.target} is not callable ({factory!r})"
+    return None
+
+
+def command_error(module_name: str) -> str | None:
+    """Why the command module ``module_name`` cannot run, or None when it can (the CLI imports
+    the module and calls its ``add_arguments`` and ``run``)."""
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as err:  # whatever a plugin's module raises on import
+        return f"cannot import it: {type(err).__name__}: {err}"
+    lacking = [f for f in ("add_arguments", "run") if not callable(getattr(module, f, None))]
+    if lacking:
+        return f"module {module_name} has no {' and no '.join(lacking)}"
     return None
 
 

@@ -2,6 +2,8 @@
 
 - :mod:`arena.core.registry`: versioned ids to lazy ``module:Factory`` strings, plus entry points
   (games, bots, roles, simulators, policy backends, commands).
+- :mod:`arena.core.commands`: the ``arena`` subcommands' registry (the CLI's parser, ``arena
+  plugins``).
 - :mod:`arena.core.errors`: :class:`~arena.core.errors.ConfigError` and the one "did you mean".
 - :mod:`arena.core.config`: the one config loader (dataclasses + omegaconf) and flags derived
   from the same dataclasses.

@@ -32,6 +32,7 @@ from typing import Any
 
 import games
 import games.bots
+from arena.eval.intervals import with_interval
 from arena.eval.optimal_moves import optimal_move_rate, solvable
 from arena.eval.ratings import Z95, wilson
 from arena.play.episode import play_episode
@@ -139,18 +140,15 @@ class MatchResult:
         failed = error_text(self.errors, self.first_error)
         if not self.games:
             return f"{self.game} vs {self.opponent}: every game failed{failed}"
+        n = self.games  # every interval of the line is judged by its games (MIN_N)
         optimal = ""
         if self.optimal_move_rate is not None and self.optimal_move_ci is not None:
-            low, high = self.optimal_move_ci
-            optimal = (
-                f"  optimal moves {self.optimal_move_rate:.3f} [{low:.3f}, {high:.3f}] "
-                f"of {self.optimal_moves_judged}"
-            )
+            rate = with_interval(self.optimal_move_rate, self.optimal_move_ci, n)
+            optimal = f"  optimal moves {rate} of {self.optimal_moves_judged}"
         return (
-            f"{self.game} vs {self.opponent}: score {self.score:.3f} "
-            f"[{self.score_ci[0]:.3f}, {self.score_ci[1]:.3f}]  "
-            f"W/D/L {self.win:.2f}/{self.draw:.2f}/{self.loss:.2f}  "
-            f"invalid {self.invalid_rate:.3f} [{self.invalid_ci[0]:.3f}, {self.invalid_ci[1]:.3f}]"
+            f"{self.game} vs {self.opponent}: score {with_interval(self.score, self.score_ci, n)}"
+            f"  W/D/L {self.win:.2f}/{self.draw:.2f}/{self.loss:.2f}  "
+            f"invalid {with_interval(self.invalid_rate, self.invalid_ci, n)}"
             f"{optimal}  ({self.games} games){failed}"
         )
 

@@ -16,6 +16,19 @@ Z95 = 1.959964
 """The two-sided 95% normal quantile."""
 DEFAULT_RESAMPLES = 1000
 """Bootstrap draws: a 10-participant, 2000-match log is rated in about a second."""
+MIN_N = 10
+"""Fewer games than this (episodes, for a role's metric) and an interval is printed as ``n too
+small``: over 4 games, 4 losses give a score interval of ``[0.000, 0.000]``, which reads as
+certainty where there is next to no evidence. The JSON files keep the computed interval."""
+TOO_SMALL = "n too small"
+
+
+def with_interval(value: float, ci: tuple[float, float] | list[float], n: int | None) -> str:
+    """``0.750 [0.500, 1.000]``, or ``0.750 (n too small)`` where ``n`` (games or episodes;
+    None: unknown, the interval is shown) is below :data:`MIN_N`."""
+    if n is not None and n < MIN_N:
+        return f"{value:.3f} ({TOO_SMALL})"
+    return f"{value:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
 def wilson(successes: int, n: int) -> tuple[float, float]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from arena.eval.intervals import with_interval
+
 
 def is_role_row(result: dict[str, Any]) -> bool:
     """Whether an evaluation row is a role game's (a seat's metric) rather than a match's."""
@@ -76,4 +78,4 @@ def _role_value(entry: dict[str, Any], label: str) -> str:
     if value is None or ci is None:
         failed = entry.get(f"errors_{label}")
         return f"n/a ({failed} failed)" if failed else "n/a"
-    return f"{value:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
+    return with_interval(value, ci, entry.get(f"episodes_{label}"))

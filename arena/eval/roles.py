@@ -41,6 +41,7 @@ import games
 import games.bots
 import simulators
 from arena.eval.evaluate import error_text, mean_ci, play_or_error
+from arena.eval.intervals import with_interval
 from arena.eval.pass_k import pass_hat_k
 from arena.eval.ratings import wilson
 from arena.play.seats import BotSeat, PolicySeat, Seat, SimulatorSeat
@@ -80,9 +81,10 @@ class RoleResult:
         if self.mean is None or self.ci is None:
             return f"{self.game} {self.role} ({self.seat}): every episode failed{failed}"
         passes = "".join(f"  pass^{k} {v:.3f}" for k, v in self.pass_k.items())
+        value = with_interval(self.mean, self.ci, self.episodes)
         return (
-            f"{self.game} {self.role} ({self.seat}): {self.metric} {self.mean:.3f} "
-            f"[{self.ci[0]:.3f}, {self.ci[1]:.3f}]{passes}  ({self.episodes} episodes){failed}"
+            f"{self.game} {self.role} ({self.seat}): {self.metric} {value}{passes}  "
+            f"({self.episodes} episodes){failed}"
         )
 
     def seats_line(self) -> str:

@@ -44,7 +44,8 @@ up, tool errors down). A seat whose every episode failed has the metric ``""``.
 
 ``eval_summary.md`` shows the same as one row per game and measure, with the random mover's
 value and the exploitability references beside each, and one row per role and metric of the
-role games.
+role games. An interval over fewer than 10 games (``games_per_eval``; a role's episodes) is
+shown as ``n too small``, the value beside it as measured; the JSON keeps every interval.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ from arena.eval.exploitability import (
     KUHN_UNIFORM,
     LEDUC_UNIFORM,
 )
+from arena.eval.intervals import with_interval
 from arena.eval.role_summary import is_role_row, role_rows, role_table
 
 OPTIMAL_KEYS = (("", "_before"), ("", "_after"), ("random_baseline_", ""))
@@ -223,12 +225,13 @@ def _exploitability(row: dict[str, Any], game: str, readings: list[dict[str, Any
 
 # -- Markdown ------------------------------------------------------------------------------------
 def _interval(row: dict[str, Any], key: str) -> str:
+    """The value with its interval, judged by the games of an evaluation (the random mover
+    plays the same games): ``n too small`` below :data:`~arena.eval.intervals.MIN_N`."""
     if row.get(key) is None:
         return "n/a"
     if f"{key}_ci" not in row:
         return f"{row[key]:.3f}"
-    low, high = row[f"{key}_ci"]
-    return f"{row[key]:.3f} [{low:.3f}, {high:.3f}]"
+    return with_interval(row[key], row[f"{key}_ci"], row.get("games_per_eval"))
 
 
 def _yes(flag: bool | None) -> str:

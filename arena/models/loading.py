@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -13,6 +15,7 @@ from transformers import (
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
+from transformers.utils import logging as hf_logging
 
 from arena.models.devices import resolve_device
 from arena.models.embedded import smollm2_dir, smollm2_tokenizer_dir
@@ -69,8 +72,23 @@ def load_model(
     else:
         raise ModelNotFoundError(not_found(spec))
     try:
-        model = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype)
-        tokenizer = AutoTokenizer.from_pretrained(source)
+        with quiet_loading():
+            model = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype)
+            tokenizer = AutoTokenizer.from_pretrained(source)
     except OSError as err:
         raise ModelNotFoundError(f"{not_found(spec)}; loading it said: {err}") from err
     return model.to(device).eval(), tokenizer
+
+
+@contextlib.contextmanager
+def quiet_loading() -> Iterator[None]:
+    """transformers' progress bars off for the block, as they were after it. A run loads a
+    checkpoint for every strategy read and in every actor it starts, and a ``Loading weights``
+    bar for each would bury the run's own lines in its console."""
+    shown = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if shown:
+            hf_logging.enable_progress_bar()

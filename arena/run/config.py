@@ -90,7 +90,7 @@ class EvalConfig:
     games: int = 200
     """Games per game id and per opponent in each evaluation (tasks per role in a role game);
     0 evaluates nothing: no evaluation before, during or after training, no random mover,
-    and no before/after table (the exploitability readings follow ``exploitability``)."""
+    no before/after table and, unless ``exploitability`` is set true, no strategy reads."""
     every: int = 0
     """Evaluate every this many steps (0: only before and after training)."""
     before: bool = True
@@ -108,10 +108,19 @@ class EvalConfig:
     """Sampling temperature of the policy during evaluation (0 = greedy)."""
     concurrency: int = 64
     """Evaluation games played at once."""
-    exploitability: bool = True
+    exploitability: bool | None = None
     """Read the policy at every information state of Kuhn and Leduc poker before and after
-    training and report its exact exploitability (Kuhn: seconds; Leduc's 936 states: about 13
-    minutes a read on a 2-core CPU)."""
+    training and at each checkpoint, and report its exact exploitability (Kuhn: seconds;
+    Leduc's 936 states: about 13 minutes a read on a 2-core CPU). None (the default): read
+    unless ``games`` is 0, so ``eval.games=0`` turns every evaluation off; true reads even
+    then, false never."""
+
+    @property
+    def reads_strategy(self) -> bool:
+        """Whether the run reads the exploitability of its poker games (see ``exploitability``)."""
+        if self.exploitability is None:
+            return self.games > 0
+        return self.exploitability
 
     def __post_init__(self) -> None:
         if self.games < 0:

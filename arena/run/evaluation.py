@@ -159,9 +159,9 @@ async def _evaluate(
 
 
 def readable_games(config: RunConfig) -> list[str]:
-    """The run's games whose exploitability the summary shows (Kuhn, Leduc), unless
-    ``eval.exploitability`` is off."""
-    if not config.eval.exploitability:
+    """The run's games whose exploitability the run reads (Kuhn, Leduc): none where
+    ``eval.exploitability`` is false, or left unset with ``eval.games`` 0."""
+    if not config.eval.reads_strategy:
         return []
     return [g.id for g in config.games if g.id in EXPLOITABILITY_PREFIX]
 

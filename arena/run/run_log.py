@@ -8,7 +8,7 @@ Files in the run directory:
   random mover's, ``strategy`` the exploitability readings);
 - ``eval_before.json``, ``eval_baseline.json``: those evaluations whole, for a resumed run;
 - ``events.log``: restarts, refused weight updates, failed (dropped) episodes with the first
-  one's reason, and other incidents;
+  one's reason, and other incidents; created by the first event, so a run without any has none;
 - ``transcripts.jsonl``: sampled episodes as conversations, each turn marked ``trained``
   (False: a bot's, a simulator's or a frozen policy's turn, masked out of the loss);
 - ``tb/``: TensorBoard event files (when tensorboard is installed).

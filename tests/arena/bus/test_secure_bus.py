@@ -137,3 +137,24 @@ def test_a_public_address_without_keys_is_refused_unless_insecure(
         timeout=60,
     )
     assert refused.returncode == 2 and "--insecure" in refused.stderr
+
+
+def test_ping_without_keys_hints_that_the_broker_may_require_them(
+    secured: tuple[str, Path],
+) -> None:
+    address, keys = secured
+    plain = {k: v for k, v in os.environ.items() if k not in ("ARENA_KEYS", "ARENA_PARENT_PID")}
+
+    def ping(*flags: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "arena", "ping", address, "-n", "1", "--timeout", "2"]
+        return subprocess.run(
+            [*argv, *flags], env=plain, capture_output=True, text=True, timeout=60
+        )
+
+    refused = ping("--insecure")
+    assert refused.returncode == 1
+    assert "no broker at" in refused.stderr
+    assert "it may require CURVE keys: pass --keys DIR" in refused.stderr
+    answered = ping("--keys", str(keys))
+    assert answered.returncode == 0, answered.stderr
+    assert "1 round trips" in answered.stdout

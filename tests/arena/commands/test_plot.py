@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from arena.commands.plot import eval_panels
+from arena.commands.plot import draw, eval_panels
 
 RESULT = {"game": "tictactoe-v0", "opponent": "random-v0", "score": 0.25, "invalid_rate": 0.5}
 READING = {
@@ -96,3 +96,25 @@ def test_the_command_plots_a_run_directory_with_every_kind_of_line(tmp_path: Pat
         "role_metrics.png",
         "win_rate.png",
     ]
+
+
+def test_whole_steps_and_coinciding_curves_both_visible() -> None:
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    # Kuhn's and Tic-Tac-Toe's invalid rate, 1.0 at both steps of a smoke run: one line
+    same = ([1, 2], [1.0, 1.0])
+    curves = {"invalid_rate/kuhn-poker-v0/player": same, "invalid_rate/tictactoe-v0/player": same}
+    fig = draw(plt, "invalid_rate", curves, "smoke: invalid rate")
+    try:
+        (ax,) = fig.axes
+        fig.canvas.draw()
+        ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+        assert ticks and all(float(t).is_integer() for t in ticks), ticks
+        kuhn, ttt = ax.get_lines()
+        assert kuhn.get_linestyle() != ttt.get_linestyle()
+        assert kuhn.get_marker() != ttt.get_marker()
+        assert ttt.get_markersize() < kuhn.get_markersize()  # drawn on top, seen inside it
+    finally:
+        plt.close(fig)

@@ -41,6 +41,23 @@ llm-user-v0 = plugin_listing:Simulator
 
 [arena.policies]
 listed-backend = plugin_listing:NOT_A_BACKEND
+
+[arena.commands]
+listed-cmd = plugin_listing.cmd
+no-run-cmd = plugin_listing
+"""
+
+COMMAND = """
+\"\"\"``arena listed-cmd``: says hello.\"\"\"
+
+
+def add_arguments(parser):
+    parser.add_argument("--who", default="world")
+
+
+def run(args):
+    print(f"hello {args.who}")
+    return 0
 """
 
 
@@ -54,6 +71,7 @@ def plugin_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         "class Bot: ...\nclass Role: ...\nclass Simulator: ...\nNOT_A_BACKEND = 42\n"
     )
     (package / "raises.py").write_text("raise RuntimeError('broken on purpose')\n")
+    (package / "cmd.py").write_text(COMMAND)
     info = site / "plugin_listing-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {DIST}\nVersion: 0.1\n")
@@ -88,7 +106,7 @@ def test_every_group_is_listed_with_its_plugins_and_the_entries_that_do_not_load
     result = plugins(plugin_env)
     assert result.returncode == 1, result.stderr  # some entries do not load
     listed = tables(result.stdout)
-    assert list(listed) == ["games", "bots", "roles", "simulators", "policy backends"]
+    assert list(listed) == ["games", "bots", "roles", "simulators", "policy backends", "commands"]
     assert listed["games"]["tictactoe-v0"] == ["games.tictactoe:TicTacToe", "arena"]
     assert listed["bots"]["listed-bot-v0"] == ["plugin_listing:Bot", DIST]
     assert listed["roles"]["listed-role-v0"] == ["plugin_listing:Role", DIST]
@@ -99,9 +117,12 @@ def test_every_group_is_listed_with_its_plugins_and_the_entries_that_do_not_load
     }
     assert listed["policy backends"]["hf"] == ["arena.policies.hf:HFPolicy", "arena"]
     assert "listed-backend" not in listed["policy backends"]
+    assert listed["commands"]["listed-cmd"] == ["plugin_listing.cmd", DIST]
+    assert listed["commands"]["train"] == ["arena.commands.train", "arena"]
+    assert "no-run-cmd" not in listed["commands"]
     assert "Traceback" not in result.stderr
     err = result.stderr.splitlines()
-    assert err[1] == "arena plugins: 5 entries cannot be loaded:", result.stderr
+    assert err[1] == "arena plugins: 6 entries cannot be loaded:", result.stderr
     assert err[2] == (
         f"  games Bad (plugin_listing:Game, plugin {DIST}): id 'Bad' must look like 'name-vN', "
         "e.g. 'tictactoe-v0'"
@@ -122,6 +143,23 @@ def test_every_group_is_listed_with_its_plugins_and_the_entries_that_do_not_load
         f"  backends listed-backend (plugin_listing:NOT_A_BACKEND, plugin {DIST}): "
         "plugin_listing:NOT_A_BACKEND is not callable (42)"
     )
+    assert err[7] == (
+        f"  commands no-run-cmd (plugin_listing, plugin {DIST}): module plugin_listing has no "
+        "add_arguments and no run"
+    )
+
+
+def test_a_listed_plugin_command_runs(plugin_env: dict[str, str]) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "arena", "listed-cmd", "--who", "arena"],
+        env=plugin_env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "hello arena\n"
 
 
 def test_named_groups_only_and_a_listing_that_imports_nothing(plugin_env: dict[str, str]) -> None:

@@ -83,3 +83,53 @@ def test_an_unknown_game_is_refused_before_anything_is_written(
     result = deploy("slurm", SMOKE, "games.0.id=tictactoe-v9", "--out", str(out), "--insecure")
     assert result.code == 2 and "tictactoe-v9" in result.err
     assert not out.exists()
+
+
+def test_a_device_left_auto_asks_for_a_gpu_and_says_so(
+    deploy: Callable[..., Result], tmp_path: Path
+) -> None:
+    script = tmp_path / "job.sh"
+    result = deploy("slurm", SMOKE, "--out", str(script), "--insecure")
+    assert result.code == 0, result.err
+    assert (
+        "note: inference.device and learner.device are auto: asking 1 GPU per inference and "
+        "learner process" in result.err
+    )
+    assert "--gpus-per-inference 0 --gpus-per-learner 0" in result.err
+    assert "--gpus-per-task=1" in script.read_text()  # what the note says is what it asks
+    # a device the config names, or GPUs a flag gives, need no note
+    named = deploy(
+        "slurm",
+        SMOKE,
+        "inference.device=cpu",
+        "--gpus-per-learner",
+        "0",
+        "--out",
+        str(script),
+        "--insecure",
+    )
+    assert named.code == 0, named.err
+    assert "note:" not in named.err and "--gpus-per-task=1" not in script.read_text()
+
+
+def test_k8s_warns_of_the_default_image_and_of_checkpoints_without_a_volume(
+    deploy: Callable[..., Result], tmp_path: Path
+) -> None:
+    bare = deploy("k8s", SMOKE, "--out", str(tmp_path / "a"), "--insecure")
+    assert bare.code == 0, bare.err
+    assert "warning: no --image: the pods run arena:latest" in bare.err
+    assert "warning: no --volume-claim" in bare.err
+    assert "checkpoints die with the learner's pod" in bare.err
+    given = deploy(
+        "k8s",
+        SMOKE,
+        "--out",
+        str(tmp_path / "b"),
+        "--insecure",
+        "--image",
+        "reg/arena:1",
+        "--volume-claim",
+        "runs",
+    )
+    assert given.code == 0, given.err
+    assert "warning" not in given.err

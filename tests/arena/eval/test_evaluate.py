@@ -6,6 +6,7 @@ Run with ``.venv/bin/python -m pytest -q tests/arena/eval/test_evaluate.py``.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -110,7 +111,12 @@ def test_match_result_judges_the_policy_moves_in_solved_games() -> None:
     assert result.optimal_move_rate == pytest.approx(2 / 3)
     assert result.optimal_move_ci == wilson(2, 3) and result.optimal_moves_judged == 3
     low, high = wilson(2, 3)
-    assert f"optimal moves 0.667 [{low:.3f}, {high:.3f}] of 3  (1 games)" in result.line()
+    # one game: every interval of the console line is "n too small"; from 10 games it shows
+    assert "optimal moves 0.667 (n too small) of 3  (1 games)" in result.line()
+    assert "score 0.000 (n too small)" in result.line()
+    assert "invalid 0.250 (n too small)" in result.line()
+    ten = replace(result, games=10)
+    assert f"optimal moves 0.667 [{low:.3f}, {high:.3f}] of 3  (10 games)" in ten.line()
     assert result.to_dict()["optimal_move_ci"] == [low, high]
 
 

@@ -252,5 +252,23 @@ def test_games_that_failed_are_counted_never_scored() -> None:
     assert (row["errors_before"], row["first_error_before"]) == (4, "boom")
     assert (row["errors_after"], row["first_error_after"]) == (1, "bang")
     table = markdown({TTT: row})
-    assert f"| {TTT} | score vs random-v0 | n/a | 0.500 [0.200, 0.800] | n/a |" in table
+    # 3 games: the interval (kept in the JSON) is too wide to mean anything
+    assert row["score_vs_random_after_ci"] == [0.2, 0.8]
+    assert f"| {TTT} | score vs random-v0 | n/a | 0.500 (n too small) | n/a |" in table
     assert f"{TTT} before: 4 games failed and were not scored; the first: boom" in table
+
+
+@pytest.mark.parametrize(
+    ("games", "shown"), [(4, "0.750 (n too small)"), (10, "0.750 [0.750, 0.750]")]
+)
+def test_an_interval_over_fewer_than_10_games_is_printed_as_n_too_small(
+    games: int, shown: str
+) -> None:
+    # every game alike: the interval has no width, which over 4 games claims certainty it lacks
+    before = [result(TTT, "random-v0", 0.75, [0.75, 0.75], games=games, invalid_ci=[0.0, 0.0])]
+    row = before_after(before, before)[TTT]
+    assert row["score_vs_random_before_ci"] == [0.75, 0.75]  # the JSON keeps the interval
+    invalid = "0.000 (n too small)" if games < 10 else "0.000 [0.000, 0.000]"
+    lines = markdown({TTT: row}).splitlines()
+    assert f"| {TTT} | score vs random-v0 | {shown} | {shown} | no | n/a |" in lines
+    assert f"| {TTT} | invalid rate | {invalid} | {invalid} | no | 0 (legal moves only) |" in lines

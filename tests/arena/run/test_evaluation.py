@@ -23,7 +23,13 @@ from arena.policies.chat import ChatFormat
 from arena.policies.hf import HFPolicy
 from arena.policies.types import SamplingParams
 from arena.run.config import EvalConfig, RunConfig
-from arena.run.evaluation import _evaluate, evaluate_baseline, final_checkpoint, read_strategy
+from arena.run.evaluation import (
+    _evaluate,
+    evaluate_baseline,
+    final_checkpoint,
+    read_strategy,
+    readable_games,
+)
 from arena.run.run_log import RunLog
 from games.bots.random_bot import RandomBot
 from tests.arena.eval.test_policy_reader import CONFIG_ROLE, TINY_EXPLOITABILITY
@@ -146,3 +152,19 @@ def test_the_evaluation_before_training_plays_opponents_before(tmp_path: Path) -
     strongest = games.spec("nim-v0").strongest_bot
     assert evaluated("before") == ["random-v0"]
     assert evaluated("after") == ["random-v0", strongest]
+
+
+@pytest.mark.parametrize(
+    ("games_per_eval", "setting", "read"),
+    [(4, None, True), (0, None, False), (0, True, True), (4, False, False), (0, False, False)],
+)
+def test_eval_games_0_stops_the_strategy_reads_unless_asked_for(
+    games_per_eval: int, setting: bool | None, read: bool
+) -> None:
+    # the reads before, after and at each checkpoint all go through readable_games
+    config = RunConfig(
+        model="tiny",
+        games=[GameConfig(id="tictactoe-v0"), GameConfig(id=KUHN)],
+        eval=EvalConfig(games=games_per_eval, exploitability=setting),
+    )
+    assert readable_games(config) == ([KUHN] if read else [])

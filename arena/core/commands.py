@@ -1,0 +1,40 @@
+"""The registry of ``arena`` subcommands: the built-in ones, and plugins' through the entry-point
+group ``arena.commands``.
+
+An entry's factory is the name of the command's module (``arena.commands.<name with _>``;
+a plugin's entry point value is its module too, with no ``:Factory``), imported only when the
+command runs; ``help`` is its one line in ``arena --help``. It lives here, below every other
+layer, so that the CLI (:mod:`arena.cli`) builds its parser from it and ``arena plugins`` lists
+it beside the other registries.
+"""
+
+from __future__ import annotations
+
+from arena.core.registry import Registry
+
+commands: Registry[object] = Registry("command", "arena.commands", versioned=False)
+"""Subcommand name -> the name of its module; ``help`` is its one line in ``arena --help``."""
+for _name, _help in {
+    "train": "self-play training from a YAML config (arena train configs/selfplay.yaml)",
+    "broker": "run the message broker that every actor connects to",
+    "inference": "run an inference actor: serve a policy to rollout actors, take weight updates",
+    "rollout": "run a rollout actor: play episodes and send them to the learner",
+    "learner": "run the learner actor: train on episodes, publish weights, save checkpoints",
+    "echo": "run an echo actor (for benchmarks and for checking a deployment)",
+    "ping": "send requests through a broker to its echo service and print the round trips",
+    "games": "list the registered games: id, seats, kind, information, strongest bot",
+    "plugins": "list every registry (games, bots, roles, simulators, policy backends, commands): "
+    "each entry, the plugin it comes from, and the ones that fail to load",
+    "check-game": "run the games conformance kit on a game and print a pass/fail table",
+    "show-game": "print a game's seats, roles and interaction graph, and draw it as a PNG",
+    "plot": "write PNG curves (reward, win rate, invalid rate, role metrics, exploitability, "
+    "KL, entropy) of a run directory",
+    "tournament": "play participants against each other (round robin or gauntlet) and rate them",
+    "ratings": "Bradley-Terry ratings with confidence intervals from a matches.jsonl log",
+    "eval": "evaluate one checkpoint, model or bot against reference opponents",
+    "play": "play a game in the terminal against a checkpoint, a model or a bot",
+    "keys": "generate CURVE keypairs for a secure bus (arena keys generate DIR)",
+    "status": "list every actor registered with a broker: kind, host, services, load, heartbeat",
+    "deploy": "write a Slurm sbatch script or Kubernetes manifests that start a run's processes",
+}.items():
+    commands.register(_name, f"arena.commands.{_name.replace('-', '_')}", help=_help)
