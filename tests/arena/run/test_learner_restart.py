@@ -62,10 +62,16 @@ def test_a_killed_learner_is_restarted_and_the_run_continues_from_its_checkpoint
     tmp_path: Path,
 ) -> None:
     run_dir = tmp_path / "run"
-    # no evaluation before or after (nothing here reads it); the per-step strategy reads stay,
-    # as they pace the steps for the kill below
+    # no evaluation before or after (nothing here reads it); the per-step strategy reads stay
+    # (eval.games=0 would stop them), as they pace the steps for the kill below
     proc = start(
-        "train", SMOKE, f"run_dir={run_dir}", "steps=6", "checkpoint_every=3", "eval.games=0"
+        "train",
+        SMOKE,
+        f"run_dir={run_dir}",
+        "steps=6",
+        "checkpoint_every=3",
+        "eval.games=0",
+        "eval.exploitability=true",
     )
     out = ""
     try:
