@@ -1,6 +1,6 @@
 """The checks a run config passes before anything starts: every game, role, bot and simulator
 it names exists, every game takes its ``kwargs``, every seat's role its role kwargs, and every
-simulated seat is one the game lets a simulator play."""
+simulated seat is one the game lets a simulator play, with a simulator that takes its kwargs."""
 
 from __future__ import annotations
 
@@ -47,6 +47,7 @@ def validate(config: RunConfig) -> None:
                         f"games[{game.id}].simulators: seat {seat!r} cannot be simulated; "
                         f"the game's simulatable seats: {allowed}"
                     )
+                make_simulator(game, seat)
     except RegistryError as err:
         raise ConfigError(str(err)) from None
 
@@ -78,3 +79,17 @@ def check_roles(game: GameConfig, env: TextGame) -> None:
                 f"games[{game.id}]: seat {agent!r} plays {role_id}, which refuses role_kwargs "
                 f"{game.role_kwargs}: {err}"
             ) from None
+
+
+def make_simulator(game: GameConfig, seat: str) -> None:
+    """Build the simulator the config names for ``seat`` with its ``kwargs``: an argument it
+    refuses is a config error, not an episode that fails in every step."""
+    import simulators
+
+    spec = game.simulators[seat]
+    try:
+        simulators.make(spec.id, **spec.kwargs)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(
+            f"games[{game.id}].simulators.{seat}: {spec.id} refuses kwargs {spec.kwargs}: {err}"
+        ) from None
