@@ -8,8 +8,8 @@ imported only when their command runs, so ``arena --help`` stays fast and a comm
 imports (torch, transformers) never slow the others down.
 
 Options and positional arguments may come in any order (``arena train CFG --dry-run steps=3``).
-A config error ends the command with exit code 2 and a message naming the key, never a
-traceback. A process started by a launcher with ``ARENA_PARENT_PID`` set dies with its parent
+A config error (malformed YAML: its file, line and column) or an unknown id ends the command
+with exit code 2 and one line naming the key or the nearest id, never a traceback. A process started by a launcher with ``ARENA_PARENT_PID`` set dies with its parent
 (:func:`arena.core.process.die_with_parent`).
 """
 
@@ -23,6 +23,7 @@ import sys
 from arena.core.commands import commands
 from arena.core.errors import EXIT_REFUSED, CannotStart, ConfigError
 from arena.core.process import die_with_parent
+from arena.core.registry import RegistryError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(module.run(command_parser.parse_intermixed_args(rest)) or 0)  # type: ignore[attr-defined]
     except ConfigError as err:
         print(f"{prog}: bad config: {err}", file=sys.stderr)
+        return EXIT_REFUSED
+    except RegistryError as err:  # an unknown id on the command line; names the nearest
+        print(f"{prog}: {err}", file=sys.stderr)
         return EXIT_REFUSED
     except CannotStart as err:
         print(f"{prog}: cannot start: {err}", file=sys.stderr)

@@ -210,10 +210,10 @@ class RolloutActor:
         async def one(index: int, game_id: str, episode_seed: int) -> Episode | None:
             async with limit:
                 env = games.make(game_id, **self._game_kwargs[game_id])
-                seats = self.factory.seats(
-                    game_id, env, random.Random(episode_seed), episode_seed, opponent
-                )
                 try:
+                    seats = self.factory.seats(
+                        game_id, env, random.Random(episode_seed), episode_seed, opponent
+                    )
                     return await play_episode(
                         env,
                         game_id,

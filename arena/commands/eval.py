@@ -2,10 +2,11 @@
 evaluate one checkpoint, model, LoRA adapter or bot against reference bots, the way training
 evaluates its policy.
 
-PARTICIPANT is a checkpoint directory (``runs/selfplay/<time>/checkpoints/step-00000012``), a
+PARTICIPANT is a checkpoint directory (``runs/selfplay/<time>/checkpoints/step-00000012``, or
+``step-12`` for short), a run directory (its newest checkpoint, named on the first line), a
 Hugging Face directory, ``smollm2-135m``, ``tiny``, or a registered bot id; ``--model SPEC`` names
 a model instead. ``--adapter PATH`` plays a LoRA adapter (a peft directory, e.g. a run's
-``checkpoints/step-8/adapters/solver``) on that model, which must be the base it was made for
+``checkpoints/step-00000008/adapters/solver``) on that model, which must be the base it was made for
 (else exit 2, naming both). A checkpoint inside a run directory (the model's, else the
 adapter's) takes that run's games (with their ``kwargs`` and role settings) and its evaluation
 opponents, games and temperature unless the flags say otherwise. The participant plays every
@@ -74,7 +75,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "participant",
         nargs="?",
         default=None,
-        help="checkpoint dir, HF dir, smollm2-135m, tiny or bot id (or give --model)",
+        help="checkpoint dir (or its run dir: the newest), HF dir, smollm2-135m, tiny or bot "
+        "id (or give --model)",
     )
     parser.add_argument(
         "--model",
@@ -88,7 +90,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="PATH",
         help="play the LoRA adapter in this peft directory (e.g. a run's "
-        "checkpoints/step-8/adapters/solver) on the model, the base it was made for",
+        "checkpoints/step-00000008/adapters/solver) on the model, the base it was made for",
     )
     parser.add_argument("--games", nargs="+", default=None, help="game ids (default: the run's)")
     parser.add_argument(
@@ -121,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
     from arena.eval.roles import RoleResult, evaluate_roles, is_role_game, role_seats
     from arena.play.config import GameConfig
     from arena.run.config import RunConfig
+    from arena.tournament.checkpoint_paths import checkpoint_of, on_disk
     from arena.tournament.config import ParticipantConfig, TournamentConfig
     from arena.tournament.participants import (
         adapter_run_config,
@@ -131,6 +134,12 @@ def run(args: argparse.Namespace) -> int:
     from arena.tournament.serving import Seating
 
     spec = evaluated_spec(args.participant, args.model)
+    # a run directory plays its newest checkpoint; RUN/checkpoints/step-12 is step-00000012
+    spec, taken = checkpoint_of(spec)
+    if taken:
+        print(taken, flush=True)
+    if args.adapter:
+        args.adapter = on_disk(args.adapter)
     run_config = (
         run_config_of(spec)
         or (adapter_run_config(args.adapter) if args.adapter else None)
@@ -144,6 +153,7 @@ def run(args: argparse.Namespace) -> int:
     )
     games = [with_simulators(g, args.simulator) for g in games]
     opponents = args.opponents or run_config.eval.opponents
+    check_opponents(opponents, games)  # before any model loads
     n = run_config.eval.games if args.n is None else args.n
     if n < 1 or args.tries < 1:
         raise ConfigError(f"--n and --tries must be >= 1, got {n} and {args.tries}")
@@ -233,6 +243,19 @@ def evaluated_spec(participant: str | None, model: str | None) -> str:
             f"(got {'both' if participant is not None else 'neither'})"
         )
     return str(participant if participant is not None else model)
+
+
+def check_opponents(opponents: Sequence[str], game_configs: Sequence[GameConfig]) -> None:
+    """Every game and opponent id must be registered, checked before any model loads: an
+    unknown one is a RegistryError naming the nearest ids (exit 2, one line)."""
+    import games
+    import games.bots
+    from arena.play.seating import resolve_opponent
+
+    for game in game_configs:
+        games.registry.entry(game.id)
+        for opponent in opponents:
+            games.bots.registry.entry(resolve_opponent(opponent, game.id))
 
 
 def with_simulators(game: GameConfig, flags: Sequence[str]) -> GameConfig:

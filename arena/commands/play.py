@@ -99,9 +99,14 @@ def run(args: argparse.Namespace) -> int:
     from arena.core.config import parse_assignments
     from arena.play.acting import resolve_act
     from arena.play.config import GameConfig
+    from arena.tournament.checkpoint_paths import checkpoint_of
     from arena.tournament.human import pick_seat, play_human
 
     check_game_id(args.game)
+    # a run directory plays its newest checkpoint; RUN/checkpoints/step-12 is step-00000012
+    args.against, taken = checkpoint_of(args.against)
+    if taken:
+        print(taken, flush=True)
     trained, max_new_tokens = trained_defaults(args.against, args.game)
     game = GameConfig(
         id=args.game,

@@ -40,7 +40,7 @@ def load_config(schema: type[S], path: str | Path | None, overrides: Sequence[st
     layers: list[tuple[str, Any]] = []
     if path is not None:
         for file in _extends_chain(Path(path)):
-            layer = OmegaConf.load(file)
+            layer = _read_yaml(file)
             if isinstance(layer, DictConfig):
                 layer.pop("extends", None)
             layers.append((str(file), layer))
@@ -89,10 +89,28 @@ def _merge(schema: type[S], layers: list[tuple[str, Any]], overrides: Sequence[s
 def _extends_chain(path: Path) -> list[Path]:
     if not path.is_file():
         raise ConfigError(f"config file {path} does not exist")
-    raw = OmegaConf.load(path)
+    raw = _read_yaml(path)
     parent = raw.pop("extends", None) if isinstance(raw, DictConfig) else None
     chain = _extends_chain(path.parent / parent) if parent else []
     return [*chain, path]
+
+
+def _read_yaml(path: Path) -> Any:
+    """The file, parsed; malformed YAML is a :class:`ConfigError` of one line naming the file,
+    line and column (``run.yaml:3:6: malformed YAML: ...``), as an editor jumps to it."""
+    try:
+        return OmegaConf.load(path)
+    except Exception as err:  # PyYAML's MarkedYAMLError: arena.core imports omegaconf only
+        mark = getattr(err, "problem_mark", None)
+        if mark is None:
+            raise
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        context, where = getattr(err, "context", None), getattr(err, "context_mark", None)
+        if context and where is not None:
+            problem += f" ({context} at line {where.line + 1}, column {where.column + 1})"
+        raise ConfigError(
+            f"{path}:{mark.line + 1}:{mark.column + 1}: malformed YAML: {problem}"
+        ) from None
 
 
 def _explain(err: OmegaConfBaseException, schema: type) -> str:

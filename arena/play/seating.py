@@ -21,7 +21,7 @@ import simulators
 from arena.core.errors import ConfigError
 from arena.play.acting import check_act
 from arena.play.config import GameConfig, PlayConfig
-from arena.play.seats import BotSeat, PolicySeat, Seat, SimulatorSeat
+from arena.play.seats import BotSeat, EpisodeError, PolicySeat, Seat, SimulatorSeat
 from arena.policies.chat import ChatFormat
 from arena.policies.types import Prompt, SamplingParams
 from games.text_env import TextGame
@@ -145,7 +145,14 @@ class SeatFactory:
             raise ConfigError(
                 f"{game_id}: seat {agent!r} cannot be simulated; its simulatable seats: {allowed}"
             )
-        simulator = simulators.make(spec.id, **spec.kwargs)
+        try:
+            simulator = simulators.make(spec.id, **spec.kwargs)
+        except Exception as err:  # a plugin's constructor: fail the episode, not the actor
+            raise EpisodeError(
+                f"{game_id}: simulator {spec.id} could not be made with kwargs {spec.kwargs}: "
+                f"{err!r}",
+                agent,
+            ) from err
         if simulator.needs_model:
             policy = self.remote(spec.policy or self.config.policy_name)
             simulator.bind(generator(policy, self.chat, self.params))

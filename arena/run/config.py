@@ -83,6 +83,15 @@ class RolloutConfig:
     lease_timeout: float = 3600.0
     """Seconds an order (a leased job) may take before the job is leased to another rollout
     actor; the straggler's late episodes are then dropped by the learner as duplicates."""
+    max_empty_steps: int = 3
+    """Steps in a row that leave the learner no turn to train on (every episode failed: a
+    simulator or bot that raises, say) before the run stops, with exit status 1 and one line
+    naming the first failure's reason (:mod:`arena.run.failures`). Each such step is shown
+    (``failed 8/8``), logged in ``events.log`` and collected again; it does not count as a step."""
+
+    def __post_init__(self) -> None:
+        if self.max_empty_steps < 1:
+            raise ConfigError(f"rollout.max_empty_steps must be >= 1, got {self.max_empty_steps}")
 
 
 @dataclass

@@ -65,6 +65,7 @@ from arena.run.evaluation import (
     read_strategy,
     readable_games,
 )
+from arena.run.failures import EmptySteps, NothingToTrain
 from arena.run.inference_settings import SettingsCheck
 from arena.run.launcher import ChildDied, Launcher
 from arena.run.learner_restart import LearnerClient, LearnerRestarted
@@ -104,6 +105,7 @@ class RunCoordinator:
         self.version = 0
         self.step = 0
         self._stalled = 0
+        self.empty = EmptySteps(config.rollout.max_empty_steps, run_dir, self.log)
 
     # -- processes and bus -----------------------------------------------------------------
     async def watch_children(self) -> None:
@@ -303,6 +305,8 @@ class RunCoordinator:
                 t_collect = time.monotonic() - t0
                 sampled_with = self.version
                 metrics = await self.learner.step(self.version)
+                if self.empty.untrained(metrics, self.step + 1, collected):
+                    continue  # collected again; NothingToTrain once it keeps happening
                 t_train = time.monotonic() - t0 - t_collect
                 if metrics and "version" in metrics:
                     self.version = int(metrics["version"])
@@ -341,9 +345,7 @@ class RunCoordinator:
                 try:
                     t0 = time.monotonic()
                     await self._choose_opponent()
-                    while stream.episodes < c.rollout.episodes_per_step or not stream.ready_for(
-                        self.version
-                    ):
+                    while not stream.step_ready() or not stream.ready_for(self.version):
                         if producing.done():
                             producing.result()  # raises why it stopped
                         await asyncio.sleep(0.1)
@@ -360,6 +362,8 @@ class RunCoordinator:
                         rewound = False
                         continue
                     rewound = False
+                    if self.empty.untrained(metrics, self.step + 1, collected):
+                        continue
                     self.step = self._next_step(metrics)
                     if metrics and "version" in metrics:
                         self.version = int(metrics["version"])
@@ -457,7 +461,7 @@ def train(config_path: str, overrides: list[str], dry_run: bool = False) -> int:
     coordinator = RunCoordinator(config, run_dir)
     try:
         return asyncio.run(coordinator.run())
-    except (ChildDied, NoBroker, ActorsMissing) as err:
+    except (ChildDied, NoBroker, ActorsMissing, NothingToTrain) as err:
         print(f"arena train: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -117,7 +117,7 @@ class RunLog:
             f"step {step}/{self.config.steps}  {row['episodes_per_s']:.2f} ep/s  "
             f"{row['gen_tokens_per_s']:.0f} gen tok/s  {update_text(metrics)}  "
             f"reward {rewards}  invalid {invalid}  staleness {row['staleness']}"
-            + (f"  failed {failed}" if failed else "")
+            + (f"  failed {failed}/{failed + collected['episodes']}" if failed else "")
         )
         if failed:  # dropped episodes are never trained on: say so where a user looks
             self.event(

@@ -86,6 +86,16 @@ class CollectStream:
         """Episodes reported since the last :meth:`take`."""
         return sum(r["episodes"] for r in self.replies)
 
+    def step_ready(self) -> bool:
+        """Whether a step's episodes came in since the last :meth:`take`; or, with none, as
+        many failed: a step with nothing to train on, which the coordinator counts
+        (:mod:`arena.run.failures`) rather than waiting for episodes that may never come."""
+        episodes = self.episodes
+        failed = sum(r["failed"] for r in self.replies)
+        return episodes >= self.episodes_per_step or (
+            episodes == 0 and failed >= self.episodes_per_step
+        )
+
     def take(self) -> list[dict[str, Any]]:
         """The replies since the last call (the learner takes every turn that reached it)."""
         taken, self.replies = self.replies, []

@@ -25,6 +25,7 @@ from arena.core.errors import ConfigError, did_you_mean
 from arena.core.registry import RegistryError, load_object
 from arena.play.config import GameConfig
 from arena.policies.types import SamplingParams
+from arena.tournament.checkpoint_paths import looks_like_path, newest_checkpoint, on_disk
 from arena.tournament.config import ParticipantConfig
 from games.bots.base import Bot
 
@@ -194,6 +195,7 @@ def _resolve_adapters(config: ParticipantConfig) -> list[Participant]:
         )
     model = _model_path(config.model)
     if not glob.has_magic(config.adapter):
+        config = replace(config, adapter=on_disk(config.adapter))
         check_adapter(config.adapter, model)
         name = (
             config.name or f"{_default_name(config.model)}+{_adapter_label(Path(config.adapter))}"
@@ -317,16 +319,20 @@ def _model_path(spec: str) -> str:
 
     if spec in EMBEDDED_ALIASES or spec == TINY_NAME:
         return spec
-    path = Path(spec).expanduser()
+    path = Path(on_disk(spec)).expanduser()  # RUN/checkpoints/step-12 is step-00000012
     if (path / "model" / "config.json").is_file():
         return str(path / "model")
     if (path / "config.json").is_file():
         return str(path)
     if path.exists():
+        newest = newest_checkpoint(spec)
+        hint = f"; a run directory: name its checkpoint, e.g. {newest}" if newest else ""
         raise ConfigError(
             f"{spec!r} is neither a Hugging Face model directory (no config.json) "
-            "nor a checkpoint (no model/config.json)"
+            f"nor a checkpoint (no model/config.json){hint}"
         )
+    if looks_like_path(spec):
+        raise ConfigError(f"no such file or directory: {spec}")
     raise ConfigError(
         f"no model {spec!r}: expected {TINY_NAME!r}, one of {sorted(EMBEDDED_ALIASES)}, a "
         "checkpoint directory, a Hugging Face directory, or a glob over checkpoints"

@@ -1,6 +1,8 @@
 """Simulators that fail, through real `arena eval` and `arena train` processes: an episode they
 end is an error of its evaluation row and a dropped episode of its training step, shown on the
-console and in ``events.log``, and the run goes on (exit 0).
+console and in ``events.log``, and the run goes on (exit 0). A run in which every episode fails
+stops after ``rollout.max_empty_steps`` steps in a row with nothing to train on, with one line
+naming the reason (exit 1); a simulator that refuses its kwargs is a config error (exit 2).
 
 The probe simulators are a plugin installed as a real distribution (a module plus a
 ``dist-info`` with ``entry_points.txt``, found by ``importlib.metadata`` through
@@ -175,8 +177,10 @@ def test_arena_train_shows_dropped_episodes_and_evaluates_the_roles(
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (run_dir,) = (tmp_path / "smoke_tools").iterdir()
     (step,) = [line for line in done.stdout.splitlines() if line.startswith("step 1/1")]
-    failed = json.loads((run_dir / "metrics.jsonl").read_text())["episodes_failed"]
-    assert failed >= 4 and step.endswith(f"failed {failed}")  # every second one at least
+    row = json.loads((run_dir / "metrics.jsonl").read_text())
+    failed = row["episodes_failed"]
+    # every second one at least, shown as failed of the step's episodes
+    assert failed >= 4 and step.endswith(f"failed {failed}/{failed + row['episodes']}")
     events = (run_dir / "events.log").read_text()
     assert f"step 1: {failed} episodes failed and were dropped; the first: " in events
     assert "simulator probe-flaky-v0 failed: RuntimeError('flaky probe failed" in events
@@ -191,3 +195,58 @@ def test_arena_train_shows_dropped_episodes_and_evaluates_the_roles(
     table = (run_dir / "eval_summary.md").read_text()
     assert "| retail-v0 | executor-v0 (agent) | success |" in table
     assert "eval before 0/0" not in done.stdout
+
+
+@pytest.mark.e2e
+def test_arena_train_stops_in_one_line_when_every_episode_fails(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    done = arena(
+        env,
+        "train",
+        "configs/smoke_tools.yaml",
+        f"output_dir={tmp_path}",
+        "steps=5",
+        "rollout.actors=1",
+        "rollout.episodes_per_step=2",
+        "rollout.max_restarts=0",  # no second order of the failed episodes within a step
+        "rollout.max_empty_steps=2",
+        "eval.games=0",
+        "eval.exploitability=false",
+        "games.0.simulators.user.id=probe-raises-v0",
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, output[-3000:]
+    assert "Traceback" not in output
+    (run_dir,) = (tmp_path / "smoke_tools").iterdir()
+    reason = "simulator probe-raises-v0 failed: RuntimeError('probe says no')"
+    (line,) = [x for x in done.stderr.splitlines() if x.strip()]
+    assert line.startswith(
+        "arena train: stopped after 2 steps in a row with no turn to train on: every episode "
+        "failed (2/2); the first: retail-v0 episode "
+    )
+    assert reason in line and f"read {run_dir / 'events.log'}" in line
+    # each empty step is shown like a step, with its reason on the console and in events.log
+    steps = [x for x in done.stdout.splitlines() if x.startswith("step 1/5")]
+    assert steps == ["step 1/5  no update: no turn to train on  failed 2/2"] * 2
+    events = (run_dir / "events.log").read_text()
+    assert events.count(reason) == 2
+    assert "step 1: no turn to train on (2 in a row; the run stops after 2" in events
+    assert reason in " ".join(done.stdout.split())  # the console wraps long lines
+    assert not (run_dir / "metrics.jsonl").exists()  # no step was trained
+
+
+def test_arena_train_refuses_a_simulator_that_refuses_its_kwargs(env: dict[str, str]) -> None:
+    done = arena(
+        env,
+        "train",
+        "configs/smoke_tools.yaml",
+        "--dry-run",
+        "games.0.simulators.user.kwargs.bogus=1",
+    )
+    assert done.returncode == 2, done.stdout[-3000:] + done.stderr[-3000:]
+    (line,) = [x for x in done.stderr.splitlines() if x.strip()]
+    assert line.startswith(
+        "arena train: bad config: games[retail-v0].simulators.user: scripted-user-v0 refuses "
+        "kwargs {'latency': 0.5, 'bogus': 1}: "
+    )

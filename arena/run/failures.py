@@ -1,0 +1,76 @@
+"""Steps that leave the learner nothing to train on, and when a run gives up on them.
+
+A step whose every episode failed (a simulator that raises, returns no text, or was built
+wrong; a bot that crashes) reaches the learner with no turn, and the learner answers with no
+metrics. Such a step is not counted: the coordinator shows it on the console like a step line
+(``failed 8/8``), names the first failure's reason in ``events.log``, and collects the step
+again. A cause that lasts would fail every step the same way, so after
+``rollout.max_empty_steps`` of them in a row the run stops with :class:`NothingToTrain`, whose
+one-line message names the reason and the logs to read (``arena train`` exits 1 with it).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from arena.run.run_log import RunLog
+
+
+class NothingToTrain(RuntimeError):
+    """Too many steps in a row had no turn to train on; the message is one line for the user."""
+
+
+def one_line(text: str) -> str:
+    """``text`` with its whitespace runs (newlines of a traceback included) as single spaces:
+    the reason is shown on a step line and as the run's last line."""
+    return " ".join(text.split())
+
+
+def reason_of(collected: dict[str, Any]) -> str:
+    """Why a step's episodes gave nothing to train on, from its collect summary."""
+    failed, played = collected["failed"], collected["failed"] + collected["episodes"]
+    if not played:
+        return "no episode was played"
+    first = one_line(collected.get("error") or "") or "no reason given"
+    if failed == played:
+        return f"every episode failed ({failed}/{played}); the first: {first}"
+    return f"{failed}/{played} episodes failed (the first: {first}), the others had no trained turn"
+
+
+class EmptySteps:
+    """Counts the steps in a row with nothing to train on; see the module docstring."""
+
+    def __init__(self, limit: int, run_dir: Path, log: RunLog) -> None:
+        self.limit = limit
+        self.run_dir = run_dir
+        self.log = log
+        self.in_a_row = 0
+
+    def untrained(
+        self, metrics: dict[str, Any] | None, step: int, collected: dict[str, Any]
+    ) -> bool:
+        """Whether the learner's reply ``metrics`` to step ``step`` trained nothing (None, or no
+        ``step`` in it); if so the step is shown and logged, and :class:`NothingToTrain` is
+        raised once ``limit`` such steps came in a row. A step that trained resets the count."""
+        if metrics is not None and "step" in metrics:
+            self.in_a_row = 0
+            return False
+        self.in_a_row += 1
+        failed, played = collected["failed"], collected["failed"] + collected["episodes"]
+        reason = reason_of(collected)
+        self.log.console.print(
+            f"step {step}/{self.log.config.steps}  no update: no turn to train on  "
+            f"failed {failed}/{played}"
+        )
+        self.log.event(
+            f"step {step}: no turn to train on ({self.in_a_row} in a row; the run stops after "
+            f"{self.limit}, rollout.max_empty_steps): {reason}"
+        )
+        if self.in_a_row >= self.limit:
+            raise NothingToTrain(
+                f"stopped after {self.in_a_row} steps in a row with no turn to train on: "
+                f"{reason}; read {self.run_dir / 'events.log'} and "
+                f"{self.run_dir / 'logs' / 'rollout-*.log'}"
+            )
+        return True

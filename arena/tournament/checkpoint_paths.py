@@ -1,0 +1,82 @@
+"""Checkpoint paths as a person types them.
+
+A run saves its checkpoints as ``<run>/checkpoints/step-00000012`` (zero-padded, so that they
+sort). The commands that take a checkpoint (``arena eval``, ``arena play --against``, a
+tournament's ``model:`` and ``adapter:``) also take:
+
+- ``step-12`` for ``step-00000012`` (:func:`on_disk`), anywhere in the path
+  (``RUN/checkpoints/step-8/adapters/solver``);
+- the run directory itself, for its newest checkpoint (:func:`newest_checkpoint`; ``arena eval``
+  and ``arena play`` print which one they took).
+
+Standard library only: nothing is loaded here, only looked up.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from arena.core.errors import ConfigError
+
+STEP_DIR = re.compile(r"^step-(\d+)$")
+"""A checkpoint directory's name (``step-00000012``, or ``step-12`` as typed)."""
+
+
+def on_disk(spec: str) -> str:
+    """``spec`` with each ``checkpoints/step-N`` that does not exist as typed replaced by the
+    zero-padded directory that does (``step-12`` -> ``step-00000012``); anything else as is."""
+    path = Path(spec).expanduser()
+    if path.exists() or not any(STEP_DIR.match(p) for p in path.parts):
+        return spec
+    found = Path(path.parts[0])
+    for part in path.parts[1:]:
+        match = STEP_DIR.match(part)
+        if match and found.name == "checkpoints" and not (found / part).exists():
+            padded = f"step-{int(match.group(1)):08d}"
+            if (found / padded).exists():
+                part = padded
+        found = found / part
+    return str(found) if found.exists() else spec
+
+
+def checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
+    """The run's checkpoints that hold a model (``checkpoints/step-*/model/config.json``), as
+    (step, path), oldest first."""
+    found = []
+    for path in (run_dir / "checkpoints").glob("step-*"):
+        match = STEP_DIR.match(path.name)
+        if match and (path / "model" / "config.json").is_file():
+            found.append((int(match.group(1)), path))
+    return sorted(found)
+
+
+def newest_checkpoint(spec: str) -> Path | None:
+    """The newest checkpoint of the run directory ``spec`` (one with a ``checkpoints/``
+    folder, that is not itself a model); None for anything else. A run directory without a
+    checkpoint yet is a :class:`ConfigError`."""
+    path = Path(spec).expanduser()
+    if not (path / "checkpoints").is_dir() or (path / "config.json").is_file():
+        return None
+    found = checkpoints(path)
+    if not found:
+        raise ConfigError(
+            f"run directory {spec} has no checkpoint with a model yet (checkpoints/step-*/model)"
+        )
+    return found[-1][1]
+
+
+def checkpoint_of(spec: str) -> tuple[str, str | None]:
+    """The checkpoint path that ``spec`` stands for (:func:`on_disk`, or a run directory's
+    newest checkpoint), and a line that says which one was taken (None when ``spec`` names it
+    itself)."""
+    newest = newest_checkpoint(spec)
+    if newest is not None:
+        return str(newest), f"{spec}: its newest checkpoint, {newest.name} ({newest})"
+    return on_disk(spec), None
+
+
+def looks_like_path(spec: str) -> bool:
+    """Whether ``spec`` was typed as a path (a separator, or ``.``/``~`` first) rather than a
+    name such as ``tiny`` or ``smollm2-135m``."""
+    return "/" in spec or spec.startswith((".", "~"))

@@ -1,0 +1,76 @@
+"""A user's mistakes on the command line end in one line and exit status 2, never a traceback:
+malformed YAML names its file, line and column; an unknown id names the nearest registered
+ones. Nothing starts, so these are cheap.
+
+Run with `.venv/bin/python -m pytest -q tests/arena/commands/test_user_errors.py`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.cli import arena
+
+MALFORMED = "name: x\nsteps: [1, 2\nmodel: tiny\n"
+"""An unclosed list: PyYAML reports it at line 3, column 6."""
+
+
+def refused(*args: str | Path) -> str:
+    """The one line a refused command writes on stderr (exit 2)."""
+    done = arena(*args)
+    assert done.returncode == 2, done.stdout[-3000:] + done.stderr[-3000:]
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stderr
+    return lines[0]
+
+
+@pytest.fixture
+def malformed(tmp_path: Path) -> Path:
+    path = tmp_path / "malformed.yaml"
+    path.write_text(MALFORMED)
+    return path
+
+
+def test_arena_train_names_the_line_of_malformed_yaml_and_the_nearest_id(malformed: Path) -> None:
+    line = refused("train", malformed)
+    assert line.startswith(f"arena train: bad config: {malformed}:3:6: malformed YAML: ")
+    assert "while parsing a flow sequence at line 2, column 8" in line
+    line = refused("train", "configs/smoke.yaml", "--dry-run", "games.0.id=tictacto-v0")
+    assert "unknown game 'tictacto-v0'; did you mean 'tictactoe-v0'" in line
+
+
+def test_arena_tournament_names_the_line_of_malformed_yaml_and_the_nearest_id(
+    malformed: Path, tmp_path: Path
+) -> None:
+    line = refused("tournament", malformed)
+    assert line.startswith(f"arena tournament: bad config: {malformed}:3:6: malformed YAML: ")
+    config = tmp_path / "tournament.yaml"
+    config.write_text(
+        "participants:\n  - {name: r, bot: random-v0}\n  - {name: m, bot: minimax-v0}\n"
+        "games: [{id: tictacto-v0}]\npairs: 1\n"
+    )
+    line = refused("tournament", config, f"out={tmp_path / 'out'}")
+    assert line.startswith("arena tournament: unknown game 'tictacto-v0'; did you mean ")
+    line = refused("tournament", config, "games.0.id=tictactoe-v0", "participants.1.bot=minimx-v0")
+    assert (
+        line
+        == "arena tournament: bad config: participant 'm': no bot 'minimx-v0'; did you mean 'minimax-v0'?"
+    )
+    assert not (tmp_path / "out").exists()
+
+
+def test_arena_eval_names_the_line_of_malformed_yaml_and_the_nearest_id(tmp_path: Path) -> None:
+    # eval reads the config.yaml of the run a checkpoint comes from
+    checkpoint = tmp_path / "run" / "checkpoints" / "step-00000001"
+    checkpoint.mkdir(parents=True)
+    (tmp_path / "run" / "config.yaml").write_text(MALFORMED)
+    line = refused("eval", checkpoint)
+    assert line.startswith(
+        f"arena eval: bad config: {tmp_path / 'run' / 'config.yaml'}:3:6: malformed YAML: "
+    )
+    line = refused("eval", "random-v0", "--opponents", "randm-v0")
+    assert line.startswith("arena eval: unknown bot 'randm-v0'; did you mean 'random-v0'")
+    line = refused("eval", "random-v0", "--games", "tictacto-v0")
+    assert line.startswith("arena eval: unknown game 'tictacto-v0'; did you mean 'tictactoe-v0'")

@@ -1,0 +1,69 @@
+"""Checkpoint paths as a person types them (:mod:`arena.tournament.checkpoint_paths`):
+``step-12`` for ``step-00000012``, a run directory for its newest checkpoint, and a path that
+does not exist named as such.
+
+Run with `.venv/bin/python -m pytest -q tests/arena/tournament/test_checkpoint_paths.py`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from arena.core.errors import ConfigError
+from arena.tournament.checkpoint_paths import checkpoint_of, newest_checkpoint, on_disk
+from arena.tournament.participants import parse_participant, resolve_participants
+
+
+def make_run(root: Path, *steps: int) -> Path:
+    """A run directory whose checkpoints hold a (fake) model each."""
+    for step in steps:
+        model = root / "checkpoints" / f"step-{step:08d}" / "model"
+        model.mkdir(parents=True)
+        (model / "config.json").write_text("{}")
+    return root
+
+
+def test_step_n_stands_for_the_zero_padded_directory(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "run", 4, 12)
+    (run / "checkpoints" / "step-00000012" / "adapters" / "solver").mkdir(parents=True)
+    padded = run / "checkpoints" / "step-00000012"
+    assert on_disk(str(run / "checkpoints" / "step-12")) == str(padded)
+    assert on_disk(str(run / "checkpoints" / "step-12" / "adapters" / "solver")) == str(
+        padded / "adapters" / "solver"
+    )
+    assert on_disk(str(padded)) == str(padded)  # as on disk already
+    for missing in ("step-5", "step-12/adapters/judge"):  # no such checkpoint: left as typed
+        assert on_disk(str(run / "checkpoints" / missing)) == str(run / "checkpoints" / missing)
+    assert on_disk("tiny") == "tiny"
+    (participant,) = resolve_participants(
+        [parse_participant(str(run / "checkpoints" / "step-12"))], minimum=1
+    )
+    assert participant.model == str(padded / "model")
+
+
+def test_a_run_directory_stands_for_its_newest_checkpoint(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "run", 4, 12, 8)
+    (run / "checkpoints" / "step-00000016").mkdir()  # being written: no model yet
+    newest = run / "checkpoints" / "step-00000012"
+    assert newest_checkpoint(str(run)) == newest
+    assert checkpoint_of(str(run)) == (
+        str(newest),
+        f"{run}: its newest checkpoint, step-00000012 ({newest})",
+    )
+    assert checkpoint_of(str(newest)) == (str(newest), None)
+    assert checkpoint_of("random-v0") == ("random-v0", None)
+    assert newest_checkpoint(str(tmp_path)) is None  # not a run directory
+    empty = tmp_path / "empty"
+    (empty / "checkpoints").mkdir(parents=True)
+    with pytest.raises(ConfigError, match="has no checkpoint with a model yet"):
+        checkpoint_of(str(empty))
+
+
+def test_a_path_that_does_not_exist_is_named_as_such(tmp_path: Path) -> None:
+    missing = tmp_path / "runs" / "x" / "checkpoints" / "step-12"
+    with pytest.raises(ConfigError, match=f"no such file or directory: {missing}$"):
+        resolve_participants([parse_participant(str(missing))], minimum=1)
+    with pytest.raises(ConfigError, match="no model 'smollm2-13': expected 'tiny'"):
+        resolve_participants([parse_participant("smollm2-13")], minimum=1)
