@@ -6,7 +6,10 @@ policy reader (:mod:`arena.eval.policy_reader`, through :func:`continuation_sums
 cache in one forward pass; the cache is then repeated for each of a prompt's continuations, and
 the continuations, right-padded, run on top of it. A prompt is usually far longer than its
 continuations, so N replies cost about one forward pass of the prompt rather than N, and only the
-continuation columns' logits are computed.
+continuation columns' logits are computed. Given a
+:class:`~arena.policies.prefix_cache.PrefixCache`, a prompt is computed only past the longest
+prefix an earlier request of the same weights and adapter left there; all the prompts of one call
+(one inference batch) still go through one forward, and all their continuations through another.
 
 :class:`ScoreMemo` keeps what one set of weights has scored: a game whose prompts repeat (Kuhn
 Poker has 12 information states) is scored once per weight version, however many hands are
@@ -22,11 +25,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from transformers import DynamicCache
 
 from arena.models.lora import route
 from arena.models.scoring import reply_sums
 from arena.policies.base import Policy
+from arena.policies.prefix_cache import PrefixCache, prefill
 from arena.policies.types import InvalidRequest, PromptLike, Scoring
 
 
@@ -39,13 +42,17 @@ def continuation_logprobs(
     batch_size: int = 16,
     extensions: Mapping[int, Sequence[int]] | None = None,
     adapters: Sequence[str | None] | None = None,
+    prefix_cache: PrefixCache | None = None,
+    version: int = 0,
 ) -> list[list[np.ndarray]]:
     """For each (prompt ids, [continuation ids, ...]): the float32 log-probability of each
     continuation token under ``softmax(logits / temperature)``, given the prompt and the
     continuation's earlier tokens. With ``extensions``, a continuation's last token ``t`` counts
     as any of ``extensions[t]`` (the tokens that extend its text, ``t`` included): its
     log-probability is the log of their summed probability. ``adapters[i]`` names the adapter
-    (:mod:`arena.models.lora`) that scores item ``i``; None: the base.
+    (:mod:`arena.models.lora`) that scores item ``i``; None: the base. With ``prefix_cache``
+    (:mod:`arena.policies.prefix_cache`, holding weights ``version``), each prompt is computed
+    only past its longest cached prefix, and its full blocks are kept there.
     """
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
@@ -55,41 +62,33 @@ def continuation_logprobs(
     out: list[list[np.ndarray]] = []
     for start in range(0, len(items), batch_size):
         chunk = items[start : start + batch_size]
-        width = max(len(prompt) for prompt, _ in chunk)
-        ids = torch.zeros((len(chunk), width), dtype=torch.long)
-        mask = torch.zeros((len(chunk), width), dtype=torch.long)
-        for row, (prompt, _) in enumerate(chunk):
-            ids[row, width - len(prompt) :] = torch.as_tensor(prompt, dtype=torch.long)
-            mask[row, width - len(prompt) :] = 1
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        cache = DynamicCache(config=model.config)
         chunk_adapters = list(adapters[start : start + batch_size]) if adapters else []
-        with route(model, chunk_adapters or [None] * len(chunk)):
-            first = model(
-                input_ids=ids.to(device),
-                attention_mask=mask.to(device),
-                position_ids=positions.to(device),
-                past_key_values=cache,
-                use_cache=True,
-                logits_to_keep=1,
-            ).logits[:, -1]
+        done = prefill(
+            model,
+            [prompt for prompt, _ in chunk],
+            chunk_adapters or [None] * len(chunk),
+            prefix_cache,
+            version,
+        )
+        first, cache, mask = done.logits, done.kv, done.mask
         # one row per (prompt, continuation): the prompt's cache, then the continuation
         owner = [row for row, (_, replies) in enumerate(chunk) for _ in replies]
         flat = [reply for _, replies in chunk for reply in replies]
         index = torch.tensor(owner, dtype=torch.long)
         cache.batch_select_indices(index.to(device))
+        mask = mask[index.to(device)]
         length = max(len(reply) for reply in flat)
         reply_ids = torch.zeros((len(flat), length), dtype=torch.long)
         reply_mask = torch.zeros((len(flat), length), dtype=torch.long)
         for row, reply in enumerate(flat):
             reply_ids[row, : len(reply)] = torch.as_tensor(reply, dtype=torch.long)
             reply_mask[row, : len(reply)] = 1
-        after = positions[index, -1:] + 1 + torch.arange(length)
+        after = done.last_position[index.to(device)] + 1 + torch.arange(length, device=device)
         with route(model, [chunk_adapters[row] for row in owner] if chunk_adapters else []):
             rest = model(
                 input_ids=reply_ids.to(device),
-                attention_mask=torch.cat([mask[index], reply_mask], dim=1).to(device),
-                position_ids=after.to(device),
+                attention_mask=torch.cat([mask, reply_mask.to(device)], dim=1),
+                position_ids=after,
                 past_key_values=cache,
                 use_cache=True,
             ).logits
