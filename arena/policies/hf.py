@@ -24,6 +24,7 @@ from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
 from arena.models import load_model
 from arena.models.lora import (
+    AdapterError,
     AdapterShape,
     adapter_buffers,
     adapter_names,
@@ -107,6 +108,8 @@ class HFPolicy(RememberedScoring):
         self._lock = threading.Lock()
         self.scored = ScoreMemo()
         """What the current weights have scored (cleared whenever a weight changes)."""
+        self.default_adapter: str | None = None
+        """The adapter a request naming none plays (:meth:`serve_by_default`); None: the base."""
 
     @classmethod
     def from_config(cls, config: PolicyConfig) -> HFPolicy:
@@ -121,6 +124,8 @@ class HFPolicy(RememberedScoring):
         )
         for adapter, path in config.adapters.items():
             policy.load_adapter(adapter, path, base=config.model)
+        if config.default_adapter:
+            policy.serve_by_default(config.default_adapter)
         return policy
 
     # -- Policy ------------------------------------------------------------------------------
@@ -145,7 +150,7 @@ class HFPolicy(RememberedScoring):
         share the batch. :meth:`score` (:class:`RememberedScoring`) calls this for the
         requests these weights have not scored yet."""
         return continuation_logprobs(
-            self.model, items, batch_size=self.max_batch, adapters=adapters
+            self.model, items, batch_size=self.max_batch, adapters=self._routed(adapters)
         )
 
     def state_dict(self) -> Mapping[str, torch.Tensor]:
@@ -187,6 +192,20 @@ class HFPolicy(RememberedScoring):
             load_adapter_state(self.model, name, state)
             self.scored.clear()
 
+    def serve_by_default(self, name: str) -> None:
+        """Play adapter ``name`` for every request that names no adapter: a shared policy's
+        LoRA (``learner.lora.serve: adapter``), served unmerged on the frozen base."""
+        if name not in self.adapters():
+            raise AdapterError(
+                f"default adapter {name!r} is not served; held: {', '.join(self.adapters())}"
+            )
+        with self._lock:
+            self.default_adapter = name
+            self.scored.clear()
+
+    def _routed(self, adapters: Sequence[str | None]) -> list[str | None]:
+        return [a or self.default_adapter for a in adapters]
+
     def adapter_state(self, name: str) -> dict[str, torch.Tensor]:
         """CPU copies of a served adapter's tensors (peft names)."""
         return adapter_state(self.model, name)
@@ -226,7 +245,7 @@ class HFPolicy(RememberedScoring):
         sampler = BatchSampler([r.params for r in rows], self.generator)
         active = list(range(len(rows)))
         while True:
-            with route(self.model, [rows[i].params.adapter for i in active]):
+            with route(self.model, self._routed([rows[i].params.adapter for i in active])):
                 logits = self.model(
                     input_ids=input_ids,
                     attention_mask=mask,
