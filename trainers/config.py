@@ -214,6 +214,13 @@ class LoRAConfig:
     target_modules: list[str] = field(default_factory=lambda: list(DEFAULT_TARGET_MODULES))
     """Module names that get adapters (default: every projection,
     ``arena.models.lora.DEFAULT_TARGET_MODULES``)."""
+    serve: str = "merged"
+    """What a weight update carries: ``merged``, every weight with the adapter merged in (any
+    server takes it; a bf16 server rounds a small delta away), or ``adapter``, the adapter alone
+    as one float32 buffer (``lora_adapter.shared-lora``), which an ``hf`` server applies
+    unmerged on its frozen base (``default_adapter``). ``arena train`` picks ``adapter`` for the
+    ``hf`` backend. Checkpoints then also hold it as a peft directory,
+    ``adapters/shared-lora``."""
 
 
 @dataclass

@@ -42,12 +42,15 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 
+from arena.core.errors import ConfigError
 from arena.models import resolve_device
+from arena.models.lora import FLAT_PREFIX, SHARED_ADAPTER, AdapterShape
+from arena.models.lora_files import write_adapter
 from arena.records import Episode
 from arena.weights.buckets import make_buckets
 from trainers import checkpoint as ckpt
 from trainers import distributed as ddist
-from trainers.adapters import NamedAdapters, sort_by_adapter
+from trainers.adapters import ADAPTERS_DIR, NamedAdapters, sort_by_adapter
 from trainers.advantages import EMABaseline, compute_advantages, stats_by_key
 from trainers.batch import Sample
 from trainers.config import LearnerConfig
@@ -64,6 +67,7 @@ from trainers.trained_model import (
     load_hf_weights,
     load_lora_state_dict,
     load_policy,
+    lora_buffer,
     lora_state_dict,
     save_hf,
 )
@@ -95,6 +99,10 @@ class Learner:
         self, config: LearnerConfig | None = None, model: Any = None, tokenizer: Any = None
     ) -> None:
         self.config = config = config or LearnerConfig()
+        if config.lora.serve not in ("merged", "adapter"):
+            raise ConfigError(
+                f"learner.lora.serve must be merged or adapter, got {config.lora.serve!r}"
+            )
         device = resolve_device(config.device)
         self.dist = ddist.init_distributed(config.distributed, device)
         self.device = ddist.local_device(device, self.dist)
@@ -201,7 +209,7 @@ class Learner:
             if name == "step":
                 self._step([Sample(**s) for s in command["samples"]])
             elif name == "export":
-                hf_state_dict(self.model)
+                self._export()
             elif name == "checkpoint":
                 self._save_checkpoint()
 
@@ -313,12 +321,24 @@ class Learner:
 
     # -- weights out ---------------------------------------------------------------------
     def export_weights(self, changed_only: bool = False) -> dict[str, torch.Tensor]:
-        """CPU copies of the current weights under transformers names (LoRA merged); with
-        named policies, their adapters alone (the base never changes), and with
+        """CPU copies of the current weights under transformers names (LoRA merged, or with
+        ``lora.serve: adapter`` the adapter alone, ``lora_adapter.shared-lora``); with named
+        policies, their adapters alone (the base never changes), and with
         ``changed_only`` only the adapters that changed since the last export."""
         self._lead({"cmd": "export"})
         if self.adapters is not None:
             return self.adapters.export(changed_only)
+        return self._export()
+
+    @property
+    def serves_adapter(self) -> bool:
+        """Whether updates carry the shared policy's adapter alone (``lora.serve: adapter``)."""
+        return self.config.lora.enabled and self.config.lora.serve == "adapter"
+
+    def _export(self) -> dict[str, torch.Tensor]:
+        """The weights of a shared policy (collective): merged, or its adapter alone."""
+        if self.serves_adapter:
+            return {f"{FLAT_PREFIX}{SHARED_ADAPTER}": lora_buffer(self.model)}
         return hf_state_dict(self.model)
 
     @property
@@ -361,18 +381,29 @@ class Learner:
             cfg.checkpoint.keep,
             state,
             optimizer,
-            lambda out: self._write_model(weights, out),
+            lambda out: self._write_model(weights, out, adapter),
             adapter,
         )
         log.info("checkpoint %s", path)
         ddist.barrier(self.dist)
         return path
 
-    def _write_model(self, weights: dict[str, torch.Tensor], out: Path) -> None:
-        """The checkpoint's ``model/`` and, with named policies, its ``adapters/``."""
+    def _write_model(
+        self,
+        weights: dict[str, torch.Tensor],
+        out: Path,
+        adapter: dict[str, torch.Tensor] | None = None,
+    ) -> None:
+        """The checkpoint's ``model/`` and, with named policies, its ``adapters/``; a shared
+        policy served as an adapter keeps it there too (``adapters/shared-lora``), so that
+        what reads the checkpoint in bf16 can play it unmerged, as it was served."""
         save_hf(self.model, weights, self.tokenizer, out)
         if self.adapters is not None:
             self.adapters.save(out.parent)
+        if self.serves_adapter and adapter is not None:
+            shape = AdapterShape.of(self.config.lora)
+            path = out.parent / ADAPTERS_DIR / SHARED_ADAPTER
+            write_adapter(path, shape, adapter, self.config.model)
 
     def _check_checkpoint_space(self, model: Any) -> None:
         """Refuse to start without room for one checkpoint; warn without room for ``keep``."""

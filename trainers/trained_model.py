@@ -2,7 +2,10 @@
 
 :func:`hf_state_dict` is what leaves the learner (weight buckets, checkpoints): the plain
 transformers state dict of the policy, with LoRA adapters merged into their base weights, so
-inference actors and ``AutoModelForCausalLM.from_pretrained`` never see peft names.
+inference actors and ``AutoModelForCausalLM.from_pretrained`` never see peft names. With
+``learner.lora.serve: adapter`` a weight update carries :func:`lora_buffer` instead: the adapter
+alone, in float32, which the server applies unmerged (a bf16 copy of the merged weights loses
+every change below half its rounding step, which is most of an RL step's).
 """
 
 from __future__ import annotations
@@ -85,6 +88,23 @@ def hf_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
             weight = state[f"{module_name}.weight"]
             state[f"{module_name}.weight"] = (weight.float() + delta).to(weight.dtype)
     return state
+
+
+def lora_buffer(model: nn.Module) -> torch.Tensor:
+    """The peft adapter as one float32 CPU buffer in :mod:`arena.models.lora`'s layout: each
+    adapted layer's A then B, flattened, in model order, which is the order of a served
+    adapter's buffer (:func:`arena.models.lora.adapter_flat`) of the same shape. Collective
+    under FSDP2, like :func:`hf_state_dict`."""
+    parts = []
+    for _, module in unwrap_peft(model).named_modules():
+        scaling = getattr(module, "scaling", None)
+        if not isinstance(scaling, dict) or not hasattr(module, "lora_A"):
+            continue
+        for adapter in module.active_adapters:
+            if getattr(module, "fan_in_fan_out", False):
+                raise ValueError("lora.serve=adapter needs fan_in_fan_out off (Llama's layers)")
+            parts += [module.lora_A[adapter].weight, module.lora_B[adapter].weight]
+    return torch.cat([_full_cpu(p).float().reshape(-1) for p in parts])
 
 
 def save_hf(

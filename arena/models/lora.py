@@ -38,6 +38,11 @@ from arena.core.errors import ConfigError
 PEFT_PREFIX = "base_model.model."
 
 
+SHARED_ADAPTER = "shared-lora"
+"""The name the one adapter of a shared policy (``learner.lora``) is served under, unmerged,
+as every request's adapter (:attr:`arena.policies.config.PolicyConfig.default_adapter`)."""
+
+
 class AdapterError(ConfigError):
     """An adapter that cannot be used here: unknown, malformed, or made for another base."""
 
@@ -101,6 +106,10 @@ class _Router:
         """(adapter, row indices) for the current forwards; indices None: every row."""
 
 
+HALF = (torch.bfloat16, torch.float16)
+"""Base dtypes whose adapted layers compute their adapters' branch in float32."""
+
+
 class LoRALinear(nn.Linear):
     """A linear layer with any number of named LoRA pairs beside its frozen weight."""
 
@@ -135,7 +144,17 @@ class LoRALinear(nn.Linear):
         self.lora_B[name] = nn.Parameter(storage[split:].view(self.out_features, self.rank))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = super().forward(x)
+        if self.weight.dtype in HALF:
+            # A half-precision base (bf16 serving): its matmul stays in its dtype, but each
+            # adapter's branch and the sum are float32, and so is what the layer returns. Added
+            # in bf16, a trained delta below half the output's rounding step is lost, and so is
+            # most of a small step's effect: in SmolLM2-135M a step that moves a log-probability
+            # by 0.09 in float32 moved it by 0.02-0.06 served in bf16 (tests/arena/models/
+            # test_lora_precision.py). The float32 residual stream carries the delta on.
+            out = super().forward(x.to(self.weight.dtype)).float()
+            x = x.float()
+        else:
+            out = super().forward(x)
         for name, rows in self.router.groups:
             a, b = self.lora_A[name], self.lora_B[name]
             if rows is None:
@@ -189,6 +208,8 @@ def add_adapters(
             setattr(parent, child, layer)
             layers[name] = layer
         model._arena_adapted_layers = dict(layers)  # type: ignore[assignment]
+        if first_weight(layers).dtype in HALF:
+            _cast_inputs_of_plain_linears(model)
     held = adapter_names(model)
     for name in names:
         if not name or hasattr(nn.ParameterDict, name) or "." in name:
@@ -199,11 +220,12 @@ def add_adapters(
         generator = torch.Generator().manual_seed(seed * 1_000_003 + zlib.crc32(name.encode()))
         # One buffer per adapter, every layer's pair a view of it: an update of the adapter is
         # one tensor to check and copy, however many layers it spans (bench/adapters.py).
-        first = next(iter(layers.values())).weight
+        # float32 whatever the base's dtype: a small trained B keeps its every bit, and a
+        # weight update (float32 from the learner) is copied in unrounded
         flat = torch.empty(
             sum(layer.adapter_numel for layer in layers.values()),
-            dtype=first.dtype,
-            device=first.device,
+            dtype=torch.float32,
+            device=first_weight(layers).device,
         )
         offset = 0
         for layer in layers.values():
@@ -213,6 +235,22 @@ def add_adapters(
         held.append(name)
     if not hasattr(model, "_arena_adapter_shape"):
         model._arena_adapter_shape = shape  # type: ignore[assignment]
+
+
+def first_weight(layers: Mapping[str, LoRALinear]) -> torch.Tensor:
+    return next(iter(layers.values())).weight
+
+
+def _cast_inputs_of_plain_linears(model: nn.Module) -> None:
+    """Adapted layers of a half-precision base return float32 (:class:`LoRALinear`); the
+    linear layers without adapters (``lm_head``) take their input in their own dtype."""
+
+    def cast(module: nn.Module, args: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+        return (args[0].to(module.weight.dtype), *args[1:])
+
+    for module in model.modules():
+        if type(module) is nn.Linear and module.weight.dtype in HALF:
+            module.register_forward_pre_hook(cast)
 
 
 def _flat_buffers(model: nn.Module) -> dict[str, torch.Tensor]:

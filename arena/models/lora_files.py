@@ -7,6 +7,7 @@ one made for another base, naming both.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
@@ -22,11 +23,17 @@ WEIGHTS_FILE = "adapter_model.safetensors"
 def save_adapter(path: str | Path, model: nn.Module, name: str, base: str) -> Path:
     """Write adapter ``name`` as a peft LoRA directory made for ``base`` (the base model's id
     or path, which :func:`read_adapter` checks)."""
-    shape = adapter_shape(model)
+    return write_adapter(path, adapter_shape(model), adapter_state(model, name), base)
+
+
+def write_adapter(
+    path: str | Path, shape: AdapterShape, state: Mapping[str, torch.Tensor], base: str
+) -> Path:
+    """Write an adapter of ``shape`` from its tensors (peft names, as peft's own
+    ``get_peft_model_state_dict`` gives them) as a peft LoRA directory made for ``base``."""
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
-    state = {k: v.contiguous() for k, v in adapter_state(model, name).items()}
-    save_file(state, str(path / WEIGHTS_FILE))
+    save_file({k: v.contiguous() for k, v in state.items()}, str(path / WEIGHTS_FILE))
     config = {
         "peft_type": "LORA",
         "task_type": "CAUSAL_LM",

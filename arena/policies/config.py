@@ -63,6 +63,11 @@ class PolicyConfig:
     """``hf``/``vllm``: named LoRA adapters served beside the base, name -> a peft adapter
     directory made for ``model`` (one made for another base is refused at load, naming both). A request names
     its adapter in its sampling params (``adapter``); one it does not hold fails alone."""
+    default_adapter: str = ""
+    """``hf``: the adapter (one of ``adapters``) that serves a request naming none: a shared
+    policy trained as a LoRA adapter (``learner.lora``), served unmerged on the frozen base so
+    that a bf16 base does not round its small updates away. ``arena train`` sets it; empty: such
+    a request plays the base alone."""
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PolicyConfig:

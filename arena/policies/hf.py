@@ -26,6 +26,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from arena.models import load_model
 from arena.models.lora import (
+    AdapterError,
     AdapterShape,
     adapter_buffers,
     adapter_names,
@@ -121,6 +122,8 @@ class HFPolicy(RememberedScoring):
             else None
         )
         """Prompt prefixes' KV blocks under the current weights (None: off)."""
+        self.default_adapter: str | None = None
+        """The adapter a request naming none plays (:meth:`serve_by_default`); None: the base."""
 
     @classmethod
     def from_config(cls, config: PolicyConfig) -> HFPolicy:
@@ -136,6 +139,8 @@ class HFPolicy(RememberedScoring):
         )
         for adapter, path in config.adapters.items():
             policy.load_adapter(adapter, path, base=config.model)
+        if config.default_adapter:
+            policy.serve_by_default(config.default_adapter)
         return policy
 
     # -- Policy ------------------------------------------------------------------------------
@@ -163,7 +168,7 @@ class HFPolicy(RememberedScoring):
             self.model,
             items,
             batch_size=self.max_batch,
-            adapters=adapters,
+            adapters=self._routed(adapters),
             prefix_cache=self.prefix_cache,
             version=self.weights,
         )
@@ -207,6 +212,20 @@ class HFPolicy(RememberedScoring):
             load_adapter_state(self.model, name, state)
             self._weights_changed()
 
+    def serve_by_default(self, name: str) -> None:
+        """Play adapter ``name`` for every request that names no adapter: a shared policy's
+        LoRA (``learner.lora.serve: adapter``), served unmerged on the frozen base."""
+        if name not in self.adapters():
+            raise AdapterError(
+                f"default adapter {name!r} is not served; held: {', '.join(self.adapters())}"
+            )
+        with self._lock:
+            self.default_adapter = name
+            self.scored.clear()
+
+    def _routed(self, adapters: Sequence[str | None]) -> list[str | None]:
+        return [a or self.default_adapter for a in adapters]
+
     def adapter_state(self, name: str) -> dict[str, torch.Tensor]:
         """CPU copies of a served adapter's tensors (peft names)."""
         return adapter_state(self.model, name)
@@ -244,7 +263,7 @@ class HFPolicy(RememberedScoring):
         done = prefill(
             self.model,
             [r.prompt_ids for r in rows],
-            [r.params.adapter for r in rows],
+            self._routed([r.params.adapter for r in rows]),
             self.prefix_cache,
             self.weights,
         )
@@ -268,7 +287,7 @@ class HFPolicy(RememberedScoring):
                 active = [active[j] for j in keep]
             mask = torch.cat([mask, mask.new_ones((len(active), 1))], dim=1)
             positions = positions + 1
-            with route(self.model, [rows[i].params.adapter for i in active]):
+            with route(self.model, self._routed([rows[i].params.adapter for i in active])):
                 logits = self.model(
                     input_ids=tokens[:, None],
                     attention_mask=mask,

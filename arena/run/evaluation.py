@@ -9,7 +9,8 @@ summary therefore also shows the optimal-move rate (computed by :func:`arena.eva
 for Kuhn and Leduc poker, the exploitability of the weights before and after training, read at
 every information state (:func:`read_strategy`). Those reads need the model's logits, which the
 served policy does not expose, so the coordinator loads the weights itself: the base model
-(``config.model``) for *before*, the final checkpoint's ``model/`` directory for *after*.
+(``config.model``) for *before*, the final checkpoint's ``model/`` directory for *after* (or,
+for a shared policy served as an adapter, the base with the checkpoint's ``adapters/shared-lora``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from arena.eval.roles import (
 )
 from arena.eval.summary import EXPLOITABILITY_PREFIX, StrategyReading
 from arena.models import load_model
+from arena.models.lora import SHARED_ADAPTER
+from arena.models.lora_files import CONFIG_FILE
 from arena.play.seating import SeatFactory
 from arena.play.seats import BotSeat, Seat
 from arena.policies.chat import ChatFormat
@@ -196,16 +199,24 @@ def read_strategy(
     game_ids = readable_games(config)
     if not game_ids:
         return []
+    # named policies: a checkpoint's adapters sit beside its model/ (before training there
+    # are none, and every fresh adapter is the base exactly); so does a shared policy's
+    # adapter where the run served it unmerged: read on the base, as it played (its model/
+    # holds it merged, which a bf16 copy rounds away)
+    adapters = Path(model).parent / ADAPTERS_DIR
+    shared = adapters / SHARED_ADAPTER
+    served_unmerged = not config.policies and (shared / CONFIG_FILE).is_file()
+    weights = config.model if served_unmerged else model
     policy = HFPolicy(
-        *load_model(model, dtype=config.inference.dtype, device=config.inference.device),
+        *load_model(weights, dtype=config.inference.dtype, device=config.inference.device),
         name=config.learner.name,
     )
-    # named policies: a checkpoint's adapters sit beside its model/ (before training there
-    # are none, and every fresh adapter is the base exactly)
-    adapters = Path(model).parent / ADAPTERS_DIR
     if config.policies and adapters.is_dir():
         for name in config.policies:
             policy.load_adapter(name, str(adapters / name), base=config.model)
+    if served_unmerged:
+        policy.load_adapter(SHARED_ADAPTER, str(shared), base=config.model)
+        policy.serve_by_default(SHARED_ADAPTER)
     factory = SeatFactory(config.play, policy, chat)
     out = []
     for game_id in game_ids:

@@ -71,6 +71,8 @@ def actor_commands(config: RunConfig, run_dir: Path) -> list[ActorCommand]:
             seed=seed,
             device=device_for(c.inference.device),
             adapters=c.inference.adapters if policy_name != POOL else {},
+            # the pool plays past checkpoints' merged model/ directories, adapters of none
+            default_adapter=c.inference.default_adapter if policy_name != POOL else "",
         )
         argv = inference_argv(actor_name, address, served, c.bus.heartbeat_interval)
         commands.append(ActorCommand(actor_name, argv, inference_env))

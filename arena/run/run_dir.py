@@ -10,6 +10,7 @@ from pathlib import Path
 
 from arena.core.errors import ConfigError
 from arena.models import to_dtype
+from arena.models.lora import SHARED_ADAPTER
 from arena.run.addresses import free_port
 from arena.run.config import RunConfig
 
@@ -69,24 +70,32 @@ def resolve_for_run(config: RunConfig, run_dir: Path) -> RunConfig:
     if config.policies:
         # every process starts from the same adapters: the learner trains them, the
         # inference actors serve them until its first update
-        adapters = write_initial_adapters(config, run_dir / "adapters")
+        adapters = write_initial_adapters(config, run_dir / "adapters", list(config.policies))
         learner = replace(learner, adapters=adapters)
         inference = replace(inference, adapters=adapters)
+    elif learner.lora.enabled and inference.backend == "hf":
+        # The shared policy's adapter is served unmerged on the frozen base, as named policies'
+        # are: merged into bf16 weights, a step's small delta would be rounded away. It starts
+        # fresh (the base exactly) until the learner's first update carries the trained one.
+        adapters = write_initial_adapters(config, run_dir / "adapters", [SHARED_ADAPTER])
+        learner = replace(learner, lora=replace(learner.lora, serve="adapter"))
+        inference = replace(inference, adapters=adapters, default_adapter=SHARED_ADAPTER)
     ray = config.ray
     if config.launcher == "ray" and config.bus.address is None and not ray.broker_port:
         ray = replace(ray, broker_port=free_port())  # the broker runs on this node
     return replace(config, learner=learner, inference=inference, ray=ray)
 
 
-def write_initial_adapters(config: RunConfig, folder: Path) -> dict[str, str]:
-    """One fresh adapter per named policy (the base exactly: B is zero), in ``learner.lora``'s
-    shape and seeded by the run's seed, as peft directories under ``folder``; kept as they are
-    when a resumed run finds them there. Returns name -> absolute path."""
+def write_initial_adapters(config: RunConfig, folder: Path, names: list[str]) -> dict[str, str]:
+    """One fresh adapter per name (a named policy, or the shared policy's), the base exactly
+    (B is zero), in ``learner.lora``'s shape and seeded by the run's seed, as peft directories
+    under ``folder``; kept as they are when a resumed run finds them there. Returns name ->
+    absolute path."""
     from arena.models import load_model
     from arena.models.lora import AdapterShape, add_adapters
     from arena.models.lora_files import CONFIG_FILE, save_adapter
 
-    paths = {name: (folder / name).resolve() for name in config.policies}
+    paths = {name: (folder / name).resolve() for name in names}
     missing = [name for name, path in paths.items() if not (path / CONFIG_FILE).exists()]
     if missing:
         shape = AdapterShape.of(config.learner.lora)

@@ -122,7 +122,10 @@ def test_eval_by_choice_never_replies_invalid(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("participant", "message"),
-    [("minimax-v9", "no bot 'minimax-v9'"), ("/nonexistent/model", "no such file or directory: /nonexistent/model")],
+    [
+        ("minimax-v9", "no bot 'minimax-v9'"),
+        ("/nonexistent/model", "no such file or directory: /nonexistent/model"),
+    ],
 )
 def test_eval_names_a_participant_that_cannot_load(participant: str, message: str) -> None:
     done = arena("eval", participant, "--games", "tictactoe-v0", "--n", "2")
