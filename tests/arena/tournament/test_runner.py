@@ -117,7 +117,7 @@ def test_unloadable_participants_are_named_before_any_match(tmp_path: Path) -> N
         run_tournament(config, on_line=lambda _: None)
     text = str(err.value)
     assert "'minimax-v9'" in text and "minimax-v0" in text  # the nearest bot
-    assert "'ghost'" in text and "no model" in text
+    assert "'ghost'" in text and "no such file or directory" in text
     assert "'empty'" in text and "matches nothing" in text
     assert not (tmp_path / "out" / "matches.jsonl").exists()
 
