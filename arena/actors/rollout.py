@@ -86,6 +86,7 @@ class RolloutActor:
         model: str,
         concurrency: int = 16,
         heartbeat_interval: float = 1.0,
+        policy_timeout: float,
     ) -> None:
         self.play = play
         self.address = address
@@ -93,6 +94,9 @@ class RolloutActor:
         self.model = model
         self.concurrency = concurrency
         self.heartbeat_interval = heartbeat_interval
+        self.policy_timeout = policy_timeout
+        """Seconds one policy request may wait for its reply (the run's ``inference.timeout``);
+        past it that episode fails, and the rest play on."""
         self.name = f"rollout-{index}"
         self.counters: Counter[str] = Counter()
         self._running: dict[str, asyncio.Task[dict[str, Any]]] = {}
@@ -109,18 +113,23 @@ class RolloutActor:
         )
         actor.serve("rollout", self._on_request)
         self.actor = actor
-        remotes: dict[str, RemotePolicy] = {}
-
-        def remote(name: str) -> RemotePolicy:
-            return remotes.setdefault(name, RemotePolicy(actor, name, timeout=600.0))
-
-        self.factory = SeatFactory(self.play, remote(self.play.policy_name), chat, remote)
+        self.factory = self.seat_factory(actor, chat)
         await actor.start()
         log.info("%s ready", self.name)
         try:
             await stop.wait()
         finally:
             await actor.close()
+
+    def seat_factory(self, actor: Actor, chat: ChatFormat) -> SeatFactory:
+        """The seats of this actor's episodes: the trained policy and any named one are
+        :class:`RemotePolicy` clients of the inference actors, bounded by :attr:`policy_timeout`."""
+        remotes: dict[str, RemotePolicy] = {}
+
+        def remote(name: str) -> RemotePolicy:
+            return remotes.setdefault(name, RemotePolicy(actor, name, timeout=self.policy_timeout))
+
+        return SeatFactory(self.play, remote(self.play.policy_name), chat, remote)
 
     async def _on_request(self, msg: Message) -> dict[str, Any]:
         body = msg.body

@@ -56,6 +56,7 @@ from arena.bus.keys import Security
 from arena.bus.registry import ActorInfo, Registry
 from arena.bus.security import curve_server, resolve_security
 from arena.bus.sockets import RCVMORE, configure_socket, send
+from arena.core.limits import BROKER_PENDING_TTL
 
 log = logging.getLogger("arena.broker")
 
@@ -74,7 +75,7 @@ class Broker:
         heartbeat_interval: float = 1.0,
         heartbeat_timeout: float = 5.0,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-        pending_ttl: float = 600.0,
+        pending_ttl: float = BROKER_PENDING_TTL,
         context: zmq.Context | None = None,
         security: Security | None = _AUTO,
     ) -> None:

@@ -8,8 +8,13 @@ finished episode to the learner (:mod:`arena.actors.rollout`).
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from arena.commands.bus_options import add_bus_arguments, apply_bus_arguments
+
+if TYPE_CHECKING:
+    from arena.actors.rollout import RolloutActor
+    from arena.run.config import RunConfig
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,18 +30,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     apply_bus_arguments(args)
-    from arena.actors.rollout import RolloutActor
     from arena.core.process import serve
     from arena.run.config import load_run_config
 
     config = load_run_config(args.config, args.overrides)
-    actor = RolloutActor(
+    serve(rollout_actor(config, args.address, args.index).run)
+    return 0
+
+
+def rollout_actor(config: RunConfig, address: str, index: int) -> RolloutActor:
+    """The rollout actor ``rollout-<index>`` that ``config`` describes; its policy requests are
+    bounded by the run's ``inference.timeout``."""
+    from arena.actors.rollout import RolloutActor
+
+    return RolloutActor(
         config.play,
-        args.address,
-        args.index,
+        address,
+        index,
         model=config.model,
         concurrency=config.rollout.concurrency,
         heartbeat_interval=config.bus.heartbeat_interval,
+        policy_timeout=config.inference.timeout,
     )
-    serve(actor.run)
-    return 0

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from arena.core.limits import WEIGHT_UPDATE
 from arena.policies.types import check_keys
 
 
@@ -50,7 +51,9 @@ class PolicyConfig:
     address: str | None = None
     """``remote``: the broker address (ipc:// or tcp://)."""
     timeout: float = 120.0
-    """``remote``/``openai``: seconds to wait for one reply before failing."""
+    """``remote``/``openai``: seconds to wait for one reply before failing. In a run config's
+    ``inference`` section: the same bound on each policy request of the run's rollout actors
+    and evaluations (the inference actor itself does not use it)."""
     base_url: str | None = None
     """``openai``: endpoint root, e.g. ``http://127.0.0.1:8000/v1``."""
     api_key_env: str = "OPENAI_API_KEY"
@@ -88,7 +91,7 @@ class InferenceConfig(PolicyConfig):
     """How long the first request of a batch waits for others to join it."""
     max_queue: int = 4096
     """Most requests waiting; past it new requests get a ``busy`` error."""
-    weight_timeout: float = 120.0
+    weight_timeout: float = WEIGHT_UPDATE
     """Seconds an incomplete weight update may take before it is dropped."""
     shm_weights: bool = True
     """Map same-host shared-memory weight files; off, their bytes are fetched over the bus."""
@@ -100,10 +103,10 @@ run-level (how many actors), ``engine`` and ``adapters`` are mappings (``--engin
 ``--adapter NAME=PATH``), and the policy's own ``address`` is the actor's (``--address``)."""
 
 
-PER_ACTOR = ("actors", "name", "seed", "device", "address")
+PER_ACTOR = ("actors", "name", "seed", "device", "address", "timeout")
 """Fields of :class:`InferenceConfig` that may differ between the inference actors of one run:
-how many there are, which policy each serves, its sampler's seed, its host's device and the
-broker it connects to. Every other field is a setting they share with the run's ``inference``
+how many there are, which policy each serves, its sampler's seed, its host's device, the
+broker it connects to and ``timeout`` (the requesters' bound, which the actor does not use). Every other field is a setting they share with the run's ``inference``
 section (:func:`shared_settings`)."""
 
 

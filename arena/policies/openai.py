@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from arena.policies.base import Policy
+from arena.policies.config import PolicyConfig
 from arena.policies.types import (
     Generation,
     InvalidRequest,
@@ -38,8 +39,6 @@ from arena.policies.types import (
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-    from arena.policies.config import PolicyConfig
-
 
 class OpenAIPolicy(Policy):
     """Sample from an OpenAI-compatible server."""
@@ -51,7 +50,7 @@ class OpenAIPolicy(Policy):
         *,
         api_key: str | None = None,
         name: str = "openai",
-        timeout: float = 120.0,
+        timeout: float = PolicyConfig.timeout,
         concurrency: int = 8,
         tokenizer: PreTrainedTokenizerBase | None = None,
     ) -> None:

@@ -19,10 +19,11 @@ import concurrent.futures
 import os
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from arena.bus import Actor, BlockingActor, Message
 from arena.policies.base import Policy
+from arena.policies.config import PolicyConfig
 from arena.policies.types import (
     Generation,
     InvalidRequest,
@@ -33,9 +34,6 @@ from arena.policies.types import (
     as_prompt,
     per_request,
 )
-
-if TYPE_CHECKING:
-    from arena.policies.config import PolicyConfig
 
 
 def service_name(policy_name: str) -> str:
@@ -51,7 +49,10 @@ class RemotePolicy(Policy):
     """The :class:`Policy` interface over an inference actor's ``policy:<name>`` service."""
 
     def __init__(
-        self, actor: Actor | BlockingActor, name: str = "main", timeout: float = 120.0
+        self,
+        actor: Actor | BlockingActor,
+        name: str = "main",
+        timeout: float = PolicyConfig.timeout,
     ) -> None:
         self.actor = actor
         self.name = name
@@ -62,7 +63,9 @@ class RemotePolicy(Policy):
         self._owned = False
 
     @classmethod
-    def connect(cls, address: str, name: str = "main", timeout: float = 120.0) -> RemotePolicy:
+    def connect(
+        cls, address: str, name: str = "main", timeout: float = PolicyConfig.timeout
+    ) -> RemotePolicy:
         """A policy with its own blocking bus client (closed by :meth:`close`)."""
         client = BlockingActor(f"policy-client-{os.getpid()}-{uuid.uuid4().hex[:6]}", address)
         client.start()

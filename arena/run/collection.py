@@ -41,6 +41,7 @@ from typing import Any
 
 from arena.bus import Actor, BusError
 from arena.play.stats import merge_collects
+from arena.run.config import RolloutConfig, WaitConfig
 from arena.run.directory import rollout_index
 from arena.run.watch import Watchdog
 
@@ -121,8 +122,8 @@ class Collector:
         on_event: Callable[[str], None],
         group_size: int = 1,
         *,
-        wait_timeout: float = 600.0,
-        lease_timeout: float = 3600.0,
+        wait_timeout: float = WaitConfig.timeout,
+        lease_timeout: float = RolloutConfig.lease_timeout,
     ) -> None:
         self.actor = actor
         self.discover: Discover = fixed(actors) if isinstance(actors, int) else actors

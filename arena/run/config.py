@@ -185,6 +185,13 @@ class WaitConfig:
     timeout: float = 600.0
     """Seconds to wait for those actors and the learner before the run fails, naming what is
     missing and the commands that start it."""
+    weights_timeout: float = 600.0
+    """Seconds a wait for weights may take: every inference actor serving a new version (sync
+    mode, and after a learner restart), the learner's re-publish after a broker restart, and the
+    pool actor loading a checkpoint (population mode). Past it the wait is abandoned with a
+    :class:`~arena.run.weight_sync.WeightSyncTimeout` that names the actor and the version, in
+    ``events.log`` and on the console. Ten minutes: a large model's buckets over ``tcp://``
+    while the inference actor finishes its batch."""
     report_every: float = 30.0
     """While the run waits on an actor (a collect, a learner step, weights reaching the
     inference actors), every this many seconds it reports what it waits for and on whom, with
@@ -269,10 +276,15 @@ class RunConfig:
     name), tried in that order (``{player_0: first, solver-v0: solver}``). Every trained seat
     needs one when ``policies`` is set; ``--dry-run`` prints the mapping."""
     inference: InferenceConfig = field(
-        default_factory=lambda: InferenceConfig(model="${model}", name="${learner.name}")
+        default_factory=lambda: InferenceConfig(
+            model="${model}", name="${learner.name}", timeout=600.0
+        )
     )
     """The inference actors (arena.policies.config.InferenceConfig); ``model`` and ``name``
-    follow the run's model and the learner's policy name by default."""
+    follow the run's model and the learner's policy name by default. Its ``timeout`` bounds
+    each policy request of the rollout actors and of the run's evaluations: 600 s by default,
+    since such a request waits behind whole batches of up to ``concurrency`` episodes' turns
+    (on a CPU, minutes), where a lone ``remote`` policy's 120 s suffices."""
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     learner: LearnerConfig = field(default_factory=lambda: LearnerConfig(model="${model}"))
     """The learner (trainers.config.LearnerConfig); ``model`` follows the run's by default."""

@@ -101,7 +101,9 @@ class RunCoordinator:
             else Launcher(run_dir / "logs")
         )
         self.log = RunLog(run_dir, config)
-        self.weights = WeightSync(config.learner.name, self.log.event)
+        self.weights = WeightSync(
+            config.learner.name, self.log.event, timeout=config.wait.weights_timeout
+        )
         self.version = 0
         self.step = 0
         self._stalled = 0

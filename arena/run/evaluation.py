@@ -57,6 +57,13 @@ SAMPLING_READ_STATES = 100
 the training sampling temperature: a second read is cheap there, minutes on a CPU in Leduc."""
 
 
+def policy_seats(actor: Actor, config: RunConfig, chat: ChatFormat) -> SeatFactory:
+    """The seats of an evaluation: the policy served now, through the inference actors, each
+    request bounded by ``inference.timeout`` like the rollout actors'."""
+    policy = RemotePolicy(actor, config.learner.name, timeout=config.inference.timeout)
+    return SeatFactory(config.play, policy, chat)
+
+
 async def evaluate_policy(
     actor: Actor, config: RunConfig, chat: ChatFormat, log: RunLog, label: str, step: int
 ) -> list[MatchResult | RoleResult]:
@@ -65,7 +72,7 @@ async def evaluate_policy(
     c = config
     if not c.eval.games:
         return []
-    factory = SeatFactory(c.play, RemotePolicy(actor, c.learner.name, timeout=600), chat)
+    factory = policy_seats(actor, c, chat)
     params = replace(factory.params, temperature=c.eval.temperature)
     results = await _evaluate(
         c,

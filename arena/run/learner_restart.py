@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from arena.bus import Actor, BusError
+from arena.core.limits import LEARNER_REQUEST
 from arena.run.watch import Watchdog
 
 LOST_REPLY = frozenset({"actor_dead", "broker_lost", "unreachable", "timeout"})
@@ -75,7 +76,7 @@ class LearnerClient:
         """The epoch of the learner the run talks to (None until a status named one)."""
         self.restarts = 0
 
-    async def __call__(self, op: str, timeout: float = 3600.0) -> Any:
+    async def __call__(self, op: str, timeout: float = LEARNER_REQUEST) -> Any:
         """The learner's reply to ``op``; :class:`LearnerRestarted` when the learner that
         answers is not the one before. A request the broker could not route
         (``unknown_service``: a restarted broker that the learner has not registered with yet)
@@ -89,7 +90,7 @@ class LearnerClient:
             return await self(op, timeout)
         return self._check(body) if op == "status" else body
 
-    async def step(self, version: int, timeout: float = 3600.0) -> Any:
+    async def step(self, version: int, timeout: float = LEARNER_REQUEST) -> Any:
         """The learner's reply to ``step``, asked of a learner at ``version``: its metrics, or
         None when it had nothing to train on. :class:`LearnerRestarted` when a new learner
         answers; a reply lost on the way is recovered (see the module docstring)."""

@@ -21,6 +21,9 @@ A learner that restarts from its checkpoint rolls the inference actors back to t
 version (its buckets carry a newer epoch, :mod:`arena.weights.assembler`); the coordinator then
 waits for that version exactly (``exact=True``), since a version newer than it is the dead
 learner's.
+
+Every wait here is bounded by the run's ``wait.weights_timeout``: past it the wait is abandoned
+with :class:`WeightSyncTimeout`, named in the run's event log first, never a silent hang.
 """
 
 from __future__ import annotations
@@ -29,9 +32,10 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NoReturn
 
-from arena.bus import Actor, BusError, Message
+from arena.bus import Actor, BusError, BusTimeout, Message
+from arena.run.config import WaitConfig
 from arena.run.directory import listing, serving
 from arena.run.watch import Watchdog
 from arena.weights.buckets import NOT_NEWER
@@ -40,13 +44,25 @@ LEARNER_CHECK_EVERY = 2.0
 """Seconds between two looks at the learner while a wait for weights lasts."""
 
 
+class WeightSyncTimeout(TimeoutError):
+    """A wait for weights outlasted ``wait.weights_timeout``: the actor named in the message
+    never served (or loaded) the awaited version, or the learner never answered a re-publish."""
+
+
 class WeightSync:
     """The versions the inference actors last applied, and ways to wait for one."""
 
     def __init__(
-        self, policy_name: str, on_event: Callable[[str], None], learner_service: str = "learner"
+        self,
+        policy_name: str,
+        on_event: Callable[[str], None],
+        learner_service: str = "learner",
+        timeout: float = WaitConfig.weights_timeout,
     ) -> None:
         self.policy_name = policy_name
+        self.timeout = timeout
+        """Seconds each wait for weights may take, unless the call names its own bound (the
+        run's ``wait.weights_timeout``)."""
         self.learner_service = learner_service
         """Who publishes the policy's weights (asked to publish again after a broker restart)."""
         self.on_event = on_event
@@ -99,11 +115,14 @@ class WeightSync:
                 f"{body.get('actor')} refused weights v{body.get('version')}: {body.get('reason')}"
             )
 
-    async def wait_serving(self, version: int, timeout: float = 600.0, exact: bool = False) -> None:
+    async def wait_serving(
+        self, version: int, timeout: float | None = None, exact: bool = False
+    ) -> None:
         """Until every inference actor of the policy on the bus serves ``version`` (or newer,
         unless ``exact``), asking each its status. One that leaves the bus meanwhile is no
-        longer waited for."""
+        longer waited for. :class:`WeightSyncTimeout` past ``timeout`` (None: :attr:`timeout`)."""
         assert self.actor is not None
+        timeout = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + timeout
         service = f"policy:{self.policy_name}:status"
         names = serving(await self._listing(), service)
@@ -141,7 +160,7 @@ class WeightSync:
                         break  # it left (or died): nothing to wait for
                     # else lost on the way (a restarting broker): ask again
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"{name} did not apply weights v{version} in {timeout:.0f}s")
+                    self._expired(f"{name} did not apply weights v{version} in {timeout:g}s")
                 if (
                     self.learner_check is not None
                     and time.monotonic() - checked > LEARNER_CHECK_EVERY
@@ -166,19 +185,31 @@ class WeightSync:
             f"{name} does not serve weights v{version} after the broker restarted; asking the "
             "learner to publish them again"
         )
-        await self.actor.request({"op": "publish"}, service=self.learner_service, timeout=600)
+        try:
+            await self.actor.request(
+                {"op": "publish"}, service=self.learner_service, timeout=self.timeout
+            )
+        except BusTimeout:
+            self._expired(f"the learner did not publish weights again in {self.timeout:g}s")
         self._registrations = registrations
 
     async def wait_applied(
-        self, actor: str, version: int, exact: bool, timeout: float = 300.0
+        self, actor: str, version: int, exact: bool, timeout: float | None = None
     ) -> None:
-        """Until ``actor`` acknowledges applying ``version`` (exactly, or it or a newer one)."""
+        """Until ``actor`` acknowledges applying ``version`` (exactly, or it or a newer one);
+        :class:`WeightSyncTimeout` past ``timeout`` (None: :attr:`timeout`)."""
+        timeout = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + timeout
         self.acks.pop(actor, None)
         while self.acks.get(actor) != version if exact else self.acks.get(actor, -1) < version:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{actor} did not load weights v{version} in {timeout:.0f}s")
+                self._expired(f"{actor} did not load weights v{version} in {timeout:g}s")
             await self._next_ack(1.0)
+
+    def _expired(self, what: str) -> NoReturn:
+        """Abandon a wait for weights: name it in the run's event log, then raise."""
+        self.on_event(f"weight sync abandoned: {what} (wait.weights_timeout)")
+        raise WeightSyncTimeout(what)
 
     async def _next_ack(self, timeout: float) -> None:
         self._applied.clear()

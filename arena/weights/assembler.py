@@ -32,6 +32,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from arena.core.limits import WEIGHT_UPDATE
 from arena.weights.buckets import (
     NEEDS_FULL,
     NOT_NEWER,
@@ -89,7 +90,7 @@ class WeightAssembler:
     def __init__(
         self,
         expected: Mapping[str, torch.Tensor],
-        timeout: float = 120.0,
+        timeout: float = WEIGHT_UPDATE,
         files: FileSource | None = None,
         separable: Collection[str] = (),
     ) -> None:

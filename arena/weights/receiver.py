@@ -34,6 +34,7 @@ from safetensors import safe_open
 
 from arena.bus import Actor, BusError, Message
 from arena.core.dtypes import BY_SAFETENSORS
+from arena.core.limits import WEIGHT_UPDATE
 from arena.weights.assembler import WeightAssembler
 from arena.weights.buckets import (
     StaleBucket,
@@ -76,7 +77,7 @@ class WeightReceiver:
         *,
         deliver: Deliver,
         refuse: Refuse,
-        timeout: float = 120.0,
+        timeout: float = WEIGHT_UPDATE,
         shm: bool = True,
     ) -> None:
         self.actor = actor

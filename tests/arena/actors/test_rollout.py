@@ -125,7 +125,9 @@ async def world(
         "fake-learner", address, heartbeat_interval=0.2, services={"learner": lambda m: None}
     )
     coordinator = Actor("coordinator", address, heartbeat_interval=0.2)
-    rollout = RolloutActor(play, address, 0, model="tiny", concurrency=4, heartbeat_interval=0.2)
+    rollout = RolloutActor(
+        play, address, 0, model="tiny", concurrency=4, heartbeat_interval=0.2, policy_timeout=60
+    )
     w = World(rollout, coordinator, main)
     learner.on("episode", lambda m: w.receive(m.body))
     for actor in (inference, learner, coordinator):
@@ -334,7 +336,7 @@ def test_groups_share_game_seed_seats_and_group_id(broker: str, tiny_tokenizer) 
 
 def test_episode_seeds_and_ids_do_not_collide_in_large_orders() -> None:
     # seed * 1000 + i made episode 1000 of order 3 the same as episode 0 of order 4.
-    actor = RolloutActor(tictactoe(), "ipc:///nowhere", 0, model="tiny")
+    actor = RolloutActor(tictactoe(), "ipc:///nowhere", 0, model="tiny", policy_timeout=60)
     first, second = actor.plan(1500, 3), actor.plan(1500, 4)
     assert len({s for _, s in first} | {s for _, s in second}) == 3000
     grouped = actor.plan(1500, 3, group_size=5)
