@@ -38,7 +38,8 @@ import numpy as np
 import torch
 
 from arena.models import load_model
-from arena.models.lora import DEFAULT_TARGET_MODULES, AdapterShape, adapter_flat, add_adapters
+from arena.models.adapter_shape import DEFAULT_TARGET_MODULES, AdapterShape
+from arena.models.lora import adapter_flat, add_adapters
 from arena.models.lora_files import save_adapter
 from arena.policies.base import Policy
 from arena.policies.hf import HFPolicy

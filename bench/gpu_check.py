@@ -53,7 +53,8 @@ from adapters import one_update
 from learner import CHOICE_SHAPES, bare_step_fn, interleaved, learner_step_fn, make_episodes
 from shapes import parameters, random_model, save_random_model
 
-from arena.models.lora import DEFAULT_TARGET_MODULES, AdapterShape, add_adapters
+from arena.models.adapter_shape import DEFAULT_TARGET_MODULES, AdapterShape
+from arena.models.lora import add_adapters
 from arena.policies.hf import HFPolicy
 from arena.policies.types import Prompt, SamplingParams
 from trainers.adapters import NamedAdapters

@@ -26,8 +26,8 @@ import torch
 from torch import nn
 
 from arena.core.errors import ConfigError
+from arena.models.adapter_shape import AdapterShape
 from arena.models.lora import (
-    AdapterShape,
     adapter_buffers,
     adapter_names,
     adapter_parameters,

@@ -13,7 +13,7 @@ from typing import Any
 
 from arena.core.config import from_dict
 from arena.core.errors import check_choice
-from arena.models.lora import DEFAULT_ALPHA, DEFAULT_RANK, DEFAULT_TARGET_MODULES
+from arena.models.adapter_shape import DEFAULT_ALPHA, DEFAULT_RANK, DEFAULT_TARGET_MODULES
 
 ADVANTAGE_MODES = ("batch", "ema", "ema-turn", "group", "broadcast")
 AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "constant")

@@ -44,7 +44,8 @@ from torch.distributed.checkpoint.state_dict import (
 
 from arena.core.errors import ConfigError
 from arena.models import resolve_device
-from arena.models.lora import FLAT_PREFIX, SHARED_ADAPTER, AdapterShape
+from arena.models.adapter_shape import SHARED_ADAPTER, AdapterShape
+from arena.models.lora import FLAT_PREFIX
 from arena.models.lora_files import write_adapter
 from arena.records import Episode
 from arena.weights.buckets import make_buckets

@@ -59,6 +59,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     apply_bus_arguments(args)
+    from arena.run.prepare import prepare  # no torch: a dry run or a bad config answers at once
+
+    config = prepare(args.config, args.overrides)
+    if config is None:
+        return 0
+    if args.dry_run:
+        from arena.run.plan import plan
+
+        print(plan(config))
+        return 0
     from arena.run.coordinator import train
 
-    return train(args.config, args.overrides, dry_run=args.dry_run)
+    return train(config)

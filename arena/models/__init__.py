@@ -22,35 +22,41 @@ a spec may name), :mod:`~arena.models.cache` (the cache root, atomic entries),
 :mod:`~arena.models.devices` and :mod:`~arena.models.precision` (device and dtype, ``auto``
 measured), :mod:`~arena.models.embedded` (the SmolLM2 GGUF), :mod:`~arena.models.tiny` (the
 test model), :mod:`~arena.models.loading` (the entry points) and :mod:`~arena.models.lora`
-(adapters: their shape, defaults and layout).
+(adapters: their layers and layout; their shape and defaults, without torch, in
+:mod:`~arena.models.adapter_shape`). The names are imported on first use, so
+``import arena.models.specs`` costs no torch.
 """
 
-from arena.models.cache import cache_dir
-from arena.models.devices import resolve_device
-from arena.models.embedded import (
-    EMBEDDED_GGUF,
-    EMBEDDED_PACKAGE,
-    embedded_gguf,
-    smollm2_dir,
-    smollm2_tokenizer_dir,
-)
-from arena.models.loading import load_model, load_tokenizer, model_dir
-from arena.models.precision import (
-    AUTO,
-    BF16_MIN_SPEEDUP,
-    choose_dtype,
-    fast_dtype,
-    matmul_gflops,
-    to_dtype,
-)
-from arena.models.specs import (
-    EMBEDDED_ALIASES,
-    EMBEDDED_NAME,
-    INSTALL_HINT,
-    TINY_NAME,
-    ModelNotFoundError,
-)
-from arena.models.tiny import tiny_config, tiny_dir, tiny_model
+from arena.core.lazy import lazy_exports
+
+_EXPORTS = {
+    "cache_dir": "cache",
+    "resolve_device": "devices",
+    "EMBEDDED_GGUF": "embedded",
+    "EMBEDDED_PACKAGE": "embedded",
+    "embedded_gguf": "embedded",
+    "smollm2_dir": "embedded",
+    "smollm2_tokenizer_dir": "embedded",
+    "load_model": "loading",
+    "load_tokenizer": "loading",
+    "model_dir": "loading",
+    "AUTO": "precision",
+    "BF16_MIN_SPEEDUP": "precision",
+    "choose_dtype": "precision",
+    "fast_dtype": "precision",
+    "matmul_gflops": "precision",
+    "to_dtype": "precision",
+    "EMBEDDED_ALIASES": "specs",
+    "EMBEDDED_NAME": "specs",
+    "INSTALL_HINT": "specs",
+    "TINY_NAME": "specs",
+    "ModelNotFoundError": "specs",
+    "tiny_config": "tiny",
+    "tiny_dir": "tiny",
+    "tiny_model": "tiny",
+}
+"""Each public name -> the module that defines it, imported on first use (torch with it)."""
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = [
     "AUTO",

@@ -14,11 +14,11 @@ of different adapters share one forward, and each adapter's gradient reaches onl
 An adapter's tensors go by peft's names (``base_model.model.<module>.lora_A.weight``), so on
 disk it is a peft LoRA directory (:mod:`arena.models.lora_files`) that peft and vLLM load.
 
-This module is the one home of an adapter's shape (:class:`AdapterShape`, built from a LoRA
-config by :meth:`AdapterShape.of`), its defaults (:data:`DEFAULT_RANK`, :data:`DEFAULT_ALPHA`,
-:data:`DEFAULT_TARGET_MODULES`: ``learner.lora``, the policies and the vLLM engine read them
-here) and its layout: peft's tensor names, and the one buffer per adapter that a weight
-update carries.
+This module is the one home of adapters: their layers, routing and layout (peft's tensor names,
+and the one buffer per adapter that a weight update carries); their shape and defaults
+(:class:`AdapterShape`, :data:`DEFAULT_RANK`, :data:`DEFAULT_ALPHA`,
+:data:`DEFAULT_TARGET_MODULES`) are defined beside it, without torch, in :mod:`arena.models.adapter_shape`, so a config is read
+without importing torch.
 """
 
 from __future__ import annotations
@@ -27,75 +27,13 @@ import contextlib
 import math
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Protocol
 
 import torch
 from torch import nn
 
-from arena.core.errors import ConfigError
+from arena.models.adapter_shape import DEFAULT_SHAPE, AdapterError, AdapterShape
 
 PEFT_PREFIX = "base_model.model."
-
-
-SHARED_ADAPTER = "shared-lora"
-"""The name the one adapter of a shared policy (``learner.lora``) is served under, unmerged,
-as every request's adapter (:attr:`arena.policies.config.PolicyConfig.default_adapter`)."""
-
-
-class AdapterError(ConfigError):
-    """An adapter that cannot be used here: unknown, malformed, or made for another base."""
-
-
-DEFAULT_RANK = 8
-"""An adapter's rank unless told otherwise (``learner.lora.r``, :class:`AdapterShape`)."""
-DEFAULT_ALPHA = 16
-"""An adapter's scaling numerator unless told otherwise: ``alpha / r`` = 2."""
-DEFAULT_TARGET_MODULES: tuple[str, ...] = (
-    "q_proj",
-    "k_proj",
-    "v_proj",
-    "o_proj",
-    "gate_proj",
-    "up_proj",
-    "down_proj",
-)
-"""The layers an adapter adapts unless told otherwise: every linear layer of a Llama-style block
-(SmolLM2's names), never ``lm_head`` (the vllm backend cannot adapt it, see
-:mod:`arena.policies.vllm`). The one default: ``learner.lora``, :class:`AdapterShape` and a vLLM
-engine started with ``enable_lora`` and no ``lora_target_modules`` all read it here."""
-
-
-class LoRASettings(Protocol):
-    """What :meth:`AdapterShape.of` reads: a LoRA config such as ``learner.lora``."""
-
-    @property
-    def r(self) -> int: ...
-    @property
-    def alpha(self) -> float: ...
-    @property
-    def target_modules(self) -> Sequence[str]: ...
-
-
-@dataclass(frozen=True)
-class AdapterShape:
-    """The shape every adapter of one model shares."""
-
-    r: int = DEFAULT_RANK
-    """Rank of each low-rank pair."""
-    alpha: float = float(DEFAULT_ALPHA)
-    """Scaling numerator: the update is ``alpha / r`` times ``B A``."""
-    target_modules: tuple[str, ...] = DEFAULT_TARGET_MODULES
-    """Names of the linear layers that get adapters (the last part of the module name)."""
-
-    @classmethod
-    def of(cls, lora: LoRASettings) -> AdapterShape:
-        """The shape a LoRA config names (``learner.lora``: its r, alpha and target_modules)."""
-        return cls(lora.r, float(lora.alpha), tuple(lora.target_modules))
-
-    @property
-    def scale(self) -> float:
-        return self.alpha / self.r
 
 
 class _Router:
@@ -191,7 +129,7 @@ def target_layers(model: nn.Module, shape: AdapterShape) -> list[tuple[str, nn.L
 
 
 def add_adapters(
-    model: nn.Module, names: Sequence[str], shape: AdapterShape = AdapterShape(), seed: int = 0
+    model: nn.Module, names: Sequence[str], shape: AdapterShape = DEFAULT_SHAPE, seed: int = 0
 ) -> None:
     """Give ``model`` one adapter per name (each the base exactly until trained). A model that
     has adapters keeps them and its shape; adding a name it holds is an error."""

@@ -14,7 +14,8 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from arena.models.lora import AdapterError, AdapterShape, adapter_shape, adapter_state
+from arena.models.adapter_shape import AdapterError, AdapterShape
+from arena.models.lora import adapter_shape, adapter_state
 
 CONFIG_FILE = "adapter_config.json"
 WEIGHTS_FILE = "adapter_model.safetensors"

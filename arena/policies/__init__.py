@@ -8,20 +8,27 @@
   (reference bots and scripts).
 """
 
-from arena.policies.base import Policy
-from arena.policies.config import InferenceConfig, PolicyConfig
-from arena.policies.factory import backends, make_policy
-from arena.policies.types import (
-    ContextOverflow,
-    Generation,
-    InvalidRequest,
-    PolicyError,
-    Prompt,
-    PromptLike,
-    SamplingParams,
-    UnknownAdapter,
-    as_prompt,
-)
+from arena.core.lazy import lazy_exports
+
+_EXPORTS = {
+    "Policy": "base",
+    "InferenceConfig": "config",
+    "PolicyConfig": "config",
+    "backends": "factory",
+    "make_policy": "factory",
+    "ContextOverflow": "types",
+    "Generation": "types",
+    "InvalidRequest": "types",
+    "PolicyError": "types",
+    "Prompt": "types",
+    "PromptLike": "types",
+    "SamplingParams": "types",
+    "UnknownAdapter": "types",
+    "as_prompt": "types",
+}
+"""Each public name -> the module that defines it, imported on first use: the config alone
+imports no torch."""
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = [
     "backends",

@@ -13,10 +13,9 @@ from __future__ import annotations
 import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from arena.policies.chat import ChatFormat
 from arena.policies.types import (
@@ -32,6 +31,9 @@ from arena.policies.types import (
     as_continuations,
     as_prompt,
 )
+
+if TYPE_CHECKING:  # torch only for annotations: a config reads this module without it
+    import torch
 
 
 class Policy(ABC):

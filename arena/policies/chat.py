@@ -19,11 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
-from transformers import PreTrainedTokenizerBase
 
 from arena.policies.types import InvalidRequest, Prompt, as_token_ids
+
+if TYPE_CHECKING:  # the tokenizer is given, never made here: no transformers to import
+    from transformers import PreTrainedTokenizerBase
 
 FALLBACK_TEMPLATE = (
     "{% for message in messages %}"

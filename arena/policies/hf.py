@@ -25,9 +25,8 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from arena.models import load_model
+from arena.models.adapter_shape import AdapterError, AdapterShape
 from arena.models.lora import (
-    AdapterError,
-    AdapterShape,
     adapter_buffers,
     adapter_names,
     adapter_state,

@@ -16,12 +16,12 @@ the text, why generation stopped, and the policy version that produced it.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import numpy as np
-import torch
 
 from arena.core.errors import did_you_mean
 
@@ -198,10 +198,17 @@ PromptLike = Prompt | Sequence[Mapping[str, str]] | Sequence[int] | np.ndarray
 """A :class:`Prompt`, a list of chat messages, or a sequence of token ids."""
 
 
+def is_tensor(value: Any) -> bool:
+    """Whether ``value`` is a torch tensor, without importing torch: one can exist only where
+    torch was imported, and reading a config must not pay for torch."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
 def as_prompt(prompt: PromptLike) -> Prompt:
     if isinstance(prompt, Prompt):
         return prompt
-    if isinstance(prompt, np.ndarray | torch.Tensor):
+    if isinstance(prompt, np.ndarray) or is_tensor(prompt):
         return Prompt(ids=np.asarray(prompt))
     if isinstance(prompt, Sequence) and not isinstance(prompt, str | bytes):
         if all(isinstance(m, Mapping) for m in prompt) and len(prompt) > 0:
@@ -214,7 +221,7 @@ def as_prompt(prompt: PromptLike) -> Prompt:
 
 def as_token_ids(value: Any, what: str = "token ids") -> np.ndarray:
     """A 1-D int32 array of token ids, or :class:`InvalidRequest` naming ``what``."""
-    array = value.numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
+    array = value.numpy() if is_tensor(value) else np.asarray(value)
     if array.ndim != 1 or (array.size and not np.issubdtype(array.dtype, np.integer)):
         raise InvalidRequest(
             f"{what} must be a 1-D array of ints, got {array.dtype}{list(array.shape)}"

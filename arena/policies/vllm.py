@@ -72,7 +72,8 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTra
 
 from arena.core.errors import ConfigError
 from arena.models import model_dir, to_dtype
-from arena.models.lora import FLAT_PREFIX, AdapterShape, adapter_layout, unflatten_adapter
+from arena.models.adapter_shape import AdapterShape
+from arena.models.lora import FLAT_PREFIX, adapter_layout, unflatten_adapter
 from arena.policies.chat import ChatFormat
 from arena.policies.scoring import RememberedScoring, ScoreItem, ScoreMemo
 from arena.policies.types import (

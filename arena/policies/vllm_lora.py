@@ -22,7 +22,7 @@ import torch
 from safetensors.torch import save_file
 
 from arena.core.errors import ConfigError
-from arena.models.lora import DEFAULT_TARGET_MODULES, AdapterError, AdapterShape
+from arena.models.adapter_shape import DEFAULT_TARGET_MODULES, AdapterError, AdapterShape
 from arena.models.lora_files import CONFIG_FILE, WEIGHTS_FILE, read_adapter
 from arena.policies.types import PolicyError
 

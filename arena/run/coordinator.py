@@ -47,7 +47,6 @@ from typing import Any
 
 from arena.bus import Actor, BusError
 from arena.bus.peers import ROUTING_ENV
-from arena.bus.security import resolve_security
 from arena.eval.exploitability import openspiel_missing
 from arena.eval.summary import StrategyReading, write_eval_summary
 from arena.models import load_tokenizer
@@ -55,7 +54,7 @@ from arena.play.stats import merge_collects
 from arena.policies.chat import ChatFormat
 from arena.run.addresses import broker_hint, bus_address, own_broker
 from arena.run.collection import Collector
-from arena.run.config import RunConfig, load_run_config
+from arena.run.config import RunConfig
 from arena.run.delivery import Deliveries
 from arena.run.directory import listing, rollout_actors
 from arena.run.evaluation import (
@@ -73,12 +72,10 @@ from arena.run.plan import plan
 from arena.run.population import Population
 from arena.run.processes import actor_commands, start_processes, write_configs
 from arena.run.ray_launcher import RayLauncher
-from arena.run.resume import resume_run
 from arena.run.roster import ActorsMissing, wait_for_actors
 from arena.run.run_dir import make_run_dir, resolve_for_run
 from arena.run.run_log import RunLog
 from arena.run.stream import CollectStream
-from arena.run.validation import validate
 from arena.run.watch import Watchdog
 from arena.run.weight_sync import WeightSync
 
@@ -437,21 +434,8 @@ class RunCoordinator:
         self.log.strategy(read)
 
 
-def train(config_path: str, overrides: list[str], dry_run: bool = False) -> int:
-    """Entry point of ``arena train``; returns the exit code."""
-    config = load_run_config(config_path, overrides)
-    if config.resume:  # the run's saved config, with the command line's overrides on top
-        resumed = resume_run(config.resume, overrides)
-        if resumed is None:
-            return 0  # already complete: said so
-        config = resumed
-    validate(config)
-    if config.bus.address:
-        # keys for a non-loopback address (or --insecure): a SecurityError, before anything
-        resolve_security(config.bus.address)
-    if dry_run:
-        print(plan(config))
-        return 0
+def train(config: RunConfig) -> int:
+    """Run a checked config (:func:`arena.run.prepare.prepare`) to its end; the exit code."""
     if config.bus.routing:  # read by every bus actor: the trainer's and the children's
         os.environ[ROUTING_ENV] = config.bus.routing
     run_dir = make_run_dir(config)

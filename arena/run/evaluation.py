@@ -36,7 +36,7 @@ from arena.eval.roles import (
 )
 from arena.eval.summary import EXPLOITABILITY_PREFIX, StrategyReading
 from arena.models import load_model
-from arena.models.lora import SHARED_ADAPTER
+from arena.models.adapter_shape import SHARED_ADAPTER
 from arena.models.lora_files import CONFIG_FILE
 from arena.play.seating import SeatFactory
 from arena.play.seats import BotSeat, Seat

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from arena.core.errors import ConfigError
 from arena.models import to_dtype
-from arena.models.lora import SHARED_ADAPTER
+from arena.models.adapter_shape import SHARED_ADAPTER
 from arena.run.addresses import free_port
 from arena.run.config import RunConfig
 
@@ -92,7 +92,8 @@ def write_initial_adapters(config: RunConfig, folder: Path, names: list[str]) ->
     under ``folder``; kept as they are when a resumed run finds them there. Returns name ->
     absolute path."""
     from arena.models import load_model
-    from arena.models.lora import AdapterShape, add_adapters
+    from arena.models.adapter_shape import AdapterShape
+    from arena.models.lora import add_adapters
     from arena.models.lora_files import CONFIG_FILE, save_adapter
 
     paths = {name: (folder / name).resolve() for name in names}

@@ -48,12 +48,8 @@ from kuhn_choose import GAME, LegalPolicy, play
 from torch.nn.utils import parameters_to_vector
 
 from arena.eval.exploitability import exploitability
-from arena.models.lora import (
-    DEFAULT_TARGET_MODULES,
-    AdapterShape,
-    adapter_parameters,
-    add_adapters,
-)
+from arena.models.adapter_shape import DEFAULT_TARGET_MODULES, AdapterShape
+from arena.models.lora import adapter_parameters, add_adapters
 
 PROJECTIONS = DEFAULT_TARGET_MODULES
 """Every projection of each layer: ``learner.lora``'s default modules."""

@@ -17,7 +17,8 @@ from synthetic import make_config, two_seat_episodes
 from transformers import AutoModelForCausalLM
 
 from arena.models import tiny_model
-from arena.models.lora import FLAT_PREFIX, SHARED_ADAPTER, AdapterShape
+from arena.models.adapter_shape import SHARED_ADAPTER, AdapterShape
+from arena.models.lora import FLAT_PREFIX
 from arena.models.lora_files import read_adapter
 from arena.policies.hf import HFPolicy
 from arena.policies.types import Prompt

@@ -20,7 +20,8 @@ import torch
 
 from arena.bus import BlockingActor, BusError
 from arena.models import tiny_model
-from arena.models.lora import AdapterShape, adapter_parameters, add_adapters
+from arena.models.adapter_shape import AdapterShape
+from arena.models.lora import adapter_parameters, add_adapters
 from arena.models.lora_files import save_adapter
 from arena.policies.remote import RemotePolicy
 from arena.policies.types import Generation, SamplingParams

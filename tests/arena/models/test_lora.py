@@ -13,12 +13,14 @@ import pytest
 import torch
 from torch import nn
 
-from arena.models.lora import (
+from arena.models.adapter_shape import (
     DEFAULT_ALPHA,
     DEFAULT_RANK,
     DEFAULT_TARGET_MODULES,
     AdapterError,
     AdapterShape,
+)
+from arena.models.lora import (
     adapter_buffers,
     adapter_flat,
     adapter_layout,

@@ -19,14 +19,8 @@ import pytest
 import torch
 
 from arena.models import load_model
-from arena.models.lora import (
-    AdapterShape,
-    adapted_layers,
-    adapter_parameters,
-    adapter_state,
-    add_adapters,
-    route,
-)
+from arena.models.adapter_shape import AdapterShape
+from arena.models.lora import adapted_layers, adapter_parameters, adapter_state, add_adapters, route
 from arena.policies.hf import HFPolicy
 from arena.policies.types import Prompt
 

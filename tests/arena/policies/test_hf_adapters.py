@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from arena.models.lora import AdapterShape, adapter_parameters, add_adapters
+from arena.models.adapter_shape import AdapterShape
+from arena.models.lora import adapter_parameters, add_adapters
 from arena.models.lora_files import save_adapter
 from arena.policies.hf import HFPolicy
 from arena.policies.types import InvalidRequest, Prompt, SamplingParams, UnknownAdapter

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from arena.models.lora import AdapterShape, adapter_state, add_adapters, load_adapter_state
+from arena.models.adapter_shape import AdapterShape
+from arena.models.lora import adapter_state, add_adapters, load_adapter_state
 from arena.policies.hf import HFPolicy
 from arena.policies.prefix_cache import BLOCK, PrefixCache, StaleCache
 from arena.policies.scoring import continuation_logprobs

@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from arena.models.lora import AdapterShape, adapter_parameters, add_adapters
+from arena.models.adapter_shape import AdapterShape
+from arena.models.lora import adapter_parameters, add_adapters
 from arena.policies.hf import HFPolicy
 from arena.policies.scoring import ScoreMemo
 from arena.policies.types import Prompt

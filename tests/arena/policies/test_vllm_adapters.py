@@ -24,14 +24,8 @@ import pytest
 import torch
 
 from arena.models import load_model
-from arena.models.lora import (
-    DEFAULT_TARGET_MODULES,
-    AdapterError,
-    AdapterShape,
-    adapter_flat,
-    adapter_parameters,
-    add_adapters,
-)
+from arena.models.adapter_shape import DEFAULT_TARGET_MODULES, AdapterError, AdapterShape
+from arena.models.lora import adapter_flat, adapter_parameters, add_adapters
 from arena.models.lora_files import CONFIG_FILE, save_adapter
 from arena.policies.factory import make_policy
 from arena.policies.hf import HFPolicy

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from arena.models.lora import SHARED_ADAPTER
+from arena.models.adapter_shape import SHARED_ADAPTER
 from arena.models.lora_files import read_adapter
 from arena.run.config import load_run_config
 from arena.run.processes import POOL, actor_commands

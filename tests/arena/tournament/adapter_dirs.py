@@ -7,7 +7,8 @@ from pathlib import Path
 import torch
 
 from arena.models import tiny_model
-from arena.models.lora import AdapterShape, adapter_parameters, add_adapters
+from arena.models.adapter_shape import AdapterShape
+from arena.models.lora import adapter_parameters, add_adapters
 from arena.models.lora_files import save_adapter
 
 
