@@ -43,7 +43,8 @@ ROUTING_ENV = "ARENA_ROUTING"
 ADVERTISE_ENV = "ARENA_ADVERTISE_HOST"
 """The host name or address other hosts reach this process's endpoint at (multi-host, NAT)."""
 
-_IPC_PATH_LIMIT = 100  # sockaddr_un holds 107 bytes; keep a margin
+IPC_PATH_LIMIT = 100
+"""The longest ipc:// socket path used: a unix socket's address holds 107 bytes; a margin."""
 _CONNECTION_EVENTS = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED
 _ROTATION = itertools.count()
 
@@ -68,7 +69,7 @@ def listen_address(broker_address: str, name: str) -> str:
     if broker_address.startswith("ipc://"):
         directory = os.path.dirname(broker_address[len("ipc://") :]) or "."
         path = f"{directory}/{safe}-{os.getpid()}-{token}.sock"
-        if len(path) > _IPC_PATH_LIMIT:
+        if len(path) > IPC_PATH_LIMIT:
             path = f"{tempfile.gettempdir()}/arena-{safe[:40]}-{os.getpid()}-{token}.sock"
         return f"ipc://{path}"
     if broker_address.startswith("tcp://"):

@@ -8,15 +8,25 @@ looking for one."""
 
 from __future__ import annotations
 
+import hashlib
 import socket
+import tempfile
 from pathlib import Path
 
+from arena.bus.peers import IPC_PATH_LIMIT
 from arena.run.config import RunConfig
 
 
 def local_address(run_dir: Path) -> str:
-    """The address of a run's own broker: a socket file in its run directory."""
-    return f"ipc://{run_dir.resolve()}/bus.sock"
+    """The address of a run's own broker: ``bus.sock`` in its run directory, or, where that
+    path is too long for a unix socket (a deep ``output_dir``), a socket in the temp directory
+    named after the run directory: the same name every time, so a resume, ``arena status`` and
+    an actor started by hand find it."""
+    path = f"{run_dir.resolve()}/bus.sock"
+    if len(path) > IPC_PATH_LIMIT:
+        digest = hashlib.sha256(str(run_dir.resolve()).encode()).hexdigest()[:16]
+        path = f"{tempfile.gettempdir()}/arena-run-{digest}.sock"
+    return f"ipc://{path}"
 
 
 def own_address(config: RunConfig, run_dir: Path | None) -> str:

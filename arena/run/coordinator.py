@@ -52,7 +52,7 @@ from arena.eval.summary import StrategyReading, write_eval_summary
 from arena.models import load_tokenizer
 from arena.play.stats import merge_collects
 from arena.policies.chat import ChatFormat
-from arena.run.addresses import broker_hint, bus_address, own_broker
+from arena.run.addresses import broker_hint, bus_address, local_address, own_broker
 from arena.run.collection import Collector
 from arena.run.config import RunConfig
 from arena.run.delivery import Deliveries
@@ -454,7 +454,7 @@ def train(config: RunConfig) -> int:
         print("arena train: interrupted; children stopped", file=sys.stderr)
         return 130
     finally:
-        sock = run_dir / "bus.sock"
+        sock = Path(local_address(run_dir).removeprefix("ipc://"))
         if sock.exists():
             with contextlib.suppress(OSError):
                 sock.unlink()

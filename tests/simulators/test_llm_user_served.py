@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from arena.run.addresses import local_address
 from tests.arena.commands.test_train_role_games import TINY
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,7 +60,7 @@ def test_an_llm_user_on_a_separately_served_frozen_policy(tmp_path: Path) -> Non
         procs.append(train)
         # the run names what it waits for, with the command that starts it
         wait_for(train_out, f"an inference actor serving policy:{USER_POLICY}", train, 240)
-        address = f"ipc://{run_dir.resolve()}/bus.sock"
+        address = local_address(run_dir)
         assert f"arena inference --connect {address} --name {USER_POLICY}" in train_out.read_text()
         user_argv = [
             sys.executable,

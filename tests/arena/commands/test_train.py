@@ -21,6 +21,7 @@ import torch
 from transformers import AutoModelForCausalLM, LlamaForCausalLM
 
 from arena.models import tiny_model
+from arena.run.addresses import local_address
 from tests.cli import arena
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -50,9 +51,14 @@ def metrics(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-def wait_for(predicate, timeout: float, what: str) -> None:
+def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | None = None) -> None:
+    """Until ``predicate()``, at most ``timeout`` seconds; with ``proc`` (the run), fail at once
+    with its output when it has ended instead (a run that died at start is not waited out)."""
     deadline = time.monotonic() + timeout
     while not predicate():
+        if proc is not None and proc.poll() is not None:
+            out = proc.stdout.read() if proc.stdout else ""
+            raise AssertionError(f"{what}: the run ended (exit {proc.returncode})\n{out[-3000:]}")
         if time.monotonic() > deadline:
             raise TimeoutError(what)
         time.sleep(0.5)
@@ -179,9 +185,10 @@ def test_killed_rollout_actor_is_restarted_and_run_completes(tmp_path: Path) -> 
             lambda: (tmp_path / "smoke").exists() and pids_of("--index 0"),
             120,
             "rollout-0 never started",
+            proc=proc,
         )
         run_dir = run_dir_of(tmp_path)
-        wait_for(lambda: len(metrics(run_dir)) >= 1, 300, "no step finished")
+        wait_for(lambda: len(metrics(run_dir)) >= 1, 300, "no step finished", proc=proc)
         victims = rollout_pids(run_dir, 0)
         os.kill(victims[0], signal.SIGKILL)
         out, _ = proc.communicate(timeout=600)
@@ -197,9 +204,9 @@ def test_killed_rollout_actor_is_restarted_and_run_completes(tmp_path: Path) -> 
 def test_resume_after_kill_continues_without_lost_or_repeated_steps(tmp_path: Path) -> None:
     proc = start("train", SMOKE, f"output_dir={tmp_path}", "steps=4", *NO_EVAL)
     try:
-        wait_for(lambda: (tmp_path / "smoke").exists(), 60, "no run directory")
+        wait_for(lambda: (tmp_path / "smoke").exists(), 60, "no run directory", proc=proc)
         run_dir = run_dir_of(tmp_path)
-        wait_for(lambda: len(metrics(run_dir)) >= 2, 300, "two steps never finished")
+        wait_for(lambda: len(metrics(run_dir)) >= 2, 300, "two steps never finished", proc=proc)
         proc.send_signal(signal.SIGKILL)  # the launcher dies; its children follow it
         proc.wait()
     finally:
@@ -377,11 +384,11 @@ def test_a_rollout_actor_started_by_hand_is_the_async_runs_only_one(tmp_path: Pa
     )
     joiner = None
     try:
-        wait_for(lambda: (run_dir / "config.yaml").exists(), 120, "no config.yaml")
+        wait_for(lambda: (run_dir / "config.yaml").exists(), 120, "no config.yaml", proc=proc)
         joiner = start(
             "rollout",
             "--connect",
-            f"ipc://{run_dir.resolve()}/bus.sock",
+            local_address(run_dir),
             "--config",
             str(run_dir / "config.yaml"),
             "--index",
@@ -413,11 +420,11 @@ def run_logs(run_dir: Path, out: str) -> str:
 @pytest.mark.e2e
 def test_the_runs_own_broker_is_restarted_and_the_run_completes(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    bind = f"--bind ipc://{run_dir.resolve()}/bus.sock"
+    bind = f"--bind {local_address(run_dir)}"
     proc = start("train", SMOKE, f"run_dir={run_dir}", "steps=4", *NO_EVAL)
     out = ""
     try:
-        wait_for(lambda: len(metrics(run_dir)) >= 1, 300, "no step finished")
+        wait_for(lambda: len(metrics(run_dir)) >= 1, 300, "no step finished", proc=proc)
         os.kill(pids_of(bind)[0], signal.SIGKILL)
         # well within pytest's timeout, so that a hung run still shows its logs
         out, _ = proc.communicate(timeout=240)

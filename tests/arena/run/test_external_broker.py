@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from arena.bus.peers import IPC_PATH_LIMIT
 from arena.core.errors import ConfigError
-from arena.run.addresses import bus_address, own_broker
+from arena.run.addresses import bus_address, local_address, own_broker
 from arena.run.config import load_run_config
 from arena.run.plan import plan
 from arena.run.processes import actor_commands
@@ -277,3 +278,17 @@ def test_the_documented_multi_host_recipe_trains_through_an_external_broker(tmp_
     assert transcripts and all(t["id"].startswith("rollout-0-") for t in transcripts)
     assert sorted(p.name for p in (run_dir / "checkpoints").glob("step-*"))[-1].endswith("2")
     assert (run_dir / "eval_summary.json").exists()
+
+
+def test_a_run_dir_too_deep_for_a_unix_socket_gets_a_short_one_named_after_it(
+    tmp_path: Path,
+) -> None:
+    # A socket path over 107 bytes cannot be bound (zmq: "File name too long"): a deep
+    # output_dir once failed every run with a traceback.
+    deep = tmp_path / ("d" * 60) / "smoke" / "20261127-160015"
+    address = local_address(deep)
+    assert address.startswith("ipc://") and len(address) - len("ipc://") <= IPC_PATH_LIMIT
+    assert address == local_address(deep)  # the same every time: resume and joiners find it
+    assert address != local_address(deep.parent / "20261127-160016")
+    shallow = tmp_path / "run"
+    assert local_address(shallow) == f"ipc://{shallow.resolve()}/bus.sock"

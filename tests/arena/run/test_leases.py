@@ -44,9 +44,11 @@ def test_a_killed_rollout_actors_job_is_leased_again_and_trained_once(tmp_path: 
         *NO_EVAL,
     )
     try:
-        wait_for(lambda: (tmp_path / "smoke_tools").exists(), 120, "the run never started")
+        wait_for(
+            lambda: (tmp_path / "smoke_tools").exists(), 120, "the run never started", proc=proc
+        )
         (run_dir,) = (tmp_path / "smoke_tools").iterdir()
-        wait_for(lambda: len(metrics(run_dir)) >= 1, 300, "no step finished")
+        wait_for(lambda: len(metrics(run_dir)) >= 1, 300, "no step finished", proc=proc)
         # into step 2's collect: the first wave has been sent, the second is being played
         time.sleep(3.0)
         (victim,) = rollout_pids(run_dir, 1)

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from arena.run.addresses import local_address
 from tests.arena.commands.test_train import (
     NO_EVAL,
     SMOKE,
@@ -45,7 +46,7 @@ def live_status(run_dir: Path, bound: float = 30.0) -> subprocess.CompletedProce
     deadline = time.monotonic() + bound
     while True:
         status = subprocess.run(
-            [sys.executable, "-m", "arena", "status", f"ipc://{run_dir.resolve()}/bus.sock"],
+            [sys.executable, "-m", "arena", "status", local_address(run_dir)],
             capture_output=True,
             text=True,
             timeout=60,
@@ -73,9 +74,9 @@ def test_a_straggler_is_named_waited_for_and_no_turn_is_too_stale(tmp_path: Path
     )
     stopped: list[int] = []
     try:
-        wait_for(lambda: (tmp_path / "smoke").exists(), 120, "the run never started")
+        wait_for(lambda: (tmp_path / "smoke").exists(), 120, "the run never started", proc=proc)
         run_dir = run_dir_of(tmp_path)
-        wait_for(lambda: len(metrics(run_dir)) >= 1, 300, "no step finished")
+        wait_for(lambda: len(metrics(run_dir)) >= 1, 300, "no step finished", proc=proc)
         stopped = rollout_pids(run_dir, 1)
         os.kill(stopped[0], signal.SIGSTOP)
         events = run_dir / "events.log"
@@ -83,6 +84,7 @@ def test_a_straggler_is_named_waited_for_and_no_turn_is_too_stale(tmp_path: Path
             lambda: events.exists() and "rollout-1 last heartbeat" in events.read_text(),
             60,
             "the stopped rollout actor was never named",
+            proc=proc,
         )
         status = live_status(run_dir)
         os.kill(stopped[0], signal.SIGCONT)
