@@ -27,11 +27,15 @@ demo: $(STAMP)
 	$(VENV)/bin/arena train configs/selfplay.yaml
 
 # The tests start with the linters: CI runs `make test`, so formatting is enforced there too.
+# They run on every core (pytest-xdist, at most 4 workers); a test file stays on one worker,
+# so the runs its tests share (module fixtures) are made once.
+XDIST := -n auto --maxprocesses 4 --dist loadfile
+
 test: lint
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q $(XDIST) tests
 
 test-fast: lint
-	$(PY) -m pytest -q -m "not slow and not e2e" tests
+	$(PY) -m pytest -q $(XDIST) -m "not slow and not e2e" tests
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
