@@ -74,6 +74,7 @@ def test_the_tutorials_game_passes_check_game(site: Path) -> None:
     assert re.search(r"race-v0\s.*competitive.*perfect", listed.stdout), listed.stdout
 
 
+@pytest.mark.e2e
 def test_it_plays_against_random_in_eval_and_in_the_terminal(site: Path, tmp_path: Path) -> None:
     out = tmp_path / "eval.json"
     done = arena(

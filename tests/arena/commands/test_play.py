@@ -166,6 +166,7 @@ def test_a_checkpoint_is_prompted_as_its_run_trained_it(tmp_path: Path) -> None:
     assert (game.kwargs, game.role_kwargs, max_new_tokens) == ({}, {}, None)
 
 
+@pytest.mark.e2e
 def test_a_role_game_checkpoint_plays_against_its_runs_simulator(
     tmp_path: Path, tiny_model
 ) -> None:

@@ -96,6 +96,7 @@ def arena(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.e2e
 def test_arena_eval_counts_a_failing_simulator_as_errors_of_its_row(env: dict[str, str]) -> None:
     for probe, reason in (
         ("probe-raises-v0", "simulator probe-raises-v0 failed: RuntimeError('probe says no')"),
@@ -121,6 +122,7 @@ def test_arena_eval_counts_a_failing_simulator_as_errors_of_its_row(env: dict[st
         assert reason in row
 
 
+@pytest.mark.e2e
 def test_arena_eval_on_retail_without_simulators_uses_the_games_reference_user(
     env: dict[str, str], tmp_path: Path
 ) -> None:

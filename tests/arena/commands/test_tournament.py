@@ -84,6 +84,7 @@ def test_model_participants_share_one_inference_actor(tmp_path: Path) -> None:
                 assert record["tokens"][seat] > 0
 
 
+@pytest.mark.e2e
 def test_eval_one_participant(tmp_path: Path) -> None:
     out = tmp_path / "eval.json"
     done = arena(
@@ -107,6 +108,7 @@ def test_eval_one_participant(tmp_path: Path) -> None:
     assert "tictactoe-v0 vs random-v0: score" in done.stdout
 
 
+@pytest.mark.e2e
 def test_eval_by_choice_never_replies_invalid(tmp_path: Path) -> None:
     """The untrained tiny model writes no valid move (every game forfeited); choosing among
     the legal replies, it cannot reply outside them."""

@@ -100,6 +100,7 @@ def test_an_adapter_for_another_base_is_refused_before_any_match(
     refused_in_one_line(bot, "participants[0] ('random')", "needs a model")
 
 
+@pytest.mark.e2e
 def test_eval_plays_an_adapter_on_its_base(run_dir: Path, tmp_path: Path) -> None:
     adapter = run_dir / "run/checkpoints/step-00000004/adapters/solver"
     done = arena("eval", "--model", "tiny", "--adapter", str(adapter), *EVAL, "--json", str(tmp_path / "a.json"))  # fmt: skip

@@ -108,6 +108,7 @@ def test_bad_arguments_and_games_without_metrics() -> None:
     assert asyncio.run(evaluate_roles(random_seat, random_seat, "tictactoe-v0", tasks=1)) == []
 
 
+@pytest.mark.e2e
 def test_arena_eval_measures_each_role_of_a_role_game(tmp_path) -> None:
     import json
     import subprocess

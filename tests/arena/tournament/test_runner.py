@@ -139,6 +139,7 @@ def test_finished_ids_cuts_a_torn_last_line(tmp_path: Path) -> None:
     assert path.read_text() == '{"id": "a"}\n{"id": "b"}\n'
 
 
+@pytest.mark.e2e
 def test_resume_after_sigkill_replays_nothing_and_duplicates_nothing(tmp_path: Path) -> None:
     """Kill ``arena tournament`` mid-run (SIGKILL, so no cleanup), tear its last line, run it
     again: the log then holds exactly the matches of an uninterrupted run, each once."""
