@@ -11,59 +11,28 @@ Run with `.venv/bin/python -m pytest -q tests/games/test_tutorial.py`.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
-import tomllib
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.tutorials import install, python
+
 MARKER = "<!-- game tutorial:"
-
-
-def tutorial() -> tuple[str, str, str]:
-    """(module path, module code, pyproject snippet) from the tutorial in ``docs/plugins.md``."""
-    text = (ROOT / "docs" / "plugins.md").read_text()
-    after = text[text.index(MARKER) :]
-    python = re.search(r"```python\n(.*?)```", after, re.DOTALL).group(1)
-    toml = re.search(r"```toml\n(.*?)```", after, re.DOTALL).group(1)
-    path = python.splitlines()[0].removeprefix("# ").strip()
-    return path, python, toml
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A directory on ``PYTHONPATH`` that holds the tutorial's package as installed."""
     site = tmp_path_factory.mktemp("site")
-    path, code, toml = tutorial()
-    module = site / path
-    module.parent.mkdir(parents=True)
-    (module.parent / "__init__.py").write_text("")
-    module.write_text(code)
-    points = tomllib.loads(toml)["project"]["entry-points"]["arena.games"]
+    points = install(site, MARKER, "arena.games")
     assert points == {"race-v0": "mypkg.race:RaceToTen"}
-    info = site / "mypkg-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mypkg\nVersion: 0.1\n")
-    lines = "".join(f"{name} = {target}\n" for name, target in points.items())
-    (info / "entry_points.txt").write_text(f"[arena.games]\n{lines}")
     return site
 
 
 def arena(site: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{ROOT}"}
-    return subprocess.run(
-        [sys.executable, "-m", "arena", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        cwd=ROOT,
-    )
+    return python(site, "-m", "arena", *args, stdin=stdin)
 
 
 def test_the_tutorials_game_passes_check_game(site: Path) -> None:

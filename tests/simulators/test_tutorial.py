@@ -10,50 +10,22 @@ Run with `.venv/bin/python -m pytest -q tests/simulators/test_tutorial.py`.
 
 from __future__ import annotations
 
-import os
-import re
 import subprocess
-import sys
-import tomllib
 from pathlib import Path
 
-import pytest
+from tests.tutorials import install, python
 
-ROOT = Path(__file__).resolve().parents[2]
 MARKER = "<!-- simulator tutorial:"
 
 
-def tutorial() -> tuple[str, str, str]:
-    """(module path, module code, pyproject snippet) from the tutorial in ``docs/plugins.md``."""
-    text = (ROOT / "docs" / "plugins.md").read_text()
-    after = text[text.index(MARKER) :]
-    python = re.search(r"```python\n(.*?)```", after, re.DOTALL).group(1)
-    toml = re.search(r"```toml\n(.*?)```", after, re.DOTALL).group(1)
-    path = python.splitlines()[0].removeprefix("# ").strip()
-    return path, python, toml
-
-
-def install(site: Path) -> str:
-    path, code, toml = tutorial()
-    module = site / path
-    module.parent.mkdir(parents=True)
-    (module.parent / "__init__.py").write_text("")
-    module.write_text(code)
-    points = tomllib.loads(toml)["project"]["entry-points"]["arena.simulators"]
-    info = site / "mypkg-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mypkg\nVersion: 0.1\n")
-    lines = "".join(f"{name} = {target}\n" for name, target in points.items())
-    (info / "entry_points.txt").write_text(f"[arena.simulators]\n{lines}")
-    (sim_id,) = points
+def install_simulator(site: Path) -> str:
+    """Install the tutorial into ``site``; its simulator's id."""
+    (sim_id,) = install(site, MARKER, "arena.simulators")
     return sim_id
 
 
 def run(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{ROOT}"}
-    return subprocess.run(
-        [sys.executable, *args], capture_output=True, text=True, timeout=300, env=env, cwd=ROOT
-    )
+    return python(site, *args)
 
 
 PLAY = """
@@ -75,16 +47,15 @@ print(all(not t.trained for t in episode.turns if t.seat == "user"))
 
 
 def test_the_tutorials_simulator_is_found_and_plays_the_user_seat(tmp_path: Path) -> None:
-    sim_id = install(tmp_path)
+    sim_id = install_simulator(tmp_path)
     assert sim_id == "patient-user-v0"
     done = run(tmp_path, "-c", PLAY.format(sim=sim_id))
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["user_stop", "True", "True", "True"]
 
 
-@pytest.mark.e2e
 def test_a_run_config_names_it_for_the_user_seat(tmp_path: Path) -> None:
-    sim_id = install(tmp_path / "site")
+    sim_id = install_simulator(tmp_path / "site")
     config = tmp_path / "run.yaml"
     config.write_text(
         f"name: t\nmodel: tiny\ngames:\n  - id: retail-v0\n    simulators:\n"

@@ -1,0 +1,57 @@
+"""The tutorials of ``docs/plugins.md``, installed as a user would install them, for tests.
+
+A tutorial is the ``python`` and ``toml`` blocks after its marker (``<!-- game tutorial:``).
+:func:`install` writes its module and its entry points as a real distribution (a package plus a
+``dist-info`` with ``entry_points.txt``, found by ``importlib.metadata`` through ``PYTHONPATH``,
+as ``pip install`` leaves it), so fresh processes find the plugin by id."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def tutorial(marker: str) -> tuple[str, str, str]:
+    """(module path, module code, pyproject snippet) of the tutorial after ``marker``."""
+    text = (ROOT / "docs" / "plugins.md").read_text()
+    after = text[text.index(marker) :]
+    python = re.search(r"```python\n(.*?)```", after, re.DOTALL).group(1)
+    toml = re.search(r"```toml\n(.*?)```", after, re.DOTALL).group(1)
+    path = python.splitlines()[0].removeprefix("# ").strip()
+    return path, python, toml
+
+
+def install(site: Path, marker: str, group: str) -> dict[str, str]:
+    """Install the tutorial after ``marker`` into ``site``; its entry points of ``group``."""
+    path, code, toml = tutorial(marker)
+    module = site / path
+    module.parent.mkdir(parents=True)
+    (module.parent / "__init__.py").write_text("")
+    module.write_text(code)
+    points = tomllib.loads(toml)["project"]["entry-points"][group]
+    info = site / "mypkg-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mypkg\nVersion: 0.1\n")
+    lines = "".join(f"{name} = {target}\n" for name, target in points.items())
+    (info / "entry_points.txt").write_text(f"[{group}]\n{lines}")
+    return points
+
+
+def python(site: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    """``python ARGS`` in the repository root with ``site`` on ``PYTHONPATH``."""
+    env = {**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{ROOT}"}
+    return subprocess.run(
+        [sys.executable, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=ROOT,
+    )
