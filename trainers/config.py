@@ -277,6 +277,9 @@ class DistributedConfig:
 class LearnerConfig:
     name: str = "main"
     """The policy this learner trains; weights go out on topic ``weights.<name>``."""
+    service: str = "learner"
+    """The bus service it offers (episodes, steps, status). A run whose named policies have
+    models of their own starts one more learner per trained one, as ``learner:<policy>``."""
     model: str = "tiny"
     """Model spec for arena.models.load_model: ``tiny``, ``smollm2-135m`` or an HF directory."""
     dtype: str = "float32"

@@ -125,7 +125,7 @@ class LearnerActor:
         """Serve until ``stop`` is set (or forever)."""
         stop = stop or asyncio.Event()
         actor = Actor(self.name, self.address, kind="learner")
-        actor.serve("learner", self._on_request)
+        actor.serve(self.learner.config.service, self._on_request)
         actor.status["policy_version"] = lambda: self.learner.version
         actor.on("episode", self._on_episode)
         actor.subscribe(JOINED_TOPIC, self._on_actor_joined)

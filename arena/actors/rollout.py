@@ -87,8 +87,13 @@ class RolloutActor:
         concurrency: int = 16,
         heartbeat_interval: float = 1.0,
         policy_timeout: float,
+        learners: tuple[str, ...] = ("learner",),
     ) -> None:
         self.play = play
+        self.learners = learners
+        """The services every finished group goes to: the run's learner, and the learner of
+        each named policy with a model of its own, which keep their own policy's turns
+        (:mod:`arena.run.bases`)."""
         self.address = address
         self.index = index
         self.model = model
@@ -122,14 +127,9 @@ class RolloutActor:
             await actor.close()
 
     def seat_factory(self, actor: Actor, chat: ChatFormat) -> SeatFactory:
-        """The seats of this actor's episodes: the trained policy and any named one are
-        :class:`RemotePolicy` clients of the inference actors, bounded by :attr:`policy_timeout`."""
-        remotes: dict[str, RemotePolicy] = {}
-
-        def remote(name: str) -> RemotePolicy:
-            return remotes.setdefault(name, RemotePolicy(actor, name, timeout=self.policy_timeout))
-
-        return SeatFactory(self.play, remote(self.play.policy_name), chat, remote)
+        """The seats of this actor's episodes (:func:`served_seats`), each policy request
+        bounded by :attr:`policy_timeout`."""
+        return served_seats(actor, self.play, chat, self.policy_timeout)
 
     async def _on_request(self, msg: Message) -> dict[str, Any]:
         body = msg.body
@@ -241,7 +241,9 @@ class RolloutActor:
             played = await asyncio.gather(*(one(i, *plans[i]) for i in members))
             finished = [e for e in played if e is not None]
             if finished:  # in one message: the learner queues a group whole (learner_actor.py)
-                self.actor.send("episode", [e.to_dict() for e in finished], service="learner")
+                body = [e.to_dict() for e in finished]
+                for service in self.learners:
+                    self.actor.send("episode", body, service=service)
             return finished
 
         groups = await asyncio.gather(*(group(i) for i in range(0, count, group_size)))
@@ -254,3 +256,21 @@ class RolloutActor:
             "stats": episode_stats(finished),
             "transcript": transcript(finished[0]) if finished else None,
         }
+
+
+def served_seats(actor: Actor, play: PlayConfig, chat: ChatFormat, timeout: float) -> SeatFactory:
+    """Seats on the policies the run's inference actors serve: the trained policy and every
+    named one are :class:`RemotePolicy` clients (bounded by ``timeout`` per request), and a named
+    policy with a model of its own speaks that model's chat template."""
+    remotes: dict[str, RemotePolicy] = {}
+    chats = {play.policy_name: chat}
+
+    def remote(name: str) -> RemotePolicy:
+        return remotes.setdefault(name, RemotePolicy(actor, name, timeout=timeout))
+
+    def chat_of(name: str) -> ChatFormat:
+        if name not in chats:
+            chats[name] = ChatFormat(load_tokenizer(str(play.policies[name].model)))
+        return chats[name]
+
+    return SeatFactory(play, remote(play.policy_name), chat, remote, chat_of)

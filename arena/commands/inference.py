@@ -37,6 +37,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "and seed (e.g. runs/x/y/config.yaml); flags given beside it override those",
     )
     parser.add_argument(
+        "--policy",
+        default=None,
+        metavar="NAME",
+        help="with --config: serve the run's named policy NAME, one with a model of its own "
+        "(policies.NAME.model), as the run's inference-NAME actor does",
+    )
+    parser.add_argument(
         "--actor-name", default=None, help="name on the bus (default inference-NAME-PID)"
     )
     parser.add_argument(
@@ -86,6 +93,24 @@ def adapter_assignments(items: list[str]) -> dict[str, str]:
     return out
 
 
+def own_base_served(run: Any, config_path: str, policy: str) -> Any:
+    """What the run's ``inference-<policy>`` actor serves (arena/run/bases.py)."""
+    from pathlib import Path
+
+    from arena.core.errors import ConfigError, did_you_mean
+    from arena.run.bases import own_bases
+    from arena.run.processes import base_inference
+
+    bases = own_bases(run.play)
+    if policy not in bases:
+        raise ConfigError(
+            f"--policy {policy}: the run has no policy with a model of its own by that name "
+            f"({', '.join(bases) or 'none'}){did_you_mean(policy, list(bases))}"
+        )
+    run_dir = Path(config_path).parent
+    return base_inference(run, run_dir, policy, bases[policy], seed=run.seed + 100)
+
+
 def served_config(args: argparse.Namespace) -> tuple[Any, float]:
     """The :class:`InferenceConfig` to serve and the heartbeat interval: the run's (with
     ``--config``) or the defaults, then the flags given. With ``--config``, each flag that
@@ -99,6 +124,10 @@ def served_config(args: argparse.Namespace) -> tuple[Any, float]:
     engine = parse_assignments(args.engine)
     adapters = adapter_assignments(args.adapter)
     if args.config is None:
+        if args.policy is not None:
+            from arena.core.errors import ConfigError
+
+            raise ConfigError("--policy names a policy of a run: give the run's --config too")
         base, heartbeat = InferenceConfig(), 1.0
     else:
         from arena.run.config import load_run_config
@@ -109,6 +138,8 @@ def served_config(args: argparse.Namespace) -> tuple[Any, float]:
             run.inference, name=run.learner.name, model=run.model, seed=run.seed
         )
         heartbeat = run.bus.heartbeat_interval
+        if args.policy is not None:
+            base = own_base_served(run, args.config, args.policy)
         changed = {k: v for k, v in given.items() if k not in PER_ACTOR}
         found = differences(
             run_settings(run), {**changed, **({"engine": engine} if engine else {})}

@@ -42,6 +42,7 @@ def rollout_actor(config: RunConfig, address: str, index: int) -> RolloutActor:
     """The rollout actor ``rollout-<index>`` that ``config`` describes; its policy requests are
     bounded by the run's ``inference.timeout``."""
     from arena.actors.rollout import RolloutActor
+    from arena.run.bases import learner_services
 
     return RolloutActor(
         config.play,
@@ -51,4 +52,5 @@ def rollout_actor(config: RunConfig, address: str, index: int) -> RolloutActor:
         concurrency=config.rollout.concurrency,
         heartbeat_interval=config.bus.heartbeat_interval,
         policy_timeout=config.inference.timeout,
+        learners=tuple(learner_services(config.play)),
     )

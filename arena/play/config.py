@@ -101,14 +101,54 @@ class SamplingConfig:
 
 @dataclass
 class PolicySpec:
-    """One named trained policy of a run: an adapter of its own on the frozen shared base."""
+    """One named policy of a run: a LoRA adapter on the shared base (the default), or a model of
+    its own, trained by a learner of its own or frozen (``docs/training.md``, "Several models
+    in one run")."""
 
     adapter: str = "lora"
-    """What the policy trains: ``lora``, a LoRA adapter on the shared base (its shape is
-    ``learner.lora``'s r, alpha and target_modules; ``arena/models/lora.py``)."""
+    """What a policy on the shared base trains: ``lora``, a LoRA adapter (its shape is
+    ``learner.lora``'s r, alpha and target_modules; ``arena/models/lora.py``). Policies with a
+    ``model`` of their own train their ``lora`` section instead."""
+    model: str | None = None
+    """A base of the policy's own (any model spec: ``tiny``, ``smollm2-135m``, an HF directory,
+    a checkpoint's ``model/``), served by inference actors of its own as ``policy:<name>`` and
+    trained by a learner of its own. None: an adapter on the run's shared ``model``."""
+    train: bool = True
+    """False: the policy is served and never trained (a frozen judge or simulated user); its
+    turns are recorded with ``trained: false``. Needs a ``model`` of its own."""
+    lora: dict[str, Any] | None = None
+    """With a ``model`` of its own: train a LoRA adapter on it in this shape (``{r: 8}``; any
+    field of ``learner.lora``, the rest from there) instead of every weight. None: full weights."""
 
     def __post_init__(self) -> None:
         check_choice("adapter", self.adapter, ADAPTER_KINDS)
+
+    @property
+    def own_base(self) -> bool:
+        """Whether the policy plays on a model of its own (not an adapter on the shared base)."""
+        return self.model is not None
+
+    def check(self, name: str) -> None:
+        """The combinations that mean nothing, named by their key."""
+        if self.model is not None and not str(self.model).strip():
+            raise ConfigError(f"policies.{name}.model is empty: name a model, or drop the key")
+        if not self.train and self.model is None:
+            raise ConfigError(
+                f"policies.{name}.train is false, but the policy has no model of its own: a "
+                "frozen policy needs policies.{name}.model (the shared base itself is what "
+                "plays when a seat maps to no policy)".replace("{name}", name)
+            )
+        if self.lora is not None and self.model is None:
+            raise ConfigError(
+                f"policies.{name}.lora shapes an adapter on a policy's own model: set "
+                f"policies.{name}.model too (adapters on the shared base take learner.lora's "
+                "shape)"
+            )
+        if self.lora is not None and not self.train:
+            raise ConfigError(
+                f"policies.{name}: train is false, so its lora section would never train; "
+                "drop the lora section or set train: true"
+            )
 
 
 @dataclass
@@ -126,8 +166,8 @@ class PlayConfig:
     invalid_penalty: float = 0.0
     """Reward subtracted from a turn whose action the game rejected."""
     policies: dict[str, PolicySpec] = field(default_factory=dict)
-    """Named trained policies, each a LoRA adapter on the frozen base (empty: one shared policy
-    trains every weight, the default)."""
+    """Named policies: LoRA adapters on the frozen shared base, or models of their own, trained
+    or frozen (empty: one shared policy trains every weight, the default)."""
     seat_policies: dict[str, str] = field(default_factory=dict)
     """Which policy each trained seat plays, by ``GAME:SEAT``, by seat, or by role (id or name),
     tried in that order: ``{player_0: first, solver-v0: solver}``."""
@@ -136,19 +176,34 @@ class PlayConfig:
         check_seat_policies(self.policies, self.seat_policies)
 
     def seat_policy(self, game_id: str, agent: str | None, role_id: str, role: str) -> str | None:
-        """The policy (adapter) a trained seat plays: None without named policies. A seat no
-        entry of ``seat_policies`` names is a config error, naming the seat and the policies."""
+        """The named policy a trained seat plays, or None for the run's shared policy (no named
+        policies, or a seat no entry maps while every named policy has a model of its own). A
+        seat no entry maps while adapters on the shared base are declared is a config error (the
+        base is frozen then), and so is a seat that two entries of one kind (by seat, or by role)
+        give to two policies."""
         if not self.policies:
             return None
-        keys = [f"{game_id}:{agent}", agent, role_id, role] if agent else [role_id, role]
-        for key in keys:
-            if key in self.seat_policies:
-                return self.seat_policies[key]
+        levels = [[f"{game_id}:{agent}", agent], [role_id, role]] if agent else [[role_id, role]]
+        for keys in levels:
+            claims = {self.seat_policies[k] for k in keys if k in self.seat_policies}
+            if len(claims) > 1:
+                raise ConfigError(
+                    f"seat_policies: seat {agent or '?'} of {game_id} (role {role_id}) is "
+                    f"claimed by two policies, {' and '.join(sorted(claims))}: keep one entry"
+                )
+            if claims:
+                return claims.pop()
+        if not any(not spec.own_base for spec in self.policies.values()):
+            return None
         raise ConfigError(
             f"seat_policies: seat {agent or '?'} of {game_id} (role {role_id}) plays none of the "
             f"policies {', '.join(self.policies)}: map it by '{game_id}:{agent}', by "
             f"'{agent}' or by its role '{role_id}'"
         )
+
+    def spec_of(self, policy: str | None) -> PolicySpec | None:
+        """The named policy's spec; None for the shared policy."""
+        return None if policy is None else self.policies[policy]
 
 
 def check_seat_policies(policies: dict[str, PolicySpec], seat_policies: dict[str, str]) -> None:
@@ -170,6 +225,8 @@ def check_seat_policies(policies: dict[str, PolicySpec], seat_policies: dict[str
             f"policies: {idle[0]!r} plays no seat; map seats to it in seat_policies "
             "(GAME:SEAT, SEAT or ROLE: NAME)"
         )
+    for name, spec in policies.items():
+        spec.check(name)
     reserved = [name for name in policies if not name.isidentifier() or name == "main"]
     if reserved:
         raise ConfigError(

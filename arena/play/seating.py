@@ -82,12 +82,16 @@ class SeatFactory:
         policy: Any,
         chat: ChatFormat,
         remote: Callable[[str], Any] | None = None,
+        chat_of: Callable[[str], ChatFormat] | None = None,
     ) -> None:
         self.config = config
         self.policy = policy
         self.chat = chat
         self.remote = remote or (lambda name: policy)
-        """Builds the policy served under another name (population opponents)."""
+        """Builds the policy served under another name (population opponents, named policies
+        with models of their own)."""
+        self.chat_of = chat_of or (lambda name: chat)
+        """The chat format of a named policy with a model of its own (its tokenizer's)."""
         sampling = config.sampling
         self.params = SamplingParams(
             temperature=sampling.temperature,
@@ -119,15 +123,22 @@ class SeatFactory:
         params = params or self.params
         stop = tuple(dict.fromkeys((*params.stop, *role.stop_strings())))
         adapter = params.adapter
+        policy_name, chat = self.config.policy_name, self.chat
         if policy is None and self.config.policies:
             role_id = seat_role_id(game, env, agent)
-            adapter = self.config.seat_policy(game_id, agent, role_id, role.name)
+            named = self.config.seat_policy(game_id, agent, role_id, role.name)
+            spec = self.config.spec_of(named)
+            if spec is not None and spec.own_base:  # its own model, served as policy:<name>
+                policy, policy_name, trained = self.remote(named), named, trained and spec.train
+                chat = self.chat_of(named)
+            else:  # an adapter on the shared base, or (None) the shared policy itself
+                adapter = named
         return PolicySeat(
             policy=policy or self.policy,
             role=role,
-            chat=self.chat,
+            chat=chat,
             params=SamplingParams(**{**params.to_dict(), "stop": stop, "adapter": adapter}),
-            policy_name=self.config.policy_name,
+            policy_name=policy_name,
             trained=trained,
             invalid_penalty=self.config.invalid_penalty,
             act=self._games[game_id].act,

@@ -268,13 +268,18 @@ class RunConfig:
     opponents: OpponentConfig = field(default_factory=OpponentConfig)
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     policies: dict[str, PolicySpec] = field(default_factory=dict)
-    """Named trained policies on one frozen base, a LoRA adapter each in ``learner.lora``'s
-    shape, all served by every inference actor and trained in one learner step
-    (``{proposer: {}, solver: {}}``). Empty: one shared policy trains every weight."""
+    """Named policies (arena.play.config.PolicySpec). By default a LoRA adapter each on the
+    frozen shared base in ``learner.lora``'s shape, all served by every inference actor and
+    trained in one learner step (``{proposer: {}, solver: {}}``). One with a ``model`` of its
+    own gets inference actors and, unless ``train: false``, a learner of its own
+    (``{judge: {model: tiny, train: false}}``; arena/run/bases.py). Empty: one shared policy
+    trains every weight."""
     seat_policies: dict[str, str] = field(default_factory=dict)
     """Which named policy each trained seat plays: by ``GAME:SEAT``, by seat or by role (id or
     name), tried in that order (``{player_0: first, solver-v0: solver}``). Every trained seat
-    needs one when ``policies`` is set; ``--dry-run`` prints the mapping."""
+    needs one when adapters on the shared base are declared; where every named policy has a
+    model of its own, a seat none maps plays the shared policy. ``--dry-run`` prints the
+    mapping."""
     inference: InferenceConfig = field(
         default_factory=lambda: InferenceConfig(
             model="${model}", name="${learner.name}", timeout=600.0
@@ -420,15 +425,26 @@ class RunConfig:
         check_seat_policies(self.policies, self.seat_policies)
         if not self.policies:
             return
-        if self.learner.lora.enabled:
+        if self.learner.name in self.policies:
+            frozen = (
+                "" if self.policies[self.learner.name].train else " (a frozen one, train: false)"
+            )
             raise ConfigError(
-                "policies: named policies train a LoRA adapter each on a frozen base; "
-                "learner.lora.enabled (one peft adapter for the shared policy) cannot be on too"
+                f"learner.name={self.learner.name!r} names a policy of policies{frozen}: the run's "
+                "own learner trains the shared policy; a policy with a model of its own gets a "
+                "learner of its own, and a frozen one none. Rename one of them"
             )
         if self.opponents.mode == "population":
             raise ConfigError(
                 "policies: named policies play self-play or fixed opponents; population mode "
                 "(past checkpoints as opponents) does not serve their adapters yet"
+            )
+        if not any(not spec.own_base for spec in self.policies.values()):
+            return  # models of their own only: the shared policy trains as without policies
+        if self.learner.lora.enabled:
+            raise ConfigError(
+                "policies: named policies train a LoRA adapter each on a frozen base; "
+                "learner.lora.enabled (one peft adapter for the shared policy) cannot be on too"
             )
 
     def _check_per_state(self) -> None:

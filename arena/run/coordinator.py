@@ -53,6 +53,7 @@ from arena.models import load_tokenizer
 from arena.play.stats import merge_collects
 from arena.policies.chat import ChatFormat
 from arena.run.addresses import broker_hint, bus_address, local_address, own_broker
+from arena.run.bases import trained_bases
 from arena.run.collection import Collector
 from arena.run.config import RunConfig
 from arena.run.delivery import Deliveries
@@ -69,6 +70,7 @@ from arena.run.inference_settings import SettingsCheck
 from arena.run.launcher import ChildDied, Launcher
 from arena.run.learner_restart import LearnerClient, LearnerRestarted
 from arena.run.plan import plan
+from arena.run.policy_learners import PolicyLearners
 from arena.run.population import Population
 from arena.run.processes import actor_commands, start_processes, write_configs
 from arena.run.ray_launcher import RayLauncher
@@ -101,6 +103,10 @@ class RunCoordinator:
         self.weights = WeightSync(
             config.learner.name, self.log.event, timeout=config.wait.weights_timeout
         )
+        # the learners of named policies with models of their own (none in most runs)
+        self.policy_learners = PolicyLearners(
+            trained_bases(config.play), self.log.event, config.wait.weights_timeout
+        )
         self.version = 0
         self.step = 0
         self._stalled = 0
@@ -121,6 +127,7 @@ class RunCoordinator:
             "trainer", self.address, kind="trainer", heartbeat_interval=c.bus.heartbeat_interval
         )
         self.weights.attach(actor)
+        self.policy_learners.attach(actor)
         actor.subscribe("metrics.learner", lambda m: None)
         timeout = 120.0 if self.own_broker else c.bus.connect_timeout
         deadline = time.monotonic() + timeout
@@ -160,6 +167,7 @@ class RunCoordinator:
         self.population = Population(c, self.run_dir, actor, self.weights)
         # `await self.learner(op)`: LearnerRestarted when the learner restarted meanwhile
         self.learner = LearnerClient(actor, self.watchdog, c.wait.timeout)
+        self.policy_learners.connect(actor, self.watchdog, c.wait.timeout)
         self.deliveries = Deliveries(lambda: self.learner("status", timeout=30), self.log.event)
         self.weights.learner_check = self.learner.check_restart
 
@@ -252,6 +260,7 @@ class RunCoordinator:
             self.log.event(f"learner: {warning}")
         self.log.resume_at(self.step)
         await self.weights.wait_serving(self.version)
+        await self.policy_learners.start()
         before = self.log.load_eval("before")
         if before is None and not self.config.eval.before:
             self.log.event("no evaluation before training (eval.before: false)")
@@ -270,6 +279,7 @@ class RunCoordinator:
                 episodes = await self._train_async()
         wall = time.monotonic() - started
         saved = await self.learner.final_checkpoint(self.step, self.run_dir)
+        await self.policy_learners.checkpoint()
         after = await self.evaluate("after")
         readings = await self.read_strategy(saved.get("path") if saved else None)
         summary = write_eval_summary(
@@ -303,7 +313,7 @@ class RunCoordinator:
                 await self.deliveries.wait(collected["episodes"])
                 t_collect = time.monotonic() - t0
                 sampled_with = self.version
-                metrics = await self.learner.step(self.version)
+                metrics = await self._step_learners(collected["episodes"])
                 if self.empty.untrained(metrics, self.step + 1, collected):
                     continue  # collected again; NothingToTrain once it keeps happening
                 t_train = time.monotonic() - t0 - t_collect
@@ -354,7 +364,7 @@ class RunCoordinator:
                     collected = merge_collects(stream.take())
                     consumed += collected["episodes"]
                     await self.deliveries.wait(collected["episodes"])
-                    metrics = await self.learner.step(self.version)
+                    metrics = await self._step_learners(collected["episodes"])
                     if metrics is None and rewound:
                         # orders sampled by the dead learner's weights: all discarded
                         self.log.event("nothing to train on since the learner restarted; waiting")
@@ -387,6 +397,16 @@ class RunCoordinator:
             stream.stop()
             producing.cancel()
         return consumed
+
+    async def _step_learners(self, episodes: int) -> dict[str, Any] | None:
+        """The run's learner's step metrics, with those of every named policy's own learner
+        (stepped at the same time, on the same ``episodes``) under its name."""
+        if not self.policy_learners.learners:
+            return await self.learner.step(self.version)
+        own, others = await asyncio.gather(
+            self.learner.step(self.version), self.policy_learners.train(episodes)
+        )
+        return {**own, **others} if own is not None else None
 
     async def admission_version(self) -> int:
         """The oldest version a turn of an order starting now can have: what the inference

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import games
 import games.bots
+from arena.actors.rollout import served_seats
 from arena.bus import Actor
 from arena.eval.evaluate import RANDOM_BOT, MatchResult, evaluate
 from arena.eval.exploitability import information_states
@@ -42,8 +43,8 @@ from arena.play.seating import SeatFactory
 from arena.play.seats import BotSeat, Seat
 from arena.policies.chat import ChatFormat
 from arena.policies.hf import HFPolicy
-from arena.policies.remote import RemotePolicy
 from arena.policies.types import SamplingParams
+from arena.run.bases import own_bases
 from arena.run.config import RunConfig
 from arena.run.run_log import RunLog
 from games.bots.random_bot import RandomBot
@@ -60,8 +61,7 @@ the training sampling temperature: a second read is cheap there, minutes on a CP
 def policy_seats(actor: Actor, config: RunConfig, chat: ChatFormat) -> SeatFactory:
     """The seats of an evaluation: the policy served now, through the inference actors, each
     request bounded by ``inference.timeout`` like the rollout actors'."""
-    policy = RemotePolicy(actor, config.learner.name, timeout=config.inference.timeout)
-    return SeatFactory(config.play, policy, chat)
+    return served_seats(actor, config.play, chat, config.inference.timeout)
 
 
 async def evaluate_policy(
@@ -171,8 +171,8 @@ async def _evaluate(
 def readable_games(config: RunConfig) -> list[str]:
     """The run's games whose exploitability the run reads (Kuhn, Leduc): none where
     ``eval.exploitability`` is false, or left unset with ``eval.games`` 0."""
-    if not config.eval.reads_strategy:
-        return []
+    if not config.eval.reads_strategy or own_bases(config.play):
+        return []  # a policy on a model of its own is read by no strategy read (yet)
     return [g.id for g in config.games if g.id in EXPLOITABILITY_PREFIX]
 
 

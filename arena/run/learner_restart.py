@@ -65,8 +65,20 @@ class LearnerRestarted(Exception):
 class LearnerClient:
     """The trainer's requests to service ``learner`` (see the module docstring)."""
 
-    def __init__(self, actor: Actor, watchdog: Watchdog, timeout: float, poll: float = 1.0) -> None:
+    def __init__(
+        self,
+        actor: Actor,
+        watchdog: Watchdog,
+        timeout: float,
+        poll: float = 1.0,
+        service: str = "learner",
+    ) -> None:
         self.actor = actor
+        self.service = service
+        """The learner's service: ``learner``, or ``learner:<policy>`` for a named policy's
+        own (arena/run/bases.py)."""
+        self.actor_name = service.replace(":", "-")
+        """The learner's actor name as the run starts it (``learner``, ``learner-<policy>``)."""
         self.watchdog = watchdog
         """Reports a request, or the wait for the learner to come back, that runs long."""
         self.timeout = timeout
@@ -104,7 +116,7 @@ class LearnerClient:
 
     async def _recover_step(self, err: BusError, version: int, deadline: float) -> Any:
         what = f"the learner's step failed ({err}); asking the learner what became of it"
-        async with self.watchdog.waiting(what, ["learner"]):
+        async with self.watchdog.waiting(what, [self.actor_name]):
             while True:
                 status = await self._answered(err)  # LearnerRestarted for a new learner
                 if not status.get("training"):
@@ -148,10 +160,12 @@ class LearnerClient:
         raise LearnerRestarted(status)
 
     async def _request(self, op: str, timeout: float) -> Any:
-        request = self.actor.request({"op": op}, service="learner", timeout=timeout)
+        request = self.actor.request({"op": op}, service=self.service, timeout=timeout)
         if op == "status":
             return (await request).body
-        async with self.watchdog.waiting(f"waiting for the learner's {op}", ["learner"]):
+        async with self.watchdog.waiting(
+            f"waiting for the {self.service}'s {op}", [self.actor_name]
+        ):
             return (await request).body
 
     async def _after_error(self, err: BusError, what: str) -> NoReturn:
@@ -165,7 +179,7 @@ class LearnerClient:
         """Wait until a learner answers ``status`` after ``what`` failed with ``err``:
         :class:`LearnerRestarted` if it is a new one, ``err`` when none answers in time."""
         waiting = f"{what} failed ({err}); waiting for the learner to answer again"
-        async with self.watchdog.waiting(waiting, ["learner"]):
+        async with self.watchdog.waiting(waiting, [self.actor_name]):
             await self._answered(err)
 
     async def _answered(self, err: BusError) -> dict[str, Any]:

@@ -9,7 +9,9 @@ from pathlib import Path
 from arena.play.acting import CHOICE
 from arena.play.config import GameConfig, PlayConfig
 from arena.run.addresses import broker_hint, own_address, own_broker
+from arena.run.bases import lora_of, own_bases, shared_adapters
 from arena.run.config import RunConfig
+from arena.run.memory_plan import gib, host_memory, memory_plan
 from arena.run.resources import cpu_threads
 from trainers.config import LearnerConfig
 
@@ -48,13 +50,34 @@ def plan(config: RunConfig, run_dir: Path | None = None) -> str:
         lines.append(
             f"  game         {game.id} (weight {game.weight}) {seat_line(game, config.play)}"
         )
-    if config.policies:
+    adapters = shared_adapters(config.play)
+    if adapters:
         lora = config.learner.lora
         lines.append(
-            f"  policies     {', '.join(config.policies)}: a LoRA adapter each (r={lora.r}, "
+            f"  policies     {', '.join(adapters)}: a LoRA adapter each (r={lora.r}, "
             f"alpha={lora.alpha}, {'/'.join(lora.target_modules)}) on the frozen base, served "
             "by every inference actor, trained in one learner step (seat=role@policy above)"
         )
+    for name, spec in own_bases(config.play).items():
+        shaped = lora_of(spec, config.learner.lora, f"policies.{name}")
+        trains = (
+            f"trained by learner-{name} (service learner:{name}, "
+            + (f"a LoRA adapter r={shaped.r})" if shaped.enabled else "full weights)")
+            if spec.train
+            else "frozen (train: false; its turns are not trained)"
+        )
+        lines.append(
+            f"  policy       {name}: its own model {spec.model}, served by inference-{name} as "
+            f"policy:{name}, {trains}"
+        )
+    plans = memory_plan(config)
+    lines.append("  memory       per base, all its processes (weights, optimizer, KV cache):")
+    lines += [f"    {p.line()}" for p in plans]
+    host = host_memory()
+    total = sum(p.total for p in plans)
+    lines.append(
+        f"    total {gib(total)}" + (f" of this host's {gib(host)}" if host is not None else "")
+    )
     for name, seats in simulator_policies(config).items():
         lines.append(
             f"  simulators   policy:{name} for {', '.join(seats)}: waits for it, not started here "
@@ -106,7 +129,7 @@ def seat_line(game: GameConfig, play: PlayConfig | None = None) -> str:
         policy = ""
         if play is not None and play.policies:
             name = seat_role(game, env, agent).name
-            policy = f"@{play.seat_policy(game.id, agent, role_id, name)}"
+            policy = f"@{play.seat_policy(game.id, agent, role_id, name) or play.policy_name}"
         seats.append(f"{agent}={role_id}{policy}")
     if len({s.split("=", 1)[1] for s in seats}) == 1 and not game.simulators:
         seats = [f"role={seats[0].split('=', 1)[1]}"]

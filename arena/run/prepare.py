@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from arena.bus.security import resolve_security
 from arena.run.config import RunConfig, load_run_config
+from arena.run.memory_plan import check_fits, host_memory, memory_plan
 from arena.run.resume import resume_run
 from arena.run.validation import validate
 
@@ -24,6 +25,8 @@ def prepare(config_path: str, overrides: list[str]) -> RunConfig | None:
             return None  # already complete: said so
         config = resumed
     validate(config)
+    if config.launcher == "local":  # every process on this host: the models must fit it
+        check_fits(memory_plan(config), host_memory())
     if config.bus.address:
         # keys for a non-loopback address (or --insecure): a SecurityError, before anything
         resolve_security(config.bus.address)

@@ -6,8 +6,9 @@ without starting anything; :func:`start_processes` hands them to a
 :class:`~arena.run.launcher.Launcher`. A run starts only what its config asks for: its own
 broker when ``bus.address`` is unset (restartable: the actors register again with the new one),
 ``inference.actors`` inference actors, the learner unless ``start_learner`` is false
-(restartable: it resumes from its last checkpoint, and the run from that step), and
-``rollout.actors`` rollout actors. Whatever it does not start may join from elsewhere with the
+(restartable: it resumes from its last checkpoint, and the run from that step), one inference
+actor per named policy with a model of its own and one learner per such policy that trains
+(:mod:`arena.run.bases`), and ``rollout.actors`` rollout actors. Whatever it does not start may join from elsewhere with the
 same command lines and the files :func:`write_configs` puts in the run directory.
 """
 
@@ -18,11 +19,21 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from arena.core.config import to_arguments, to_yaml
+from arena.models.adapter_shape import SHARED_ADAPTER
+from arena.play.config import PolicySpec
 from arena.policies.config import NOT_FLAGS, InferenceConfig
 from arena.run.addresses import bus_address, own_broker
+from arena.run.bases import (
+    learner_file,
+    own_bases,
+    policy_adapter_dir,
+    policy_learner,
+    trained_bases,
+)
 from arena.run.config import RunConfig
 from arena.run.launcher import Launcher
 from arena.run.resources import cpu_threads, device_for
+from trainers.config import LearnerConfig
 
 POOL = "pool"
 """Policy name of the population opponents' inference actor."""
@@ -76,16 +87,21 @@ def actor_commands(config: RunConfig, run_dir: Path) -> list[ActorCommand]:
         )
         argv = inference_argv(actor_name, address, served, c.bus.heartbeat_interval)
         commands.append(ActorCommand(actor_name, argv, inference_env))
+    for offset, (name, spec) in enumerate(own_bases(c.play).items()):
+        served = base_inference(c, run_dir, name, spec, seed=c.seed + 100 + offset)
+        argv = inference_argv(f"inference-{name}", address, served, c.bus.heartbeat_interval)
+        commands.append(ActorCommand(f"inference-{name}", argv, inference_env))
     if c.start_learner:
-        commands.append(
-            ActorCommand(
-                "learner",
-                learner_argv(address, run_dir),
-                learner_env,
-                restartable=True,
-                max_restarts=c.learner_max_restarts,
+        for policy in (None, *trained_bases(c.play)):
+            commands.append(
+                ActorCommand(
+                    "learner" if policy is None else f"learner-{policy}",
+                    learner_argv(address, run_dir, policy),
+                    learner_env,
+                    restartable=True,
+                    max_restarts=c.learner_max_restarts,
+                )
             )
-        )
     for index in range(c.rollout.actors):
         argv = [
             "-v",
@@ -105,9 +121,43 @@ def actor_commands(config: RunConfig, run_dir: Path) -> list[ActorCommand]:
     return commands
 
 
-def learner_argv(address: str, run_dir: Path) -> list[str]:
-    """``arena learner`` with the learner config the run wrote."""
-    return ["-v", "learner", "--address", address, "--config", str(run_dir / "learner.yaml")]
+def learner_argv(address: str, run_dir: Path, policy: str | None = None) -> list[str]:
+    """``arena learner`` with the learner config the run wrote (``policy``: the learner of a
+    policy with a model of its own)."""
+    name = [] if policy is None else ["--name", f"learner-{policy}"]
+    config = str(run_dir / learner_file(policy))
+    return ["-v", "learner", "--address", address, *name, "--config", config]
+
+
+def base_inference(
+    config: RunConfig, run_dir: Path, name: str, spec: PolicySpec, seed: int
+) -> InferenceConfig:
+    """What the inference actors of ``name``, a policy with a model of its own, serve: its
+    model as ``policy:<name>``, with its fresh adapter by default where it trains one unmerged."""
+    c = config
+    adapters, default = {}, ""
+    if spec.train and spec.lora is not None and c.inference.backend == "hf":
+        adapters = {SHARED_ADAPTER: str(policy_adapter_dir(run_dir, name) / SHARED_ADAPTER)}
+        default = SHARED_ADAPTER
+    return replace(
+        c.inference,
+        name=name,
+        model=str(spec.model),
+        seed=seed,
+        device=device_for(c.inference.device),
+        adapters=adapters,
+        default_adapter=default,
+    )
+
+
+def policy_learners(config: RunConfig, run_dir: Path) -> dict[str, LearnerConfig]:
+    """The learner config of each policy with a learner of its own."""
+    bases = own_bases(config.play)
+    serve_adapter = config.inference.backend == "hf"
+    return {
+        name: policy_learner(config.learner, name, bases[name], run_dir, serve_adapter)
+        for name in trained_bases(config.play)
+    }
 
 
 def broker_argv(address: str, heartbeat_interval: float, heartbeat_timeout: float) -> list[str]:
@@ -148,7 +198,9 @@ def write_configs(config: RunConfig, run_dir: Path) -> None:
     --config`` reads): written before anything starts, so that actors started elsewhere can be
     given them."""
     (run_dir / "config.yaml").write_text(to_yaml(replace(config, resume=None)))
-    (run_dir / "learner.yaml").write_text(to_yaml(config.learner))
+    (run_dir / learner_file(None)).write_text(to_yaml(config.learner))
+    for name, learner in policy_learners(config, run_dir).items():
+        (run_dir / learner_file(name)).write_text(to_yaml(learner))
 
 
 def start_processes(launcher: Launcher, commands: Iterable[ActorCommand]) -> None:

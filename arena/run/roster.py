@@ -23,6 +23,7 @@ from typing import Any
 
 from arena.bus import Actor
 from arena.bus.security import INSECURE_ENV, KEYS_ENV
+from arena.run.bases import learner_service, own_bases, trained_bases
 from arena.run.config import RunConfig
 from arena.run.directory import listing, rollout_names, serving
 from arena.run.plan import simulator_policies
@@ -73,6 +74,18 @@ def missing(
             f"{inference - found} more inference actor(s) serving {policy} (of {inference}): "
             + start_command(c, run_dir, address, "inference")
         )
+    for name in trained_bases(c.play):
+        if not serving(actors, learner_service(name)):
+            out.append(
+                f"the learner of policy {name}: arena "
+                + shlex.join(learner_argv(address, run_dir, name)[1:])
+            )
+    for name in own_bases(c.play):
+        if not serving(actors, f"policy:{name}"):
+            out.append(
+                f"an inference actor serving policy:{name} (its own model): arena inference "
+                f"--connect {address} --config {run_dir / 'config.yaml'} --policy {name}"
+            )
     if c.opponents.mode == "population" and not serving(actors, f"policy:{POOL}"):
         out.append(f"the population's inference actor serving policy:{POOL}")
     for name, seats in simulator_policies(c).items():

@@ -12,7 +12,9 @@ from arena.core.errors import ConfigError
 from arena.models import to_dtype
 from arena.models.adapter_shape import SHARED_ADAPTER
 from arena.run.addresses import free_port
+from arena.run.bases import lora_of, own_bases, policy_adapter_dir, shared_adapters
 from arena.run.config import RunConfig
+from trainers.config import LoRAConfig
 
 
 def make_run_dir(config: RunConfig) -> Path:
@@ -67,10 +69,11 @@ def resolve_for_run(config: RunConfig, run_dir: Path) -> RunConfig:
         sampled_in=sampling_dtype(config),
     )
     inference = config.inference
-    if config.policies:
+    adapter_policies = shared_adapters(config.play)
+    if adapter_policies:
         # every process starts from the same adapters: the learner trains them, the
         # inference actors serve them until its first update
-        adapters = write_initial_adapters(config, run_dir / "adapters", list(config.policies))
+        adapters = write_initial_adapters(config, run_dir / "adapters", adapter_policies)
         learner = replace(learner, adapters=adapters)
         inference = replace(inference, adapters=adapters)
     elif learner.lora.enabled and inference.backend == "hf":
@@ -80,30 +83,53 @@ def resolve_for_run(config: RunConfig, run_dir: Path) -> RunConfig:
         adapters = write_initial_adapters(config, run_dir / "adapters", [SHARED_ADAPTER])
         learner = replace(learner, lora=replace(learner.lora, serve="adapter"))
         inference = replace(inference, adapters=adapters, default_adapter=SHARED_ADAPTER)
+    if own_bases(config.play):
+        # the policies with models of their own have learners of their own (arena/run/bases.py)
+        learner = replace(learner, batch=replace(learner.batch, policy=learner.name))
+        for name, spec in own_bases(config.play).items():
+            if spec.lora is not None and spec.train and inference.backend == "hf":
+                write_initial_adapters(
+                    config,
+                    policy_adapter_dir(run_dir, name),
+                    [SHARED_ADAPTER],
+                    model=str(spec.model),
+                    shape=lora_of(spec, config.learner.lora, f"policies.{name}"),
+                )
     ray = config.ray
     if config.launcher == "ray" and config.bus.address is None and not ray.broker_port:
         ray = replace(ray, broker_port=free_port())  # the broker runs on this node
     return replace(config, learner=learner, inference=inference, ray=ray)
 
 
-def write_initial_adapters(config: RunConfig, folder: Path, names: list[str]) -> dict[str, str]:
+def write_initial_adapters(
+    config: RunConfig,
+    folder: Path,
+    names: list[str],
+    model: str | None = None,
+    shape: LoRAConfig | None = None,
+) -> dict[str, str]:
     """One fresh adapter per name (a named policy, or the shared policy's), the base exactly
-    (B is zero), in ``learner.lora``'s shape and seeded by the run's seed, as peft directories
-    under ``folder``; kept as they are when a resumed run finds them there. Returns name ->
-    absolute path."""
+    (B is zero), in ``shape`` (``learner.lora``'s by default) on ``model`` (the run's by
+    default) and seeded by the run's seed, as peft directories under ``folder``; kept as they
+    are when a resumed run finds them there. Returns name -> absolute path."""
     from arena.models import load_model
     from arena.models.adapter_shape import AdapterShape
     from arena.models.lora import add_adapters
     from arena.models.lora_files import CONFIG_FILE, save_adapter
 
+    model = model or config.model
     paths = {name: (folder / name).resolve() for name in names}
     missing = [name for name, path in paths.items() if not (path / CONFIG_FILE).exists()]
     if missing:
-        shape = AdapterShape.of(config.learner.lora)
-        model, _ = load_model(config.model, dtype="float32", device="cpu")
-        add_adapters(model, missing, shape, seed=config.learner.seed)
+        weights, _ = load_model(model, dtype="float32", device="cpu")
+        add_adapters(
+            weights,
+            missing,
+            AdapterShape.of(shape or config.learner.lora),
+            seed=config.learner.seed,
+        )
         for name in missing:
-            save_adapter(paths[name], model, name, base=config.model)
+            save_adapter(paths[name], weights, name, base=model)
     return {name: str(path) for name, path in paths.items()}
 
 

@@ -90,9 +90,12 @@ class WeightSync:
         may be one too many, when nothing was lost: a publish of served weights is refused as
         not newer, at the cost of one export per broker restart.)"""
 
-    def attach(self, actor: Actor) -> None:
-        """Listen to every policy's acknowledgements (call before ``actor.start()``)."""
-        actor.subscribe("weights_ack.", self._on_ack)
+    def attach(self, actor: Actor, own_only: bool = False) -> None:
+        """Listen to every policy's acknowledgements, or (``own_only``) to this policy's alone,
+        which then reach this one and no other (call before ``actor.start()``)."""
+        actor.subscribe(
+            f"weights_ack.{self.policy_name}" if own_only else "weights_ack.", self._on_ack
+        )
         self.actor = actor
 
     async def served_version(self) -> int:

@@ -1,0 +1,138 @@
+"""The learners of named policies with models of their own, stepped beside the run's learner.
+
+A run whose named policies include some with a ``model`` of their own (:mod:`arena.run.bases`)
+has one learner per such policy that trains, besides its own. The coordinator drives the run's
+learner as before; :class:`PolicyLearners` drives the others in lockstep with it:
+
+- **Deliveries.** Every episode goes to every learner, so before a step each is waited for
+  until it holds as many episodes as the collects reported (:class:`~arena.run.delivery.Deliveries`).
+- **Steps.** All learners step at once; a step of the run ends when every learner has stepped
+  and every inference actor of each policy serves its new version. The run's version is the
+  tuple of them all: its own, then one per policy (:meth:`versions`, in ``metrics.jsonl`` as
+  ``<policy>/version``, with the step's other metrics under the same prefix).
+- **Restarts.** A policy's learner that restarts (killed, and restarted by the launcher from its
+  own checkpoint) is noticed by its epoch (:class:`~arena.run.learner_restart.LearnerClient`):
+  that policy goes back to its checkpoint, its inference actors are waited for at exactly that
+  version, and the run and the other policies keep training. The episodes of the step it missed
+  are gone with it (as for the run's learner).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from arena.bus import Actor
+from arena.run.bases import learner_service
+from arena.run.delivery import Deliveries
+from arena.run.learner_restart import LearnerClient, LearnerRestarted
+from arena.run.watch import Watchdog
+from arena.run.weight_sync import WeightSync
+
+
+class PolicyLearner:
+    """One named policy's learner: its client, its weight sync and its deliveries."""
+
+    def __init__(self, name: str, on_event: Callable[[str], None], weights_timeout: float) -> None:
+        self.name = name
+        self.on_event = on_event
+        self.weights = WeightSync(
+            name, on_event, learner_service=learner_service(name), timeout=weights_timeout
+        )
+        self.version = 0
+        self.step = 0
+
+    def attach(self, actor: Actor) -> None:
+        self.weights.attach(actor, own_only=True)
+
+    def connect(self, actor: Actor, watchdog: Watchdog, timeout: float) -> None:
+        self.client = LearnerClient(actor, watchdog, timeout, service=learner_service(self.name))
+        self.deliveries = Deliveries(lambda: self.client("status", timeout=30), self.on_event)
+        self.weights.watchdog = watchdog
+        self.weights.learner_check = self.client.check_restart
+
+    async def start(self) -> None:
+        status = await self.client("status")
+        self.step, self.version = int(status["step"]), int(status["version"])
+        await self.weights.wait_serving(self.version)
+        await self.deliveries.start()
+
+    async def train(self, episodes: int) -> dict[str, Any] | None:
+        """Wait for the step's ``episodes``, step, and wait for the new version to be served;
+        the step's metrics (None when it had nothing to train on, or restarted)."""
+        try:
+            await self.deliveries.wait(episodes)
+            metrics = await self.client.step(self.version)
+            if metrics and "version" in metrics:
+                self.version, self.step = int(metrics["version"]), int(metrics["step"])
+                await self.weights.wait_serving(self.version)
+            return metrics
+        except LearnerRestarted as restart:
+            await self._rewind(restart)
+            return None
+
+    async def _rewind(self, restart: LearnerRestarted) -> None:
+        while True:
+            status = restart.status
+            self.on_event(
+                f"policy {self.name}: {restart} (it was at step {self.step}, v{self.version}); "
+                "the other policies keep training"
+            )
+            self.step, self.version = int(status["step"]), int(status["version"])
+            try:
+                await self.weights.wait_serving(self.version, exact=True)
+                await self.deliveries.start()
+                return
+            except LearnerRestarted as again:
+                restart = again
+
+    async def checkpoint(self) -> Any:
+        try:
+            return await self.client("checkpoint")
+        except LearnerRestarted as restart:
+            await self._rewind(restart)
+            return await self.client("checkpoint")
+
+
+class PolicyLearners:
+    """Every named policy's own learner (see the module docstring); empty in most runs."""
+
+    def __init__(
+        self, names: list[str], on_event: Callable[[str], None], weights_timeout: float
+    ) -> None:
+        self.learners = [PolicyLearner(n, on_event, weights_timeout) for n in names]
+
+    def attach(self, actor: Actor) -> None:
+        """Listen to each policy's weight acknowledgements (before ``actor.start()``)."""
+        for learner in self.learners:
+            learner.attach(actor)
+
+    def connect(self, actor: Actor, watchdog: Watchdog, timeout: float) -> None:
+        for learner in self.learners:
+            learner.connect(actor, watchdog, timeout)
+
+    async def start(self) -> None:
+        """Each learner's step and version; each policy's inference actors serve it."""
+        await asyncio.gather(*(learner.start() for learner in self.learners))
+
+    async def train(self, episodes: int) -> dict[str, Any]:
+        """Step every learner on a step's ``episodes``: their metrics, each under its policy's
+        name (``<policy>/loss``, ``<policy>/version``...)."""
+        results = await asyncio.gather(*(learner.train(episodes) for learner in self.learners))
+        out: dict[str, Any] = {}
+        for learner, metrics in zip(self.learners, results, strict=True):
+            for key, value in (metrics or {}).items():
+                if isinstance(value, (int, float)):
+                    out[f"{learner.name}/{key}"] = value
+            out[f"{learner.name}/version"] = learner.version
+        return out
+
+    def versions(self) -> dict[str, int]:
+        """Each policy's version, by name."""
+        return {learner.name: learner.version for learner in self.learners}
+
+    async def checkpoint(self) -> dict[str, Any]:
+        """Every learner's final checkpoint, by policy."""
+        paths = await asyncio.gather(*(learner.checkpoint() for learner in self.learners))
+        return {learner.name: path for learner, path in zip(self.learners, paths, strict=True)}
