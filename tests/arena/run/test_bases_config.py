@@ -1,0 +1,129 @@
+"""Several models in one run, before anything starts: the config errors a user meets, which
+policy each seat plays, what each policy's learner is given, and the memory plan's arithmetic.
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/run/test_bases_config.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from arena.core.errors import ConfigError
+from arena.run.bases import learner_services, own_bases, shared_adapters, trained_bases
+from arena.run.config import load_run_config
+from arena.run.memory_plan import check_fits, count_params, memory_plan, model_shape
+from arena.run.processes import actor_commands, policy_learners
+from arena.run.run_dir import resolve_for_run
+from tests.cli import ROOT
+
+TWO = str(ROOT / "configs" / "two_models.yaml")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            ["policies.judge.model=null"],
+            "policies.judge.train is false, but the policy has no model",
+        ),
+        (
+            ["policies.responder.lora={r: 4}", "policies.responder.model=null"],
+            "policies.responder.lora shapes",
+        ),
+        (["policies.judge.lora={r: 4}"], "policies.judge: train is false"),
+        (["policies.responder.model=''"], "policies.responder.model is empty"),
+        (["learner.name=judge"], "learner.name='judge' names a policy of policies (a frozen one"),
+        (["seat_policies.mae-v0:judge=responder"], "claimed by two policies, judge and responder"),
+        (["seat_policies.nobody=responder"], None),  # a key that maps no seat is harmless
+    ],
+)
+def test_bad_policy_settings_name_the_key(overrides: list[str], message: str | None) -> None:
+    if message is None:
+        load_run_config(TWO, overrides).play.seat_policy(
+            "kuhn-poker-v0", "player_0", "player-v0", "player"
+        )
+        return
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        config = load_run_config(TWO, overrides)
+        config.play.seat_policy("mae-v0", "judge", "judge-v0", "judge")
+
+
+def test_an_unknown_lora_field_is_named(tmp_path: Path) -> None:
+    config = load_run_config(TWO, ["policies.responder.lora={rank: 4}", "model=tiny"])
+    with pytest.raises(ConfigError, match=r"policies.responder.lora.rank is not a LoRA setting"):
+        resolve_for_run(config, tmp_path)
+
+
+def test_each_seat_plays_its_policy_and_unmapped_seats_the_shared_one() -> None:
+    play = load_run_config(TWO).play
+    assert play.seat_policy("kuhn-poker-v0", "player_0", "player-v0", "player") is None
+    assert play.seat_policy("kuhn-poker-v0", "player_1", "player-v0", "player") == "responder"
+    assert play.seat_policy("mae-v0", "judge", "judge-v0", "judge") == "judge"
+    assert play.seat_policy("mae-v0", "solver_0", "solver-v0", "solver") is None
+    assert list(own_bases(play)) == ["responder", "judge"] and shared_adapters(play) == []
+    assert trained_bases(play) == ["responder"]
+    assert learner_services(play) == ["learner", "learner:responder"]
+    # with an adapter on the shared base declared, the base is frozen: every seat needs a map
+    adapters = load_run_config(TWO, ["policies.first={}", "seat_policies.proposer=first"]).play
+    with pytest.raises(ConfigError, match="plays none of the policies"):
+        adapters.seat_policy("kuhn-poker-v0", "player_0", "player-v0", "player")
+
+
+def test_each_trained_policy_gets_an_inference_actor_and_a_learner_of_its_own(
+    tmp_path: Path,
+) -> None:
+    config = resolve_for_run(load_run_config(TWO, ["model=tiny"]), tmp_path)
+    names = [c.name for c in actor_commands(config, tmp_path)]
+    assert names == [
+        "broker", "inference-0", "inference-responder", "inference-judge",
+        "learner", "learner-responder", "rollout-0", "rollout-1",
+    ]  # fmt: skip
+    # the run's learner keeps the shared policy's turns only; the responder's its own
+    assert config.learner.batch.policy == "main" and config.learner.service == "learner"
+    responder = policy_learners(config, tmp_path)["responder"]
+    assert (responder.name, responder.service, responder.model) == (
+        "responder",
+        "learner:responder",
+        "tiny",
+    )
+    assert responder.batch.policy == "responder" and not responder.lora.enabled
+    assert responder.checkpoint.dir == str(tmp_path.resolve() / "checkpoints/policies/responder")
+    judge = next(c for c in actor_commands(config, tmp_path) if c.name == "inference-judge")
+    assert judge.argv[judge.argv.index("--name") + 1] == "judge"
+    assert judge.argv[judge.argv.index("--model") + 1] == "tiny"
+
+
+def test_parameters_are_counted_as_by_hand() -> None:
+    # tiny: embeddings 49152*64 (tied); per layer q 64*64, k and v 64*32, o 64*64, gate, up and
+    # down 64*128 each, two norms of 64; two layers; the last norm
+    per_layer = 4096 + 2048 + 2048 + 4096 + 3 * 8192 + 128
+    assert count_params(model_shape("tiny")) == 49152 * 64 + 2 * per_layer + 64 == 3_219_776
+    # SmolLM2-135M: the figure its model card gives
+    assert count_params(model_shape("smollm2-135m")) == 134_515_008
+    from arena.models import tiny_model
+
+    model, _ = tiny_model()
+    assert sum(p.numel() for p in model.parameters()) == 3_219_776
+
+
+def test_a_plan_larger_than_the_host_is_refused_naming_the_policy(tmp_path: Path) -> None:
+    big = tmp_path / "big"
+    big.mkdir()
+    shape = dict(
+        vocab_size=128000, hidden_size=8192, intermediate_size=28672, num_hidden_layers=80,
+        num_attention_heads=64, num_key_value_heads=8,
+    )  # fmt: skip
+    (big / "config.json").write_text(json.dumps(shape))
+    config = load_run_config(TWO, ["model=tiny", f"policies.responder.model={big}"])
+    plans = {p.policy: p for p in memory_plan(config)}
+    assert plans["responder"].params > 60e9
+    # full weights: float32 inference copy + float32 learner copy + 12 bytes a trained parameter
+    assert plans["responder"].weights == 8 * plans["responder"].params
+    assert plans["responder"].optimizer == 12 * plans["responder"].params
+    assert plans["judge"].optimizer == 0  # frozen
+    with pytest.raises(ConfigError, match=r"largest is policy responder"):
+        check_fits(list(plans.values()), host=64 * 2**30)
+    check_fits([plans["judge"], plans["main"]], host=64 * 2**30)
