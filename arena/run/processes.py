@@ -5,7 +5,8 @@ multi-host deployment starts by hand.
 without starting anything; :func:`start_processes` hands them to a
 :class:`~arena.run.launcher.Launcher`. A run starts only what its config asks for: its own
 broker when ``bus.address`` is unset (restartable: the actors register again with the new one),
-``inference.actors`` inference actors, the learner unless ``start_learner`` is false
+``inference.actors`` inference actors (restartable: they load the learner's current weights
+when they join), the learner unless ``start_learner`` is false
 (restartable: it resumes from its last checkpoint, and the run from that step), and
 ``rollout.actors`` rollout actors. Whatever it does not start may join from elsewhere with the
 same command lines and the files :func:`write_configs` puts in the run directory.
@@ -39,8 +40,8 @@ class ActorCommand:
     env: dict[str, str] = field(default_factory=dict)
     """Added to the launcher's environment."""
     restartable: bool = False
-    """Restarted when it dies (the run's own broker, the learner, rollout actors); any other
-    death stops the run."""
+    """Restarted when it dies or hangs (the run's own broker, inference actors, the learner,
+    rollout actors); any other death stops the run."""
     max_restarts: int = 0
     """How many times a restartable one is restarted before its death stops the run."""
 
@@ -75,7 +76,15 @@ def actor_commands(config: RunConfig, run_dir: Path) -> list[ActorCommand]:
             default_adapter=c.inference.default_adapter if policy_name != POOL else "",
         )
         argv = inference_argv(actor_name, address, served, c.bus.heartbeat_interval)
-        commands.append(ActorCommand(actor_name, argv, inference_env))
+        commands.append(
+            ActorCommand(
+                actor_name,
+                argv,
+                inference_env,
+                restartable=True,
+                max_restarts=c.inference_max_restarts,
+            )
+        )
     if c.start_learner:
         commands.append(
             ActorCommand(
