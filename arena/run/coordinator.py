@@ -340,7 +340,9 @@ class RunCoordinator:
         stream = CollectStream(
             self.collector,
             c.rollout.episodes_per_step,
-            seed=(c.seed + 1) * 10**7,
+            # a resumed run's leases (and so episode ids) must differ from the ones its
+            # checkpoint's learner has seen, or every episode is dropped as a duplicate
+            seed=(c.seed + 1) * 10**7 + self.step * 10**8,
             version=self.admission_version,
             max_staleness=c.learner.batch.max_staleness,
             on_event=self.log.event,
