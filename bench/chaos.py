@@ -194,9 +194,8 @@ class Chaos:
             record["detected"] = time.time()  # the run ended
             out = (self.out / "train.out").read_text(errors="replace")
             record["exit_status"] = proc.returncode
-            record["message"] = next(
-                (x for x in out.splitlines() if x.startswith("arena train:") and "space" in x), ""
-            )[:300]
+            said = [x for x in out.splitlines() if "no space left" in x]
+            record["message"] = said[-1][-300:] if said else ""
         except subprocess.TimeoutExpired:
             record["exit_status"] = None  # still running with its disk full
         filler.unlink()
