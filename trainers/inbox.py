@@ -10,6 +10,10 @@ at once (:meth:`Inbox.add_group`). A step takes whole units, so it never trains 
 group (whose advantages would then be normalized over the members that happened to arrive) nor
 on part of an episode, whatever the timing of the step against the arrivals and whatever
 ``max_batch_samples`` is.
+
+Each take logs the ids of the episodes it took (``took N episodes: ID ...``, at INFO), so a
+run's records say which episodes each step trained on: ``bench/chaos.py`` checks from them
+that no episode was trained twice across faults and restarts.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ class Inbox:
         self.vocab_size = vocab_size
         self.dedupe_window = dedupe_window
         self.counters = counters
-        self._pending: deque[list[Sample]] = deque()  # units, oldest first
+        self._pending: deque[tuple[list[str], list[Sample]]] = deque()  # units, oldest first
         self._count = 0
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._lock = threading.Lock()
@@ -65,6 +69,7 @@ class Inbox:
                 ident = item.get("id", "?") if isinstance(item, dict) else getattr(item, "id", "?")
                 self.reject(str(ident), err)
         unit: list[Sample] = []
+        ids: list[str] = []
         accepted = 0
         with self._lock:
             for episode, samples in parsed:
@@ -74,6 +79,7 @@ class Inbox:
                     continue
                 self._seen[episode.id] = None
                 unit.extend(samples)
+                ids.append(episode.id)
                 accepted += 1
                 self.counters["episodes_accepted"] += 1
                 if not samples:
@@ -81,7 +87,7 @@ class Inbox:
             while len(self._seen) > self.dedupe_window:
                 self._seen.popitem(last=False)
             if unit:
-                self._pending.append(unit)
+                self._pending.append((ids, unit))
                 self._count += len(unit)
         return accepted
 
@@ -95,12 +101,17 @@ class Inbox:
         """The oldest pending samples, in whole units (episodes or groups): as many units as
         fit in ``limit`` samples, but at least one (all of them when limit <= 0)."""
         taken: list[Sample] = []
+        ids: list[str] = []
         with self._lock:
             while self._pending and (
-                limit <= 0 or not taken or len(taken) + len(self._pending[0]) <= limit
+                limit <= 0 or not taken or len(taken) + len(self._pending[0][1]) <= limit
             ):
-                taken.extend(self._pending.popleft())
+                unit_ids, unit = self._pending.popleft()
+                taken.extend(unit)
+                ids.extend(unit_ids)
             self._count -= len(taken)
+        if ids:
+            log.info("took %d episodes: %s", len(ids), " ".join(ids))
         return taken
 
     def __len__(self) -> int:

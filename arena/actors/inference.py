@@ -136,6 +136,13 @@ class InferenceActor:
         self.actor.status["queued"] = lambda: len(self._queue)
         # what the run compares with its inference section (arena/run/inference_settings.py)
         self.actor.status["settings"] = shared_settings(config)
+        # a backend call stuck past the heartbeat timeout withholds the heartbeats, so the run
+        # finds this actor hung as it finds a stopped one (arena/run/hangs.py)
+        self.actor.answering = self._answering
+        self.slowest_batch: tuple[float, int] = (0.0, 0)
+        """(seconds, requests) of the slowest batch so far: ``arena train`` refuses a heartbeat
+        timeout that healthy batches this long would not meet (arena/run/hangs.py)."""
+        self.actor.status["slowest_batch"] = lambda: list(self.slowest_batch)
         self.actor.serve(f"{self.service}:status", self._on_status)
         self.weights = WeightReceiver(
             self.actor,
@@ -204,6 +211,24 @@ class InferenceActor:
         return within ``close_grace`` (a hung engine), which the interpreter's exit would wait
         for forever (``arena inference`` then leaves with :func:`arena.core.process.exit_now`)."""
         return self.backend_since is not None
+
+    def _answering(self) -> bool:
+        """False while one backend call has run longer than the broker's heartbeat timeout:
+        a wedged engine or a stuck batch, which the heartbeats (sent from the event loop, which
+        still runs) must not hide."""
+        since = self.backend_since
+        if since is None or time.monotonic() - since <= self.actor.heartbeat_timeout:
+            return True
+        if not self.counters["hung"]:
+            log.error(
+                "%s: one backend call has run for %.0f s, past the heartbeat timeout (%g s): "
+                "heartbeats withheld, so the run declares this actor hung and replaces it",
+                self.actor.name,
+                time.monotonic() - since,
+                self.actor.heartbeat_timeout,
+            )
+        self.counters["hung"] += 1
+        return False
 
     def _in_backend(self, call: Callable[..., T], *args: Any) -> T:
         """Run ``call(*args)`` on the generation thread, noting when it entered the backend."""
@@ -339,13 +364,16 @@ class InferenceActor:
                     pending.future.set_exception(BusError(code, f"generation failed: {err!r}"))
             return
         self.batch_sizes.append(len(batch))
+        elapsed = time.monotonic() - start
+        if elapsed > self.slowest_batch[0]:
+            self.slowest_batch = (round(elapsed, 3), len(batch))
         self.counters["batches"] += 1
         self.counters["requests"] += len(batch)
         self.counters["tokens"] += sum(
             len(r.token_ids) for r in results if isinstance(r, Generation)
         )
         self.counters["scorings"] += sum(isinstance(r, Scoring) for r in results)
-        log.debug("batch of %d in %.2fs", len(batch), time.monotonic() - start)
+        log.debug("batch of %d in %.2fs", len(batch), elapsed)
         for pending, result in zip(batch, results, strict=True):
             if not pending.future.done():
                 pending.future.set_result(result)

@@ -27,6 +27,13 @@ before any heartbeat) fails with ``broker_lost``, and the actor registers again:
 again is the caller's choice. A background task that fails (heartbeats, the request sweeper, a
 re-registration) is logged, never lost silently.
 
+**Hangs.** Heartbeats come from the event loop, so they prove the loop runs, not that the work
+does: a process whose worker thread is stuck (a wedged engine, a batch that never returns)
+would beat forever. An actor that can tell sets :attr:`Actor.answering`; while it returns
+false the heartbeats are withheld, the broker declares the actor dead after its
+``heartbeat_timeout`` as it would a stopped process, and ``arena train`` kills and restarts it
+(:mod:`arena.run.hangs`).
+
 For threads that are not asyncio, :class:`~arena.bus.blocking.BlockingActor` runs an actor on a
 background loop and offers the same calls as blocking methods and ``concurrent.futures``.
 """
@@ -37,7 +44,7 @@ import asyncio
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import zmq
@@ -95,6 +102,8 @@ class Actor(Serving):
         self.status: dict[str, Any] = {}
         """Sent with every heartbeat and listed by ``arena status`` (e.g. ``policy_version``); a
         callable value is called at each heartbeat."""
+        self.answering: Callable[[], bool] | None = None
+        """Whether this actor's work still answers (see **Hangs** above); None: always."""
         self._topic_handlers: dict[str, Handler] = {t: self._ignore for t in topics}
         self._pending: dict[str, tuple[asyncio.Future[Message], float, float]] = {}
         """Request id -> (future, deadline, timeout): one dict, one insert and one pop per call."""
@@ -400,6 +409,9 @@ class Actor(Serving):
                 silent = time.monotonic() - self.broker_last_seen
                 if self.broker_up and silent > self.heartbeat_timeout:
                     self._broker_lost(silent)
+                if self.answering is not None and not self.answering():
+                    self.counters["heartbeats_withheld"] += 1
+                    continue  # hung: let the broker declare it dead
                 self.send_to_broker(self._heartbeat_frames())
             except BusError as err:
                 log.warning("%s could not send a heartbeat: %s", self.name, err)

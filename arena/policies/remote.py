@@ -10,18 +10,27 @@ From asyncio code (rollout actors), share the process's :class:`~arena.bus.Actor
 :meth:`RemotePolicy.agenerate`; from plain code, :meth:`RemotePolicy.connect` opens its own
 :class:`~arena.bus.BlockingActor`. A dead or missing inference actor surfaces as a
 :class:`~arena.bus.BusError` (``actor_dead``, ``unknown_service``, ``timeout``), never a hang.
+
+**No server, no storm.** On the asyncio path a request that finds no inference actor to serve
+it (:data:`NO_SERVER`: the one serving it died, hung and was killed, is restarting, or the
+broker is) is sent again after a pause that doubles up to :data:`MAX_BACKOFF`, until the
+policy's ``timeout`` (the run's ``inference.timeout``) since the first try; only then does it
+fail, and its episode with it. So while no actor serves a policy, the rollout actors' episodes
+wait instead of failing by the thousand, no new job starts (the jobs in flight hold the
+admission room), and a step drops at most the episodes whose requests outwaited the timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import os
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from arena.bus import Actor, BlockingActor, Message
+from arena.bus import Actor, BlockingActor, BusError, Message
 from arena.policies.base import Policy
 from arena.policies.config import PolicyConfig
 from arena.policies.types import (
@@ -34,6 +43,16 @@ from arena.policies.types import (
     as_prompt,
     per_request,
 )
+
+NO_SERVER = frozenset(
+    {"actor_dead", "unknown_service", "unreachable", "broker_lost", "shutting_down", "closed"}
+)
+"""Error codes that mean nobody served the request (rather than that it was refused)."""
+FIRST_BACKOFF = 0.5
+MAX_BACKOFF = 5.0
+"""Seconds between tries of a request that found no server: from the first, doubling to this."""
+
+log = logging.getLogger("arena.policies.remote")
 
 
 def service_name(policy_name: str) -> str:
@@ -60,6 +79,8 @@ class RemotePolicy(Policy):
         self.timeout = timeout
         self.version = -1
         """The version of the latest reply (-1 before the first)."""
+        self.waits = 0
+        """Requests sent again because no server answered them (asyncio path)."""
         self._owned = False
 
     @classmethod
@@ -103,10 +124,7 @@ class RemotePolicy(Policy):
         if isinstance(self.actor, BlockingActor):
             return await asyncio.to_thread(self.generate, prompts, params)
         bodies = self._bodies(prompts, params)
-        futures = [
-            self.actor.request(b, service=self.service, timeout=self.timeout) for b in bodies
-        ]
-        replies = await asyncio.gather(*futures)
+        replies = await asyncio.gather(*(self._arequest(b) for b in bodies))
         return [self._result(reply) for reply in replies]
 
     def score(
@@ -132,11 +150,35 @@ class RemotePolicy(Policy):
     ) -> list[Scoring]:
         if isinstance(self.actor, BlockingActor):
             return await asyncio.to_thread(self.score, prompts, continuations, adapters)
-        futures = [
-            self.actor.request(b, service=self.service, timeout=self.timeout)
-            for b in self._score_bodies(prompts, continuations, adapters)
-        ]
-        return [self._scoring(reply) for reply in await asyncio.gather(*futures)]
+        bodies = self._score_bodies(prompts, continuations, adapters)
+        replies = await asyncio.gather(*(self._arequest(b) for b in bodies))
+        return [self._scoring(reply) for reply in replies]
+
+    async def _arequest(self, body: dict[str, Any]) -> Message:
+        """One request, sent again while no server answers it (see **No server, no storm**)."""
+        assert isinstance(self.actor, Actor)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout
+        delay = FIRST_BACKOFF
+        while True:
+            left = deadline - loop.time()
+            try:
+                return await self.actor.request(body, service=self.service, timeout=left)
+            except BusError as err:
+                if err.code not in NO_SERVER or loop.time() + delay >= deadline:
+                    raise
+                self.waits += 1
+                if self.waits == 1 or self.waits % 1000 == 0:
+                    log.warning(
+                        "no inference actor answers %s (%s): requests wait and are sent again "
+                        "(%d so far) until inference.timeout (%g s)",
+                        self.service,
+                        err,
+                        self.waits,
+                        self.timeout,
+                    )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, MAX_BACKOFF)
 
     def close(self) -> None:
         if self._owned and isinstance(self.actor, BlockingActor):

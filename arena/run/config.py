@@ -166,7 +166,20 @@ class BusConfig:
     heartbeat_interval: float = 1.0
     """Seconds between heartbeats."""
     heartbeat_timeout: float = 10.0
-    """Seconds of silence before an actor is declared dead."""
+    """Seconds of silence before an actor is declared dead; a child of the run whose process
+    still lives is then hung (stopped, or an inference actor with a backend call stuck this
+    long), and is killed and restarted (:mod:`arena.run.hangs`). At least 3 heartbeats; the run
+    also refuses one shorter than twice its slowest inference batch, once measured."""
+
+    def __post_init__(self) -> None:
+        if not self.heartbeat_interval > 0:
+            raise ConfigError(f"bus.heartbeat_interval must be > 0, got {self.heartbeat_interval}")
+        if self.heartbeat_timeout < 3 * self.heartbeat_interval:
+            raise ConfigError(
+                f"bus.heartbeat_timeout ({self.heartbeat_timeout:g} s) must span at least 3 "
+                f"heartbeats (bus.heartbeat_interval={self.heartbeat_interval:g} s): one late "
+                "beat would get a healthy actor declared dead and killed"
+            )
 
 
 @dataclass
@@ -304,6 +317,11 @@ class RunConfig:
     """Times the launcher restarts a learner it started that died, before the run fails. The
     new one resumes from the last checkpoint and the run continues from that step
     (:mod:`arena.run.learner_restart`); a learner started elsewhere may be restarted there."""
+    inference_max_restarts: int = 3
+    """Times the launcher restarts an inference actor it started that died or hung
+    (:mod:`arena.run.hangs`), before the run fails. The new one loads the learner's current
+    weights (it re-publishes them when an inference actor joins); meanwhile the rollout actors
+    wait for a server and send their requests again (:mod:`arena.policies.remote`)."""
     output_dir: str = "runs"
     """Parent directory of run directories."""
     run_dir: str | None = None
@@ -371,6 +389,7 @@ class RunConfig:
             ("rollout.max_restarts", self.rollout.max_restarts),
             ("bus.max_restarts", self.bus.max_restarts),
             ("learner_max_restarts", self.learner_max_restarts),
+            ("inference_max_restarts", self.inference_max_restarts),
         ):
             if value < 0:
                 raise ConfigError(f"{key} must be >= 0, got {value}")

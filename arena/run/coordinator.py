@@ -28,8 +28,8 @@ reads the exploitability of the base model and of the final checkpoint in Kuhn a
 (without OpenSpiel installed it says so in one event and writes everything else).
 It writes ``metrics.jsonl``, TensorBoard events, transcripts and checkpoints under
 ``<output_dir>/<name>/<time>/`` (:mod:`arena.run.run_log`), and ends with a before/after table
-(``eval_summary.md`` and ``eval_summary.json``). A crashed rollout actor, the run's own
-broker, or the learner is restarted; any other dead child stops the run with an error that
+(``eval_summary.md`` and ``eval_summary.json``). A crashed rollout actor, inference actor, the
+run's own broker, or the learner is restarted, and so is a hung one (:mod:`arena.run.hangs`); any other dead child stops the run with an error that
 names it. A restarted learner resumes from its last checkpoint, and the run goes back to that
 step and continues (:mod:`arena.run.learner_restart`).
 """
@@ -66,6 +66,7 @@ from arena.run.evaluation import (
     readable_games,
 )
 from arena.run.failures import EmptySteps, NothingToTrain
+from arena.run.hangs import HangWatch, HeartbeatTooShort
 from arena.run.inference_settings import SettingsCheck
 from arena.run.launcher import ChildDied, Launcher
 from arena.run.learner_restart import LearnerClient, LearnerRestarted
@@ -111,12 +112,18 @@ class RunCoordinator:
         self.step = 0
         self._stalled = 0
         self.empty = EmptySteps(config.rollout.max_empty_steps, run_dir, self.log)
+        self.hangs = HangWatch(self.launcher, config.bus.heartbeat_timeout, self.log.event)
 
     # -- processes and bus -----------------------------------------------------------------
     async def watch_children(self) -> None:
+        ticks = 0
         while True:
             for event in self.launcher.check():
                 self.log.event(event)
+            ticks += 1
+            if ticks % 10 == 0 and hasattr(self, "actor"):  # every 5 s: batch times vs timeout
+                with contextlib.suppress(BusError):
+                    self.hangs.check(await listing(self.actor, timeout=2.0, attempts=1))
             await asyncio.sleep(0.5)
 
     async def connect(self) -> None:
@@ -128,6 +135,7 @@ class RunCoordinator:
         )
         self.weights.attach(actor)
         self.policy_learners.attach(actor)
+        self.hangs.attach(actor)  # children the broker declares dead while they live: killed
         actor.subscribe("metrics.learner", lambda m: None)
         timeout = 120.0 if self.own_broker else c.bus.connect_timeout
         deadline = time.monotonic() + timeout
@@ -342,7 +350,9 @@ class RunCoordinator:
         stream = CollectStream(
             self.collector,
             c.rollout.episodes_per_step,
-            seed=(c.seed + 1) * 10**7,
+            # a resumed run's leases (and so episode ids) must differ from the ones its
+            # checkpoint's learner has seen, or every episode is dropped as a duplicate
+            seed=(c.seed + 1) * 10**7 + self.step * 10**8,
             version=self.admission_version,
             max_staleness=c.learner.batch.max_staleness,
             on_event=self.log.event,
@@ -467,7 +477,7 @@ def train(config: RunConfig) -> int:
     coordinator = RunCoordinator(config, run_dir)
     try:
         return asyncio.run(coordinator.run())
-    except (ChildDied, NoBroker, ActorsMissing, NothingToTrain) as err:
+    except (ChildDied, NoBroker, ActorsMissing, NothingToTrain, HeartbeatTooShort) as err:
         print(f"arena train: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -5,10 +5,11 @@ multi-host deployment starts by hand.
 without starting anything; :func:`start_processes` hands them to a
 :class:`~arena.run.launcher.Launcher`. A run starts only what its config asks for: its own
 broker when ``bus.address`` is unset (restartable: the actors register again with the new one),
-``inference.actors`` inference actors, the learner unless ``start_learner`` is false
-(restartable: it resumes from its last checkpoint, and the run from that step), one inference
-actor per named policy with a model of its own and one learner per such policy that trains
-(:mod:`arena.run.bases`), and ``rollout.actors`` rollout actors. Whatever it does not start may join from elsewhere with the
+``inference.actors`` inference actors (restartable: they load the learner's current weights
+when they join), the learner unless ``start_learner`` is false (restartable: it resumes from
+its last checkpoint, and the run from that step), one inference actor per named policy with a
+model of its own and one learner per such policy that trains (:mod:`arena.run.bases`), and
+``rollout.actors`` rollout actors. Whatever it does not start may join from elsewhere with the
 same command lines and the files :func:`write_configs` puts in the run directory.
 """
 
@@ -50,8 +51,8 @@ class ActorCommand:
     env: dict[str, str] = field(default_factory=dict)
     """Added to the launcher's environment."""
     restartable: bool = False
-    """Restarted when it dies (the run's own broker, the learner, rollout actors); any other
-    death stops the run."""
+    """Restarted when it dies or hangs (the run's own broker, inference actors, the learner,
+    rollout actors); any other death stops the run."""
     max_restarts: int = 0
     """How many times a restartable one is restarted before its death stops the run."""
 
@@ -86,11 +87,11 @@ def actor_commands(config: RunConfig, run_dir: Path) -> list[ActorCommand]:
             default_adapter=c.inference.default_adapter if policy_name != POOL else "",
         )
         argv = inference_argv(actor_name, address, served, c.bus.heartbeat_interval)
-        commands.append(ActorCommand(actor_name, argv, inference_env))
+        commands.append(inference_command(actor_name, argv, inference_env, c))
     for offset, (name, spec) in enumerate(own_bases(c.play).items()):
         served = base_inference(c, run_dir, name, spec, seed=c.seed + 100 + offset)
         argv = inference_argv(f"inference-{name}", address, served, c.bus.heartbeat_interval)
-        commands.append(ActorCommand(f"inference-{name}", argv, inference_env))
+        commands.append(inference_command(f"inference-{name}", argv, inference_env, c))
     if c.start_learner:
         for policy in (None, *trained_bases(c.play)):
             commands.append(
@@ -119,6 +120,16 @@ def actor_commands(config: RunConfig, run_dir: Path) -> list[ActorCommand]:
             )
         )
     return commands
+
+
+def inference_command(
+    name: str, argv: list[str], env: dict[str, str], config: RunConfig
+) -> ActorCommand:
+    """An inference actor: restartable, since it loads the learner's current weights when it
+    joins (a hung one is killed and restarted, arena/run/hangs.py)."""
+    return ActorCommand(
+        name, argv, env, restartable=True, max_restarts=config.inference_max_restarts
+    )
 
 
 def learner_argv(address: str, run_dir: Path, policy: str | None = None) -> list[str]:

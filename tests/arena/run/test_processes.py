@@ -49,7 +49,7 @@ def test_a_run_starts_a_broker_inference_learner_and_rollout_actors(tmp_path: Pa
     ]
     assert commands["rollout-1"].argv[-2:] == ["--index", "1"] and commands["rollout-1"].restartable
     assert commands["learner"].restartable and commands["learner"].max_restarts == 3
-    assert not commands["inference-0"].restartable
+    assert commands["inference-0"].restartable and commands["inference-0"].max_restarts == 3
     assert commands["inference-0"].env == {"OMP_NUM_THREADS": "1"}
 
 

@@ -1,0 +1,102 @@
+"""Hung actors: found within ``bus.heartbeat_timeout`` and replaced as dead ones are.
+
+A process can live and not answer: stopped (SIGSTOP, a debugger, a swapped-out host), or with
+its work stuck while its event loop still runs (a wedged inference engine, a batch that never
+returns; the inference actor then withholds its heartbeats, :mod:`arena.bus.actor`). Either
+way the broker stops hearing from it and, after ``bus.heartbeat_timeout``, declares it dead:
+the requests pending on it fail with ``actor_dead``, the directory forgets it, and a ``control``
+notice goes out on topic ``actor.dead``. :class:`HangWatch` reads those notices on the trainer.
+When the dead actor is a child of this run whose process still lives (same name, same pid),
+it is hung, not dead: the run names it (console and ``events.log``) and kills it with SIGKILL,
+and the launcher restarts it as it restarts a crashed child (its restart budget counts it).
+What it was doing is redone elsewhere: a rollout actor's job is leased again
+(:mod:`arena.run.collection`), an inference actor's requests are sent again by the rollout
+actors once one serves again (:mod:`arena.policies.remote`), a learner resumes from its last
+checkpoint. A killed process sends nothing late, and episodes that a stopped rollout actor had
+sent before are trained once, by id (the learner drops copies).
+
+**Bad input.** A detector must not kill healthy actors. The heartbeat timeout must span three
+heartbeats (:class:`~arena.run.config.BusConfig`), and, once the run measures it, twice the
+slowest batch of an inference actor (a batch runs on a worker thread, and one that runs past
+the timeout is taken for a hang): :meth:`HangWatch.check` stops the run with
+:class:`HeartbeatTooShort`, whose one line names the measured batch time and the keys to change.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from arena.bus import Actor, Message
+from arena.run.launcher import Launcher
+
+log = logging.getLogger("arena.run.hangs")
+
+DEAD_TOPIC = "actor.dead"
+MARGIN = 2.0
+"""A healthy batch may take at most ``heartbeat_timeout / MARGIN`` seconds."""
+
+
+class HeartbeatTooShort(RuntimeError):
+    """``bus.heartbeat_timeout`` is shorter than what the run's healthy work takes."""
+
+
+class HangWatch:
+    """Kills this run's children that the broker declared dead while their process lives."""
+
+    def __init__(
+        self, launcher: Launcher, heartbeat_timeout: float, on_event: Callable[[str], None]
+    ) -> None:
+        self.launcher = launcher
+        self.heartbeat_timeout = heartbeat_timeout
+        self.on_event = on_event
+        self.host = socket.gethostname()
+        self.killed: list[tuple[str, int]] = []
+        """(child name, pid) of every hung process killed, oldest first."""
+
+    def attach(self, actor: Actor) -> None:
+        """Listen to the broker's death notices (call before the actor starts)."""
+        actor.subscribe(DEAD_TOPIC, self.on_dead)
+
+    def on_dead(self, msg: Message) -> None:
+        body = msg.body
+        if isinstance(body, dict):
+            self.dead(body)
+
+    def dead(self, info: dict[str, Any]) -> bool:
+        """The broker declared ``info`` (its public entry) dead: kill the process if it is a
+        live child of this run. True if it was killed."""
+        name, pid = info.get("name"), info.get("pid")
+        child = self.launcher.children.get(str(name))
+        process = getattr(child, "process", None)
+        if child is None or process is None or process.pid != pid or info.get("host") != self.host:
+            return False  # not ours, or an earlier life of a restarted child
+        if process.poll() is not None:
+            return False  # it died: the launcher restarts it
+        self.on_event(
+            f"{name} (pid {pid}) is hung: no heartbeat for {self.heartbeat_timeout:g} s "
+            "(bus.heartbeat_timeout) while its process lives; killing it (SIGKILL) to restart it"
+        )
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return False
+        self.killed.append((str(name), pid))
+        return True
+
+    def check(self, actors: list[dict[str, Any]]) -> None:
+        """Raise :class:`HeartbeatTooShort` if an inference actor in the directory listing
+        ``actors`` measured a batch too slow for the heartbeat timeout."""
+        for actor in actors:
+            seconds, requests = (actor.get("status") or {}).get("slowest_batch") or (0.0, 0)
+            if seconds * MARGIN > self.heartbeat_timeout:
+                raise HeartbeatTooShort(
+                    f"bus.heartbeat_timeout={self.heartbeat_timeout:g} s is too short for this "
+                    f"run: {actor.get('name')} took {seconds:.1f} s for a batch of {requests} "
+                    f"requests, and a batch past the timeout is taken for a hang; set "
+                    f"bus.heartbeat_timeout >= {seconds * MARGIN:.0f} or lower inference.max_batch"
+                )

@@ -1,0 +1,384 @@
+"""Chaos run: faults of every kind, one at a time, in one training run; then what it lost.
+
+Starts ``arena train configs/smoke.yaml`` (the tiny model, async, ``--rollouts`` rollout
+actors, no evaluation) and, for ``--minutes``, injects a fault every ``--every`` seconds, the
+kinds in a seeded order (each kind once before any repeats, so a run of a few faults covers
+every kind):
+
+- ``kill_rollout``, ``kill_inference``, ``kill_learner``, ``kill_broker``: SIGKILL of that child
+  (a random rollout actor); detected when the launcher logs its exit in ``events.log``;
+- ``stop_actor``: SIGSTOP of a random rollout actor, the inference actor or the learner for
+  30-60 s (seeded), then SIGCONT; detected when the run names it hung (:mod:`arena.run.hangs`);
+  its detection times give ``hang_detect_s_max``;
+- ``disk_full``, last: the run directory is on a tmpfs of ``--disk-mb`` mounted for the run,
+  and the fault fills it and keeps it full. No run recovers from that: it must end with a clear
+  message naming the disk and a non-zero exit status (``disk_full_end``), its last checkpoint
+  intact, which the resume below (the disk freed) starts from; the resume's end is this fault's
+  recovery. Where the host cannot mount a tmpfs it is skipped and the JSON says why.
+
+A policy request that never returns is what ``stop_actor`` of the inference actor does to every
+request in flight; a simulator that never returns has no injection point outside the game's
+code and is not injected (``skipped`` says so).
+
+Each fault waits for the previous one to recover (a step logged after its detection). The run
+is then stopped with SIGKILL (its children follow it), resumed with ``resume=`` for two more
+steps, and checked from its own records:
+
+- every step 1..N is in ``metrics.jsonl`` with a loss (``steps_missing``), and the resume
+  completed (``resume_ok``);
+- ``episodes_trained_twice``: episode ids in more than one step's batch, over the steps that
+  stand (the learner logs each step's ids, ``trainers/inbox.py``; a step a restarted learner
+  rolled back is replaced by its redo);
+- ``episodes_lost``: episodes collects reported that never reached the learner (the
+  coordinator's ``received X of Y reported episodes`` events); ``episodes_failed`` (episodes
+  that failed in play and were counted, not trained) is reported beside it.
+
+Prints one JSON line: faults injected by kind, recoveries, detection and recovery times (each,
+and the median per kind), ``episodes_lost``, ``episodes_trained_twice``, ``hang_detect_s_max``.
+
+Usage: nice python bench/chaos.py --minutes 10 --every 90 --seed 1 [--out DIR] [--rollouts 3]
+       [--faults N] (at most N faults: ``--faults 6 --every 1`` is one of each kind, back to
+       back, each after the previous one recovered: ``tests/bench/test_chaos.py``)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+SMOKE = str(ROOT / "configs" / "smoke.yaml")
+KINDS = ("kill_rollout", "kill_inference", "kill_learner", "kill_broker", "stop_actor")
+"""Faults the run recovers from, in a seeded order; ``disk_full`` comes last (see below)."""
+SKIPPED = {"simulator_never_returns": "no injection point outside the game's own code"}
+RECOVERY_LIMIT = 240.0
+"""Seconds a fault may take to recover before the bench counts it unrecovered and goes on."""
+
+
+def train_args(run_dir: Path, rollouts: int) -> list[str]:
+    return [
+        "train", SMOKE, f"run_dir={run_dir}", "mode=async", "steps=100000",
+        f"rollout.actors={rollouts}", "learner.batch.batch_samples=1",
+        "eval.games=0", "eval.exploitability=false",
+        "rollout.max_restarts=1000", "learner_max_restarts=1000",
+        "inference_max_restarts=1000", "bus.max_restarts=1000",
+    ]  # fmt: skip
+
+
+def children(parent: int) -> dict[str, int]:
+    """The run's children by name (``broker``, ``inference-0``, ``learner``, ``rollout-<i>``)."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().decode().split("\0")
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) != parent or "arena" not in cmd:
+            continue
+        args = cmd[cmd.index("arena") + 1 :]
+        if "broker" in args[:2]:
+            found["broker"] = int(entry)
+        elif "learner" in args[:2]:
+            found["learner"] = int(entry)
+        elif "--actor-name" in args:
+            found[args[args.index("--actor-name") + 1]] = int(entry)
+        elif "--index" in args:
+            found[f"rollout-{args[args.index('--index') + 1]}"] = int(entry)
+    return found
+
+
+def rows(run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / "metrics.jsonl"
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        with contextlib.suppress(json.JSONDecodeError):
+            out.append(json.loads(line))
+    return out
+
+
+def events(run_dir: Path) -> str:
+    path = run_dir / "events.log"
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+class Chaos:
+    def __init__(self, args: argparse.Namespace, out: Path) -> None:
+        self.args = args
+        self.rng = random.Random(args.seed)
+        self.out = out
+        self.mount: Path | None = None
+        self.skipped = dict(SKIPPED)
+        self.records: list[dict[str, Any]] = []
+
+    # -- setup ---------------------------------------------------------------------------
+    def prepare(self) -> Path:
+        mount = self.out / "disk"
+        mount.mkdir(parents=True, exist_ok=True)
+        size = f"size={self.args.disk_mb}m"
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", size, "tmpfs", str(mount)],
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode == 0:
+            self.mount = mount
+        else:
+            self.skipped["disk_full"] = (
+                f"cannot mount a tmpfs here: {done.stderr.strip() or done.returncode}"
+            )
+        return mount / "run"
+
+    def kinds(self) -> list[str]:
+        kinds = list(KINDS)
+        order: list[str] = []
+        while len(order) < 1000:
+            batch = list(kinds)
+            self.rng.shuffle(batch)
+            order += batch
+        return order
+
+    # -- faults --------------------------------------------------------------------------
+    def inject(self, kind: str, proc: subprocess.Popen, run_dir: Path) -> dict[str, Any]:
+        kids = children(proc.pid)
+        record: dict[str, Any] = {"kind": kind, "at": time.time()}
+        if kind.startswith("kill_"):
+            role = kind.removeprefix("kill_")
+            names = sorted(n for n in kids if n.startswith(role))
+            name = self.rng.choice(names)
+            os.kill(kids[name], signal.SIGKILL)
+            record |= {"target": name, "marker": f"{name} (pid {kids[name]}) exited with code -9"}
+        elif kind == "stop_actor":
+            names = sorted(n for n in kids if n != "broker")
+            name = self.rng.choice(names)
+            record |= {
+                "target": name,
+                "pid": kids[name],
+                "until": time.time() + self.rng.uniform(30, 60),
+                "marker": f"{name} (pid {kids[name]}) is hung",
+            }
+            os.kill(kids[name], signal.SIGSTOP)
+        return record
+
+    def fill_disk(self, proc: subprocess.Popen) -> None:
+        """The last fault: the run directory's disk fills up and stays full. A run cannot
+        recover from that; it must end with a clear message and a non-zero exit status, its last
+        checkpoint intact (the resume that follows starts from it once the disk is freed)."""
+        assert self.mount is not None
+        record: dict[str, Any] = {"kind": "disk_full", "target": "disk", "at": time.time()}
+        print("chaos: disk_full disk", file=sys.stderr, flush=True)
+        filler = self.mount / "filler"
+        with open(filler, "wb") as f, contextlib.suppress(OSError):
+            while True:
+                f.write(b"\0" * (1 << 20))
+        try:
+            proc.wait(timeout=RECOVERY_LIMIT)
+            record["detected"] = time.time()  # the run ended
+            out = (self.out / "train.out").read_text(errors="replace")
+            record["exit_status"] = proc.returncode
+            said = [x for x in out.splitlines() if "no space left" in x]
+            record["message"] = said[-1][-300:] if said else ""
+        except subprocess.TimeoutExpired:
+            record["exit_status"] = None  # still running with its disk full
+        filler.unlink()
+        self.records.append(record)
+
+    def release(self, record: dict[str, Any]) -> None:
+        if record["kind"] == "stop_actor":
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(record["pid"], signal.SIGCONT)
+
+    def follow(self, record: dict[str, Any], proc: subprocess.Popen, run_dir: Path) -> None:
+        """Wait for the fault's detection and recovery (a step logged after detection)."""
+        start = record["at"]
+        released = False
+        last_row: dict[str, Any] | None = None
+        while time.time() - start < RECOVERY_LIMIT and proc.poll() is None:
+            now = time.time()
+            if "until" in record and not released and now >= record["until"]:
+                self.release(record)
+                released = True
+            marker = record.get("marker")
+            if "detected" not in record and marker and marker in events(run_dir):
+                record["detected"] = now
+                last_row = (rows(run_dir) or [None])[-1]
+            logged = (rows(run_dir) or [None])[-1]  # a step logged since detection
+            if "detected" in record and "recovered" not in record and logged != last_row:
+                record["recovered"] = time.time()
+            if "recovered" in record and (released or "until" not in record):
+                break
+            time.sleep(0.25)
+        if not released and "until" in record:
+            self.release(record)
+
+    # -- the run -------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        run_dir = self.prepare()
+        with open(self.out / "train.out", "w") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "arena", *train_args(run_dir, self.args.rollouts)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=ROOT,
+            )
+        started = time.time()
+        try:
+            while len(rows(run_dir)) < 2:  # the run is up and stepping
+                if proc.poll() is not None or time.time() - started > 300:
+                    raise SystemExit(f"the run did not start: see {self.out / 'train.out'}")
+                time.sleep(0.5)
+            t0 = time.time()
+            end = t0 + self.args.minutes * 60
+            recoverable = self.args.faults - (self.mount is not None)
+            for i, kind in enumerate(self.kinds()):
+                at = t0 + (i + 1) * self.args.every
+                if at >= end or proc.poll() is not None or i == recoverable:
+                    break
+                while time.time() < at:
+                    time.sleep(0.5)
+                record = self.inject(kind, proc, run_dir)
+                print(f"chaos: {kind} {record.get('target', '')}", file=sys.stderr, flush=True)
+                self.follow(record, proc, run_dir)
+                self.records.append(record)
+            alive = proc.poll() is None
+            if alive and self.mount is not None:
+                self.fill_disk(proc)
+            proc.send_signal(signal.SIGKILL)  # the children follow the launcher
+            proc.wait()
+        finally:
+            proc.kill()
+        time.sleep(3)
+        last = max((r["step"] for r in rows(run_dir)), default=0)
+        resumed = subprocess.run(
+            [sys.executable, "-m", "arena", "train", SMOKE, f"resume={run_dir}",
+             f"steps={last + 2}"],
+            capture_output=True, text=True, cwd=ROOT, timeout=600,
+        )  # fmt: skip
+        (self.out / "resume.out").write_text(resumed.stdout + resumed.stderr)
+        for record in self.records:  # a full disk ends the run: its recovery is the resume
+            if record["kind"] == "disk_full" and resumed.returncode == 0:
+                record["recovered"] = time.time()
+        result = self.report(run_dir, alive, resumed.returncode == 0, last + 2)
+        self.keep_records(run_dir)
+        return result
+
+    def keep_records(self, run_dir: Path) -> None:
+        """The records outlive the tmpfs: copied next to the JSON."""
+        target = self.out / "records"
+        for name in ("metrics.jsonl", "events.log"):
+            if (run_dir / name).exists():
+                target.mkdir(exist_ok=True)
+                shutil.copy(run_dir / name, target / name)
+        if (run_dir / "logs").is_dir():
+            shutil.copytree(run_dir / "logs", target / "logs", dirs_exist_ok=True)
+        if self.mount is not None:
+            subprocess.run(["umount", "-l", str(self.mount)], check=False)
+
+    # -- the records -----------------------------------------------------------------------
+    def report(self, run_dir: Path, alive: bool, resume_ok: bool, steps: int) -> dict[str, Any]:
+        table = rows(run_dir)
+        logged = {r["step"] for r in table if "learner/loss" in r or r.get("recovered")}
+        detect: dict[str, list[float]] = defaultdict(list)
+        recover: dict[str, list[float]] = defaultdict(list)
+        for r in self.records:
+            if "detected" in r:
+                detect[r["kind"]].append(round(r["detected"] - r["at"], 1))
+            if "recovered" in r:
+                recover[r["kind"]].append(round(r["recovered"] - r["at"], 1))
+        text = events(run_dir)
+        lost = sum(
+            int(y) - int(x)
+            for x, y in re.findall(r"the learner received (\d+) of (\d+) reported episodes", text)
+        )
+        hangs = [
+            r["detected"] - r["at"]
+            for r in self.records
+            if r["kind"] == "stop_actor" and "detected" in r
+        ]
+        return {
+            "minutes": self.args.minutes,
+            "every_s": self.args.every,
+            "seed": self.args.seed,
+            "faults": dict(Counter(r["kind"] for r in self.records)),
+            "targets": [f"{r['kind']}:{r.get('target', '')}" for r in self.records],
+            "recovered": dict(Counter(r["kind"] for r in self.records if "recovered" in r)),
+            "skipped": self.skipped,
+            "detect_s": dict(detect),
+            "recover_s": dict(recover),
+            "detect_s_median": {k: statistics.median(v) for k, v in detect.items()},
+            "recover_s_median": {k: statistics.median(v) for k, v in recover.items()},
+            "hang_detect_s_max": round(max(hangs), 1) if hangs else None,
+            "disk_full_end": [
+                {"exit_status": r.get("exit_status"), "message": r.get("message")}
+                for r in self.records
+                if r["kind"] == "disk_full"
+            ],
+            "steps": steps,
+            "steps_missing": sorted(set(range(1, steps + 1)) - logged),
+            "run_alive_at_end": alive,
+            "resume_ok": resume_ok,
+            "episodes_trained_twice": trained_twice(run_dir / "logs" / "learner.log"),
+            "episodes_lost": lost,
+            "episodes_failed": int(sum(r.get("episodes_failed", 0) for r in table)),
+            "re_leased": max((r.get("leases/re_leased", 0) for r in table), default=0),
+        }
+
+
+def trained_twice(learner_log: Path) -> int:
+    """Episode ids in more than one standing step's batch, from the learner's log: each step's
+    ``took N episodes: IDS`` line, its ``step N:`` line, and ``resumed from ... at step K``
+    (a restarted learner: the steps past K were rolled back and are redone)."""
+    standing: dict[int, list[str]] = {}
+    took: list[str] | None = None
+    for line in learner_log.read_text(errors="replace").splitlines():
+        if (m := re.search(r"took \d+ episodes: (.*)$", line)) is not None:
+            took = m.group(1).split()
+        elif (m := re.search(r"arena.learner: step (\d+): ", line)) is not None:
+            if took is not None:
+                standing[int(m.group(1))] = took
+            took = None
+        elif (m := re.search(r"resumed from .* at step (\d+)", line)) is not None:
+            for step in [s for s in standing if s > int(m.group(1))]:
+                del standing[step]
+            took = None
+    counts = Counter(i for ids in standing.values() for i in ids)
+    return sum(1 for n in counts.values() if n > 1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=10.0)
+    parser.add_argument("--every", type=float, default=90.0, help="seconds between faults")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--rollouts", type=int, default=3)
+    parser.add_argument(
+        "--faults", type=int, default=-1, help="stop after this many faults (-1: no limit)"
+    )
+    parser.add_argument("--disk-mb", type=int, default=512)
+    parser.add_argument("--out", type=Path, default=None, help="default: a temporary directory")
+    args = parser.parse_args()
+    out = args.out or Path(tempfile.mkdtemp(prefix="arena-chaos-"))
+    out.mkdir(parents=True, exist_ok=True)
+    print(json.dumps(Chaos(args, out).run()), flush=True)
+
+
+if __name__ == "__main__":
+    main()

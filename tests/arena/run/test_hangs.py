@@ -1,0 +1,79 @@
+"""Hung children are killed (and then restarted by the launcher); heartbeat timeouts too short
+for the run are refused. The end-to-end case (a SIGSTOPped inference actor in a real run) is
+tests/arena/commands/test_train.py::test_an_async_run_steps_without_skipping_and_replaces_a_hung_inference_actor."""
+
+from __future__ import annotations
+
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from arena.core.errors import ConfigError
+from arena.run.config import BusConfig
+from arena.run.hangs import HangWatch, HeartbeatTooShort
+from arena.run.launcher import Launcher
+
+
+class SleepLauncher(Launcher):
+    """Children that are ``sleep 60`` instead of arena subcommands."""
+
+    def _spawn(self, child) -> None:  # type: ignore[no-untyped-def]
+        import subprocess
+
+        child.process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+
+
+def test_a_live_child_declared_dead_is_killed_and_then_restarted(tmp_path: Path) -> None:
+    events: list[str] = []
+    launcher = SleepLauncher(tmp_path)
+    child = launcher.start("inference-0", [], restartable=True, max_restarts=3)
+    watch = HangWatch(launcher, 5.0, events.append)
+    host = socket.gethostname()
+    first = child.pid
+    try:
+        # an earlier life (other pid), another host, someone else's actor: left alone
+        assert not watch.dead({"name": "inference-0", "pid": first + 1, "host": host})
+        assert not watch.dead({"name": "inference-0", "pid": first, "host": host + "x"})
+        assert not watch.dead({"name": "rollout-9", "pid": first, "host": host})
+        assert events == [] and child.process.poll() is None
+        assert watch.dead({"name": "inference-0", "pid": first, "host": host})
+        assert child.process.wait(timeout=10) == -9
+        assert events == [
+            f"inference-0 (pid {first}) is hung: no heartbeat for 5 s (bus.heartbeat_timeout) "
+            "while its process lives; killing it (SIGKILL) to restart it"
+        ]
+        (restart,) = launcher.check()
+        assert "inference-0" in restart and "restarting (1/3)" in restart
+        assert child.pid != first and child.process.poll() is None
+        # a dead process is the launcher's to restart, not a hang
+        child.process.kill()
+        child.process.wait()
+        assert not watch.dead({"name": "inference-0", "pid": child.pid, "host": host})
+    finally:
+        launcher.stop_all(timeout=1)
+
+
+def test_a_heartbeat_timeout_shorter_than_twice_the_slowest_batch_is_refused(
+    tmp_path: Path,
+) -> None:
+    watch = HangWatch(Launcher(tmp_path), 5.0, lambda e: None)
+    healthy = {"name": "inference-0", "status": {"slowest_batch": [2.5, 16]}}
+    watch.check([healthy, {"name": "rollout-0", "status": {}}])  # 2 x 2.5 s is not over 5 s
+    slow = {"name": "inference-1", "status": {"slowest_batch": [3.2, 64]}}
+    with pytest.raises(HeartbeatTooShort) as err:
+        watch.check([healthy, slow])
+    assert str(err.value) == (
+        "bus.heartbeat_timeout=5 s is too short for this run: inference-1 took 3.2 s for a "
+        "batch of 64 requests, and a batch past the timeout is taken for a hang; set "
+        "bus.heartbeat_timeout >= 6 or lower inference.max_batch"
+    )
+
+
+def test_a_heartbeat_timeout_must_span_three_heartbeats() -> None:
+    BusConfig(heartbeat_interval=0.5, heartbeat_timeout=1.5)
+    with pytest.raises(ConfigError, match=r"bus.heartbeat_timeout \(1.4 s\) must span at least 3"):
+        BusConfig(heartbeat_interval=0.5, heartbeat_timeout=1.4)
+    with pytest.raises(ConfigError, match="bus.heartbeat_interval must be > 0"):
+        BusConfig(heartbeat_interval=0.0)

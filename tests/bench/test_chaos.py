@@ -1,0 +1,34 @@
+"""``bench/chaos.py`` in short: one fault of each kind, back to back, in one training run, then
+the run's own records say what it lost. Several minutes (one SIGSTOP alone lasts 30-60 s), so
+it is e2e; the long runs and their figures are in docs/benchmarks.md."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.e2e
+def test_one_fault_of_each_kind_loses_nothing_and_trains_nothing_twice(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "chaos.py"), "--minutes", "15", "--every", "1",
+         "--faults", "6", "--seed", "0", "--out", str(tmp_path)],
+        capture_output=True, text=True, cwd=ROOT, timeout=1200,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    injected = set(result["faults"])
+    assert injected | set(result["skipped"]) >= {
+        "kill_rollout", "kill_inference", "kill_learner", "kill_broker", "stop_actor", "disk_full"
+    }, result  # fmt: skip
+    assert result["recovered"] == result["faults"], result
+    assert result["steps_missing"] == [] and result["resume_ok"], result
+    assert result["episodes_lost"] == 0 and result["episodes_trained_twice"] == 0, result
+    # smoke.yaml's bus.heartbeat_timeout is 5 s: the broker's tick and the notice add < 2 s
+    assert result["hang_detect_s_max"] is not None and result["hang_detect_s_max"] <= 10, result
