@@ -7,7 +7,10 @@ tournament's ``model:`` and ``adapter:``) also take:
 - ``step-12`` for ``step-00000012`` (:func:`on_disk`), anywhere in the path
   (``RUN/checkpoints/step-8/adapters/solver``);
 - the run directory itself, for its newest checkpoint (:func:`newest_checkpoint`; ``arena eval``
-  and ``arena play`` print which one they took).
+  and ``arena play`` print which one they took);
+- ``RUN:POLICY`` for the newest checkpoint of a named policy with a model of its own (a run of
+  several models keeps it under ``checkpoints/policies/POLICY/``); ``RUN:main`` is the run's
+  shared policy, as ``RUN`` alone.
 
 Standard library only: nothing is loaded here, only looked up.
 """
@@ -43,27 +46,56 @@ def on_disk(spec: str) -> str:
 def checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
     """The run's checkpoints that hold a model (``checkpoints/step-*/model/config.json``), as
     (step, path), oldest first."""
-    found = []
-    for path in (run_dir / "checkpoints").glob("step-*"):
-        match = STEP_DIR.match(path.name)
-        if match and (path / "model" / "config.json").is_file():
-            found.append((int(match.group(1)), path))
-    return sorted(found)
+    return steps_in(run_dir / "checkpoints")
+
+
+POLICIES = "policies"
+"""Under a run's ``checkpoints/``: the checkpoints of each policy with a model of its own."""
+
+
+def run_and_policy(spec: str) -> tuple[str, str | None]:
+    """``RUN:POLICY`` split where ``RUN`` is a run directory; ``(spec, None)`` otherwise."""
+    run, sep, policy = spec.rpartition(":")
+    if sep and policy.isidentifier() and (Path(run).expanduser() / "checkpoints").is_dir():
+        return run, policy
+    return spec, None
 
 
 def newest_checkpoint(spec: str) -> Path | None:
     """The newest checkpoint of the run directory ``spec`` (one with a ``checkpoints/``
-    folder, that is not itself a model); None for anything else. A run directory without a
-    checkpoint yet is a :class:`ConfigError`."""
-    path = Path(spec).expanduser()
+    folder, that is not itself a model), or of one of its policies (``RUN:POLICY``); None for
+    anything else. A run directory without a checkpoint yet, or without that policy, is a
+    :class:`ConfigError`."""
+    run, policy = run_and_policy(spec)
+    path = Path(run).expanduser()
     if not (path / "checkpoints").is_dir() or (path / "config.json").is_file():
         return None
-    found = checkpoints(path)
+    folder = path
+    if policy is not None and policy != "main":
+        folder = path / "checkpoints" / POLICIES / policy
+        if not folder.is_dir():
+            known = sorted(p.name for p in (path / "checkpoints" / POLICIES).glob("*"))
+            raise ConfigError(
+                f"{spec}: run {run} has no policy {policy!r} with checkpoints of its own "
+                f"(its policies: {', '.join(['main', *known])})"
+            )
+    found = checkpoints(path) if folder is path else steps_in(folder)
     if not found:
         raise ConfigError(
             f"run directory {spec} has no checkpoint with a model yet (checkpoints/step-*/model)"
         )
     return found[-1][1]
+
+
+def steps_in(folder: Path) -> list[tuple[int, Path]]:
+    """The checkpoints in ``folder`` that hold a model (``step-*/model/config.json``), as
+    (step, path), oldest first."""
+    found = []
+    for path in folder.glob("step-*"):
+        match = STEP_DIR.match(path.name)
+        if match and (path / "model" / "config.json").is_file():
+            found.append((int(match.group(1)), path))
+    return sorted(found)
 
 
 def checkpoint_of(spec: str) -> tuple[str, str | None]:

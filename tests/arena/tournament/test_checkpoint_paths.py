@@ -67,3 +67,18 @@ def test_a_path_that_does_not_exist_is_named_as_such(tmp_path: Path) -> None:
         resolve_participants([parse_participant(str(missing))], minimum=1)
     with pytest.raises(ConfigError, match="no model 'smollm2-13': expected 'tiny'"):
         resolve_participants([parse_participant("smollm2-13")], minimum=1)
+
+
+def test_run_colon_policy_stands_for_that_policys_newest_checkpoint(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "run", 2)
+    for step in (1, 3):
+        model = run / "checkpoints" / "policies" / "responder" / f"step-{step:08d}" / "model"
+        model.mkdir(parents=True)
+        (model / "config.json").write_text("{}")
+    own = run / "checkpoints" / "policies" / "responder" / "step-00000003"
+    assert newest_checkpoint(f"{run}:responder") == own
+    assert newest_checkpoint(f"{run}:main") == run / "checkpoints" / "step-00000002"
+    with pytest.raises(ConfigError, match=r"no policy 'judge'.*its policies: main, responder"):
+        newest_checkpoint(f"{run}:judge")
+    (participant,) = resolve_participants([parse_participant(f"{run}:responder")], minimum=1)
+    assert participant.model == str(own / "model")
