@@ -25,7 +25,12 @@ from arena.core.errors import ConfigError, did_you_mean
 from arena.core.registry import RegistryError, load_object
 from arena.play.config import GameConfig
 from arena.policies.types import SamplingParams
-from arena.tournament.checkpoint_paths import looks_like_path, newest_checkpoint, on_disk
+from arena.tournament.checkpoint_paths import (
+    looks_like_path,
+    newest_checkpoint,
+    on_disk,
+    run_and_policy,
+)
 from arena.tournament.config import ParticipantConfig
 from games.bots.base import Bot
 
@@ -319,6 +324,8 @@ def _model_path(spec: str) -> str:
 
     if spec in EMBEDDED_ALIASES or spec == TINY_NAME:
         return spec
+    if run_and_policy(spec)[1] is not None:  # RUN:POLICY, a policy's newest checkpoint
+        return str(newest_checkpoint(spec) / "model")
     path = Path(on_disk(spec)).expanduser()  # RUN/checkpoints/step-12 is step-00000012
     if (path / "model" / "config.json").is_file():
         return str(path / "model")
