@@ -272,7 +272,8 @@ def _k8s(args: argparse.Namespace, config: Any, name: str, keys: Path | None) ->
     spec, coordinator = deployment(args, config, name, keys, (address, run_dir, Path(CONFIG_DIR)))
     with tempfile.TemporaryDirectory() as tmp:  # the files arena train itself would write
         write_configs(resolve_for_run(coordinator, Path(run_dir)), Path(tmp))
-        config_files = {f: (Path(tmp) / f).read_text() for f in ("config.yaml", "learner.yaml")}
+        # config.yaml, learner.yaml, and learner-<policy>.yaml per policy with its own model
+        config_files = {f.name: f.read_text() for f in sorted(Path(tmp).glob("*.yaml"))}
     _warn_k8s_defaults(args)
     options = K8sOptions(
         image=args.image or DEFAULT_IMAGE,

@@ -133,3 +133,24 @@ def test_k8s_warns_of_the_default_image_and_of_checkpoints_without_a_volume(
     )
     assert given.code == 0, given.err
     assert "warning" not in given.err
+
+
+def test_each_model_of_a_run_gets_its_inference_and_learner_processes(
+    deploy: Callable[..., Result], tmp_path: Path
+) -> None:
+    two = str(ROOT / "configs" / "two_models.yaml")
+    result = deploy("k8s", two, "model=tiny", "--out", str(tmp_path / "k8s"), "--insecure")
+    assert result.code == 0, result.err
+    assert "3 inference, 2 learner" in result.out
+    config_map = (tmp_path / "k8s" / "01-config.yaml").read_text()
+    # the responder's learner reads the file arena train would write for it
+    assert "  learner-responder.yaml: |" in config_map
+    learners = (tmp_path / "k8s" / "30-learner.yaml").read_text()
+    assert "/etc/arena/config/learner-responder.yaml" in learners
+    inference = (tmp_path / "k8s" / "20-inference.yaml").read_text()
+    assert "inference-responder" in inference and "inference-judge" in inference
+    script = tmp_path / "job.sh"
+    result = deploy("slurm", two, "model=tiny", "--out", str(script), "--insecure")
+    assert result.code == 0, result.err
+    text = script.read_text()
+    assert "--name learner-responder --config" in text and "learner-responder.yaml" in text
