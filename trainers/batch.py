@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -116,14 +117,26 @@ def check_turn(turn: Turn, vocab_size: int | None) -> None:
 
 
 def episode_samples(
-    episode: Episode, gamma: float, policy: str | None = None, vocab_size: int | None = None
+    episode: Episode,
+    gamma: float,
+    policy: str | None = None,
+    vocab_size: int | None = None,
+    known_policies: Sequence[str] = (),
 ) -> list[Sample]:
     """The samples of one episode's trained turns, with their turn-level returns.
 
     Returns run over all of a seat's turns in turn order; only turns that are ``trained`` on a
     seat assigned to a trained policy (named ``policy``, when given) become samples. Raises
-    :class:`RecordError` for a record the learner cannot use.
+    :class:`RecordError` for a record the learner cannot use, and (with ``known_policies``) for
+    a trained seat of a policy no learner of the run trains.
     """
+    for seat, assignment in episode.seats.items():
+        if known_policies and assignment.trained and assignment.policy not in known_policies:
+            raise RecordError(
+                f"episode {episode.id}: seat {seat!r} is trained as policy "
+                f"{assignment.policy!r}, which no learner of the run trains "
+                f"({', '.join(known_policies)})"
+            )
     for seat, value in episode.final_rewards.items():
         if not math.isfinite(value):
             raise RecordError(f"episode {episode.id}: final reward of {seat!r} is not finite")

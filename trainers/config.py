@@ -132,6 +132,11 @@ class BatchConfig:
     ``arena train`` sets 0: its trainer requests every step."""
     policy: str | None = None
     """Train only on seats whose assigned policy has this name; None takes every trained seat."""
+    known_policies: list[str] = field(default_factory=list)
+    """Every policy some learner of the run trains (``arena train`` fills it in where named
+    policies have learners of their own). An episode with a trained seat of any other policy is
+    rejected as a bad record, counted and logged: no learner would train that seat, and none
+    must train it silently as its own. Empty: not checked."""
     max_staleness: int = 4
     """A turn generated more than this many versions before the learner's is stale. ``arena
     train`` in async mode paces its rollouts so that none is; the learner still drops (or

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter, OrderedDict, deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from arena.records import Episode
@@ -40,8 +40,10 @@ class Inbox:
         policy: str | None = None,
         vocab_size: int | None = None,
         dedupe_window: int = 100_000,
+        known_policies: Sequence[str] = (),
     ) -> None:
         self.gamma = gamma
+        self.known_policies = tuple(known_policies)
         self.policy = policy
         self.vocab_size = vocab_size
         self.dedupe_window = dedupe_window
@@ -63,7 +65,12 @@ class Inbox:
             try:
                 episode = item if isinstance(item, Episode) else Episode.from_dict(item)
                 parsed.append(
-                    (episode, episode_samples(episode, self.gamma, self.policy, self.vocab_size))
+                    (
+                        episode,
+                        episode_samples(
+                            episode, self.gamma, self.policy, self.vocab_size, self.known_policies
+                        ),
+                    )
                 )
             except Exception as err:  # any malformed input: drop it, keep training
                 ident = item.get("id", "?") if isinstance(item, dict) else getattr(item, "id", "?")

@@ -162,6 +162,7 @@ class Learner:
             config.batch.policy,
             self.vocab_size,
             config.batch.dedupe_window,
+            config.batch.known_policies,
         )
         if resume is not None:
             self._load_training_state(resume)

@@ -12,7 +12,13 @@ from arena.core.errors import ConfigError
 from arena.models import to_dtype
 from arena.models.adapter_shape import SHARED_ADAPTER
 from arena.run.addresses import free_port
-from arena.run.bases import lora_of, own_bases, policy_adapter_dir, shared_adapters
+from arena.run.bases import (
+    lora_of,
+    own_bases,
+    policy_adapter_dir,
+    shared_adapters,
+    trained_bases,
+)
 from arena.run.config import RunConfig
 from trainers.config import LoRAConfig
 
@@ -85,7 +91,10 @@ def resolve_for_run(config: RunConfig, run_dir: Path) -> RunConfig:
         inference = replace(inference, adapters=adapters, default_adapter=SHARED_ADAPTER)
     if own_bases(config.play):
         # the policies with models of their own have learners of their own (arena/run/bases.py)
-        learner = replace(learner, batch=replace(learner.batch, policy=learner.name))
+        known = [learner.name, *trained_bases(config.play)]
+        learner = replace(
+            learner, batch=replace(learner.batch, policy=learner.name, known_policies=known)
+        )
         for name, spec in own_bases(config.play).items():
             if spec.lora is not None and spec.train and inference.backend == "hf":
                 write_initial_adapters(

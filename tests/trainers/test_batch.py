@@ -53,6 +53,17 @@ def test_only_trained_policy_turns_become_samples() -> None:
     assert len(episode_samples(episode("e", turns), 1.0, policy="main")) == 3
 
 
+def test_a_trained_seat_of_a_policy_no_learner_trains_is_a_bad_record() -> None:
+    turns = [turn("e", 0, "me"), turn("e", 1, "bot")]
+    # a run of several models: its learners train "main" and "responder"
+    known = ("main", "responder")
+    assert len(episode_samples(episode("e", turns), 1.0, "main", known_policies=known)) == 2
+    stray = episode("e", turns, policy="critic")
+    with pytest.raises(RecordError, match="'critic', which no learner of the run trains"):
+        episode_samples(stray, 1.0, "responder", known_policies=known)
+    assert episode_samples(stray, 1.0, "responder") == []  # unchecked: silently nobody's
+
+
 def test_returns_run_over_each_seat_in_turn_order() -> None:
     # Turns arrive out of order and interleave two seats. With gamma = 0.5:
     #   p0 turns 0, 2, 4 with rewards 0, 0, 1  -> G = 0.25, 0.5, 1
