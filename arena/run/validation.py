@@ -53,6 +53,32 @@ def validate(config: RunConfig) -> None:
                 check_simulator(game, seat)
     except RegistryError as err:
         raise ConfigError(str(err)) from None
+    check_models(config)
+
+
+def check_models(config: RunConfig) -> None:
+    """Every model the run names can be loaded, as far as can be told without loading it: an
+    embedded id, ``tiny``, a directory with a ``config.json``, or a hub id. A policy whose model
+    names nothing loadable fails the run here, naming the policy, rather than its inference
+    actor at start."""
+    from pathlib import Path
+
+    from arena.models.specs import EMBEDDED_ALIASES, HUB_ID, TINY_NAME, not_found
+
+    named = [("model", config.model)] + [
+        (f"policies.{name}.model", str(spec.model))
+        for name, spec in config.policies.items()
+        if spec.own_base
+    ]
+    for key, spec in named:
+        if spec in EMBEDDED_ALIASES or spec == TINY_NAME:
+            continue
+        path = Path(spec).expanduser()
+        if (path / "config.json").is_file():
+            continue
+        if not path.exists() and HUB_ID.match(spec):
+            continue
+        raise ConfigError(f"{key}: {not_found(spec)}")
 
 
 def make_game(game: GameConfig) -> TextGame:

@@ -127,3 +127,16 @@ def test_a_plan_larger_than_the_host_is_refused_naming_the_policy(tmp_path: Path
     with pytest.raises(ConfigError, match=r"largest is policy responder"):
         check_fits(list(plans.values()), host=64 * 2**30)
     check_fits([plans["judge"], plans["main"]], host=64 * 2**30)
+
+
+def test_a_policy_whose_model_cannot_be_loaded_fails_at_start_naming_it(tmp_path: Path) -> None:
+    from arena.run.validation import validate
+
+    missing = tmp_path / "gone"
+    with pytest.raises(ConfigError, match=rf"policies.responder.model: no model '{missing}'"):
+        validate(load_run_config(TWO, [f"policies.responder.model={missing}"]))
+    (missing).mkdir()  # a directory, but no model in it
+    with pytest.raises(ConfigError, match="policies.responder.model: no model"):
+        validate(load_run_config(TWO, [f"policies.responder.model={missing}"]))
+    (missing / "config.json").write_text("{}")
+    validate(load_run_config(TWO, [f"policies.responder.model={missing}"]))
