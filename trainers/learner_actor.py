@@ -190,7 +190,7 @@ class LearnerActor:
         versions = [
             t.get("policy_version")
             for t in (turns if isinstance(turns, list) else [])
-            if isinstance(t, dict) and t.get("trained", True)
+            if isinstance(t, dict) and t.get("trained", True) and self._mine(body, t)
         ]
         newest = max((v for v in versions if isinstance(v, int)), default=-1)
         if newest <= self.learner.version:
@@ -206,6 +206,16 @@ class LearnerActor:
             counters["discarded_newer_version"],
         )
         return False
+
+    def _mine(self, episode: dict[str, Any], turn: dict[str, Any]) -> bool:
+        """Whether ``turn`` is of a seat this learner trains: every seat, or (``batch.policy``,
+        a run of several models) its policy's only; the others' versions are other learners'."""
+        policy = self.learner.config.batch.policy
+        if policy is None:
+            return True
+        seats = episode.get("seats")
+        seat = seats.get(turn.get("seat")) if isinstance(seats, dict) else None
+        return not isinstance(seat, dict) or seat.get("policy") == policy
 
     def _on_actor_joined(self, msg: Message) -> None:
         """An actor (re)registered: if it receives this learner's weights, send them again."""

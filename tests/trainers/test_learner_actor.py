@@ -277,3 +277,28 @@ def test_arena_learner_help() -> None:
         timeout=120,
     )
     assert out.returncode == 0 and "--address" in out.stdout
+
+
+def test_a_policy_learner_judges_newness_by_its_own_policys_turns_only() -> None:
+    """In a run of several models each learner has its own versions: the responder's learner
+    at v1 must not discard an episode whose other seat the shared policy played at v3."""
+    from collections import Counter
+    from types import SimpleNamespace
+
+    from synthetic import episode, turn
+
+    turns = [turn("e", 0, "me", version=3), turn("e", 1, "other", version=1)]
+    body = episode("e", turns).to_dict()
+    body["seats"]["other"]["policy"] = "responder"
+    counters: Counter[str] = Counter()
+    learner = SimpleNamespace(
+        version=1,
+        state=SimpleNamespace(counters=counters),
+        config=LearnerConfig.from_dict({"name": "responder", "batch": {"policy": "responder"}}),
+    )
+    actor = LearnerActor.__new__(LearnerActor)
+    actor.learner = learner
+    assert actor._admit(body)  # its own seat's turn is v1: not newer
+    learner.config = LearnerConfig()  # the run's only learner: every seat's turn counts
+    assert not actor._admit(body)
+    assert counters["discarded_newer_version"] == 1

@@ -9,13 +9,18 @@ Run with ``.venv/bin/python -m pytest -q tests/arena/run/test_bases.py``.
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
-from tests.cli import ROOT, arena
+from tests.cli import ENV, ROOT, arena
 
 CONFIG = f"""
 extends: {ROOT}/configs/two_models.yaml
@@ -32,16 +37,50 @@ def weights(step_dir: Path) -> dict[str, torch.Tensor]:
     return load_file(str(step_dir / "model" / "model.safetensors"))
 
 
+def learner_pids(run_dir: Path, name: str) -> list[int]:
+    """The processes of the run's ``learner-<policy>`` (its config file names it)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if f"{run_dir}/learner-{name}.yaml" in cmdline:
+            found.append(int(pid))
+    return found
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Three steps; the responder's learner is killed once step 1 is logged (the launcher
+    restarts it from its checkpoint). Then a resume trains a fourth."""
     tmp = tmp_path_factory.mktemp("bases")
     config = tmp / "two.yaml"
     config.write_text(CONFIG)
     run_dir = tmp / "run"
-    done = arena("train", str(config), f"run_dir={run_dir}", "steps=1")
-    assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
-    (run_dir / "first.out").write_text(done.stdout)
-    resumed = arena("train", str(config), f"resume={run_dir}", "steps=2")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "arena", "train", str(config), f"run_dir={run_dir}", "steps=3"],
+        cwd=ROOT,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not (run_dir / "metrics.jsonl").exists() or not learner_pids(run_dir, "responder"):
+            assert proc.poll() is None, proc.stdout.read()[-3000:] if proc.stdout else ""
+            assert time.monotonic() < deadline, "no step 1 in 300 s"
+            time.sleep(0.2)
+        for pid in learner_pids(run_dir, "responder"):
+            os.kill(pid, signal.SIGKILL)
+        out, _ = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out[-4000:]
+    (run_dir / "first.out").write_text(out)
+    resumed = arena("train", str(config), f"resume={run_dir}", "steps=4")
     assert resumed.returncode == 0, resumed.stderr[-3000:] + resumed.stdout[-3000:]
     (run_dir / "resumed.out").write_text(resumed.stdout)
     return run_dir
@@ -52,31 +91,43 @@ def test_each_learner_trains_only_its_own_policys_turns(run: Path) -> None:
     out = (run / "first.out").read_text()
     assert "player_0=player-v0@main player_1=player-v0@responder" in out
     assert "judge=judge-v0@judge" in out
-    for step in lines(run / "metrics.jsonl"):
+    rows = lines(run / "metrics.jsonl")
+    assert [row["step"] for row in rows] == [1, 2, 3, 4]
+    for step in rows:
         keys = {k for k in step if "/adv/" in k and k.endswith("/count")}
         # the responder's learner saw Kuhn's second seat only; the run's learner every other
         # trained seat, and nobody the frozen judge
         responder = {k for k in keys if k.startswith("learner/responder/")}
-        assert responder == {"learner/responder/adv/kuhn-poker-v0/player_1/count"}
+        assert responder <= {"learner/responder/adv/kuhn-poker-v0/player_1/count"}
         main = keys - responder
         assert "learner/adv/kuhn-poker-v0/player_0/count" in main
         assert not any("player_1" in k or "judge" in k for k in main), main
-        assert step["learner/responder/version"] == step["step"]
+    assert sum("learner/responder/adv/kuhn-poker-v0/player_1/count" in r for r in rows) >= 3
     episodes = lines(run / "transcripts.jsonl")
     judged = [e for e in episodes if "judge" in e["seats"]]
     assert judged and all(e["seats"]["judge"].startswith("judge") for e in judged)
 
 
 @pytest.mark.e2e
+def test_a_killed_policy_learner_restarts_while_the_run_trains_on(run: Path) -> None:
+    events = (run / "events.log").read_text()
+    assert "policy responder: the learner restarted" in events
+    assert "the other policies keep training" in events
+    # the run's own learner never restarted: its steps and versions went on, one per step
+    rows = lines(run / "metrics.jsonl")
+    assert [r["learner/version"] for r in rows] == [1, 2, 3, 4]
+
+
+@pytest.mark.e2e
 def test_both_policies_checkpoint_and_a_resume_continues_both(run: Path) -> None:
     main = run / "checkpoints"
     responder = main / "policies" / "responder"
-    for folder in (main, responder):
-        assert sorted(p.name for p in folder.glob("step-*")) == ["step-00000001", "step-00000002"]
+    steps = sorted(p.name for p in responder.glob("step-*"))
     assert not (main / "policies" / "judge").exists()  # frozen: no learner, no checkpoint
-    # the resumed run's second step moved each model's weights
-    for folder in (main, responder):
-        before, after = weights(folder / "step-00000001"), weights(folder / "step-00000002")
+    assert "step-00000004" in {p.name for p in main.glob("step-*")}
+    # the resumed run's step moved each model's weights past their last checkpoints before it
+    last_main = sorted(p.name for p in main.glob("step-*"))
+    for folder, names in ((main, last_main), (responder, steps)):
+        before, after = weights(folder / names[-2]), weights(folder / names[-1])
         assert any(not torch.equal(before[k], after[k]) for k in before), folder
-    assert "resum" in (run / "resumed.out").read_text().lower()
-    assert lines(run / "metrics.jsonl")[-1]["step"] == 2
+    assert lines(run / "metrics.jsonl")[-1]["step"] == 4
