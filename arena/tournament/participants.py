@@ -26,6 +26,7 @@ from arena.core.registry import RegistryError, load_object
 from arena.play.config import GameConfig
 from arena.policies.types import SamplingParams
 from arena.tournament.checkpoint_paths import (
+    POLICIES,
     looks_like_path,
     newest_checkpoint,
     on_disk,
@@ -106,8 +107,11 @@ def run_config_of(spec: str) -> RunConfig | None:
     from arena.run.config import load_run_config
 
     path = Path(spec).expanduser()
-    config_file = path.parent.parent / "config.yaml"
-    if path.parent.name != "checkpoints" or not config_file.is_file():
+    folder = path.parent
+    if folder.parent.name == POLICIES and folder.parent.parent.name == "checkpoints":
+        folder = folder.parent.parent  # <run>/checkpoints/policies/<policy>/step-N
+    config_file = folder.parent / "config.yaml"
+    if folder.name != "checkpoints" or not config_file.is_file():
         return None
     return load_run_config(str(config_file), [])
 
@@ -314,7 +318,9 @@ def _default_name(spec: str) -> str:
     path = Path(spec)
     step = _STEP.match(path.name)
     if step:
-        return f"{path.parent.parent.name}@step-{int(step.group(1))}"
+        # <run>/checkpoints/step-N is the run's; <run>/checkpoints/policies/P/step-N is P's
+        owner = path.parent.name if path.parent.parent.name == POLICIES else path.parent.parent.name
+        return f"{owner}@step-{int(step.group(1))}"
     return path.name or spec
 
 

@@ -82,3 +82,4 @@ def test_run_colon_policy_stands_for_that_policys_newest_checkpoint(tmp_path: Pa
         newest_checkpoint(f"{run}:judge")
     (participant,) = resolve_participants([parse_participant(f"{run}:responder")], minimum=1)
     assert participant.model == str(own / "model")
+    assert participant.name == "responder@step-3"
