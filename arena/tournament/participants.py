@@ -315,6 +315,8 @@ def _step_order(path: str) -> tuple[str, int]:
 
 
 def _default_name(spec: str) -> str:
+    if run_and_policy(spec)[1] is not None:  # RUN:POLICY is named for its newest checkpoint
+        spec = str(newest_checkpoint(spec))
     path = Path(spec)
     step = _STEP.match(path.name)
     if step:
