@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import shutil
 import sys
@@ -479,6 +480,17 @@ def train(config: RunConfig) -> int:
         return asyncio.run(coordinator.run())
     except (ChildDied, NoBroker, ActorsMissing, NothingToTrain, HeartbeatTooShort) as err:
         print(f"arena train: {err}", file=sys.stderr)
+        return 1
+    except OSError as err:
+        if err.errno != errno.ENOSPC:
+            raise
+        # nothing a restart can fix: say so in one line; the checkpoints are renamed into place
+        # only once complete (trainers/checkpoint.py), so the last one stays loadable
+        print(
+            f"arena train: the disk of {run_dir} is full ({err}); free space there and continue "
+            f"with resume={run_dir}",
+            file=sys.stderr,
+        )
         return 1
     except KeyboardInterrupt:
         print("arena train: interrupted; children stopped", file=sys.stderr)
