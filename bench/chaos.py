@@ -194,7 +194,7 @@ class Chaos:
             record["detected"] = time.time()  # the run ended
             out = (self.out / "train.out").read_text(errors="replace")
             record["exit_status"] = proc.returncode
-            said = [x for x in out.splitlines() if "no space left" in x]
+            said = [x for x in out.splitlines() if "no space left" in x.lower() or " is full" in x]
             record["message"] = said[-1][-300:] if said else ""
         except subprocess.TimeoutExpired:
             record["exit_status"] = None  # still running with its disk full

@@ -32,3 +32,6 @@ def test_one_fault_of_each_kind_loses_nothing_and_trains_nothing_twice(tmp_path:
     assert result["episodes_lost"] == 0 and result["episodes_trained_twice"] == 0, result
     # smoke.yaml's bus.heartbeat_timeout is 5 s: the broker's tick and the notice add < 2 s
     assert result["hang_detect_s_max"] is not None and result["hang_detect_s_max"] <= 10, result
+    # the full disk ended the run with a non-zero status and a line that names the disk
+    for end in result["disk_full_end"]:
+        assert end["exit_status"] not in (0, None) and end["message"], result
