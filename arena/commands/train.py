@@ -69,6 +69,6 @@ def run(args: argparse.Namespace) -> int:
 
         print(plan(config))
         return 0
-    from arena.run.coordinator import train
+    from arena.run.train import train
 
     return train(config)

@@ -38,22 +38,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
-import os
-import shutil
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from arena.bus import Actor, BusError
-from arena.bus.peers import ROUTING_ENV
 from arena.eval.exploitability import openspiel_missing
 from arena.eval.summary import StrategyReading, write_eval_summary
 from arena.models import load_tokenizer
 from arena.play.stats import merge_collects
 from arena.policies.chat import ChatFormat
-from arena.run.addresses import broker_hint, bus_address, local_address, own_broker
+from arena.run.addresses import broker_hint, bus_address, own_broker
 from arena.run.bases import trained_bases
 from arena.run.collection import Collector
 from arena.run.config import RunConfig
@@ -66,18 +61,16 @@ from arena.run.evaluation import (
     read_strategy,
     readable_games,
 )
-from arena.run.failures import EmptySteps, NothingToTrain
-from arena.run.hangs import HangWatch, HeartbeatTooShort
+from arena.run.failures import EmptySteps
+from arena.run.hangs import HangWatch
 from arena.run.inference_settings import SettingsCheck
-from arena.run.launcher import ChildDied, Launcher
+from arena.run.launcher import Launcher
 from arena.run.learner_restart import LearnerClient, LearnerRestarted
-from arena.run.plan import plan
 from arena.run.policy_learners import PolicyLearners
 from arena.run.population import Population
-from arena.run.processes import actor_commands, start_processes, write_configs
+from arena.run.processes import actor_commands, start_processes
 from arena.run.ray_launcher import RayLauncher
-from arena.run.roster import ActorsMissing, wait_for_actors
-from arena.run.run_dir import make_run_dir, resolve_for_run
+from arena.run.roster import wait_for_actors
 from arena.run.run_log import RunLog
 from arena.run.stream import CollectStream
 from arena.run.watch import Watchdog
@@ -463,41 +456,3 @@ class RunCoordinator:
             read_strategy, self.config, self.chat, label, str(model), self.step
         )
         self.log.strategy(read)
-
-
-def train(config: RunConfig) -> int:
-    """Run a checked config (:func:`arena.run.prepare.prepare`) to its end; the exit code."""
-    if config.bus.routing:  # read by every bus actor: the trainer's and the children's
-        os.environ[ROUTING_ENV] = config.bus.routing
-    run_dir = make_run_dir(config)
-    config = resolve_for_run(config, run_dir)
-    # config.yaml and learner.yaml before anything starts: actors started elsewhere read them
-    write_configs(config, run_dir)
-    print(f"arena train: run directory {run_dir}", flush=True)
-    print(plan(config, run_dir), flush=True)
-    coordinator = RunCoordinator(config, run_dir)
-    try:
-        return asyncio.run(coordinator.run())
-    except (ChildDied, NoBroker, ActorsMissing, NothingToTrain, HeartbeatTooShort) as err:
-        print(f"arena train: {err}", file=sys.stderr)
-        return 1
-    except OSError as err:
-        if err.errno != errno.ENOSPC:
-            raise
-        # nothing a restart can fix: say so in one line; the checkpoints are renamed into place
-        # only once complete (trainers/checkpoint.py), so the last one stays loadable
-        print(
-            f"arena train: the disk of {run_dir} is full ({err}); free space there and continue "
-            f"with resume={run_dir}",
-            file=sys.stderr,
-        )
-        return 1
-    except KeyboardInterrupt:
-        print("arena train: interrupted; children stopped", file=sys.stderr)
-        return 130
-    finally:
-        sock = Path(local_address(run_dir).removeprefix("ipc://"))
-        if sock.exists():
-            with contextlib.suppress(OSError):
-                sock.unlink()
-        shutil.rmtree(run_dir / "tmp", ignore_errors=True)

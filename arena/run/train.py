@@ -1,0 +1,62 @@
+"""``arena train``'s process: make the run directory, write the files actors read, print the
+plan, run the coordinator, and turn the ways a run ends into an exit status and one line."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from arena.bus.peers import ROUTING_ENV
+from arena.run.addresses import local_address
+from arena.run.config import RunConfig
+from arena.run.coordinator import NoBroker, RunCoordinator
+from arena.run.failures import NothingToTrain
+from arena.run.hangs import HeartbeatTooShort
+from arena.run.launcher import ChildDied
+from arena.run.plan import plan
+from arena.run.processes import write_configs
+from arena.run.roster import ActorsMissing
+from arena.run.run_dir import make_run_dir, resolve_for_run
+
+
+def train(config: RunConfig) -> int:
+    """Run a checked config (:func:`arena.run.prepare.prepare`) to its end; the exit code."""
+    if config.bus.routing:  # read by every bus actor: the trainer's and the children's
+        os.environ[ROUTING_ENV] = config.bus.routing
+    run_dir = make_run_dir(config)
+    config = resolve_for_run(config, run_dir)
+    # config.yaml and learner.yaml before anything starts: actors started elsewhere read them
+    write_configs(config, run_dir)
+    print(f"arena train: run directory {run_dir}", flush=True)
+    print(plan(config, run_dir), flush=True)
+    coordinator = RunCoordinator(config, run_dir)
+    try:
+        return asyncio.run(coordinator.run())
+    except (ChildDied, NoBroker, ActorsMissing, NothingToTrain, HeartbeatTooShort) as err:
+        print(f"arena train: {err}", file=sys.stderr)
+        return 1
+    except OSError as err:
+        if err.errno != errno.ENOSPC:
+            raise
+        # nothing a restart can fix: say so in one line; the checkpoints are renamed into place
+        # only once complete (trainers/checkpoint.py), so the last one stays loadable
+        print(
+            f"arena train: the disk of {run_dir} is full ({err}); free space there and continue "
+            f"with resume={run_dir}",
+            file=sys.stderr,
+        )
+        return 1
+    except KeyboardInterrupt:
+        print("arena train: interrupted; children stopped", file=sys.stderr)
+        return 130
+    finally:
+        sock = Path(local_address(run_dir).removeprefix("ipc://"))
+        if sock.exists():
+            with contextlib.suppress(OSError):
+                sock.unlink()
+        shutil.rmtree(run_dir / "tmp", ignore_errors=True)
