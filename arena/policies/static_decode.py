@@ -298,7 +298,8 @@ class _Shape:
             torch.cuda.current_stream().wait_stream(stream)
             self._rewind()
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
+            # thread_local: the inference actor's event loop thread may touch CUDA meanwhile
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
                 self.forward(model)
         except Exception as error:  # noqa: BLE001 - any failure leaves eager steps, which work
             log.warning("CUDA graph capture failed, decoding %s eagerly: %s", self.key(), error)
