@@ -5,8 +5,8 @@ The loop path of :mod:`arena.policies.hf` pays, per token, a Python step per row
 (the sampled ids are read to decide who stopped) and a cache that grows by ``torch.cat``; on a
 GPU the kernels of a 135M model are shorter than that overhead, so the GPU mostly waits. Here:
 
-- The batch is padded to a bucket of :data:`BUCKETS` rows, and the cache to a multiple of
-  :data:`COLUMNS` columns, so that one shape, and one captured graph, serves many batches. The
+- The batch is padded to a bucket of :data:`BUCKETS` rows, and the cache to a power of two
+  (at least :data:`COLUMNS`) columns, so that one shape, and one captured graph, serves many batches. The
   prefill (:func:`arena.policies.prefix_cache.prefill`, prefix cache included) is copied into a
   transformers ``StaticCache``; each step writes its column in place.
 - A step is pure device work: the attention mask, position ids, the LoRA routing (float masks,
@@ -52,9 +52,13 @@ MODES = ("auto", "on", "off")
 BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 """Batch sizes a batch is padded up to (a larger batch takes the next multiple of 1024)."""
 COLUMNS = 128
-"""Cache lengths are rounded up to a multiple of this many columns."""
-MAX_SHAPES = 4
-"""Shapes (rows, columns, adapters, truncation) whose buffers and graph are kept, LRU."""
+"""Cache lengths are rounded up to a power of two, at least this many columns: few shapes (so
+few captures) for prompts of any length, at most twice the columns attended to."""
+MAX_SHAPES = 16
+"""Shapes (rows, columns, adapters, truncation) whose buffers and graph are kept, LRU: enough
+for every batch bucket a live inference actor meets at one or two cache lengths, so that it
+does not capture again and again. The largest dominate memory: 256 rows x 512 columns of a bf16
+SmolLM2-135M cache are 3 GB."""
 CHECK_EVERY = {"cuda": 16, "cpu": 1}
 """Tokens between host-side stop checks, by device type (elsewhere: the CUDA value). On CPU a
 check costs no sync, and checking every token stops as soon as the last row does."""
@@ -90,6 +94,11 @@ def bucket(rows: int) -> int:
     return next((b for b in BUCKETS if b >= rows), -(-rows // BUCKETS[-1]) * BUCKETS[-1])
 
 
+def columns(tokens: int) -> int:
+    """The cache length that holds ``tokens``."""
+    return max(COLUMNS, 1 << (tokens - 1).bit_length())
+
+
 class StaticDecoder:
     """Decodes batches of one model; holds the device buffers (and graphs) of recent shapes."""
 
@@ -121,7 +130,7 @@ class StaticDecoder:
         width = done.mask.shape[1]
         key = (
             bucket(len(rows)),
-            -(-(width + steps) // COLUMNS) * COLUMNS,
+            columns(width + steps),
             tuple(sorted({a for a in adapters if a is not None})),
             any(p.top_k > 0 or p.top_p < 1 for p in params if not p.greedy),
         )

@@ -15,7 +15,7 @@ from arena.models.adapter_shape import AdapterShape
 from arena.models.lora import adapter_parameters, add_adapters
 from arena.policies.hf import HFPolicy
 from arena.policies.sampling import BatchSampler
-from arena.policies.static_decode import bucket, wanted
+from arena.policies.static_decode import bucket, columns, wanted
 from arena.policies.types import Prompt, SamplingParams
 
 LOGPROB_ATOL = 1e-4
@@ -155,3 +155,4 @@ def test_settings_and_buckets(tiny_model) -> None:
     with pytest.raises(ValueError, match="static_decode: 'yes' is not one of auto, on, off"):
         wanted("yes", model, cpu)
     assert [bucket(n) for n in (1, 3, 64, 65, 1024, 1025)] == [1, 4, 64, 128, 1024, 2048]
+    assert [columns(n) for n in (1, 128, 129, 300, 513)] == [128, 128, 256, 512, 1024]
