@@ -124,22 +124,30 @@ class IpcImporter:
     ) -> dict[str, torch.Tensor]:
         """Device copies of the offer's tensors, checked against ``expected`` (the served
         parameters: names, shapes, dtypes); raises :class:`WeightUpdateError`."""
+        device = next(iter(expected.values())).device
         try:
-            handle = offer["handle"]
+            handle = list(_unwire(offer["handle"]))
             key = bytes(handle[1])
             buffer = self._opened.get(key)
             if buffer is None:
-                storage = torch.UntypedStorage._new_shared_cuda(*_unwire(handle))
+                if device.type != "cuda":
+                    raise RuntimeError(f"the served weights are on {device}")
+                # this process's index of the GPU (the uuids matched; the indices may not, where
+                # the two processes see different CUDA_VISIBLE_DEVICES)
+                handle[0] = (
+                    device.index if device.index is not None else torch.cuda.current_device()
+                )
+                storage = torch.UntypedStorage._new_shared_cuda(*handle)
                 buffer = torch.empty(0, dtype=torch.uint8, device=storage.device)
-                buffer.set_(storage)
+                buffer.set_(storage, 0, (storage.nbytes(),), (1,))
                 self._opened[key] = buffer
-            entries = list(offer["tensors"])
+            entries = [e if isinstance(e, Mapping) else {} for e in offer["tensors"]]
         except (KeyError, TypeError, IndexError, RuntimeError) as err:
             raise WeightUpdateError(f"a CUDA IPC offer that cannot be opened: {err}") from None
         specs = tensor_specs(expected)
         state = {}
         for entry in entries:
-            name = entry.get("name") if isinstance(entry, Mapping) else None
+            name = entry.get("name")
             spec = check_tensor(specs, name, entry.get("dtype"), entry.get("shape"))
             dtype, shape = torch_dtype(entry["dtype"]), spec.shape
             nbytes = dtype.itemsize * _numel(shape)
@@ -164,4 +172,5 @@ def _wire(share: tuple) -> list[Any]:
 
 
 def _unwire(handle: list[Any]) -> tuple:
+    """The wire's values back as ``_new_shared_cuda`` takes them."""
     return tuple(bytes(v) if isinstance(v, bytes | bytearray) else v for v in handle)

@@ -17,7 +17,8 @@ import msgpack
 import pytest
 import torch
 
-from arena.weights.cuda_ipc import NEEDS_BYTES, can_open, choose, device_id
+from arena.weights.buckets import WeightUpdateError
+from arena.weights.cuda_ipc import NEEDS_BYTES, IpcImporter, can_open, choose, device_id
 from arena.weights.publisher import WeightPublisher
 from arena.weights.receiver import WeightReceiver
 
@@ -76,6 +77,35 @@ def test_an_offer_for_another_device_is_refused_asking_for_bytes() -> None:
     take._assembler.last_version = 5  # type: ignore[union-attr]
     take.on_weights(SimpleNamespace(body=body | {"cuda_ipc": {"device": GPU0}}, src="learner"))
     assert events[1][0] == "refuse" and "not newer" in events[1][2]
+
+
+def test_an_opened_offer_is_read_and_checked_like_any_update() -> None:
+    """The importer's reading past the CUDA calls, on a CPU buffer standing in for the opened
+    handle: each tensor at its offset, cast to the served dtype; a wrong shape, an unknown name
+    or a tensor past the buffer's end is refused. One that cannot be opened is refused too."""
+    importer = IpcImporter()
+    data = torch.zeros(512, dtype=torch.uint8)
+    data[:24].view(torch.float32).copy_(torch.arange(6.0))
+    data[256:264].view(torch.float32).copy_(torch.tensor([7.0, 8.0]))
+    importer._opened[b"handle"] = data
+    expected = {"w": torch.zeros(2, 3, dtype=torch.bfloat16), "b": torch.zeros(2)}
+    entries = [
+        {"name": "w", "dtype": "float32", "shape": [2, 3], "offset": 0},
+        {"name": "b", "dtype": "float32", "shape": [2], "offset": 256},
+    ]
+    offer = {"handle": [0, b"handle"], "tensors": entries}
+    state = importer.take(offer, expected)
+    assert state["w"].dtype == torch.bfloat16 and state["w"].flatten().tolist() == list(range(6))
+    assert state["b"].tolist() == [7.0, 8.0]
+    for bad, error in (
+        ({"shape": [3, 2]}, "w: got float32\\[3, 2\\], model has bfloat16\\[2, 3\\]"),
+        ({"name": "x"}, "unknown tensor 'x'"),
+        ({"offset": 500}, "w lies outside the offered buffer"),
+    ):
+        with pytest.raises(WeightUpdateError, match=error):
+            importer.take(offer | {"tensors": [entries[0] | bad]}, expected)
+    with pytest.raises(WeightUpdateError, match="a CUDA IPC offer that cannot be opened"):
+        importer.take({"handle": [0, b"other", 0, 0, b"", 0, b"", False], "tensors": []}, expected)
 
 
 def test_a_cpu_publisher_sends_bytes_whatever_its_receivers_report(shm_dir) -> None:
