@@ -49,6 +49,8 @@ from arena.policies.types import SamplingParams
 log = logging.getLogger(__name__)
 
 MODES = ("auto", "on", "off")
+ATTENTION = ("eager", "sdpa")
+"""Attention kernels that take the additive ``[rows, 1, 1, columns]`` mask a step passes."""
 BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 """Batch sizes a batch is padded up to (a larger batch takes the next multiple of 1024)."""
 COLUMNS = 128
@@ -82,9 +84,17 @@ def wanted(mode: str, model: Any, device: torch.device) -> bool:
         raise ValueError(f"static_decode: {mode!r} is not one of {', '.join(MODES)}")
     if mode == "off":
         return False
-    if not usable(model):
+    attention = model.config._attn_implementation
+    why = (
+        "the model has sliding-window layers"
+        if not usable(model)
+        else f"its attention kernel {attention!r} takes no additive mask"
+        if attention not in ATTENTION
+        else ""
+    )
+    if why:
         if mode == "on":
-            raise ValueError("static_decode: on, but the model has sliding-window layers")
+            raise ValueError(f"static_decode: on, but {why} (off, or attention: sdpa)")
         return False
     return mode == "on" or device.type == "cuda"
 

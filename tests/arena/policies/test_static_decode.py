@@ -154,5 +154,9 @@ def test_settings_and_buckets(tiny_model) -> None:
     assert wanted("auto", model, torch.device("cuda"))
     with pytest.raises(ValueError, match="static_decode: 'yes' is not one of auto, on, off"):
         wanted("yes", model, cpu)
+    model.config._attn_implementation = "flash_attention_2"
+    assert not wanted("auto", model, torch.device("cuda"))
+    with pytest.raises(ValueError, match="'flash_attention_2' takes no additive mask"):
+        wanted("on", model, cpu)
     assert [bucket(n) for n in (1, 3, 64, 65, 1024, 1025)] == [1, 4, 64, 128, 1024, 2048]
     assert [columns(n) for n in (1, 128, 129, 300, 513)] == [128, 128, 256, 512, 1024]
