@@ -52,7 +52,8 @@ class PolicyConfig:
     CUDA (:mod:`arena.policies.static_decode`); ``off``: the per-token loop, which drops each
     finished request from the batch; ``auto``: ``on`` on CUDA, ``off`` elsewhere (on CPU the
     static path measured no faster, bench/gpu_check.py). Same tokens and logprobs either way
-    for greedy and seeded requests."""
+    for greedy and seeded requests. Needs a full-attention model on the ``eager`` or ``sdpa``
+    kernel (``auto`` otherwise falls back to the loop; ``on`` is refused, saying why)."""
     seed: int = 0
     """Seed of the sampler for requests that bring no seed of their own."""
     address: str | None = None
