@@ -5,7 +5,10 @@ params. Prompts are left-padded so every row's next token sits in the last colum
 follow each row's own mask. A row that finishes (end-of-turn token, stop string, token budget)
 is dropped from the batch and its cache, so long requests do not make short ones pay. A
 prompt is computed only past the longest prefix whose KV blocks the current weights already
-hold (:mod:`arena.policies.prefix_cache`), for generation and scoring alike.
+hold (:mod:`arena.policies.prefix_cache`), for generation and scoring alike. With
+``static_decode`` (on CUDA by default) the decoding after the prefill runs in
+:mod:`arena.policies.static_decode` instead: a static KV cache, one CUDA graph per batch shape,
+no host sync per token, and the same finish rules (this module's :meth:`HFPolicy._step`).
 
 Works on CPU and GPU, in any dtype; logprobs are computed in float32, under the request's
 tempered but untruncated distribution ``log_softmax(logits / T)`` (T = 1 for greedy requests),
