@@ -8,19 +8,26 @@ knowing about a GPU is gathered in one run, and each part reports even where ano
   passed / failed counts and the failures' names. On a CPU: skipped, ``no cuda``.
 - ``hf``: the HF backend (:class:`arena.policies.hf.HFPolicy`, in this process) at
   SmolLM2-135M's shape with random weights: generated tokens/s and scored tokens/s with 64 and
-  256 requests in one call (``max_batch`` alike, so all are in flight together). Scoring uses
+  256 requests in one call (``max_batch`` alike, so all are in flight together). Generation
+  runs twice, ``static_decode`` on (``gen_tok_s_N``: static KV cache, CUDA graphs on CUDA,
+  :mod:`arena.policies.static_decode`) and off (``gen_tok_s_N_loop``: the per-token loop),
+  each after a warm-up of the same batch (which captures the static path's graphs). Scoring uses
   Tic-Tac-Toe-shaped choice turns (``bench/learner.py``'s ``CHOICE_SHAPES``), each prompt new,
   so neither the score memo nor the prefix cache answers.
 - ``learner``: our learner's step against a bare torch loop on the same tokens
   (``bench/learner.py``'s functions, imported): tokens/s of each, their ratio, TFLOP/s.
 - ``weight_sync``: publish (the learner's CPU export) and apply (``bench/adapters.py``'s
   ``one_update``: buckets, checksums, assembly, copy into the served model) of the full model
-  and of an r=8 adapter on every projection. The bus transfer itself is not in it.
+  and of an r=8 adapter on every projection. The bus transfer itself is not in it. On CUDA
+  also the same-GPU path (``ipc_*``, :mod:`arena.weights.cuda_ipc`): the learner's export on
+  the GPU, the staging copy, and another process (``bench/ipc_sync.py``) opening the handle
+  and copying into its served model, timed from export to that process's reply, per update.
 - ``train``: ``arena train configs/selfplay_gpu.yaml`` (a subprocess) for a few steps on the
   same random 135M, evaluation off: episodes/s, generated tokens/s, the learner's share of the
-  steps' wall time and the learner's trained tokens/s, from the run's ``metrics.jsonl`` (which
-  counts no scored tokens, so the run's scoring rate is not reported; ``hf`` has one). It gets
-  what is left of ``--budget``; a run cut off by it still reports the steps it logged.
+  steps' wall time, the learner's trained tokens/s and the scored tokens/s of turns by choice
+  (``scored_tokens_per_s``: each prompt and all its candidate replies), from the run's
+  ``metrics.jsonl``. It gets what is left of ``--budget``; a run cut off by it still reports
+  the steps it logged.
 
 ``--device cpu --quick`` runs the same code here in under two minutes with tiny sizes (the
 tiny model, a few requests, a small run): it checks the script, not the numbers.
@@ -47,6 +54,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import numpy as np
 import torch
 from adapters import one_update
@@ -57,6 +65,8 @@ from arena.models.adapter_shape import DEFAULT_TARGET_MODULES, AdapterShape
 from arena.models.lora import add_adapters
 from arena.policies.hf import HFPolicy
 from arena.policies.types import Prompt, SamplingParams
+from arena.weights.cuda_ipc import choose, device_id
+from arena.weights.publisher import WeightPublisher
 from trainers.adapters import NamedAdapters
 from trainers.config import LearnerConfig
 from trainers.learner import Learner
@@ -154,16 +164,21 @@ def hf_throughput(device: torch.device, sizes: dict[str, Any]) -> dict[str, Any]
         "dtype": str(dtype),
     }
     for n in sizes["in_flight"]:
-        policy = HFPolicy(model, tokenizer, max_batch=n)
         chats = [[{"role": "user", "content": f"Count to {i}."}] for i in range(n)]
         params = SamplingParams(max_new_tokens=sizes["max_new_tokens"])
-        policy.generate(chats[:2], params)  # warm-up: kernels, allocator
-        synchronize(device)
-        started = time.perf_counter()
-        generations = policy.generate(chats, params)
-        synchronize(device)
-        seconds = time.perf_counter() - started
-        out[f"gen_tok_s_{n}"] = round(sum(len(g.token_ids) for g in generations) / seconds, 1)
+        for mode, suffix in (("on", ""), ("off", "_loop")):
+            policy = HFPolicy(model, tokenizer, max_batch=n, static_decode=mode)
+            # warm-up: kernels, allocator, and the static path's graph for this batch shape
+            policy.generate(chats if mode == "on" else chats[:2], params)
+            synchronize(device)
+            started = time.perf_counter()
+            generations = policy.generate(chats, params)
+            synchronize(device)
+            seconds = time.perf_counter() - started
+            tokens = sum(len(g.token_ids) for g in generations)
+            out[f"gen_tok_s_{n}{suffix}"] = round(tokens / seconds, 1)
+            if policy.static is not None:
+                out[f"graphs_{n}"] = policy.static.captured
         policy.score(*choice_turns(2))  # warm-up
         prompts, replies = choice_turns(n)
         synchronize(device)
@@ -257,7 +272,47 @@ def weight_sync(device: torch.device, sizes: dict[str, Any]) -> dict[str, Any]:
         out[f"{case}_mb"] = round(rows[0][2] / 1e6, 2)
         out[f"{case}_publish_s"] = round(statistics.median(p for p, _, _ in rows), 4)
         out[f"{case}_apply_s"] = round(statistics.median(a for _, a, _ in rows), 4)
+    out["transport"] = choose(device_id(device), [device_id(device)], shm=True)
+    if out["transport"] == "cuda_ipc":
+        exports = {
+            "full": lambda: hf_state_dict(full_model, on_device=True),
+            "adapter": lambda: adapters.export(on_device=True),
+        }
+        for case, export in exports.items():
+            out[f"ipc_{case}_s"] = ipc_sync(sizes["shape"], case, export, r, sizes["rounds"])
     return out
+
+
+def ipc_sync(
+    shape: str, case: str, export: Callable[[], dict[str, torch.Tensor]], r: int, rounds: int
+) -> float:
+    """Median seconds of one same-GPU update: export on the GPU, publish by CUDA IPC, and
+    another process (bench/ipc_sync.py, serving the same shape) opening it and applying it,
+    until its reply. The pipe to it stands in for the bus (one small message each way)."""
+    argv = [sys.executable, str(ROOT / "bench" / "ipc_sync.py"), shape, case, str(r)]
+    child = subprocess.Popen(argv, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert child.stdin is not None and child.stdout is not None
+    try:
+        ready = json.loads(child.stdout.readline())
+        publisher = WeightPublisher("gpu-check", shm=False)
+        publisher.note_receiver("ipc-sync", ready["device"])
+        seconds = []
+        for version in range(1, rounds + 3):  # the first two open the two staging buffers
+            started = time.perf_counter()
+            sent: list[dict[str, Any]] = []
+            publisher.publish(export(), version, sent.append)
+            (body,) = sent
+            frame = msgpack.packb(body)
+            child.stdin.write(len(frame).to_bytes(4, "little") + frame)
+            child.stdin.flush()
+            reply = json.loads(child.stdout.readline())
+            if reply.get("transport") != "cuda_ipc":
+                raise RuntimeError(f"the same-GPU receiver did not take it by IPC: {reply}")
+            seconds.append(time.perf_counter() - started)
+        return round(statistics.median(seconds[2:]), 5)
+    finally:
+        child.stdin.close()
+        child.wait(timeout=30)
 
 
 def run_bounded(argv: list[str], log: Path, timeout: float) -> int | None:
@@ -322,8 +377,10 @@ def train_run(device: torch.device, sizes: dict[str, Any], timeout: float) -> di
                 / max(sum(r["train_s"] for r in rows), 1e-9),
                 1,
             ),
-            # what the issue also asks for; the run does not count it (hf.score_tok_s_* does)
-            "note": "no scored tokens/s: metrics.jsonl logs no scored-token count",
+            "scored_tokens": sum(r.get("scored_tokens", 0) for r in rows),
+            "scored_tok_s": round(
+                statistics.median(r.get("scored_tokens_per_s", 0.0) for r in rows), 1
+            ),
         }
         if returncode != 0:
             out["tail"] = tail

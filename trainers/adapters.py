@@ -83,16 +83,19 @@ class NamedAdapters:
             norms[name] = float(torch.nn.utils.clip_grad_norm_(grads, clip)) if grads else 0.0
         return norms
 
-    def export(self, changed_only: bool = False) -> dict[str, torch.Tensor]:
+    def export(
+        self, changed_only: bool = False, on_device: bool = False
+    ) -> dict[str, torch.Tensor]:
         """CPU copies of the adapters' buffers (``lora_adapter.<name>``, one tensor each): what a
         weight update carries, never the frozen base. ``changed_only``: only those that differ
         from their last export (a delta update; an adapter whose seat played no trained turn
         does not change)."""
         out = {}
         for name, flat in adapter_buffers(self.model).items():
-            current = flat.detach().to("cpu", copy=True)  # one copy, compared and sent
+            # one copy, compared and sent (on_device: on the GPU, for a CUDA IPC publish)
+            current = flat.detach().clone() if on_device else flat.detach().to("cpu", copy=True)
             last = self._exported.get(name)
-            if changed_only and last is not None and torch.equal(last, current):
+            if changed_only and last is not None and torch.equal(last.to(current.device), current):
                 continue
             out[name] = self._exported[name] = current
         return out

@@ -322,26 +322,29 @@ class Learner:
         return metrics
 
     # -- weights out ---------------------------------------------------------------------
-    def export_weights(self, changed_only: bool = False) -> dict[str, torch.Tensor]:
+    def export_weights(
+        self, changed_only: bool = False, on_device: bool = False
+    ) -> dict[str, torch.Tensor]:
         """CPU copies of the current weights under transformers names (LoRA merged, or with
         ``lora.serve: adapter`` the adapter alone, ``lora_adapter.shared-lora``); with named
         policies, their adapters alone (the base never changes), and with
-        ``changed_only`` only the adapters that changed since the last export."""
+        ``changed_only`` only the adapters that changed since the last export. ``on_device``:
+        copies on the learner's device instead (for a same-GPU publish by CUDA IPC)."""
         self._lead({"cmd": "export"})
         if self.adapters is not None:
-            return self.adapters.export(changed_only)
-        return self._export()
+            return self.adapters.export(changed_only, on_device)
+        return self._export(on_device)
 
     @property
     def serves_adapter(self) -> bool:
         """Whether updates carry the shared policy's adapter alone (``lora.serve: adapter``)."""
         return self.config.lora.enabled and self.config.lora.serve == "adapter"
 
-    def _export(self) -> dict[str, torch.Tensor]:
+    def _export(self, on_device: bool = False) -> dict[str, torch.Tensor]:
         """The weights of a shared policy (collective): merged, or its adapter alone."""
         if self.serves_adapter:
-            return {f"{FLAT_PREFIX}{SHARED_ADAPTER}": lora_buffer(self.model)}
-        return hf_state_dict(self.model)
+            return {f"{FLAT_PREFIX}{SHARED_ADAPTER}": lora_buffer(self.model, on_device)}
+        return hf_state_dict(self.model, on_device)
 
     @property
     def separable_weights(self) -> bool:

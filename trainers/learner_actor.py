@@ -71,6 +71,7 @@ from typing import Any
 
 from arena.bus import Actor, Message
 from arena.weights.buckets import NEEDS_FULL
+from arena.weights.cuda_ipc import NEEDS_BYTES
 from arena.weights.publisher import WeightPublisher
 from trainers.learner import Learner
 
@@ -235,8 +236,12 @@ class LearnerActor:
         """A receiver refused a delta (it did not serve the version the delta was made against:
         it restarted, or missed an update): send every tensor again."""
         body = msg.body if isinstance(msg.body, dict) else {}
-        if body.get("applied") is False and NEEDS_FULL in str(body.get("reason", "")):
-            log.info("%s needs a full update; publishing every tensor again", body.get("actor"))
+        if isinstance(body.get("actor"), str) and "device" in body:
+            device = body["device"]
+            self.publisher.note_receiver(body["actor"], device if isinstance(device, str) else None)
+        reason = str(body.get("reason", ""))
+        if body.get("applied") is False and (NEEDS_FULL in reason or NEEDS_BYTES in reason):
+            log.info("%s: %s; publishing every tensor again", body.get("actor"), reason)
             self._publish_again()
 
     def _publish_again(self) -> None:
@@ -343,6 +348,8 @@ class LearnerActor:
     ) -> None:
         """On the worker (never during an update): export, then bucket (write to shared memory)."""
         version = self.learner.version
-        state = self.learner.export_weights(changed_only=since is not None)
+        state = self.learner.export_weights(
+            changed_only=since is not None, on_device=self.publisher.on_device(self.learner.device)
+        )
         self.publisher.publish(state, version, send, since=since)
         self._published = version

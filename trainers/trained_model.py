@@ -56,20 +56,22 @@ def frozen_copy(model: nn.Module) -> nn.Module:
     return reference
 
 
-def _full_cpu(tensor: torch.Tensor) -> torch.Tensor:
+def _full_cpu(tensor: torch.Tensor, on_device: bool = False) -> torch.Tensor:
+    """A full copy of ``tensor``: on the CPU, or (``on_device``) where it lives."""
     full = getattr(tensor, "full_tensor", None)  # an FSDP2 DTensor shard: gather it
     if callable(full):
         tensor = full()
-    return tensor.detach().to("cpu", copy=True)
+    return tensor.detach().clone() if on_device else tensor.detach().to("cpu", copy=True)
 
 
-def hf_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
-    """CPU copies of the policy's weights under transformers names, LoRA merged.
+def hf_state_dict(model: nn.Module, on_device: bool = False) -> dict[str, torch.Tensor]:
+    """CPU copies (``on_device``: copies on the model's device) of the policy's weights under
+    transformers names, LoRA merged.
 
     Collective under FSDP2 (every rank must call it; each gets the full tensors).
     """
     base = unwrap_peft(model)
-    raw = {name: _full_cpu(t) for name, t in base.state_dict().items()}
+    raw = {name: _full_cpu(t, on_device) for name, t in base.state_dict().items()}
     state = {
         name.replace(".base_layer.", "."): t for name, t in raw.items() if ".lora_" not in name
     }
@@ -90,7 +92,7 @@ def hf_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
     return state
 
 
-def lora_buffer(model: nn.Module) -> torch.Tensor:
+def lora_buffer(model: nn.Module, on_device: bool = False) -> torch.Tensor:
     """The peft adapter as one float32 CPU buffer in :mod:`arena.models.lora`'s layout: each
     adapted layer's A then B, flattened, in model order, which is the order of a served
     adapter's buffer (:func:`arena.models.lora.adapter_flat`) of the same shape. Collective
@@ -104,7 +106,7 @@ def lora_buffer(model: nn.Module) -> torch.Tensor:
             if getattr(module, "fan_in_fan_out", False):
                 raise ValueError("lora.serve=adapter needs fan_in_fan_out off (Llama's layers)")
             parts += [module.lora_A[adapter].weight, module.lora_B[adapter].weight]
-    return torch.cat([_full_cpu(p).float().reshape(-1) for p in parts])
+    return torch.cat([_full_cpu(p, on_device).float().reshape(-1) for p in parts])
 
 
 def save_hf(

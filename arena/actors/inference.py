@@ -46,7 +46,9 @@ Services and topics for a policy named ``NAME``:
   play goes back to old checkpoints) and leaves the bus updates' version order alone.
 - Every update's outcome is announced as a ``control`` message on topic ``weights_ack.NAME``:
   ``{"actor", "version", "applied": bool, "reason", "serving": the version now served,
-  "transport": "shm" | "bus" | "fetch" | "load"}``. A stale update (not newer than the served
+  "transport": "shm" | "bus" | "fetch" | "cuda_ipc" | "load", "device": the served weights'
+  CUDA device id or None}`` (a learner on the same GPU then sends its updates by CUDA IPC,
+  :mod:`arena.weights.cuda_ipc`). A stale update (not newer than the served
   version) is refused once, not once per bucket.
 
 Generation runs on one worker thread, so the event loop keeps answering heartbeats, queueing
@@ -84,6 +86,7 @@ from arena.policies.types import (
     check_keys,
 )
 from arena.weights.buckets import NOT_NEWER
+from arena.weights.cuda_ipc import device_id
 from arena.weights.receiver import WeightReceiver
 
 T = TypeVar("T")
@@ -152,6 +155,7 @@ class InferenceActor:
             refuse=self._refuse,
             timeout=self.config.weight_timeout,
             shm=self.config.shm_weights,
+            device=device_id(getattr(policy, "device", None)),
         )
         self.actor.subscribe(f"weights.{name}", self.weights.on_weights)
         self.actor.subscribe(f"control.policy.{name}", self._on_control)
@@ -430,6 +434,7 @@ class InferenceActor:
             "reason": reason,
             "serving": self.policy.version,
             "transport": transport,
+            "device": self.weights.device,
         }
         try:
             self.actor.publish(f"weights_ack.{self.name}", body)

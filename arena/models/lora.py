@@ -41,7 +41,8 @@ class _Router:
 
     def __init__(self) -> None:
         self.groups: list[tuple[str, torch.Tensor | None]] = []
-        """(adapter, row indices) for the current forwards; indices None: every row."""
+        """(adapter, rows) for the current forwards: rows None (every row), a long tensor of
+        row indices, or a float ``[rows]`` mask of 1s and 0s (:func:`route_masks`)."""
 
 
 HALF = (torch.bfloat16, torch.float16)
@@ -97,6 +98,9 @@ class LoRALinear(nn.Linear):
             a, b = self.lora_A[name], self.lora_B[name]
             if rows is None:
                 out = out + (x @ a.T) @ b.T * self.scale
+            elif rows.is_floating_point():
+                mask = rows.view(-1, *([1] * (x.dim() - 1)))
+                out = out + (x @ a.T) @ b.T * (mask * self.scale)
             else:
                 out = out.index_add(0, rows, (x[rows] @ a.T) @ b.T * self.scale)
         return out
@@ -245,6 +249,32 @@ def route(model: nn.Module, rows: Sequence[str | None]) -> Iterator[None]:
         every = len(index) == len(rows)
         groups.append((name, None if every else torch.tensor(index, device=device)))
     previous, router.groups = router.groups, groups
+    try:
+        yield
+    finally:
+        router.groups = previous
+
+
+@contextlib.contextmanager
+def route_masks(model: nn.Module, masks: Mapping[str, torch.Tensor]) -> Iterator[None]:
+    """Like :func:`route`, but each adapter's rows given as a float ``[rows]`` mask (1: the row
+    uses it), every adapter's branch computed for every row and multiplied by its mask: the
+    forwards inside then launch the same kernels on the same tensors whichever rows use which
+    adapter, so a CUDA graph captured once replays for any routing written into the masks
+    (:mod:`arena.policies.static_decode`). Costs an adapter's low-rank branch on rows that do
+    not use it."""
+    layers = adapted_layers(model)
+    if not layers:
+        if masks:
+            raise AdapterError(f"the model holds no adapters, asked for {sorted(masks)[0]!r}")
+        yield
+        return
+    held = adapter_names(model)
+    unknown = sorted(set(masks) - set(held))
+    if unknown:
+        raise AdapterError(f"no adapter named {unknown[0]!r}; held: {', '.join(held)}")
+    router = next(iter(layers.values())).router
+    previous, router.groups = router.groups, list(masks.items())
     try:
         yield
     finally:

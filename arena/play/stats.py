@@ -19,7 +19,7 @@ def episode_stats(episodes: list[Episode]) -> dict[str, Any]:
     invalid: Counter[str] = Counter()
     turns: Counter[str] = Counter()
     versions: list[int] = []
-    tokens = 0
+    tokens = scored = 0
     for episode in episodes:
         for turn in episode.turns:
             if turn.role == "bot":
@@ -28,6 +28,8 @@ def episode_stats(episodes: list[Episode]) -> dict[str, Any]:
             turns[key] += 1
             invalid[key] += not turn.valid
             tokens += len(turn.response_ids)
+            if turn.is_choice:  # a turn by choice: its prompt and every reply, scored
+                scored += len(turn.prompt_ids) + len(turn.choice_ids)
             versions.append(turn.policy_version)
         for seat, assignment in episode.seats.items():
             if assignment.trained:
@@ -37,6 +39,7 @@ def episode_stats(episodes: list[Episode]) -> dict[str, Any]:
         "invalid_rate": {k: invalid[k] / turns[k] for k in turns},
         "policy_turns": sum(turns.values()),
         "generated_tokens": tokens,
+        "scored_tokens": scored,
         "min_version": min(versions, default=-1),
         "max_version": max(versions, default=-1),
     }
@@ -62,6 +65,7 @@ def merge_collects(replies: list[dict[str, Any]]) -> dict[str, Any]:
         "error": next((r["error"] for r in replies if r.get("error")), ""),
         "seconds": max((r["seconds"] for r in replies), default=0.0),
         "generated_tokens": sum(r["stats"]["generated_tokens"] for r in replies),
+        "scored_tokens": sum(r["stats"].get("scored_tokens", 0) for r in replies),
         "policy_turns": sum(r["stats"]["policy_turns"] for r in replies),
         "min_version": min((r["stats"]["min_version"] for r in replies), default=-1),
         "reward": weighted("reward"),

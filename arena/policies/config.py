@@ -46,6 +46,14 @@ class PolicyConfig:
     fixed size rather than a share of the host: the blocks live on the model's device, and
     512 MB is what an fp32 SmolLM2-135M needs for ~11k tokens (46 KB a token), a step's worth of
     distinct Tic-Tac-Toe prompts' new blocks, while a few percent of this 23 GB host or of a GPU."""
+    static_decode: str = "auto"
+    """``hf``: how to decode. ``on``: a preallocated KV cache per batch shape, no host sync per
+    token (stop criteria checked every 16 tokens on CUDA), each step captured as a CUDA graph on
+    CUDA (:mod:`arena.policies.static_decode`); ``off``: the per-token loop, which drops each
+    finished request from the batch; ``auto``: ``on`` on CUDA, ``off`` elsewhere (on CPU the
+    static path measured no faster, bench/gpu_check.py). Same tokens and logprobs either way
+    for greedy and seeded requests. Needs a full-attention model on the ``eager`` or ``sdpa``
+    kernel (``auto`` otherwise falls back to the loop; ``on`` is refused, saying why)."""
     seed: int = 0
     """Seed of the sampler for requests that bring no seed of their own."""
     address: str | None = None

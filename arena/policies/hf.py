@@ -5,7 +5,10 @@ params. Prompts are left-padded so every row's next token sits in the last colum
 follow each row's own mask. A row that finishes (end-of-turn token, stop string, token budget)
 is dropped from the batch and its cache, so long requests do not make short ones pay. A
 prompt is computed only past the longest prefix whose KV blocks the current weights already
-hold (:mod:`arena.policies.prefix_cache`), for generation and scoring alike.
+hold (:mod:`arena.policies.prefix_cache`), for generation and scoring alike. With
+``static_decode`` (on CUDA by default) the decoding after the prefill runs in
+:mod:`arena.policies.static_decode` instead: a static KV cache, one CUDA graph per batch shape,
+no host sync per token, and the same finish rules (this module's :meth:`HFPolicy._step`).
 
 Works on CPU and GPU, in any dtype; logprobs are computed in float32, under the request's
 tempered but untruncated distribution ``log_softmax(logits / T)`` (T = 1 for greedy requests),
@@ -44,6 +47,7 @@ from arena.policies.scoring import (
     ScoreMemo,
     continuation_logprobs,
 )
+from arena.policies.static_decode import StaticDecoder, wanted
 from arena.policies.types import (
     Generation,
     PromptLike,
@@ -84,12 +88,16 @@ class HFPolicy(RememberedScoring):
         seed: int = 0,
         attention: str = "auto",
         prefix_cache_mb: float = 512,
+        static_decode: str = "auto",
     ) -> None:
         """``attention`` sets the model's attention kernel (a transformers
         ``attn_implementation``). ``auto`` picks ``eager`` on CPU, where it decodes a batch of 32
         short bf16 contexts ~1.25x faster than ``sdpa`` (measured on SmolLM2-135M), and keeps
         the model's own kernel elsewhere. ``prefix_cache_mb`` bounds the KV blocks of prompt
-        prefixes kept for the current weights (:mod:`arena.policies.prefix_cache`); 0: none."""
+        prefixes kept for the current weights (:mod:`arena.policies.prefix_cache`); 0: none.
+        ``static_decode`` (auto, on, off) picks the decoding loop: a static KV cache, CUDA graphs
+        and no host sync per token (:mod:`arena.policies.static_decode`), or the loop below;
+        ``auto`` is the static one on CUDA only."""
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.chat = ChatFormat(tokenizer)
@@ -121,6 +129,8 @@ class HFPolicy(RememberedScoring):
             else None
         )
         """Prompt prefixes' KV blocks under the current weights (None: off)."""
+        self.static = StaticDecoder(model) if wanted(static_decode, model, self.device) else None
+        """The static-cache decoder, or None: the per-token loop of :meth:`_decode`."""
         self.default_adapter: str | None = None
         """The adapter a request naming none plays (:meth:`serve_by_default`); None: the base."""
 
@@ -135,6 +145,7 @@ class HFPolicy(RememberedScoring):
             seed=config.seed,
             attention=config.attention,
             prefix_cache_mb=config.prefix_cache_mb,
+            static_decode=config.static_decode,
         )
         for adapter, path in config.adapters.items():
             policy.load_adapter(adapter, path, base=config.model)
@@ -266,6 +277,10 @@ class HFPolicy(RememberedScoring):
             self.prefix_cache,
             self.weights,
         )
+        if self.static is not None:
+            adapters = self._routed([r.params.adapter for r in rows])
+            self.static.decode(rows, done, adapters, self.generator, self._step)
+            return
         logits, cache, mask, positions = done.logits, done.kv, done.mask, done.last_position
         sampler = BatchSampler([r.params for r in rows], self.generator)
         active = list(range(len(rows)))

@@ -66,43 +66,56 @@ class BatchSampler:
         top_k = torch.tensor([p.top_k for p in params], device=logits.device)
         top_p = torch.tensor([p.top_p for p in params], device=logits.device)
         if bool((top_k > 0).any()) or bool((top_p < 1).any()):
-            ordered, order = logits.sort(dim=-1, descending=True)
-            rank = torch.arange(logits.shape[-1], device=logits.device)[None, :]
-            drop = (top_k[:, None] > 0) & (rank >= top_k[:, None])
-            ordered = ordered.masked_fill(drop, float("-inf"))
-            probs = ordered.softmax(dim=-1)
-            # Drop a token once the mass before it already reaches top_p (the first always stays).
-            drop |= (probs.cumsum(dim=-1) - probs) >= top_p[:, None]
-            logits = logits.scatter(1, order, ordered.masked_fill(drop, float("-inf")))
+            return truncated_probs(logits, top_k, top_p)
         return logits.softmax(dim=-1)
 
     def _draw(self, probs: torch.Tensor, generators: list[torch.Generator | None]) -> torch.Tensor:
-        """Inverse-CDF sampling: one uniform draw per row from that row's generator, then a
-        two-level search: over the cumulative masses of blocks of the vocabulary, then within
-        the chosen block. (``torch.multinomial`` per row costs milliseconds over a 49k vocab,
-        and a float64 cumsum over the whole vocab took 13% of a CPU decoding step.)"""
+        """One uniform draw per row from that row's generator, then :func:`inverse_cdf`."""
         draws = torch.empty(probs.shape[0], dtype=torch.float64)
         for i, generator in enumerate(generators):
             draws[i] = torch.rand((), generator=generator or self.shared, dtype=torch.float64)
-        rows, vocab = probs.shape
-        blocks = torch.nn.functional.pad(probs, (0, -vocab % BLOCK)).view(rows, -1, BLOCK)
-        block_cdf = blocks.sum(dim=-1, dtype=torch.float64).cumsum(dim=-1)
-        target = draws.to(probs.device) * block_cdf[:, -1]
-        # right=True: the first block (then token) whose cumulative mass exceeds the target; a
-        # token of zero probability adds no mass, so it can never be that token.
-        block = torch.searchsorted(block_cdf, target[:, None], right=True).squeeze(1)
-        block = block.clamp(max=block_cdf.shape[1] - 1)
-        before = torch.where(
-            block > 0, block_cdf.gather(1, (block - 1).clamp(min=0)[:, None]).squeeze(1), 0.0
-        )
-        chosen = blocks[torch.arange(rows, device=probs.device), block]
-        inner = torch.searchsorted(
-            chosen.double().cumsum(dim=-1), (target - before)[:, None], right=True
-        ).squeeze(1)
-        # Rounding between the block sums and the in-block cumsum can overshoot the block's
-        # end; the last token of positive probability is then the one meant.
-        last = BLOCK - 1 - (chosen > 0).flip(-1).int().argmax(dim=-1)
-        return block * BLOCK + torch.minimum(inner, last)
+        return inverse_cdf(probs, draws.to(probs.device))
+
+
+def truncated_probs(logits: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
+    """Probabilities from tempered ``logits`` ``[rows, vocab]`` cut to each row's ``top_k``
+    (0: no cut) and ``top_p`` (1: no cut), then renormalized. Device ops only: no host sync."""
+    ordered, order = logits.sort(dim=-1, descending=True)
+    rank = torch.arange(logits.shape[-1], device=logits.device)[None, :]
+    drop = (top_k[:, None] > 0) & (rank >= top_k[:, None])
+    ordered = ordered.masked_fill(drop, float("-inf"))
+    probs = ordered.softmax(dim=-1)
+    # Drop a token once the mass before it already reaches top_p (the first always stays).
+    drop |= (probs.cumsum(dim=-1) - probs) >= top_p[:, None]
+    logits = logits.scatter(1, order, ordered.masked_fill(drop, float("-inf")))
+    return logits.softmax(dim=-1)
+
+
+def inverse_cdf(probs: torch.Tensor, draws: torch.Tensor) -> torch.Tensor:
+    """The token of each row of ``probs`` whose cumulative mass first exceeds that row's
+    uniform ``draws`` (float64, on ``probs``' device): a two-level search, over the cumulative
+    masses of blocks of the vocabulary, then within the chosen block. (``torch.multinomial``
+    per row costs milliseconds over a 49k vocab, and a float64 cumsum over the whole vocab took
+    13% of a CPU decoding step.) Device ops only: no host sync."""
+    rows, vocab = probs.shape
+    blocks = torch.nn.functional.pad(probs, (0, -vocab % BLOCK)).view(rows, -1, BLOCK)
+    block_cdf = blocks.sum(dim=-1, dtype=torch.float64).cumsum(dim=-1)
+    target = draws * block_cdf[:, -1]
+    # right=True: the first block (then token) whose cumulative mass exceeds the target; a
+    # token of zero probability adds no mass, so it can never be that token.
+    block = torch.searchsorted(block_cdf, target[:, None], right=True).squeeze(1)
+    block = block.clamp(max=block_cdf.shape[1] - 1)
+    before = torch.where(
+        block > 0, block_cdf.gather(1, (block - 1).clamp(min=0)[:, None]).squeeze(1), 0.0
+    )
+    chosen = blocks[torch.arange(rows, device=probs.device), block]
+    inner = torch.searchsorted(
+        chosen.double().cumsum(dim=-1), (target - before)[:, None], right=True
+    ).squeeze(1)
+    # Rounding between the block sums and the in-block cumsum can overshoot the block's
+    # end; the last token of positive probability is then the one meant.
+    last = BLOCK - 1 - (chosen > 0).flip(-1).int().argmax(dim=-1)
+    return block * BLOCK + torch.minimum(inner, last)
 
 
 BLOCK = 256

@@ -96,6 +96,9 @@ class RunLog:
             "episodes_failed": collected["failed"],
             "episodes_per_s": collected["episodes"] / max(seconds, 1e-9),
             "gen_tokens_per_s": collected["generated_tokens"] / max(generating, 1e-9),
+            # turns by choice: each prompt and all its candidate replies, as scored
+            "scored_tokens": collected.get("scored_tokens", 0),
+            "scored_tokens_per_s": collected.get("scored_tokens", 0) / max(generating, 1e-9),
             "staleness": max(0, learner_version - collected["min_version"])
             if collected["min_version"] >= 0
             else 0,

@@ -145,6 +145,23 @@ class WeightAssembler:
         buckets = partial.buckets.values()
         state = {name: t for bucket in buckets for name, t in bucket.tensors.items()}
         places = {name: place for bucket in buckets for name, place in bucket.places.items()}
+        unchecked = set()
+        for alias, target in (pair for bucket in buckets for pair in bucket.aliases.items()):
+            if target not in places or places[target] != places[alias]:  # else unchecked bytes
+                unchecked.add(alias)
+        return self.complete(version, epoch, since, state, unchecked)
+
+    def complete(
+        self,
+        version: int,
+        epoch: int | None,
+        since: int | None,
+        state: dict[str, torch.Tensor],
+        unchecked: set[str] | None = None,
+    ) -> tuple[int, dict[str, torch.Tensor]]:
+        """Accept a whole update whose tensors are checked (the last bucket's, or a CUDA IPC
+        offer's, :mod:`arena.weights.cuda_ipc`) unless it lacks a tensor: a delta (``since``)
+        may lack only separable ones, and only against the version served."""
         missing = set(self.expected) - set(state)
         if since is not None:
             if since != self.last_version or _later(epoch, self.last_epoch) is not None:
@@ -154,9 +171,7 @@ class WeightAssembler:
                     f"{self.last_version} is served: it {NEEDS_FULL}"
                 )
             missing -= self.separable
-        for alias, target in (pair for bucket in buckets for pair in bucket.aliases.items()):
-            if target not in places or places[target] != places[alias]:  # else unchecked bytes
-                missing.add(alias)
+        missing |= unchecked or set()
         if missing:
             self.counters["rejected"] += 1
             raise WeightUpdateError(

@@ -8,6 +8,11 @@
   publisher would have sent). Only the latest version is held; an older one answers ``gone``.
 - **Bus** (``shm=False``, no writable shared-memory directory, or a write that failed): the
   buckets carry the bytes as frames (:func:`arena.weights.buckets.make_buckets`).
+- **CUDA IPC** (weights on a CUDA device, and every receiver heard from on that very device,
+  :mod:`arena.weights.cuda_ipc`): one bucket naming a staging buffer on the GPU, which the
+  receivers copy from device to device. The caller asks :meth:`WeightPublisher.on_device`
+  whether to export the weights on the GPU, and reports each receiver's device
+  (:meth:`WeightPublisher.note_receiver`).
 
 Either way a receiver checks names, shapes, dtypes and per-bucket checksums before it applies
 anything (:class:`arena.weights.assembler.WeightAssembler`). Every bucket carries the
@@ -43,6 +48,7 @@ from arena.weights.buckets import (
     plan_buckets,
     tensor_entry,
 )
+from arena.weights.cuda_ipc import IpcExporter, choose, device_id
 from arena.weights.shm import (
     SHM_DIR,
     SharedMemoryWriter,
@@ -77,7 +83,10 @@ class WeightPublisher:
         directory: str | os.PathLike[str] = SHM_DIR,
         bucket_bytes: int = DEFAULT_BUCKET_BYTES,
         epoch: int | None = None,
+        cuda_ipc: bool = True,
     ) -> None:
+        """``cuda_ipc``: offer same-GPU receivers the update by CUDA IPC (when every receiver
+        heard from shares the weights' GPU); off, weights always travel through host memory."""
         self.name = name
         self.epoch = epoch
         """Put on every bucket: receivers take a newer epoch's versions even when they are
@@ -89,6 +98,10 @@ class WeightPublisher:
             SharedMemoryWriter(name, directory) if shm and is_writable_dir(directory) else None
         )
         self._held: _Held | None = None
+        self._ipc = IpcExporter() if cuda_ipc else None
+        self.receivers: dict[str, str | None] = {}
+        """The device (:func:`~arena.weights.cuda_ipc.device_id`) of each receiver heard from,
+        by actor name."""
         if shm and self._writer is None:
             log.warning("%s is not writable: weights for %s go over the bus", directory, name)
 
@@ -96,6 +109,16 @@ class WeightPublisher:
     def transport(self) -> str:
         """``shm`` or ``bus``: how the next version will travel."""
         return "shm" if self._writer is not None else "bus"
+
+    def note_receiver(self, actor: str, device: str | None) -> None:
+        """Receiver ``actor`` serves on ``device`` (from its ``weights_ack``)."""
+        self.receivers[actor] = device
+
+    def on_device(self, device: torch.device | str) -> bool:
+        """Whether weights on ``device`` would go by CUDA IPC now: then export them there."""
+        if self._ipc is None:
+            return False
+        return choose(device_id(device), self.receivers.values(), shm=True) == "cuda_ipc"
 
     def attach(self, actor: Actor) -> None:
         """Serve byte fetches for receivers on other hosts (call before ``actor.start()``)."""
@@ -113,8 +136,20 @@ class WeightPublisher:
         540 MB): call it off the event loop; ``send`` must be safe to call from that thread.
         ``since``: ``state`` holds only what changed since that version (a delta,
         :mod:`arena.weights.buckets`)."""
-        groups = plan_buckets(state, self.bucket_bytes)
         extra = self._epoch() | ({} if since is None else {"since": since})
+        devices = {t.device for t in state.values()}
+        if len(devices) == 1 and self.on_device(next(iter(devices))):
+            assert self._ipc is not None
+            self._held = None
+            send(
+                bucket_body(
+                    version, 0, 1, 0, [], cuda_ipc=self._ipc.export(state, version), **extra
+                )
+            )
+            return
+        if any(d.type != "cpu" for d in devices):
+            state = {k: v.to("cpu") for k, v in state.items()}
+        groups = plan_buckets(state, self.bucket_bytes)
         if self._writer is not None:
             bodies: list[dict[str, Any]] = []
 

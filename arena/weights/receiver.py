@@ -5,6 +5,9 @@
 - **A reference this process cannot map** (the publisher is on another host, or the file cannot
   be opened, or shared memory is turned off here) is fetched in bytes form from the publisher
   (:mod:`arena.weights.publisher`), then assembled the same way.
+- **A CUDA IPC offer** (:mod:`arena.weights.cuda_ipc`), where this receiver serves on the
+  publisher's GPU: its tensors copied from device to device, checked like any update; one it
+  cannot open is refused saying it :data:`~arena.weights.cuda_ipc.NEEDS_BYTES`.
 - **A checkpoint load** reads a Hugging Face model directory's safetensors files (one file or an
   index of shards) after checking their headers like any update: names and shapes must match the
   served parameters, dtypes too except that floats are cast to the served float dtype (a float32
@@ -14,8 +17,8 @@
 Buckets of a restarted publisher (a newer ``epoch``) roll the served version back to its
 checkpoint's (:mod:`arena.weights.assembler`). A complete update goes to
 ``deliver(version, state, transport)``; a refusal to
-``refuse(version, reason, transport)``. ``transport`` is ``shm``, ``bus``, ``fetch`` or
-``load``. Nothing here touches the served weights: the caller applies them between batches.
+``refuse(version, reason, transport)``. ``transport`` is ``shm``, ``bus``, ``fetch``,
+``cuda_ipc`` or ``load``. Nothing here touches the served weights: the caller applies them between batches.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from arena.weights.buckets import (
     tied_names,
     view_key,
 )
+from arena.weights.cuda_ipc import NEEDS_BYTES, IpcImporter, can_open
 from arena.weights.publisher import fetch_service
 from arena.weights.shm import SharedMemoryReader
 
@@ -79,8 +83,13 @@ class WeightReceiver:
         refuse: Refuse,
         timeout: float = WEIGHT_UPDATE,
         shm: bool = True,
+        device: str | None = None,
     ) -> None:
+        """``device``: the served weights' :func:`~arena.weights.cuda_ipc.device_id` (None: not
+        a CUDA device), which CUDA IPC offers must name."""
         self.actor = actor
+        self.device = device
+        self.ipc = IpcImporter()
         self.name = name
         self.policy = policy
         self.deliver = deliver
@@ -102,6 +111,9 @@ class WeightReceiver:
         body = msg.body
         assembler = self._assembler_or_refuse(body)
         if assembler is None:
+            return
+        if isinstance(body, dict) and "cuda_ipc" in body:
+            self._take_ipc(assembler, body)
             return
         ref = body.get("shm") if isinstance(body, dict) else None
         if ref is None:
@@ -156,6 +168,28 @@ class WeightReceiver:
         if update is not None:
             version, state = update
             self.deliver(version, self._without_tied_copies(state), transport)
+
+    def _take_ipc(self, assembler: WeightAssembler, body: dict[str, Any]) -> None:
+        version, offer = _version(body), body["cuda_ipc"]
+        try:
+            assembler.check_fresh(version, _epoch(body))
+        except StaleBucket as err:
+            self._stale(body, err, "cuda_ipc")
+            return
+        if not isinstance(offer, dict) or not can_open(offer, self.device):
+            self.counters["ipc_refused"] += 1
+            self.refuse(version, f"{self.actor.name} on {self.device} {NEEDS_BYTES}", "cuda_ipc")
+            return
+        try:
+            state = self.ipc.take(offer, self.policy.state_dict())
+            since = body.get("since")
+            update = assembler.complete(
+                version, _epoch(body), since if isinstance(since, int) else None, state
+            )
+        except WeightUpdateError as err:
+            self.refuse(version, str(err), "cuda_ipc")
+            return
+        self.deliver(update[0], self._without_tied_copies(update[1]), "cuda_ipc")
 
     def _without_tied_copies(self, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Drop a tied name whose update is the very view its target's is (a shared-memory file

@@ -40,7 +40,12 @@ def test_the_gpu_check_reports_every_part_on_a_cpu() -> None:
     for part in PARTS[1:]:
         assert "error" not in out[part], (part, out[part])
     assert out["hf"]["gen_tok_s_4"] > 0 and out["hf"]["score_tok_s_8"] > 0
+    assert out["hf"]["gen_tok_s_8_loop"] > 0  # static decode on and off
+    assert out["hf"]["graphs_8"] == 0  # CUDA graphs on CUDA only
     assert out["learner"]["bare_tok_s"] > 0 and out["learner"]["learner_tok_s"] > 0
     assert 0 < out["weight_sync"]["adapter_mb"] < out["weight_sync"]["full_mb"]
+    assert out["weight_sync"]["transport"] == "shm"  # CUDA IPC needs a GPU on both ends
     assert out["train"]["steps"] == 1 and out["train"]["episodes_per_s"] > 0
     assert 0 < out["train"]["learner_share"] < 1
+    # Tic-Tac-Toe turns by choice were scored (Kuhn's too): prompt plus every legal reply
+    assert out["train"]["scored_tokens"] > 0 and out["train"]["scored_tok_s"] > 0

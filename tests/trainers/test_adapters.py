@@ -18,6 +18,7 @@ from arena.models.lora import adapter_flat
 from arena.models.lora_files import read_adapter
 from arena.records import Episode
 from arena.weights.buckets import NEEDS_FULL
+from arena.weights.cuda_ipc import NEEDS_BYTES
 from trainers.learner import Learner
 from trainers.learner_actor import LearnerActor
 
@@ -186,7 +187,8 @@ def test_the_learner_actor_sends_deltas_and_everything_again_when_a_delta_is_ref
         client = BlockingActor("client", address)
         client.actor.subscribe("weights.main", on_weights)
         client.start()
-        server = ActorThread(LearnerActor(learner(), address))
+        learner_actor = LearnerActor(learner(), address)
+        server = ActorThread(learner_actor)
         server.thread.start()
         both = {"lora_adapter.first", "lora_adapter.second"}
         try:
@@ -212,6 +214,23 @@ def test_the_learner_actor_sends_deltas_and_everything_again_when_a_delta_is_ref
             )
             assert wait_for(updates, lambda u: True) == (1, None)
             assert names[(1, None)] == both
+            # a receiver that could not open a CUDA IPC offer: noted by its device, sent bytes
+            names.clear()
+            client.publish(
+                "weights_ack.main",
+                {
+                    "actor": "inference-1",
+                    "version": 1,
+                    "applied": False,
+                    "serving": 0,
+                    "reason": f"inference-1 on boot/GPU-1 {NEEDS_BYTES}",
+                    "transport": "cuda_ipc",
+                    "device": "boot/GPU-1",
+                },
+            )
+            assert wait_for(updates, lambda u: True) == (1, None)
+            assert names[(1, None)] == both
+            assert learner_actor.publisher.receivers == {"inference-1": "boot/GPU-1"}
         finally:
             server.close()
             client.close()

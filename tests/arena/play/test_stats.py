@@ -129,6 +129,12 @@ def test_episode_stats_by_hand() -> None:
             ],
         ),
     ]
+    # one turn played by choice among three replies of 2, 1 and 2 tokens (the first played)
+    chosen = episodes[0].turns[0]
+    chosen.choice_ids = np.array([3, 4, 5, 6, 7], np.int32)
+    chosen.choice_lengths = np.array([2, 1, 2], np.int32)
+    chosen.choice_logprobs = np.zeros(3, np.float32)
+    chosen.choice_index = 0
     stats = episode_stats(episodes)
     # ttt/player rewards: +1, -1, -1 -> mean -1/3. kuhn/player: +2, -2 -> 0.
     assert stats["reward"] == pytest.approx({"ttt/player": -1 / 3, "kuhn/player": 0.0})
@@ -136,6 +142,7 @@ def test_episode_stats_by_hand() -> None:
     assert stats["invalid_rate"] == pytest.approx({"ttt/player": 0.4, "kuhn/player": 0.0})
     assert stats["policy_turns"] == 7
     assert stats["generated_tokens"] == 3 + 2 + 1 + 4 + 5 + 1 + 1  # 17
+    assert stats["scored_tokens"] == 2 + 5  # its prompt and every reply
     assert (stats["min_version"], stats["max_version"]) == (3, 6)
 
 
@@ -145,6 +152,7 @@ def test_episode_stats_of_nothing() -> None:
         "invalid_rate": {},
         "policy_turns": 0,
         "generated_tokens": 0,
+        "scored_tokens": 0,
         "min_version": -1,
         "max_version": -1,
     }
@@ -220,6 +228,7 @@ def test_merge_collects_weights_rates_by_episodes() -> None:
     assert merged["episodes"] == 8 and merged["failed"] == 3
     assert merged["seconds"] == 4.0  # actors collect side by side: the slowest sets the time
     assert merged["generated_tokens"] == 48 and merged["policy_turns"] == 23
+    assert merged["scored_tokens"] == 0  # none of these replies says (older actors)
     assert merged["min_version"] == 5
     assert merged["transcript"] == {"id": "r1"}  # the first reply that has one
 
@@ -232,6 +241,7 @@ def test_merge_collects_of_nothing() -> None:
         "error": "",
         "seconds": 0.0,
         "generated_tokens": 0,
+        "scored_tokens": 0,
         "policy_turns": 0,
         "min_version": -1,
         "reward": {},
