@@ -13,6 +13,31 @@ HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 """A hub id, ``org/name``: loaded from the hub where the network allows it."""
 
 
+SHAPES: dict[str, dict[str, int | bool]] = {
+    TINY_NAME: dict(
+        vocab_size=49152,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        tie_word_embeddings=True,
+    ),  # fmt: skip
+    "smollm2-135m": dict(
+        vocab_size=49152,
+        hidden_size=576,
+        intermediate_size=1536,
+        num_hidden_layers=30,
+        num_attention_heads=9,
+        num_key_value_heads=3,
+        tie_word_embeddings=True,
+    ),  # fmt: skip
+}
+"""The decoder shape of each embedded id, without loading it: ``tiny``'s is what
+:func:`arena.models.tiny.tiny_config` builds, SmolLM2-135M's its ``config.json``'s."""
+SHAPES["smollm2-135m-instruct"] = SHAPES["smollm2-135m"]
+
+
 class ModelNotFoundError(FileNotFoundError):
     """A model spec that names nothing loadable; the message says how to fix it."""
 

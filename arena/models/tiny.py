@@ -13,19 +13,14 @@ from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTraine
 from arena.models.cache import build_atomically, cache_dir
 from arena.models.embedded import smollm2_tokenizer_dir
 from arena.models.precision import to_dtype
+from arena.models.specs import SHAPES, TINY_NAME
 
 
 def tiny_config(vocab_size: int = 49152) -> LlamaConfig:
     """A 2-layer, 64-wide Llama: about 3.3 M parameters, mostly the tied embedding."""
     return LlamaConfig(
-        vocab_size=vocab_size,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+        **{**SHAPES[TINY_NAME], "vocab_size": vocab_size},
         max_position_embeddings=2048,
-        tie_word_embeddings=True,
         bos_token_id=1,
         eos_token_id=2,
         pad_token_id=2,

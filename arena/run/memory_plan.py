@@ -24,33 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from arena.core.errors import ConfigError
+from arena.models.specs import SHAPES
 from arena.run.bases import lora_of, own_bases
 from arena.run.config import RunConfig
 
 PLANNED_CONTEXT = 1024
 """Tokens per in-flight sequence the KV estimate assumes (prompt and reply)."""
-
-KNOWN_SHAPES: dict[str, dict[str, int | bool]] = {
-    "tiny": dict(
-        vocab_size=49152,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        tie_word_embeddings=True,
-    ),  # fmt: skip
-    "smollm2-135m": dict(
-        vocab_size=49152,
-        hidden_size=576,
-        intermediate_size=1536,
-        num_hidden_layers=30,
-        num_attention_heads=9,
-        num_key_value_heads=3,
-        tie_word_embeddings=True,
-    ),  # fmt: skip
-}
-"""The embedded ids' shapes (arena/models/tiny.py; SmolLM2-135M's config.json)."""
 
 
 @dataclass
@@ -84,8 +63,8 @@ def gib(n: int) -> str:
 
 def model_shape(spec: str) -> dict[str, int | bool] | None:
     """The decoder's shape: known for the embedded ids, else from ``<dir>/config.json``."""
-    if spec in KNOWN_SHAPES:
-        return KNOWN_SHAPES[spec]
+    if spec in SHAPES:
+        return SHAPES[spec]
     path = Path(spec) / "config.json"
     if not path.is_file():
         return None
