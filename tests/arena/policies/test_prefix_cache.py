@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from arena.models.adapter_shape import AdapterShape
-from arena.models.lora import adapter_state, add_adapters, load_adapter_state
+from arena.models.lora import adapter_state, add_adapters, load_adapter_state, route
 from arena.policies.hf import HFPolicy
 from arena.policies.prefix_cache import BLOCK, PrefixCache, StaleCache
 from arena.policies.scoring import continuation_logprobs
@@ -220,11 +220,33 @@ def test_the_requests_of_one_call_reach_the_model_in_one_batch(model) -> None:
     def count(_module, _args, kwargs, _out) -> None:
         calls.append(kwargs["input_ids"].shape[0])
 
-    hook = model.register_forward_hook(count, with_kwargs=True)
+    hook = model.get_decoder().register_forward_hook(count, with_kwargs=True)
     try:
         prompts, replies = requests()
         policy.score([Prompt(ids=p) for p in prompts], replies)
     finally:
         hook.remove()
-    # one forward of every prompt's uncached part, one of every (prompt, reply) row
-    assert calls == [len(prompts), sum(len(r) for r in replies)]
+    # one forward: every prompt's uncached part with all its replies packed after it
+    assert calls == [len(prompts)]
+
+
+def test_packed_replies_score_as_each_alone_after_its_whole_prompt(model) -> None:
+    """The reference shares no code with the packed scorer: one plain forward of prompt + reply
+    per reply. A reply seeing another reply, or a wrong position, moves its scores by 3e-4 or more."""
+    with_adapter(model)
+    policy = HFPolicy(model, model.tokenizer_, max_batch=16)
+    prompts, replies = requests()
+    adapters = [None, "solver", None, "solver", None, None, "solver"]
+    policy.score([Prompt(ids=p) for p in prompts], replies, adapters)  # fills the cache
+    # later replies of several tokens: theirs must not see the replies before them
+    replies = [[tokens([21, 22]), tokens([23, 24, 25]), tokens([26, 27])]] * len(prompts)
+    got = [s.logprobs for s in policy.score([Prompt(ids=p) for p in prompts], replies, adapters)]
+    assert policy.prefix_cache is not None and policy.prefix_cache.reused_tokens > 0
+    for prompt, these, adapter, scored in zip(prompts, replies, adapters, got, strict=True):
+        for reply, lp in zip(these, scored, strict=True):
+            ids = torch.as_tensor(np.concatenate([prompt, reply]), dtype=torch.long)[None]
+            with torch.no_grad(), route(model, [adapter]):
+                logits = model(input_ids=ids).logits[0].float()
+            want = torch.log_softmax(logits, -1)[len(prompt) - 1 : -1]
+            want = want.gather(-1, torch.as_tensor(reply, dtype=torch.long)[:, None])[:, 0]
+            np.testing.assert_allclose(lp, want.numpy(), atol=1e-5, rtol=0)
