@@ -126,6 +126,12 @@ class PrefixCache:
             found.append(held.kv)
         return found
 
+    def cached_tokens(self, tokens: np.ndarray, adapter: str | None, version: int) -> int:
+        """How many of ``tokens``' first tokens a request would read from the cache now (its
+        last token is always computed)."""
+        keys = self.keys(tokens[: len(tokens) - 1], adapter)
+        return len(self.lookup(keys, version)) * self.block
+
     def store(self, keys: Sequence[bytes], blocks: dict[int, torch.Tensor], version: int) -> None:
         """Hold ``blocks`` (index into ``keys`` -> kv) beside those of ``keys`` already held,
         touch the whole chain deepest first, then evict down to the bound."""

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from arena.models.lora import route
+from arena.models.row_attention import row_spans, rows_apart
 from arena.models.scoring import reply_sums
 from arena.policies.base import Policy
 from arena.policies.prefix_cache import PrefixCache, cached_past
@@ -59,13 +60,11 @@ def continuation_logprobs(
     if any(len(prompt) == 0 or any(len(r) == 0 for r in replies) for prompt, replies in items):
         raise ValueError("every prompt and continuation needs at least one token")
     device = next(model.parameters()).device
-    out: list[list[np.ndarray]] = []
-    for start in range(0, len(items), batch_size):
-        chunk = items[start : start + batch_size]
-        chunk_adapters = list(adapters[start : start + batch_size]) if adapters else []
-        logits, at = _packed_logits(
-            model, chunk, chunk_adapters or [None] * len(chunk), prefix_cache, version
-        )
+    out: list[list[np.ndarray]] = [[] for _ in items]
+    every = list(adapters) if adapters else [None] * len(items)
+    for group in _groups(items, every, batch_size, prefix_cache, version):
+        chunk = [items[i] for i in group]
+        logits, at = _packed_logits(model, chunk, [every[i] for i in group], prefix_cache, version)
         if temperature != 1.0:
             logits = logits / temperature
         logprobs = torch.log_softmax(logits, dim=-1)
@@ -86,15 +85,51 @@ def continuation_logprobs(
                     token_lp[row, end] = torch.logsumexp(picked[row, end, alternatives], -1)
         token_lp = token_lp.cpu().numpy()
         offset = 0
-        for _, replies in chunk:
-            out.append(
-                [
-                    token_lp[offset + i, : len(reply)].astype(np.float32)
-                    for i, reply in enumerate(replies)
-                ]
-            )
+        for i, (_, replies) in zip(group, chunk, strict=True):
+            out[i] = [
+                token_lp[offset + k, : len(reply)].astype(np.float32)
+                for k, reply in enumerate(replies)
+            ]
             offset += len(replies)
     return out
+
+
+PADDING_SLACK = 1.25
+"""A forward's padded tokens may be at most this many times its real ones: a batch's rows are
+grouped by the tokens they compute, so a row that needs its whole prompt does not make a
+hundred rows that read most of theirs from the prefix cache pad to its width."""
+
+
+def _groups(
+    items: Sequence[tuple[np.ndarray, Sequence[np.ndarray]]],
+    adapters: Sequence[str | None],
+    batch_size: int,
+    prefix_cache: PrefixCache | None,
+    version: int,
+) -> list[list[int]]:
+    """The items' indices in forwards of at most ``batch_size`` rows, widest rows first, each
+    padding at most :data:`PADDING_SLACK` times its real tokens."""
+    width = [
+        len(prompt)
+        - (prefix_cache.cached_tokens(prompt, adapter, version) if prefix_cache else 0)
+        + sum(len(r) for r in replies)
+        for (prompt, replies), adapter in zip(items, adapters, strict=True)
+    ]
+    groups: list[list[int]] = []
+    real = 0
+    for i in sorted(range(len(items)), key=lambda i: (-width[i], i)):
+        group = groups[-1] if groups else []
+        if (
+            group
+            and len(group) < batch_size
+            and (len(group) + 1) * width[group[0]] <= PADDING_SLACK * (real + width[i])
+        ):
+            group.append(i)
+            real += width[i]
+        else:
+            groups.append([i])
+            real = width[i]
+    return groups
 
 
 def _packed_logits(
@@ -155,13 +190,14 @@ def _packed_logits(
     sees = torch.cat([held.mask.bool()[:, None, :].expand(rows, width, past), sees_new], dim=2)
     dtype = next(model.parameters()).dtype
     mask = torch.zeros(sees.shape, dtype=dtype).masked_fill_(~sees, torch.finfo(dtype).min)
-    with route(model, list(adapters)):
+    with route(model, list(adapters)), rows_apart(model):
         hidden = model.get_decoder()(
             input_ids=ids.to(device),
             attention_mask=mask[:, None].to(device),
             position_ids=positions.to(device),
             past_key_values=held.kv,
             use_cache=True,
+            **row_spans(past, held.cached, width, lengths, device),
         ).last_hidden_state
         columns = max(len(n) for n in needed)
         index = torch.tensor([n + [n[0]] * (columns - len(n)) for n in needed], device=device)

@@ -213,21 +213,28 @@ def test_a_block_is_never_read_under_other_weights(model) -> None:
         policy.score([Prompt(ids=PROMPTS[3])], [REPLIES[1]])
 
 
-def test_the_requests_of_one_call_reach_the_model_in_one_batch(model) -> None:
+def test_the_requests_of_one_call_reach_the_model_in_few_forwards_of_little_padding(model) -> None:
     policy = HFPolicy(model, model.tokenizer_, max_batch=16)
-    calls: list[int] = []
+    shapes: list[tuple[int, int]] = []
 
     def count(_module, _args, kwargs, _out) -> None:
-        calls.append(kwargs["input_ids"].shape[0])
+        shapes.append(tuple(kwargs["input_ids"].shape))
 
     hook = model.get_decoder().register_forward_hook(count, with_kwargs=True)
     try:
+        # seven prompts of one length: one forward, each prompt with its replies packed after it
+        same = [tokens(BASE[i : i + 30]) for i in range(7)]
+        policy.score([Prompt(ids=p) for p in same], [REPLIES[0]] * 7)
+        assert shapes == [(7, 30 + 3)]
+        # prompts of 5 to 113 tokens: forwards of similar widths, padding at most 1.25x
+        shapes.clear()
         prompts, replies = requests()
         policy.score([Prompt(ids=p) for p in prompts], replies)
     finally:
         hook.remove()
-    # one forward: every prompt's uncached part with all its replies packed after it
-    assert calls == [len(prompts)]
+    assert sum(rows for rows, _ in shapes) == len(prompts) and len(shapes) < len(prompts)
+    real = sum(len(p) + sum(len(r) for r in rs) for p, rs in zip(prompts, replies, strict=True))
+    assert sum(rows * width for rows, width in shapes) <= 1.25 * real
 
 
 def test_packed_replies_score_as_each_alone_after_its_whole_prompt(model) -> None:
@@ -250,3 +257,20 @@ def test_packed_replies_score_as_each_alone_after_its_whole_prompt(model) -> Non
             want = torch.log_softmax(logits, -1)[len(prompt) - 1 : -1]
             want = want.gather(-1, torch.as_tensor(reply, dtype=torch.long)[:, None])[:, 0]
             np.testing.assert_allclose(lp, want.numpy(), atol=1e-5, rtol=0)
+
+
+def test_a_request_scores_the_same_alone_in_any_batch_and_past_its_cached_prefix(model) -> None:
+    """In bfloat16, where padding alone moves a score by a rounding step: exact equality (a
+    tournament's sampled choices must not depend on which other matches were in flight)."""
+    model.to(torch.bfloat16)
+    prompts, replies = requests()
+    alone = [continuation_logprobs(model, [(p, r)])[0] for p, r in zip(prompts, replies)]
+    batched = continuation_logprobs(model, list(zip(prompts, replies)), batch_size=16)
+    policy = HFPolicy(model, model.tokenizer_, max_batch=16)
+    policy.score([Prompt(ids=p) for p in prompts], requests(1)[1])  # fills the cache
+    cached = [s.logprobs for s in policy.score([Prompt(ids=p) for p in prompts], replies)]
+    assert policy.prefix_cache is not None and policy.prefix_cache.reused_tokens > 0
+    for want, *others in zip(alone, batched, cached, strict=True):
+        for got in others:
+            for a, b in zip(got, want, strict=True):
+                np.testing.assert_array_equal(a, b)
