@@ -159,11 +159,9 @@ def _packed_logits(
     width = max(lengths)
     ids = torch.zeros((rows, width), dtype=torch.long)
     positions = torch.zeros((rows, width), dtype=torch.long)
-    group = torch.full((rows, width), -2, dtype=torch.long)
-    """-2: padding, -1: the prompt, j: reply j."""
+    group = torch.full((rows, width), -2, dtype=torch.long)  # -2 padding, -1 prompt, j reply j
+    # each row's columns whose logits are needed: the prompt's last, then each reply's but its last
     needed: list[list[int]] = []
-    """Each row's columns whose logits are needed: the prompt's last, then each reply's but
-    its last."""
     at_rows: list[list[tuple[int, int]]] = []
     for row, ((prompt, replies), cached) in enumerate(zip(chunk, held.cached, strict=True)):
         col = width - lengths[row]
