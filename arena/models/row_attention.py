@@ -42,8 +42,9 @@ def row_attention(
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
     """``[rows, queries, heads, dim]``: row ``b``'s queries from column ``row_queries[b]`` on
-    attend to its key columns ``row_keys[b]`` under ``attention_mask`` (a 4D float mask); the
-    padding queries before them get zeros."""
+    attend to its key columns ``row_keys[b]`` under ``attention_mask`` (4D, True: may attend; a
+    bool mask serves any dtype, an adapted bf16 model's float32 queries included); the padding
+    queries before them get zeros."""
     rows, _, width, dim = query.shape
     out = query.new_zeros((rows, width, query.shape[1], dim))
     for b in range(rows):

@@ -186,12 +186,10 @@ def _packed_logits(
     )
     sees_new |= torch.eye(width, dtype=torch.bool)[None]  # padding sees itself: no empty row
     sees = torch.cat([held.mask.bool()[:, None, :].expand(rows, width, past), sees_new], dim=2)
-    dtype = next(model.parameters()).dtype
-    mask = torch.zeros(sees.shape, dtype=dtype).masked_fill_(~sees, torch.finfo(dtype).min)
     with route(model, list(adapters)), rows_apart(model):
         hidden = model.get_decoder()(
             input_ids=ids.to(device),
-            attention_mask=mask[:, None].to(device),
+            attention_mask=sees[:, None].to(device),
             position_ids=positions.to(device),
             past_key_values=held.kv,
             use_cache=True,
