@@ -45,6 +45,9 @@ def row_attention(
     attend to its key columns ``row_keys[b]`` under ``attention_mask`` (4D, True: may attend; a
     bool mask serves any dtype, an adapted bf16 model's float32 queries included); the padding
     queries before them get zeros."""
+    # an adapted layer of a half-precision base returns float32: attend in the wider dtype
+    dtype = torch.promote_types(torch.promote_types(query.dtype, key.dtype), value.dtype)
+    query, key, value = query.to(dtype), key.to(dtype), value.to(dtype)
     rows, _, width, dim = query.shape
     out = query.new_zeros((rows, width, query.shape[1], dim))
     for b in range(rows):

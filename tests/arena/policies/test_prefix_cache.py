@@ -263,12 +263,20 @@ def test_a_request_scores_the_same_alone_in_any_batch_and_past_its_cached_prefix
     """In bfloat16, where padding alone moves a score by a rounding step: exact equality (a
     tournament's sampled choices must not depend on which other matches were in flight)."""
     model.to(torch.bfloat16)
+    with_adapter(model)  # a bf16 base's adapted layers return float32
     prompts, replies = requests()
-    alone = [continuation_logprobs(model, [(p, r)])[0] for p, r in zip(prompts, replies)]
-    batched = continuation_logprobs(model, list(zip(prompts, replies)), batch_size=16)
+    adapters = [None, "solver"] * 3 + [None]
+    alone = [
+        continuation_logprobs(model, [(p, r)], adapters=[a])[0]
+        for p, r, a in zip(prompts, replies, adapters, strict=True)
+    ]
+    batched = continuation_logprobs(
+        model, list(zip(prompts, replies, strict=True)), batch_size=16, adapters=adapters
+    )
     policy = HFPolicy(model, model.tokenizer_, max_batch=16)
-    policy.score([Prompt(ids=p) for p in prompts], requests(1)[1])  # fills the cache
-    cached = [s.logprobs for s in policy.score([Prompt(ids=p) for p in prompts], replies)]
+    policy.score([Prompt(ids=p) for p in prompts], requests(1)[1], adapters)  # fills the cache
+    scored = policy.score([Prompt(ids=p) for p in prompts], replies, adapters)
+    cached = [s.logprobs for s in scored]
     assert policy.prefix_cache is not None and policy.prefix_cache.reused_tokens > 0
     for want, *others in zip(alone, batched, cached, strict=True):
         for got in others:
