@@ -7,8 +7,8 @@ reductions, which then round differently. In bfloat16 that moves a reply's log-p
 up to ~0.2 (SmolLM2-135M, Tic-Tac-Toe prompts), enough to flip a sampled choice, so a
 tournament's matches would depend on which other matches were in flight. Here each row's
 queries and keys are cut to its real tokens (in the order they have alone) and attended by
-``sdpa`` one row at a time; the linear layers, most of the work, still run on the whole batch
-(their rows do not interact). A request then scores alike alone, in any batch, and past a
+the model's own eager kernel (``sdpa`` where it has none) one row at a time; the linear
+layers, most of the work, still run on the whole batch (their rows do not interact). A request then scores alike alone, in any batch, and past a
 cached prefix (tested in ``tests/arena/policies/test_prefix_cache.py``).
 
 :func:`rows_apart` runs a model's forwards inside with this attention; the forward gets each
@@ -17,6 +17,7 @@ row's spans as the keyword arguments :func:`row_spans` returns.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -50,21 +51,26 @@ def row_attention(
     query, key, value = query.to(dtype), key.to(dtype), value.to(dtype)
     rows, _, width, dim = query.shape
     out = query.new_zeros((rows, width, query.shape[1], dim))
+    eager = getattr(sys.modules[type(module).__module__], "eager_attention_forward", None)
     for b in range(rows):
         first, columns = row_queries[b], row_keys[b]
         mask = None
         if attention_mask is not None:
-            mask = attention_mask[b : b + 1, :, first:].index_select(3, columns).contiguous()
-        got, _ = sdpa_attention_forward(
-            module,
+            sees = attention_mask[b : b + 1, :, first:].index_select(3, columns)
+            blocked = torch.finfo(dtype).min
+            mask = torch.zeros(sees.shape, dtype=dtype, device=sees.device)
+            mask.masked_fill_(~sees, blocked)
+        parts = (
             query[b : b + 1, :, first:].contiguous(),
             key[b : b + 1].index_select(2, columns).contiguous(),
             value[b : b + 1].index_select(2, columns).contiguous(),
-            mask,
-            scaling=scaling,
-            dropout=dropout,
-            is_causal=False,
         )
+        if eager is not None:  # the model's own kernel, as it attends unpadded
+            got, _ = eager(module, *parts, mask, scaling=scaling, dropout=dropout)
+        else:
+            got, _ = sdpa_attention_forward(
+                module, *parts, mask, scaling=scaling, dropout=dropout, is_causal=False
+            )
         out[b, first:] = got[0]
     return out, None
 
