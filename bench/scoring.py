@@ -16,8 +16,11 @@ empty memo and cache, as after a weight update), in the service's batches of ``-
 
 Each stream runs with the prefix cache on and off; the Kuhn stream also ``raw``: every request
 through :func:`arena.policies.scoring.continuation_logprobs`, no memo, no cache (what scoring
-cost before either). All arms return the same numbers (checked). The matmul rate is measured in
-the same run, on a square matmul in the policy's dtype; a computed token costs
+cost before either). All arms return the same numbers (checked; ``max_abs_difference``, about 1e-6
+in float32 and a bf16 rounding step in bfloat16). The model serves in ``--dtype`` (``auto``: what
+this CPU runs fastest, as ``arena inference`` picks it). The matmul rate is measured in the same
+run, on plain matmuls of the model's linear shapes in its dtype, as many rows as a call computes
+tokens on average; a computed token costs
 ``2 * (its layers' linear weights)`` FLOPs, plus the output head's for each column whose logits
 are taken (attention's own products, a few percent at these lengths, are left out).
 
@@ -26,8 +29,8 @@ Ends with one JSON line: ``ttt_s_per_turn`` / ``ttt_s_per_turn_nocache``, ``kuhn
 beside it), ``matmul_fraction`` (Tic-Tac-Toe, cache on), the memo's ``memo_over_raw`` and more.
 
 Run: .venv/bin/python bench/scoring.py [--quick] [--ttt-games 8] [--decisions 256] [--batch 64]
-``--quick`` (1 game, 24 decisions, no raw arm) is meant to finish within a minute on an idle
-2-core CPU (a Tic-Tac-Toe turn scores in about 1 s there; most of the rest is loading).
+[--dtype auto]. ``--quick`` (1 game, 24 decisions, no raw arm) is meant to finish within a minute
+on an idle 2-core CPU (most of it loading).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ import torch
 from studies.kuhn_choose import LegalPolicy
 
 import games
+from arena.models import to_dtype
 from arena.play.choice import reply_ids
 from arena.play.seating import SeatFactory
 from arena.policies.chat import ChatFormat
@@ -109,16 +113,32 @@ def computed_tokens(policy: HFPolicy, calls: list[list[Turn]]) -> tuple[int, int
     return prompts, replies
 
 
-def matmul_rate(dtype: torch.dtype, size: int = 1024, repeats: int = 8) -> float:
-    """FLOP/s of a square matmul in ``dtype`` on the CPU: the rate a perfect forward reaches."""
-    a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
-    a @ b  # warm-up
+def matmul_rate(model: Any, tokens: int, repeats: int = 5) -> float:
+    """FLOP/s of plain torch matmuls of the model's shapes on this CPU, in the model's dtype:
+    ``tokens`` rows (a forward's tokens) times each distinct linear weight of a layer, and the
+    output head for a tenth of them, as ``F.linear`` runs them. The best of ``repeats``: the rate
+    a perfect forward of that many tokens reaches."""
+    dtype = next(model.parameters()).dtype
+    shapes = {
+        tuple(m.weight.shape)
+        for n, m in model.named_modules()
+        if isinstance(m, torch.nn.Linear) and "lm_head" not in n
+    }
+    head = tuple(model.get_output_embeddings().weight.shape)
+    work = [(tokens, shape) for shape in sorted(shapes)] + [(max(1, tokens // 10), head)]
+    tensors = [
+        (torch.randn(rows, shape[1], dtype=dtype), torch.randn(shape, dtype=dtype))
+        for rows, shape in work
+    ]
+    total = sum(2.0 * rows * shape[0] * shape[1] for rows, shape in work)
     best = float("inf")
-    for _ in range(repeats):
-        started = time.perf_counter()
-        a @ b
-        best = min(best, time.perf_counter() - started)
-    return 2 * size**3 / best
+    with torch.inference_mode():
+        for _ in range(repeats + 1):  # the first warms up
+            started = time.perf_counter()
+            for x, w in tensors:
+                torch.nn.functional.linear(x, w)
+            best = min(best, time.perf_counter() - started)
+    return total / best
 
 
 def flops(model: Any, prompt_tokens: int, reply_tokens: int, prompts: int) -> float:
@@ -148,14 +168,16 @@ def main() -> None:
     parser.add_argument("--decisions", type=int, default=256, help="Kuhn scoring requests in all")
     parser.add_argument("--batch", type=int, default=64, help="requests per call")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--dtype", default="auto", help="serving dtype (auto: what this CPU runs fastest)"
+    )
     parser.add_argument("--quick", action="store_true", help="1 game, 24 decisions, no raw arm")
     args = parser.parse_args()
     if args.quick:
         args.ttt_games, args.decisions = 1, 24
     legal = LegalPolicy(args.config, 1.0, "float32")
-    model, tokenizer = legal.model, legal.tokenizer
-    dtype = next(model.parameters()).dtype
-    peak = matmul_rate(dtype)
+    dtype = to_dtype(args.dtype)
+    model, tokenizer = legal.model.to(dtype), legal.tokenizer
 
     ttt = batches(ttt_turns(args.config, model, tokenizer, args.ttt_games, args.seed), args.batch)
     ttt_count = sum(len(c) for c in ttt)
@@ -186,12 +208,14 @@ def main() -> None:
             "memo_over_raw": round(raw_seconds / kuhn_off, 1),
         }
     rate = flops(model, *ttt_computed, ttt_count) / ttt_on
+    peak = matmul_rate(model, round(sum(ttt_computed) / len(ttt)))
     print(
         json.dumps(
             {
                 "bench": "scoring",
                 "quick": args.quick,
                 "dtype": str(dtype).removeprefix("torch."),
+                "threads": torch.get_num_threads(),
                 "batch": args.batch,
                 "ttt_turns": ttt_count,
                 "ttt_s_per_turn": round(ttt_on / ttt_count, 4),

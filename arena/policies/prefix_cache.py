@@ -126,6 +126,12 @@ class PrefixCache:
             found.append(held.kv)
         return found
 
+    def cached_tokens(self, tokens: np.ndarray, adapter: str | None, version: int) -> int:
+        """How many of ``tokens``' first tokens a request would read from the cache now (its
+        last token is always computed)."""
+        keys = self.keys(tokens[: len(tokens) - 1], adapter)
+        return len(self.lookup(keys, version)) * self.block
+
     def store(self, keys: Sequence[bytes], blocks: dict[int, torch.Tensor], version: int) -> None:
         """Hold ``blocks`` (index into ``keys`` -> kv) beside those of ``keys`` already held,
         touch the whole chain deepest first, then evict down to the bound."""
@@ -166,6 +172,66 @@ class Prefill:
     """Prompt tokens this forward computed (the rest were read from the cache)."""
 
 
+@dataclass
+class Past:
+    """A batch's cached prefixes, laid left-padded in one KV cache: what its forward continues."""
+
+    keys: list[list[bytes]]
+    """Each row's block keys (empty without a cache)."""
+    cached: list[int]
+    """Each row's tokens read from the cache."""
+    kv: DynamicCache
+    mask: torch.Tensor
+    """``[rows, width]`` (long, on the CPU): which of ``kv``'s columns are tokens."""
+
+    def store(self, cache: PrefixCache | None, starts: Sequence[int], version: int) -> None:
+        """After the forward: keep each row's new full blocks, row ``i``'s first uncached
+        token sitting in column ``starts[i]`` of :attr:`kv`."""
+        if cache is None:
+            return
+        for row, start in enumerate(starts):
+            _store_row(cache, self.kv, row, self.keys[row], self.cached[row], start, version)
+
+
+def cached_past(
+    model: Any,
+    prompts: Sequence[np.ndarray],
+    adapters: Sequence[str | None],
+    cache: PrefixCache | None = None,
+    version: int = 0,
+) -> Past:
+    """Each prompt's longest prefix held in ``cache`` (blocks of weights ``version``), short
+    of its last token, laid left-padded in one KV cache."""
+    rows = len(prompts)
+    keys = [
+        cache.keys(p, a) if cache is not None else []
+        for p, a in zip(prompts, adapters, strict=True)
+    ]
+    # at least the last token is computed: its logits predict the continuation
+    hits = [
+        cache.lookup(k[: (len(p) - 1) // cache.block], version) if cache is not None else []
+        for p, k in zip(prompts, keys, strict=True)
+    ]
+    cached = [len(h) * (cache.block if cache is not None else 0) for h in hits]
+    past = max(cached)
+    kv = DynamicCache(config=model.config)
+    past_mask = torch.zeros((rows, past), dtype=torch.long)
+    if past:
+        first = next(h[0] for h in hits if h)
+        layers, _, heads, _, dim = first.shape
+        stacked = first.new_zeros((layers, 2, rows, heads, past, dim))
+        for row, held in enumerate(hits):
+            if held:
+                stacked[:, :, row, :, past - cached[row] :] = torch.cat(held, dim=3)
+                past_mask[row, past - cached[row] :] = 1
+        for layer in range(layers):
+            kv.update(stacked[layer, 0], stacked[layer, 1], layer)
+    if cache is not None:
+        cache.prompt_tokens += sum(len(p) for p in prompts)
+        cache.reused_tokens += sum(cached)
+    return Past(keys, cached, kv, past_mask)
+
+
 @torch.inference_mode()
 def prefill(
     model: Any,
@@ -179,52 +245,28 @@ def prefill(
     ``version``), and store their new full blocks there."""
     device = next(model.parameters()).device
     rows = len(prompts)
-    keys = [
-        cache.keys(p, a) if cache is not None else []
-        for p, a in zip(prompts, adapters, strict=True)
-    ]
-    # at least the last token is computed: its logits predict the continuation
-    hits = [
-        cache.lookup(k[: (len(p) - 1) // cache.block], version) if cache is not None else []
-        for p, k in zip(prompts, keys, strict=True)
-    ]
-    cached = [len(h) * (cache.block if cache is not None else 0) for h in hits]
+    held = cached_past(model, prompts, adapters, cache, version)
+    cached = held.cached
     suffix = [len(p) - c for p, c in zip(prompts, cached, strict=True)]
-    past, width = max(cached), max(suffix)
-    kv = DynamicCache(config=model.config)
-    past_mask = torch.zeros((rows, past), dtype=torch.long)
-    if past:
-        first = next(h[0] for h in hits if h)
-        layers, _, heads, _, dim = first.shape
-        stacked = first.new_zeros((layers, 2, rows, heads, past, dim))
-        for row, held in enumerate(hits):
-            if held:
-                stacked[:, :, row, :, past - cached[row] :] = torch.cat(held, dim=3)
-                past_mask[row, past - cached[row] :] = 1
-        for layer in range(layers):
-            kv.update(stacked[layer, 0], stacked[layer, 1], layer)
+    past, width = held.mask.shape[1], max(suffix)
     ids = torch.zeros((rows, width), dtype=torch.long)
     new_mask = torch.zeros((rows, width), dtype=torch.long)
     for row, prompt in enumerate(prompts):
         ids[row, width - suffix[row] :] = torch.as_tensor(prompt[cached[row] :], dtype=torch.long)
         new_mask[row, width - suffix[row] :] = 1
     positions = (new_mask.cumsum(-1) - 1).clamp(min=0) + torch.tensor(cached)[:, None]
-    mask = torch.cat([past_mask, new_mask], dim=1).to(device)
+    mask = torch.cat([held.mask, new_mask], dim=1).to(device)
     with route(model, list(adapters)):
         logits = model(
             input_ids=ids.to(device),
             attention_mask=mask,
             position_ids=positions.to(device),
-            past_key_values=kv,
+            past_key_values=held.kv,
             use_cache=True,
             logits_to_keep=1,
         ).logits[:, -1]
-    if cache is not None:
-        cache.prompt_tokens += sum(len(p) for p in prompts)
-        cache.reused_tokens += sum(cached)
-        for row in range(rows):
-            _store_row(cache, kv, row, keys[row], cached[row], past + width - suffix[row], version)
-    return Prefill(logits, kv, mask, positions[:, -1:].to(device), sum(suffix))
+    held.store(cache, [past + width - s for s in suffix], version)
+    return Prefill(logits, held.kv, mask, positions[:, -1:].to(device), sum(suffix))
 
 
 def _store_row(

@@ -2,14 +2,14 @@
 
 :func:`continuation_logprobs` is the one implementation behind :meth:`HFPolicy.score
 <arena.policies.hf.HFPolicy.score>` (a seat choosing among its legal replies) and the exact
-policy reader (:mod:`arena.eval.policy_reader`, through :func:`continuation_sums`). A batch of prompts, left-padded, fills a KV
-cache in one forward pass; the cache is then repeated for each of a prompt's continuations, and
-the continuations, right-padded, run on top of it. A prompt is usually far longer than its
-continuations, so N replies cost about one forward pass of the prompt rather than N, and only the
-continuation columns' logits are computed. Given a
+policy reader (:mod:`arena.eval.policy_reader`, through :func:`continuation_sums`). A batch of prompts goes
+through one forward: each row holds a prompt with all its continuations packed after it, and a 4D
+attention mask lets a continuation see the prompt and its own earlier tokens only, its position
+ids starting right after the prompt. So N replies cost one pass of the prompt plus their own
+tokens, not N passes, there is one forward per batch however many replies, and only the columns
+that predict a reply token go through the output head. Given a
 :class:`~arena.policies.prefix_cache.PrefixCache`, a prompt is computed only past the longest
-prefix an earlier request of the same weights and adapter left there; all the prompts of one call
-(one inference batch) still go through one forward, and all their continuations through another.
+prefix an earlier request of the same weights and adapter left there.
 
 :class:`ScoreMemo` keeps what one set of weights has scored: a game whose prompts repeat (Kuhn
 Poker has 12 information states) is scored once per weight version, however many hands are
@@ -27,9 +27,10 @@ import numpy as np
 import torch
 
 from arena.models.lora import route
+from arena.models.row_attention import row_spans, rows_apart
 from arena.models.scoring import reply_sums
 from arena.policies.base import Policy
-from arena.policies.prefix_cache import PrefixCache, prefill
+from arena.policies.prefix_cache import PrefixCache, cached_past
 from arena.policies.types import InvalidRequest, PromptLike, Scoring
 
 
@@ -59,63 +60,149 @@ def continuation_logprobs(
     if any(len(prompt) == 0 or any(len(r) == 0 for r in replies) for prompt, replies in items):
         raise ValueError("every prompt and continuation needs at least one token")
     device = next(model.parameters()).device
-    out: list[list[np.ndarray]] = []
-    for start in range(0, len(items), batch_size):
-        chunk = items[start : start + batch_size]
-        chunk_adapters = list(adapters[start : start + batch_size]) if adapters else []
-        done = prefill(
-            model,
-            [prompt for prompt, _ in chunk],
-            chunk_adapters or [None] * len(chunk),
-            prefix_cache,
-            version,
-        )
-        first, cache, mask = done.logits, done.kv, done.mask
-        # one row per (prompt, continuation): the prompt's cache, then the continuation
-        owner = [row for row, (_, replies) in enumerate(chunk) for _ in replies]
-        flat = [reply for _, replies in chunk for reply in replies]
-        index = torch.tensor(owner, dtype=torch.long)
-        cache.batch_select_indices(index.to(device))
-        mask = mask[index.to(device)]
-        length = max(len(reply) for reply in flat)
-        reply_ids = torch.zeros((len(flat), length), dtype=torch.long)
-        reply_mask = torch.zeros((len(flat), length), dtype=torch.long)
-        for row, reply in enumerate(flat):
-            reply_ids[row, : len(reply)] = torch.as_tensor(reply, dtype=torch.long)
-            reply_mask[row, : len(reply)] = 1
-        after = done.last_position[index.to(device)] + 1 + torch.arange(length, device=device)
-        with route(model, [chunk_adapters[row] for row in owner] if chunk_adapters else []):
-            rest = model(
-                input_ids=reply_ids.to(device),
-                attention_mask=torch.cat([mask, reply_mask.to(device)], dim=1),
-                position_ids=after,
-                past_key_values=cache,
-                use_cache=True,
-            ).logits
-        # token t is predicted by the prompt's last logits (t = 0) or continuation column t - 1
-        logits = torch.cat([first[index.to(device)][:, None], rest[:, :-1]], dim=1).float()
+    out: list[list[np.ndarray]] = [[] for _ in items]
+    every = list(adapters) if adapters else [None] * len(items)
+    for group in _groups(items, every, batch_size, prefix_cache, version):
+        chunk = [items[i] for i in group]
+        logits, at = _packed_logits(model, chunk, [every[i] for i in group], prefix_cache, version)
         if temperature != 1.0:
             logits = logits / temperature
         logprobs = torch.log_softmax(logits, dim=-1)
-        token_lp = logprobs.gather(-1, reply_ids.to(device)[..., None])[..., 0]
+        flat = [reply for _, replies in chunk for reply in replies]
+        length = max(len(reply) for reply in flat)
+        reply_ids = torch.zeros((len(flat), length), dtype=torch.long)
+        for row, reply in enumerate(flat):
+            reply_ids[row, : len(reply)] = torch.as_tensor(reply, dtype=torch.long)
+        # at[r, t]: the (prompt row, logits column) predicting token t of reply r
+        picked = logprobs[at[..., 0], at[..., 1]]
+        token_lp = picked.gather(-1, reply_ids.to(device)[..., None])[..., 0]
         if extensions:
             for row, reply in enumerate(flat):
                 last = int(reply[-1])
                 if last in extensions:
                     alternatives = torch.as_tensor(list(extensions[last]), device=device)
-                    at = len(reply) - 1
-                    token_lp[row, at] = torch.logsumexp(logprobs[row, at, alternatives], -1)
+                    end = len(reply) - 1
+                    token_lp[row, end] = torch.logsumexp(picked[row, end, alternatives], -1)
         token_lp = token_lp.cpu().numpy()
         offset = 0
-        for _, replies in chunk:
-            out.append(
-                [
-                    token_lp[offset + i, : len(reply)].astype(np.float32)
-                    for i, reply in enumerate(replies)
-                ]
-            )
+        for i, (_, replies) in zip(group, chunk, strict=True):
+            out[i] = [
+                token_lp[offset + k, : len(reply)].astype(np.float32)
+                for k, reply in enumerate(replies)
+            ]
             offset += len(replies)
     return out
+
+
+PADDING_SLACK = 1.25
+"""A forward's padded tokens may be at most this many times its real ones: a batch's rows are
+grouped by the tokens they compute, so a row that needs its whole prompt does not make a
+hundred rows that read most of theirs from the prefix cache pad to its width."""
+
+
+def _groups(
+    items: Sequence[tuple[np.ndarray, Sequence[np.ndarray]]],
+    adapters: Sequence[str | None],
+    batch_size: int,
+    prefix_cache: PrefixCache | None,
+    version: int,
+) -> list[list[int]]:
+    """The items' indices in forwards of at most ``batch_size`` rows, widest rows first, each
+    padding at most :data:`PADDING_SLACK` times its real tokens."""
+    width = [
+        len(prompt)
+        - (prefix_cache.cached_tokens(prompt, adapter, version) if prefix_cache else 0)
+        + sum(len(r) for r in replies)
+        for (prompt, replies), adapter in zip(items, adapters, strict=True)
+    ]
+    groups: list[list[int]] = []
+    real = 0
+    for i in sorted(range(len(items)), key=lambda i: (-width[i], i)):
+        group = groups[-1] if groups else []
+        if (
+            group
+            and len(group) < batch_size
+            and (len(group) + 1) * width[group[0]] <= PADDING_SLACK * (real + width[i])
+        ):
+            group.append(i)
+            real += width[i]
+        else:
+            groups.append([i])
+            real = width[i]
+    return groups
+
+
+def _packed_logits(
+    model: Any,
+    chunk: Sequence[tuple[np.ndarray, Sequence[np.ndarray]]],
+    adapters: Sequence[str | None],
+    prefix_cache: PrefixCache | None,
+    version: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One forward of every prompt's uncached suffix with all its replies packed after it.
+
+    Row ``i`` holds its cached prefix (:func:`~arena.policies.prefix_cache.cached_past`), then
+    ``prompt[cached:] + reply_1 + reply_2 + ...`` left-padded; a 4D mask lets a reply's token see
+    the prompt and its own reply's earlier tokens only, and position ids place every reply right
+    after the prompt, so each reply is computed exactly as if it alone followed the prompt.
+    Returns the float32 logits ``[rows, columns, vocab]`` of the columns that predict a
+    reply token, and ``at`` ``[replies, longest, 2]``: the (row, column) predicting each reply
+    token (the prompt's last column for token 0)."""
+    device = next(model.parameters()).device
+    prompts = [prompt for prompt, _ in chunk]
+    held = cached_past(model, prompts, adapters, prefix_cache, version)
+    rows, past = len(chunk), held.mask.shape[1]
+    lengths = [
+        len(p) - c + sum(len(r) for r in replies)
+        for (p, replies), c in zip(chunk, held.cached, strict=True)
+    ]
+    width = max(lengths)
+    ids = torch.zeros((rows, width), dtype=torch.long)
+    positions = torch.zeros((rows, width), dtype=torch.long)
+    group = torch.full((rows, width), -2, dtype=torch.long)  # -2 padding, -1 prompt, j reply j
+    # each row's columns whose logits are needed: the prompt's last, then each reply's but its last
+    needed: list[list[int]] = []
+    at_rows: list[list[tuple[int, int]]] = []
+    for row, ((prompt, replies), cached) in enumerate(zip(chunk, held.cached, strict=True)):
+        col = width - lengths[row]
+        suffix = len(prompt) - cached
+        ids[row, col : col + suffix] = torch.as_tensor(prompt[cached:], dtype=torch.long)
+        positions[row, col : col + suffix] = torch.arange(cached, len(prompt))
+        group[row, col : col + suffix] = -1
+        last = col + suffix - 1
+        needed.append([last])
+        col += suffix
+        for j, reply in enumerate(replies):
+            n = len(reply)
+            ids[row, col : col + n] = torch.as_tensor(reply, dtype=torch.long)
+            positions[row, col : col + n] = torch.arange(len(prompt), len(prompt) + n)
+            group[row, col : col + n] = j
+            first = len(needed[row])
+            needed[row] += range(col, col + n - 1)
+            at_rows.append([(row, 0)] + [(row, first + t) for t in range(n - 1)])
+            col += n
+    sees_new = torch.ones((width, width), dtype=torch.bool).tril()[None] & (
+        (group[:, None, :] == -1) | (group[:, None, :] == group[:, :, None])
+    )
+    sees_new |= torch.eye(width, dtype=torch.bool)[None]  # padding sees itself: no empty row
+    sees = torch.cat([held.mask.bool()[:, None, :].expand(rows, width, past), sees_new], dim=2)
+    with route(model, list(adapters)), rows_apart(model):
+        hidden = model.get_decoder()(
+            input_ids=ids.to(device),
+            attention_mask=sees[:, None].to(device),
+            position_ids=positions.to(device),
+            past_key_values=held.kv,
+            use_cache=True,
+            **row_spans(past, held.cached, width, lengths, device),
+        ).last_hidden_state
+        columns = max(len(n) for n in needed)
+        index = torch.tensor([n + [n[0]] * (columns - len(n)) for n in needed], device=device)
+        gathered = hidden.gather(1, index[..., None].expand(-1, -1, hidden.shape[-1]))
+        logits = model.get_output_embeddings()(gathered).float()
+    held.store(prefix_cache, [past + width - n for n in lengths], version)
+    longest = max(len(a) for a in at_rows)
+    at = torch.tensor([a + [a[0]] * (longest - len(a)) for a in at_rows], device=device)
+    return logits, at
 
 
 def continuation_sums(

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from arena.models.adapter_shape import AdapterShape
-from arena.models.lora import adapter_state, add_adapters, load_adapter_state
+from arena.models.lora import adapter_state, add_adapters, load_adapter_state, route
 from arena.policies.hf import HFPolicy
 from arena.policies.prefix_cache import BLOCK, PrefixCache, StaleCache
 from arena.policies.scoring import continuation_logprobs
@@ -213,18 +213,72 @@ def test_a_block_is_never_read_under_other_weights(model) -> None:
         policy.score([Prompt(ids=PROMPTS[3])], [REPLIES[1]])
 
 
-def test_the_requests_of_one_call_reach_the_model_in_one_batch(model) -> None:
+def test_the_requests_of_one_call_reach_the_model_in_few_forwards_of_little_padding(model) -> None:
     policy = HFPolicy(model, model.tokenizer_, max_batch=16)
-    calls: list[int] = []
+    shapes: list[tuple[int, int]] = []
 
     def count(_module, _args, kwargs, _out) -> None:
-        calls.append(kwargs["input_ids"].shape[0])
+        shapes.append(tuple(kwargs["input_ids"].shape))
 
-    hook = model.register_forward_hook(count, with_kwargs=True)
+    hook = model.get_decoder().register_forward_hook(count, with_kwargs=True)
     try:
+        # seven prompts of one length: one forward, each prompt with its replies packed after it
+        same = [tokens(BASE[i : i + 30]) for i in range(7)]
+        policy.score([Prompt(ids=p) for p in same], [REPLIES[0]] * 7)
+        assert shapes == [(7, 30 + 3)]
+        # prompts of 5 to 113 tokens: forwards of similar widths, padding at most 1.25x
+        shapes.clear()
         prompts, replies = requests()
         policy.score([Prompt(ids=p) for p in prompts], replies)
     finally:
         hook.remove()
-    # one forward of every prompt's uncached part, one of every (prompt, reply) row
-    assert calls == [len(prompts), sum(len(r) for r in replies)]
+    assert sum(rows for rows, _ in shapes) == len(prompts) and len(shapes) < len(prompts)
+    real = sum(len(p) + sum(len(r) for r in rs) for p, rs in zip(prompts, replies, strict=True))
+    assert sum(rows * width for rows, width in shapes) <= 1.25 * real
+
+
+def test_packed_replies_score_as_each_alone_after_its_whole_prompt(model) -> None:
+    """The reference shares no code with the packed scorer: one plain forward of prompt + reply
+    per reply. A reply seeing another reply, or a wrong position, moves its scores by 3e-4 or more."""
+    with_adapter(model)
+    policy = HFPolicy(model, model.tokenizer_, max_batch=16)
+    prompts, replies = requests()
+    adapters = [None, "solver", None, "solver", None, None, "solver"]
+    policy.score([Prompt(ids=p) for p in prompts], replies, adapters)  # fills the cache
+    # later replies of several tokens: theirs must not see the replies before them
+    replies = [[tokens([21, 22]), tokens([23, 24, 25]), tokens([26, 27])]] * len(prompts)
+    got = [s.logprobs for s in policy.score([Prompt(ids=p) for p in prompts], replies, adapters)]
+    assert policy.prefix_cache is not None and policy.prefix_cache.reused_tokens > 0
+    for prompt, these, adapter, scored in zip(prompts, replies, adapters, got, strict=True):
+        for reply, lp in zip(these, scored, strict=True):
+            ids = torch.as_tensor(np.concatenate([prompt, reply]), dtype=torch.long)[None]
+            with torch.no_grad(), route(model, [adapter]):
+                logits = model(input_ids=ids).logits[0].float()
+            want = torch.log_softmax(logits, -1)[len(prompt) - 1 : -1]
+            want = want.gather(-1, torch.as_tensor(reply, dtype=torch.long)[:, None])[:, 0]
+            np.testing.assert_allclose(lp, want.numpy(), atol=1e-5, rtol=0)
+
+
+def test_a_request_scores_the_same_alone_in_any_batch_and_past_its_cached_prefix(model) -> None:
+    """In bfloat16, where padding alone moves a score by a rounding step: exact equality (a
+    tournament's sampled choices must not depend on which other matches were in flight)."""
+    model.to(torch.bfloat16)
+    with_adapter(model)  # a bf16 base's adapted layers return float32
+    prompts, replies = requests()
+    adapters = [None, "solver"] * 3 + [None]
+    alone = [
+        continuation_logprobs(model, [(p, r)], adapters=[a])[0]
+        for p, r, a in zip(prompts, replies, adapters, strict=True)
+    ]
+    batched = continuation_logprobs(
+        model, list(zip(prompts, replies, strict=True)), batch_size=16, adapters=adapters
+    )
+    policy = HFPolicy(model, model.tokenizer_, max_batch=16)
+    policy.score([Prompt(ids=p) for p in prompts], requests(1)[1], adapters)  # fills the cache
+    scored = policy.score([Prompt(ids=p) for p in prompts], replies, adapters)
+    cached = [s.logprobs for s in scored]
+    assert policy.prefix_cache is not None and policy.prefix_cache.reused_tokens > 0
+    for want, *others in zip(alone, batched, cached, strict=True):
+        for got in others:
+            for a, b in zip(got, want, strict=True):
+                np.testing.assert_array_equal(a, b)

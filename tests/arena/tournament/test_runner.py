@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from arena.core.errors import ConfigError
-from arena.play.config import GameConfig
+from arena.play.config import GameConfig, SamplingConfig
 from arena.tournament.config import ParticipantConfig, TournamentConfig
 from arena.tournament.records import finished_ids
 from arena.tournament.runner import run_tournament
@@ -268,3 +268,37 @@ def test_a_three_player_game_is_rated_with_openskill(tmp_path: Path) -> None:
         multiplayer["random-a"]["mu"], multiplayer["random-b"]["mu"]
     )
     assert "Multi-player" in (tmp_path / "report.md").read_text()
+
+
+@pytest.mark.e2e
+def test_a_choice_round_robin_plays_the_same_matches_at_any_concurrency(tmp_path: Path) -> None:
+    """Two sampling choosers of the tiny model in bfloat16, where a score computed in another
+    batch would differ by a rounding step: one match at a time and all matches at once (their
+    turns scored in shared batches) record the same games."""
+    choosers = [
+        ParticipantConfig(
+            name=f"chooser-{t}",
+            model="tiny",
+            act="choice",
+            dtype="bfloat16",
+            sampling=SamplingConfig(temperature=t),
+        )
+        for t in (1.0, 2.0)
+    ]
+    records = {}
+    for concurrency in (1, 12):
+        config = TournamentConfig(
+            participants=[ParticipantConfig(name="random", bot="random-v0"), *choosers],
+            games=[GameConfig("tictactoe-v0", role_kwargs={"prefill": True})],
+            pairs=2,
+            concurrency=concurrency,
+            out=str(tmp_path / str(concurrency)),
+            exploitability=False,
+        )
+        run_tournament(config, on_line=lambda _: None)
+        records[concurrency] = {
+            r["id"]: (r["scores"], r["moves"], r["turns"], r["tokens"])
+            for r in lines(tmp_path / str(concurrency) / "matches.jsonl")
+        }
+    assert len(records[1]) == 3 * 2 * 2
+    assert records[1] == records[12]
