@@ -79,6 +79,31 @@ def train_args(run_dir: Path, rollouts: int) -> list[str]:
     ]  # fmt: skip
 
 
+def on_the_bus(run_dir: Path, kids: dict[str, int], wait: float = 120.0) -> list[str]:
+    """The children but the broker that are registered with the run's broker under their own
+    pid (``arena status --json``), once at least one is; all of them when none is in time."""
+    from arena.run.addresses import local_address
+
+    deadline = time.time() + wait
+    while True:
+        status = subprocess.run(
+            [sys.executable, "-m", "arena", "status", local_address(run_dir), "--json"],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+        )
+        with contextlib.suppress(ValueError):
+            registered = {(a["name"], a["pid"]) for a in json.loads(status.stdout or "[]")}
+            names = sorted(n for n, pid in kids.items() if n != "broker" and (n, pid) in registered)
+            if len(names) == len([n for n in kids if n != "broker"]) or (
+                names and time.time() > deadline
+            ):
+                return names
+        if time.time() > deadline:
+            return sorted(n for n in kids if n != "broker")
+        time.sleep(1.0)
+
+
 def children(parent: int) -> dict[str, int]:
     """The run's children by name (``broker``, ``inference-0``, ``learner``, ``rollout-<i>``)."""
     found = {}
@@ -167,7 +192,10 @@ class Chaos:
             os.kill(kids[name], signal.SIGKILL)
             record |= {"target": name, "marker": f"{name} (pid {kids[name]}) exited with code -9"}
         elif kind == "stop_actor":
-            names = sorted(n for n in kids if n != "broker")
+            # a hang is of an actor on the bus: one restarted by an earlier fault and still
+            # starting up has no heartbeat to miss yet (and a stopped start-up is named by the
+            # run's waits, not as a hang), so the target is drawn among those registered
+            names = on_the_bus(run_dir, kids)
             name = self.rng.choice(names)
             record |= {
                 "target": name,

@@ -11,6 +11,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from arena.bus import BusError
 from arena.bus.peers import ROUTING_ENV
 from arena.run.addresses import local_address
 from arena.run.config import RunConfig
@@ -39,6 +40,11 @@ def train(config: RunConfig) -> int:
         return asyncio.run(coordinator.run())
     except (ChildDied, NoBroker, ActorsMissing, NothingToTrain, HeartbeatTooShort) as err:
         print(f"arena train: {err}", file=sys.stderr)
+        return 1
+    except BusError as err:  # an actor's own error the run cannot go on from
+        full = "no space left" in str(err).lower()
+        hint = f"free space there and continue with resume={run_dir}" if full else "see logs/"
+        print(f"arena train: {err.message} ({hint})", file=sys.stderr)
         return 1
     except OSError as err:
         if err.errno != errno.ENOSPC:
