@@ -55,6 +55,8 @@ class HangWatch:
         self.heartbeat_timeout = heartbeat_timeout
         self.on_event = on_event
         self.host = socket.gethostname()
+        self.warned: set[str] = set()
+        """Inference actors already named for a batch over half the timeout."""
         self.killed: list[tuple[str, int]] = []
         """(child name, pid) of every hung process killed, oldest first."""
 
@@ -89,14 +91,27 @@ class HangWatch:
         return True
 
     def check(self, actors: list[dict[str, Any]]) -> None:
-        """Raise :class:`HeartbeatTooShort` if an inference actor in the directory listing
-        ``actors`` measured a batch too slow for the heartbeat timeout."""
+        """Look at the slowest batch each inference actor in the directory listing ``actors``
+        measured. Past half the heartbeat timeout, the run is told once per actor (a slower
+        one would be taken for a hang); past the whole timeout, :class:`HeartbeatTooShort`:
+        that actor was spared only because its batch ended before the broker's next look, and
+        the detector must not go on killing healthy actors."""
         for actor in actors:
             seconds, requests = (actor.get("status") or {}).get("slowest_batch") or (0.0, 0)
-            if seconds * MARGIN > self.heartbeat_timeout:
+            name = str(actor.get("name"))
+            advice = (
+                f"set bus.heartbeat_timeout >= {seconds * MARGIN:.0f} or lower inference.max_batch"
+            )
+            if seconds > self.heartbeat_timeout:
                 raise HeartbeatTooShort(
                     f"bus.heartbeat_timeout={self.heartbeat_timeout:g} s is too short for this "
-                    f"run: {actor.get('name')} took {seconds:.1f} s for a batch of {requests} "
-                    f"requests, and a batch past the timeout is taken for a hang; set "
-                    f"bus.heartbeat_timeout >= {seconds * MARGIN:.0f} or lower inference.max_batch"
+                    f"run: {name} took {seconds:.1f} s for a batch of {requests} requests, and a "
+                    f"batch past the timeout is taken for a hang; {advice}"
+                )
+            if seconds * MARGIN > self.heartbeat_timeout and name not in self.warned:
+                self.warned.add(name)
+                self.on_event(
+                    f"{name} took {seconds:.1f} s for a batch of {requests} requests, more than "
+                    f"half of bus.heartbeat_timeout={self.heartbeat_timeout:g} s: a batch past "
+                    f"the timeout is taken for a hang; {advice}"
                 )
