@@ -8,7 +8,7 @@ every kind):
 - ``kill_rollout``, ``kill_inference``, ``kill_learner``, ``kill_broker``: SIGKILL of that child
   (a random rollout actor); detected when the launcher logs its exit in ``events.log``;
 - ``stop_actor``: SIGSTOP of a random rollout actor, the inference actor or the learner for
-  30-60 s (seeded), then SIGCONT; detected when the run names it hung (:mod:`arena.run.hangs`);
+  30-60 s (seeded; ``--stop-seconds``), then SIGCONT; detected when the run names it hung (:mod:`arena.run.hangs`);
   its detection times give ``hang_detect_s_max``;
 - ``disk_full``, last: the run directory is on a tmpfs of ``--disk-mb`` mounted for the run,
   and the fault fills it and keeps it full. No run recovers from that: it must end with a clear
@@ -200,7 +200,7 @@ class Chaos:
             record |= {
                 "target": name,
                 "pid": kids[name],
-                "until": time.time() + self.rng.uniform(30, 60),
+                "until": time.time() + self.rng.uniform(*self.args.stop_seconds),
                 "marker": f"{name} (pid {kids[name]}) is hung",
             }
             os.kill(kids[name], signal.SIGSTOP)
@@ -367,6 +367,9 @@ class Chaos:
             "episodes_lost": lost,
             "episodes_failed": int(sum(r.get("episodes_failed", 0) for r in table)),
             "re_leased": max((r.get("leases/re_leased", 0) for r in table), default=0),
+            "episodes_failed_max_step": max(
+                (r.get("episodes_failed", 0) for r in table), default=0
+            ),
         }
 
 
@@ -401,6 +404,14 @@ def main() -> None:
         "--faults", type=int, default=-1, help="stop after this many faults (-1: no limit)"
     )
     parser.add_argument("--disk-mb", type=int, default=512)
+    parser.add_argument(
+        "--stop-seconds",
+        type=float,
+        nargs=2,
+        default=(30.0, 60.0),
+        metavar=("LO", "HI"),
+        help="a stopped actor stays stopped a seeded time in [LO, HI] seconds (default 30 60)",
+    )
     parser.add_argument("--out", type=Path, default=None, help="default: a temporary directory")
     args = parser.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="arena-chaos-"))

@@ -7,7 +7,6 @@ Run with ``.venv/bin/python -m pytest -q tests/arena/commands/test_train.py``.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
@@ -131,63 +130,22 @@ def test_smoke_run_end_to_end(tmp_path: Path) -> None:
 
 
 @pytest.mark.e2e
-def test_an_async_run_steps_without_skipping_and_replaces_a_hung_inference_actor(
-    tmp_path: Path,
-) -> None:
+def test_an_async_run_steps_without_skipping_and_checkpoints(tmp_path: Path) -> None:
     # Only the stepping differs from the sync run above, so this run evaluates nothing. A learner
     # that also stepped on its own (as a standalone one does past batch_samples) would take
-    # batches the trainer then finds missing, and skip step numbers.
-    # After step 1 the inference actor is stopped (SIGSTOP): alive, answering nothing. The run
-    # must name it hung within bus.heartbeat_timeout (5 s in smoke.yaml), kill and restart it,
-    # and finish, the rollouts waiting for it meanwhile rather than failing episodes in a storm.
-    run_dir = tmp_path / "run"
-    proc = start(
-        "train", SMOKE, f"run_dir={run_dir}", "mode=async", "steps=4",
-        "learner.batch.batch_samples=1", *NO_EVAL,
+    # batches the trainer then finds missing, and skip step numbers. (A hung inference actor of
+    # an async run: tests/bench/test_chaos.py.)
+    result = arena(
+        "train", SMOKE, f"output_dir={tmp_path}", "mode=async", "learner.batch.batch_samples=1",
+        *NO_EVAL,
     )  # fmt: skip
-    stopped: list[int] = []
-    out = ""
-    try:
-        wait_for(lambda: len(metrics(run_dir)) >= 1, 300, "no step finished", proc=proc)
-        stopped = [
-            p
-            for p in pids_of("--actor-name inference-0 ")
-            if str(run_dir) in Path(f"/proc/{p}/cmdline").read_text()
-        ]
-        assert len(stopped) == 1, stopped
-        os.kill(stopped[0], signal.SIGSTOP)
-        t0 = time.monotonic()
-        events = run_dir / "events.log"
-        hung = f"inference-0 (pid {stopped[0]}) is hung"
-        wait_for(
-            lambda: events.exists() and hung in events.read_text(),
-            30,
-            "the stopped inference actor was never named hung",
-            proc=proc,
-        )
-        detected = time.monotonic() - t0
-        out, _ = proc.communicate(timeout=240)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, _ = proc.communicate()
-        pytest.fail(f"the run hung after its inference actor was stopped\n{run_logs(run_dir, out)}")
-    finally:
-        for pid in stopped:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGCONT)
-        proc.kill()
-    assert proc.returncode == 0, run_logs(run_dir, out)
-    # 5 s of silence, then the broker's next tick and the notice: well under 5 + 5
-    assert detected < 10, detected
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    run_dir = run_dir_of(tmp_path)
     rows = metrics(run_dir)
-    assert [r["step"] for r in rows] == [1, 2, 3, 4]
+    assert [r["step"] for r in rows] == [1, 2]
     assert all(r["episodes"] > 0 and "learner/loss" in r for r in rows)
-    # the rollouts waited for a server: no step dropped more than a step's worth (8 episodes)
-    assert all(r["episodes_failed"] <= 8 for r in rows), [r["episodes_failed"] for r in rows]
-    assert [p.name for p in sorted((run_dir / "checkpoints").glob("step-*"))][-1] == "step-00000004"
-    text = (run_dir / "events.log").read_text()
-    assert "inference-0 (pid" in text and "restarting (1/3)" in text, text
-    assert "episodes/s" in out
+    assert [p.name for p in sorted((run_dir / "checkpoints").glob("step-*"))][-1] == "step-00000002"
+    assert "episodes/s" in result.stdout
     assert not pids_of(str(run_dir)), "children outlived the run"
 
 
