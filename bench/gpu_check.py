@@ -90,7 +90,7 @@ SIZES: dict[bool, dict[str, Any]] = {
         "max_new_tokens": 8,
         "learner_batch": 2,
         "learner_seq_len": 64,
-        "rounds": 2,
+        "rounds": 1,  # quick: the code paths once each, not a figure
         # one actor and a small step: a 2-core machine cannot run four actors of 128 games
         "train": [
             "steps=1",
