@@ -139,12 +139,12 @@ class InferenceActor:
         self.actor.status["queued"] = lambda: len(self._queue)
         # what the run compares with its inference section (arena/run/inference_settings.py)
         self.actor.status["settings"] = shared_settings(config)
-        # a backend call stuck past the heartbeat timeout withholds the heartbeats, so the run
+        # a backend call stuck past inference.hang_timeout withholds the heartbeats, so the run
         # finds this actor hung as it finds a stopped one (arena/run/hangs.py)
         self.actor.answering = self._answering
         self.slowest_batch: tuple[float, int] = (0.0, 0)
-        """(seconds, requests) of the slowest batch so far: ``arena train`` refuses a heartbeat
-        timeout that healthy batches this long would not meet (arena/run/hangs.py)."""
+        """(seconds, requests) of the slowest batch so far: ``arena train`` names a hang timeout
+        that healthy batches this long come near (arena/run/hangs.py)."""
         self.actor.status["slowest_batch"] = lambda: list(self.slowest_batch)
         self.actor.serve(f"{self.service}:status", self._on_status)
         self.weights = WeightReceiver(
@@ -217,19 +217,19 @@ class InferenceActor:
         return self.backend_since is not None
 
     def _answering(self) -> bool:
-        """False while one backend call has run longer than the broker's heartbeat timeout:
-        a wedged engine or a stuck batch, which the heartbeats (sent from the event loop, which
+        """False while one backend call has run longer than ``inference.hang_timeout``: a
+        wedged engine or a stuck batch, which the heartbeats (sent from the event loop, which
         still runs) must not hide."""
         since = self.backend_since
-        if since is None or time.monotonic() - since <= self.actor.heartbeat_timeout:
+        if since is None or time.monotonic() - since <= self.config.hang_timeout:
             return True
         if not self.counters["hung"]:
             log.error(
-                "%s: one backend call has run for %.0f s, past the heartbeat timeout (%g s): "
+                "%s: one backend call has run for %.0f s, past inference.hang_timeout (%g s): "
                 "heartbeats withheld, so the run declares this actor hung and replaces it",
                 self.actor.name,
                 time.monotonic() - since,
-                self.actor.heartbeat_timeout,
+                self.config.hang_timeout,
             )
         self.counters["hung"] += 1
         return False

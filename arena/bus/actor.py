@@ -406,12 +406,14 @@ class Actor(Serving):
         while True:
             await asyncio.sleep(self.heartbeat_interval)
             try:
+                if self.answering is not None and not self.answering():
+                    # hung: let the broker declare it dead. Its silence is then this actor's
+                    # doing, and reconnecting (registering again) would keep it alive.
+                    self.counters["heartbeats_withheld"] += 1
+                    continue
                 silent = time.monotonic() - self.broker_last_seen
                 if self.broker_up and silent > self.heartbeat_timeout:
                     self._broker_lost(silent)
-                if self.answering is not None and not self.answering():
-                    self.counters["heartbeats_withheld"] += 1
-                    continue  # hung: let the broker declare it dead
                 self.send_to_broker(self._heartbeat_frames())
             except BusError as err:
                 log.warning("%s could not send a heartbeat: %s", self.name, err)

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from arena.core.errors import ConfigError
 from arena.core.limits import WEIGHT_UPDATE
 from arena.policies.types import check_keys
 
@@ -103,6 +104,17 @@ class InferenceConfig(PolicyConfig):
     """Seconds an incomplete weight update may take before it is dropped."""
     shm_weights: bool = True
     """Map same-host shared-memory weight files; off, their bytes are fetched over the bus."""
+    hang_timeout: float = 120.0
+    """Seconds one backend call (a batch, a weight update) may run before the actor takes its
+    engine for wedged: it then withholds its heartbeats, so the broker declares it dead within
+    ``bus.heartbeat_timeout`` and ``arena train`` kills and restarts it. A liveness bound, kept
+    apart from the heartbeat timeout so that a slow batch on a loaded host is no hang."""
+
+    def __post_init__(self) -> None:
+        if not self.hang_timeout > 0:
+            raise ConfigError(
+                f"inference.hang_timeout must be > 0 seconds, got {self.hang_timeout}"
+            )
 
 
 NOT_FLAGS = ("actors", "engine", "adapters", "address")

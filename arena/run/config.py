@@ -167,9 +167,9 @@ class BusConfig:
     """Seconds between heartbeats."""
     heartbeat_timeout: float = 10.0
     """Seconds of silence before an actor is declared dead; a child of the run whose process
-    still lives is then hung (stopped, or an inference actor with a backend call stuck this
-    long), and is killed and restarted (:mod:`arena.run.hangs`). At least 3 heartbeats; the run
-    also refuses one shorter than twice its slowest inference batch, once measured."""
+    still lives is then hung (stopped, or an inference actor with a backend call stuck past
+    ``inference.hang_timeout``), and is killed and restarted (:mod:`arena.run.hangs`). At least
+    3 heartbeats."""
 
     def __post_init__(self) -> None:
         if not self.heartbeat_interval > 0:

@@ -2,7 +2,8 @@
 
 A process can live and not answer: stopped (SIGSTOP, a debugger, a swapped-out host), or with
 its work stuck while its event loop still runs (a wedged inference engine, a batch that never
-returns; the inference actor then withholds its heartbeats, :mod:`arena.bus.actor`). Either
+returns: past ``inference.hang_timeout`` the inference actor withholds its heartbeats,
+:mod:`arena.bus.actor`). Either
 way the broker stops hearing from it and, after ``bus.heartbeat_timeout``, declares it dead:
 the requests pending on it fail with ``actor_dead``, the directory forgets it, and a ``control``
 notice goes out on topic ``actor.dead``. :class:`HangWatch` reads those notices on the trainer.
@@ -15,11 +16,13 @@ actors once one serves again (:mod:`arena.policies.remote`), a learner resumes f
 checkpoint. A killed process sends nothing late, and episodes that a stopped rollout actor had
 sent before are trained once, by id (the learner drops copies).
 
-**Bad input.** A detector must not kill healthy actors. The heartbeat timeout must span three
-heartbeats (:class:`~arena.run.config.BusConfig`), and, once the run measures it, twice the
-slowest batch of an inference actor (a batch runs on a worker thread, and one that runs past
-the timeout is taken for a hang): :meth:`HangWatch.check` stops the run with
-:class:`HeartbeatTooShort`, whose one line names the measured batch time and the keys to change.
+**Bad input.** A detector must not kill healthy actors. Liveness and progress are bounded
+apart: the heartbeat timeout (seconds of silence; it must span three heartbeats,
+:class:`~arena.run.config.BusConfig`) and the hang timeout (seconds one backend call may run,
+:class:`~arena.policies.config.InferenceConfig`), so a batch slowed by a loaded host is no
+hang. Once the run measures an inference actor's slowest batch, :meth:`HangWatch.check` names a
+batch over half that actor's hang timeout (once, in ``events.log``) and stops the run with
+:class:`HangTimeoutTooShort` for one past it, naming the measured time and the keys to change.
 """
 
 from __future__ import annotations
@@ -38,25 +41,32 @@ log = logging.getLogger("arena.run.hangs")
 
 DEAD_TOPIC = "actor.dead"
 MARGIN = 2.0
-"""A healthy batch may take at most ``heartbeat_timeout / MARGIN`` seconds."""
+"""A healthy batch should take at most ``hang_timeout / MARGIN`` seconds."""
 
 
-class HeartbeatTooShort(RuntimeError):
-    """``bus.heartbeat_timeout`` is shorter than what the run's healthy work takes."""
+class HangTimeoutTooShort(RuntimeError):
+    """``inference.hang_timeout`` is shorter than what the run's healthy batches take."""
 
 
 class HangWatch:
     """Kills this run's children that the broker declared dead while their process lives."""
 
     def __init__(
-        self, launcher: Launcher, heartbeat_timeout: float, on_event: Callable[[str], None]
+        self,
+        launcher: Launcher,
+        heartbeat_timeout: float,
+        on_event: Callable[[str], None],
+        hang_timeout: float = 120.0,
     ) -> None:
+        """``hang_timeout``: the run's ``inference.hang_timeout``, for an inference actor whose
+        status does not publish its own."""
         self.launcher = launcher
         self.heartbeat_timeout = heartbeat_timeout
+        self.hang_timeout = hang_timeout
         self.on_event = on_event
         self.host = socket.gethostname()
         self.warned: set[str] = set()
-        """Inference actors already named for a batch over half the timeout."""
+        """Inference actors already named for a batch over half their hang timeout."""
         self.killed: list[tuple[str, int]] = []
         """(child name, pid) of every hung process killed, oldest first."""
 
@@ -92,26 +102,28 @@ class HangWatch:
 
     def check(self, actors: list[dict[str, Any]]) -> None:
         """Look at the slowest batch each inference actor in the directory listing ``actors``
-        measured. Past half the heartbeat timeout, the run is told once per actor (a slower
-        one would be taken for a hang); past the whole timeout, :class:`HeartbeatTooShort`:
-        that actor was spared only because its batch ended before the broker's next look, and
-        the detector must not go on killing healthy actors."""
+        measured. Past half its hang timeout, the run is told once per actor (a slower batch
+        would be taken for a hang); past the whole timeout, :class:`HangTimeoutTooShort`: that
+        actor was spared only because its batch ended before the broker's next look, and the
+        detector must not go on killing healthy actors."""
         for actor in actors:
-            seconds, requests = (actor.get("status") or {}).get("slowest_batch") or (0.0, 0)
+            status = actor.get("status") or {}
+            seconds, requests = status.get("slowest_batch") or (0.0, 0)
+            limit = float((status.get("settings") or {}).get("hang_timeout", self.hang_timeout))
             name = str(actor.get("name"))
             advice = (
-                f"set bus.heartbeat_timeout >= {seconds * MARGIN:.0f} or lower inference.max_batch"
+                f"set inference.hang_timeout >= {seconds * MARGIN:.0f} or lower inference.max_batch"
             )
-            if seconds > self.heartbeat_timeout:
-                raise HeartbeatTooShort(
-                    f"bus.heartbeat_timeout={self.heartbeat_timeout:g} s is too short for this "
-                    f"run: {name} took {seconds:.1f} s for a batch of {requests} requests, and a "
-                    f"batch past the timeout is taken for a hang; {advice}"
+            if seconds > limit:
+                raise HangTimeoutTooShort(
+                    f"inference.hang_timeout={limit:g} s is too short for this run: {name} took "
+                    f"{seconds:.1f} s for a batch of {requests} requests, and a batch past the "
+                    f"hang timeout is taken for a hang; {advice}"
                 )
-            if seconds * MARGIN > self.heartbeat_timeout and name not in self.warned:
+            if seconds * MARGIN > limit and name not in self.warned:
                 self.warned.add(name)
                 self.on_event(
                     f"{name} took {seconds:.1f} s for a batch of {requests} requests, more than "
-                    f"half of bus.heartbeat_timeout={self.heartbeat_timeout:g} s: a batch past "
-                    f"the timeout is taken for a hang; {advice}"
+                    f"half of inference.hang_timeout={limit:g} s: a batch past the hang timeout "
+                    f"is taken for a hang; {advice}"
                 )

@@ -17,7 +17,7 @@ from arena.run.addresses import local_address
 from arena.run.config import RunConfig
 from arena.run.coordinator import NoBroker, RunCoordinator
 from arena.run.failures import NothingToTrain
-from arena.run.hangs import HeartbeatTooShort
+from arena.run.hangs import HangTimeoutTooShort
 from arena.run.launcher import ChildDied
 from arena.run.plan import plan
 from arena.run.processes import write_configs
@@ -38,7 +38,7 @@ def train(config: RunConfig) -> int:
     coordinator = RunCoordinator(config, run_dir)
     try:
         return asyncio.run(coordinator.run())
-    except (ChildDied, NoBroker, ActorsMissing, NothingToTrain, HeartbeatTooShort) as err:
+    except (ChildDied, NoBroker, ActorsMissing, NothingToTrain, HangTimeoutTooShort) as err:
         print(f"arena train: {err}", file=sys.stderr)
         return 1
     except BusError as err:  # an actor's own error the run cannot go on from

@@ -587,3 +587,42 @@ def test_a_wedged_backend_does_not_hold_the_actor_open(broker: str) -> None:
         release.set()
     assert wedged and busy
     assert 0.5 <= closing < 3.0
+
+
+def test_a_call_stuck_past_the_hang_timeout_withholds_heartbeats(broker: str) -> None:
+    """A batch stuck longer than ``hang_timeout`` (0.5 s here): the actor stops sending
+    heartbeats and does not register again, so the broker (``--heartbeat-timeout 2``) declares
+    it dead as it would a stopped process (``arena train`` then kills it: arena/run/hangs.py).
+    Until the hang timeout the stuck call is only slow, and the heartbeats go on."""
+    release = threading.Event()
+
+    async def scenario() -> tuple[float, int]:
+        config = InferenceConfig(name="wedged", max_wait_ms=1.0, hang_timeout=0.5)
+        actor = InferenceActor(StuckPolicy(release), broker, config, close_grace=0.1)
+        await actor.start()
+        client = Actor(f"wedged-client-{time.monotonic_ns()}", broker)
+        await client.start()
+        pending = client.request({"prompt": CHAT}, service="policy:wedged", timeout=30)
+        while actor.backend_since is None:
+            await asyncio.sleep(0.01)
+        start = time.monotonic()
+        while True:
+            listed = await client.request(service="broker.actors", timeout=5)
+            if not any(a["name"] == actor.actor.name for a in listed.body):
+                break
+            assert time.monotonic() - start < 15, "the broker never declared the actor dead"
+            await asyncio.sleep(0.1)
+        took = time.monotonic() - start
+        withheld = actor.actor.counters["heartbeats_withheld"]
+        pending.cancel()
+        await client.close()
+        await actor.close()
+        return took, withheld
+
+    try:
+        took, withheld = asyncio.run(scenario())
+    finally:
+        release.set()
+    # 0.5 s of hang timeout, then the broker's 2 s of silence and its next sweep
+    assert 2.0 <= took < 6.0, took
+    assert withheld >= 1

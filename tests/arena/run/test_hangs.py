@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from arena.core.errors import ConfigError
+from arena.policies.config import InferenceConfig
 from arena.run.config import BusConfig
-from arena.run.hangs import HangWatch, HeartbeatTooShort
+from arena.run.hangs import HangTimeoutTooShort, HangWatch
 from arena.run.launcher import Launcher
 
 
@@ -55,30 +56,43 @@ def test_a_live_child_declared_dead_is_killed_and_then_restarted(tmp_path: Path)
         launcher.stop_all(timeout=1)
 
 
-def test_a_slow_batch_is_named_and_one_past_the_timeout_refused(tmp_path: Path) -> None:
+def test_a_slow_batch_is_named_and_one_past_the_hang_timeout_refused(tmp_path: Path) -> None:
     events: list[str] = []
-    watch = HangWatch(Launcher(tmp_path), 5.0, events.append)
-    healthy = {"name": "inference-0", "status": {"slowest_batch": [2.5, 16]}}
-    watch.check([healthy, {"name": "rollout-0", "status": {}}])  # 2 x 2.5 s is not over 5 s
+    # the heartbeat timeout (5 s) plays no part: a batch is bounded by the hang timeout alone
+    watch = HangWatch(Launcher(tmp_path), 5.0, events.append, hang_timeout=20.0)
+    healthy = {"name": "inference-0", "status": {"slowest_batch": [9.5, 16]}}
+    watch.check([healthy, {"name": "rollout-0", "status": {}}])  # 2 x 9.5 s is not over 20 s
     assert events == []
-    # over half the timeout: named once, and the run goes on (a loaded machine is no fault)
-    slow = {"name": "inference-1", "status": {"slowest_batch": [3.2, 64]}}
+    # over half the hang timeout: named once, and the run goes on (a loaded host is no fault)
+    slow = {"name": "inference-1", "status": {"slowest_batch": [10.2, 64]}}
     watch.check([healthy, slow])
     watch.check([healthy, slow])
     assert events == [
-        "inference-1 took 3.2 s for a batch of 64 requests, more than half of "
-        "bus.heartbeat_timeout=5 s: a batch past the timeout is taken for a hang; set "
-        "bus.heartbeat_timeout >= 6 or lower inference.max_batch"
+        "inference-1 took 10.2 s for a batch of 64 requests, more than half of "
+        "inference.hang_timeout=20 s: a batch past the hang timeout is taken for a hang; set "
+        "inference.hang_timeout >= 20 or lower inference.max_batch"
     ]
-    # past the timeout itself: the detector would kill a healthy actor, so the run stops
-    slower = {"name": "inference-1", "status": {"slowest_batch": [5.5, 64]}}
-    with pytest.raises(HeartbeatTooShort) as err:
+    # an actor's own hang timeout (its status settings) overrides the run's
+    own = {
+        "name": "inference-2",
+        "status": {"slowest_batch": [10.2, 8], "settings": {"hang_timeout": 30}},
+    }
+    watch.check([own])
+    assert len(events) == 1
+    # past the hang timeout itself: the detector would kill a healthy actor, so the run stops
+    slower = {"name": "inference-1", "status": {"slowest_batch": [20.5, 64]}}
+    with pytest.raises(HangTimeoutTooShort) as err:
         watch.check([healthy, slower])
     assert str(err.value) == (
-        "bus.heartbeat_timeout=5 s is too short for this run: inference-1 took 5.5 s for a "
-        "batch of 64 requests, and a batch past the timeout is taken for a hang; set "
-        "bus.heartbeat_timeout >= 11 or lower inference.max_batch"
+        "inference.hang_timeout=20 s is too short for this run: inference-1 took 20.5 s for a "
+        "batch of 64 requests, and a batch past the hang timeout is taken for a hang; set "
+        "inference.hang_timeout >= 41 or lower inference.max_batch"
     )
+
+
+def test_a_hang_timeout_must_be_positive() -> None:
+    with pytest.raises(ConfigError, match=r"inference.hang_timeout must be > 0 seconds, got 0"):
+        InferenceConfig(hang_timeout=0)
 
 
 def test_a_heartbeat_timeout_must_span_three_heartbeats() -> None:
