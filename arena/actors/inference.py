@@ -103,6 +103,12 @@ class _Pending:
     """Set for a scoring request (its result is a :class:`Scoring`, not a generation)."""
 
 
+HANG_FLOOR = 30.0
+"""Seconds a backend call may always run before the actor takes itself for hung (by default)."""
+HANG_MARGIN = 4.0
+"""By default a call may also run this many times the slowest one before it."""
+
+
 class InferenceActor:
     """Serves ``policy`` as ``policy:<name>`` on the broker at ``address``."""
 
@@ -146,6 +152,9 @@ class InferenceActor:
         """(seconds, requests) of the slowest batch so far: ``arena train`` names a hang timeout
         that healthy batches this long come near (arena/run/hangs.py)."""
         self.actor.status["slowest_batch"] = lambda: list(self.slowest_batch)
+        self.slowest_call = 0.0
+        """Seconds of the slowest backend call so far (a batch or a weight update)."""
+        self.actor.status["hang_limit"] = lambda: self.hang_limit
         self.actor.serve(f"{self.service}:status", self._on_status)
         self.weights = WeightReceiver(
             self.actor,
@@ -221,7 +230,7 @@ class InferenceActor:
         wedged engine or a stuck batch, which the heartbeats (sent from the event loop, which
         still runs) must not hide."""
         since = self.backend_since
-        if since is None or time.monotonic() - since <= self.config.hang_timeout:
+        if since is None or time.monotonic() - since <= self.hang_limit:
             return True
         if not self.counters["hung"]:
             log.error(
@@ -229,17 +238,27 @@ class InferenceActor:
                 "heartbeats withheld, so the run declares this actor hung and replaces it",
                 self.actor.name,
                 time.monotonic() - since,
-                self.config.hang_timeout,
+                self.hang_limit,
             )
         self.counters["hung"] += 1
         return False
 
+    @property
+    def hang_limit(self) -> float:
+        """Seconds one backend call may run before this actor takes itself for hung:
+        ``inference.hang_timeout``, or by default :data:`HANG_FLOOR` or :data:`HANG_MARGIN`
+        times the slowest call so far, whichever is longer."""
+        if self.config.hang_timeout is not None:
+            return self.config.hang_timeout
+        return max(HANG_FLOOR, HANG_MARGIN * self.slowest_call)
+
     def _in_backend(self, call: Callable[..., T], *args: Any) -> T:
         """Run ``call(*args)`` on the generation thread, noting when it entered the backend."""
-        self.backend_since = time.monotonic()
+        self.backend_since = start = time.monotonic()
         try:
             return call(*args)
         finally:
+            self.slowest_call = max(self.slowest_call, time.monotonic() - start)
             self.backend_since = None
 
     # -- requests ----------------------------------------------------------------------------

@@ -104,14 +104,16 @@ class InferenceConfig(PolicyConfig):
     """Seconds an incomplete weight update may take before it is dropped."""
     shm_weights: bool = True
     """Map same-host shared-memory weight files; off, their bytes are fetched over the bus."""
-    hang_timeout: float = 120.0
+    hang_timeout: float | None = None
     """Seconds one backend call (a batch, a weight update) may run before the actor takes its
     engine for wedged: it then withholds its heartbeats, so the broker declares it dead within
-    ``bus.heartbeat_timeout`` and ``arena train`` kills and restarts it. A liveness bound, kept
-    apart from the heartbeat timeout so that a slow batch on a loaded host is no hang."""
+    ``bus.heartbeat_timeout`` and ``arena train`` kills and restarts it. None: 30 s, or 4 times
+    the slowest call this actor has made when that is longer, so a wedge is found in under a
+    minute and a slow batch on a loaded host is no hang. A number: that bound, fixed (a run
+    whose batches outgrow it is stopped, naming the batch time)."""
 
     def __post_init__(self) -> None:
-        if not self.hang_timeout > 0:
+        if self.hang_timeout is not None and not self.hang_timeout > 0:
             raise ConfigError(
                 f"inference.hang_timeout must be > 0 seconds, got {self.hang_timeout}"
             )

@@ -20,9 +20,10 @@ sent before are trained once, by id (the learner drops copies).
 apart: the heartbeat timeout (seconds of silence; it must span three heartbeats,
 :class:`~arena.run.config.BusConfig`) and the hang timeout (seconds one backend call may run,
 :class:`~arena.policies.config.InferenceConfig`), so a batch slowed by a loaded host is no
-hang. Once the run measures an inference actor's slowest batch, :meth:`HangWatch.check` names a
-batch over half that actor's hang timeout (once, in ``events.log``) and stops the run with
-:class:`HangTimeoutTooShort` for one past it, naming the measured time and the keys to change.
+hang. By default the hang timeout grows with the slowest call an actor has made (30 s, or 4 times
+that call). Set to a fixed number, :meth:`HangWatch.check` names a batch over half of it
+(once, in ``events.log``) and stops the run with :class:`HangTimeoutTooShort` for one past it,
+naming the measured time and the keys to change.
 """
 
 from __future__ import annotations
@@ -56,10 +57,10 @@ class HangWatch:
         launcher: Launcher,
         heartbeat_timeout: float,
         on_event: Callable[[str], None],
-        hang_timeout: float = 120.0,
+        hang_timeout: float | None = None,
     ) -> None:
         """``hang_timeout``: the run's ``inference.hang_timeout``, for an inference actor whose
-        status does not publish its own."""
+        status does not publish its own limit (None: nothing to check)."""
         self.launcher = launcher
         self.heartbeat_timeout = heartbeat_timeout
         self.hang_timeout = hang_timeout
@@ -109,7 +110,9 @@ class HangWatch:
         for actor in actors:
             status = actor.get("status") or {}
             seconds, requests = status.get("slowest_batch") or (0.0, 0)
-            limit = float((status.get("settings") or {}).get("hang_timeout", self.hang_timeout))
+            limit = status.get("hang_limit", self.hang_timeout)
+            if limit is None:
+                continue
             name = str(actor.get("name"))
             advice = (
                 f"set inference.hang_timeout >= {seconds * MARGIN:.0f} or lower inference.max_batch"

@@ -626,3 +626,20 @@ def test_a_call_stuck_past_the_hang_timeout_withholds_heartbeats(broker: str) ->
     # 0.5 s of hang timeout, then the broker's 2 s of silence and its next sweep
     assert 2.0 <= took < 6.0, took
     assert withheld >= 1
+
+
+def test_the_default_hang_limit_grows_with_the_slowest_call() -> None:
+    """Unset, the hang timeout is 30 s or 4 times the slowest backend call so far; set, fixed."""
+    actor = InferenceActor(StuckPolicy(threading.Event()), "ipc:///tmp/arena-unused.sock")
+    assert actor.hang_limit == 30.0
+    actor._in_backend(time.sleep, 0.05)
+    assert 0.05 <= actor.slowest_call < 1.0 and actor.hang_limit == 30.0
+    actor.slowest_call = 12.5  # a slow batch on a loaded host
+    assert actor.hang_limit == 50.0
+    fixed = InferenceActor(
+        StuckPolicy(threading.Event()),
+        "ipc:///tmp/arena-unused.sock",
+        InferenceConfig(hang_timeout=5),
+    )
+    fixed.slowest_call = 12.5
+    assert fixed.hang_limit == 5.0

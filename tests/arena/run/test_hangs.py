@@ -72,10 +72,10 @@ def test_a_slow_batch_is_named_and_one_past_the_hang_timeout_refused(tmp_path: P
         "inference.hang_timeout=20 s: a batch past the hang timeout is taken for a hang; set "
         "inference.hang_timeout >= 20 or lower inference.max_batch"
     ]
-    # an actor's own hang timeout (its status settings) overrides the run's
+    # an actor's own limit (its status) overrides the run's
     own = {
         "name": "inference-2",
-        "status": {"slowest_batch": [10.2, 8], "settings": {"hang_timeout": 30}},
+        "status": {"slowest_batch": [10.2, 8], "hang_limit": 30.0},
     }
     watch.check([own])
     assert len(events) == 1
@@ -88,6 +88,14 @@ def test_a_slow_batch_is_named_and_one_past_the_hang_timeout_refused(tmp_path: P
         "batch of 64 requests, and a batch past the hang timeout is taken for a hang; set "
         "inference.hang_timeout >= 41 or lower inference.max_batch"
     )
+
+
+def test_without_a_hang_timeout_nothing_is_checked(tmp_path: Path) -> None:
+    """By default an actor's limit grows with its slowest call, so no batch outgrows it."""
+    events: list[str] = []
+    watch = HangWatch(Launcher(tmp_path), 5.0, events.append)
+    watch.check([{"name": "inference-0", "status": {"slowest_batch": [500.0, 8]}}])
+    assert events == []
 
 
 def test_a_hang_timeout_must_be_positive() -> None:
