@@ -36,10 +36,8 @@ from arena.models.lora import (
 )
 from arena.models.lora_files import read_adapter, save_adapter
 from trainers.batch import Sample
+from trainers.checkpoint_dirs import ADAPTERS_DIR
 from trainers.config import LearnerConfig
-
-ADAPTERS_DIR = "adapters"
-"""A checkpoint's folder of adapters, one peft directory per policy."""
 
 
 class NamedAdapters:

@@ -27,7 +27,6 @@ import errno
 import json
 import os
 import random
-import re
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -39,8 +38,10 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from arena.core.errors import CannotStart
+from trainers.checkpoint_dirs import latest_checkpoint as latest_checkpoint
+from trainers.checkpoint_dirs import list_checkpoints as list_checkpoints
+from trainers.checkpoint_dirs import step_dir_name
 
-_STEP_DIR = re.compile(r"^step-(\d+)$")
 _TMP_PREFIX = ".tmp-"
 _GB = 1e9
 
@@ -83,28 +84,6 @@ def check_space(root: str | os.PathLike[str], one: int, keep: int) -> str | None
             "one being written): a save may run out of space; lower checkpoint.keep or free space"
         )
     return None
-
-
-def step_dir_name(step: int) -> str:
-    return f"step-{step:08d}"
-
-
-def list_checkpoints(root: str | os.PathLike[str]) -> list[tuple[int, Path]]:
-    """Complete checkpoints under ``root`` as (step, path), oldest first."""
-    root = Path(root)
-    if not root.is_dir():
-        return []
-    found = []
-    for path in root.iterdir():
-        match = _STEP_DIR.match(path.name)
-        if match and (path / "state.json").is_file():
-            found.append((int(match.group(1)), path))
-    return sorted(found)
-
-
-def latest_checkpoint(root: str | os.PathLike[str]) -> Path | None:
-    found = list_checkpoints(root)
-    return found[-1][1] if found else None
 
 
 def _fsync_tree(path: Path) -> None:

@@ -51,9 +51,10 @@ from arena.records import Episode
 from arena.weights.buckets import make_buckets
 from trainers import checkpoint as ckpt
 from trainers import distributed as ddist
-from trainers.adapters import ADAPTERS_DIR, NamedAdapters, sort_by_adapter
+from trainers.adapters import NamedAdapters, sort_by_adapter
 from trainers.advantages import EMABaseline, compute_advantages, stats_by_key
 from trainers.batch import Sample
+from trainers.checkpoint_dirs import ADAPTERS_DIR
 from trainers.config import LearnerConfig
 from trainers.filters import apply_staleness, filter_samples
 from trainers.inbox import Inbox

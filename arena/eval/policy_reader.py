@@ -52,7 +52,6 @@ from arena.eval.exploitability import (
 from arena.play.acting import CHOICE
 from arena.play.choice import choice_logprobs, reply_ids
 from arena.play.seats import BotSeat, PolicySeat
-from arena.policies.scoring import continuation_sums
 from games.bots.base import Bot
 
 
@@ -150,6 +149,9 @@ def read_seat(
     items = [(p.prompt_ids, [p.replies[a] for a in p.state.legal_actions]) for p in prompts]
     choosing = seat.act == CHOICE
     lasts = [reply[-1] for _, replies in items for reply in replies]
+    # torch only here: the trainer imports this module at every start, and reads only at evals
+    from arena.policies.scoring import continuation_sums
+
     scores = continuation_sums(
         model,
         items,

@@ -21,7 +21,8 @@ The package re-exports the names of its modules, one job each: :mod:`~arena.mode
 a spec may name), :mod:`~arena.models.cache` (the cache root, atomic entries),
 :mod:`~arena.models.devices` and :mod:`~arena.models.precision` (device and dtype, ``auto``
 measured), :mod:`~arena.models.embedded` (the SmolLM2 GGUF), :mod:`~arena.models.tiny` (the
-test model), :mod:`~arena.models.loading` (the entry points) and :mod:`~arena.models.lora`
+test model), :mod:`~arena.models.locate` (a spec's directory and tokenizer, without torch once
+cached), :mod:`~arena.models.loading` (the loaded model) and :mod:`~arena.models.lora`
 (adapters: their layers and layout; their shape and defaults, without torch, in
 :mod:`~arena.models.adapter_shape`). The names are imported on first use, so
 ``import arena.models.specs`` costs no torch.
@@ -38,8 +39,8 @@ _EXPORTS = {
     "smollm2_dir": "embedded",
     "smollm2_tokenizer_dir": "embedded",
     "load_model": "loading",
-    "load_tokenizer": "loading",
-    "model_dir": "loading",
+    "load_tokenizer": "locate",
+    "model_dir": "locate",
     "AUTO": "precision",
     "BF16_MIN_SPEEDUP": "precision",
     "choose_dtype": "precision",

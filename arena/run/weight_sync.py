@@ -38,7 +38,7 @@ from arena.bus import Actor, BusError, BusTimeout, Message
 from arena.run.config import WaitConfig
 from arena.run.directory import listing, serving
 from arena.run.watch import Watchdog
-from arena.weights.buckets import NOT_NEWER
+from arena.weights import NOT_NEWER
 
 LEARNER_CHECK_EVERY = 2.0
 """Seconds between two looks at the learner while a wait for weights lasts."""

@@ -19,5 +19,14 @@ One module per step, each importing only those above it:
   the caller, who applies it between batches (:class:`~arena.weights.receiver.WeightReceiver`).
 
 Dtype names, sizes and safetensors codes come from :mod:`arena.core.dtypes`. Import the modules
-themselves: this file imports nothing, so a process loads only the steps it uses.
+themselves: this file imports nothing, so a process loads only the steps it uses. It holds the
+refusal words that acknowledgements carry, which the trainer reads without torch.
 """
+
+NEEDS_FULL = "needs a full update"
+"""The words of a refusal of a delta (an update with ``since``) by a receiver that does not serve
+the version it was made against: the publisher answers them by publishing every tensor again."""
+
+NOT_NEWER = "is not newer than"
+"""The words of a refusal of a version already served: a re-publish (every learner publishes its
+weights when it starts), which acknowledgements carry in their reason and no one need report."""

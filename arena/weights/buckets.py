@@ -41,6 +41,8 @@ import numpy as np
 import torch
 
 from arena.core.dtypes import DTYPES
+from arena.weights import NEEDS_FULL as NEEDS_FULL
+from arena.weights import NOT_NEWER as NOT_NEWER
 
 log = logging.getLogger("arena.weights")
 
@@ -62,15 +64,6 @@ class WeightUpdateError(ValueError):
 
 class StaleBucket(WeightUpdateError):
     """A bucket of a version that is already served or older than the one being assembled."""
-
-
-NEEDS_FULL = "needs a full update"
-"""The words of a refusal of a delta (an update with ``since``) by a receiver that does not serve
-the version it was made against: the publisher answers them by publishing every tensor again."""
-
-NOT_NEWER = "is not newer than"
-"""The words of a refusal of a version already served: a re-publish (every learner publishes its
-weights when it starts), which acknowledgements carry in their reason and no one need report."""
 
 
 def dtype_name(dtype: torch.dtype) -> str:

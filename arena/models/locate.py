@@ -1,0 +1,69 @@
+"""A model spec to its directory (:func:`model_dir`) and its tokenizer (:func:`load_tokenizer`),
+without torch where the cache already holds them.
+
+Rollout actors, the trainer and tournament hosts need a policy's tokenizer (its chat template)
+and no model; importing torch and ``transformers.models.auto`` for it cost each of them about
+3 s of CPU at every start. A directory whose ``tokenizer_config.json`` names no tokenizer class,
+or the generic fast one, is loaded with :class:`~transformers.TokenizersBackend` itself, which
+is what ``AutoTokenizer`` resolves it to; any other class goes through ``AutoTokenizer``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from arena.models.embedded import smollm2_dir, smollm2_tokenizer_dir
+from arena.models.specs import EMBEDDED_ALIASES, TINY_NAME, ModelNotFoundError, not_found
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+GENERIC_CLASSES = {None, "TokenizersBackend", "PreTrainedTokenizerFast"}
+"""``tokenizer_class`` values that ``AutoTokenizer`` loads as the generic fast tokenizer."""
+
+
+def model_dir(spec: str, cache: str | os.PathLike[str] | None = None) -> Path:
+    """A local HF directory for ``spec`` (converting or saving it first if needed).
+
+    A hub id that is not a local path is returned as given by
+    :func:`~arena.models.loading.load_model`'s loaders; here it raises, since only the hub can
+    resolve it.
+    """
+    if spec in EMBEDDED_ALIASES:
+        return smollm2_dir(cache)
+    if spec == TINY_NAME:
+        from arena.models.tiny import tiny_dir  # builds a model: torch
+
+        return tiny_dir(0, cache)
+    path = Path(spec).expanduser()
+    if path.is_dir() and (path / "config.json").is_file():
+        return path
+    if path.exists():
+        raise ModelNotFoundError(f"{spec!r} is not a Hugging Face model directory (no config.json)")
+    raise ModelNotFoundError(not_found(spec))
+
+
+def load_tokenizer(
+    spec: str, cache: str | os.PathLike[str] | None = None
+) -> PreTrainedTokenizerBase:
+    """The tokenizer of a model spec (``tiny`` shares SmolLM2's)."""
+    if spec == TINY_NAME:
+        return tokenizer_from_dir(smollm2_tokenizer_dir(cache))
+    return tokenizer_from_dir(model_dir(spec, cache))
+
+
+def tokenizer_from_dir(path: str | os.PathLike[str]) -> PreTrainedTokenizerBase:
+    """The tokenizer saved in the HF directory ``path``, as ``AutoTokenizer`` loads it."""
+    path = Path(path)
+    config = path / "tokenizer_config.json"
+    named = json.loads(config.read_text()).get("tokenizer_class") if config.is_file() else None
+    if (path / "tokenizer.json").is_file() and named in GENERIC_CLASSES:
+        from transformers import TokenizersBackend
+
+        return TokenizersBackend.from_pretrained(path)
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path)

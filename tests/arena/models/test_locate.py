@@ -1,0 +1,49 @@
+"""A spec's directory and tokenizer without torch (:mod:`arena.models.locate`): what rollout
+actors, the trainer and tournament hosts load at every start."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from transformers import AutoTokenizer
+
+from arena.models import load_tokenizer, smollm2_tokenizer_dir
+from arena.models.locate import tokenizer_from_dir
+
+CHAT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}]
+
+
+def test_the_trainer_and_a_rollout_actor_start_without_torch() -> None:
+    """Neither holds a model: they import no torch (3 s of CPU at each start of each process)."""
+    load_tokenizer("tiny")  # cached before the child looks
+    probe = (
+        "import sys, arena.actors.rollout, arena.run.coordinator\n"
+        "from arena.models import load_tokenizer\n"
+        "load_tokenizer('tiny')\n"
+        "print(sorted(m for m in ('torch', 'transformers.models.auto') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_the_tokenizer_is_what_auto_tokenizer_loads(tmp_path: Path) -> None:
+    source = smollm2_tokenizer_dir()
+    ours, auto = load_tokenizer("tiny"), AutoTokenizer.from_pretrained(source)
+    assert type(ours) is type(auto)
+    text = auto.apply_chat_template(CHAT, tokenize=False, add_generation_prompt=True)
+    assert ours.apply_chat_template(CHAT, tokenize=False, add_generation_prompt=True) == text
+    assert ours(text)["input_ids"] == auto(text)["input_ids"]
+    assert (ours.eos_token_id, ours.pad_token_id) == (auto.eos_token_id, auto.pad_token_id)
+    # a directory that names a tokenizer class of its own is AutoTokenizer's to build
+    named = tmp_path / "named"
+    shutil.copytree(source, named)
+    config = json.loads((named / "tokenizer_config.json").read_text())
+    (named / "tokenizer_config.json").write_text(
+        json.dumps({**config, "tokenizer_class": "GPT2Tokenizer"})
+    )
+    assert type(tokenizer_from_dir(named)) is type(AutoTokenizer.from_pretrained(named))

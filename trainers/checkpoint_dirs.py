@@ -1,0 +1,39 @@
+"""Where a learner's checkpoints lie: one ``step-NNNNNNNN`` directory per saved step, complete
+once its ``state.json`` is there (:mod:`trainers.checkpoint` writes and reads them).
+
+No torch: the trainer finds checkpoints to evaluate and resume from at every start, and reads
+their weights only when it evaluates them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+STEP_DIR = re.compile(r"^step-(\d+)$")
+ADAPTERS_DIR = "adapters"
+"""A checkpoint's named LoRA adapters (and a shared adapter served unmerged), one peft
+directory each, beside its ``model/``."""
+
+
+def step_dir_name(step: int) -> str:
+    return f"step-{step:08d}"
+
+
+def list_checkpoints(root: str | os.PathLike[str]) -> list[tuple[int, Path]]:
+    """Complete checkpoints under ``root`` as (step, path), oldest first."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    found = []
+    for path in root.iterdir():
+        match = STEP_DIR.match(path.name)
+        if match and (path / "state.json").is_file():
+            found.append((int(match.group(1)), path))
+    return sorted(found)
+
+
+def latest_checkpoint(root: str | os.PathLike[str]) -> Path | None:
+    found = list_checkpoints(root)
+    return found[-1][1] if found else None
