@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -359,10 +360,24 @@ def test_a_rollout_actor_started_by_hand_is_the_async_runs_only_one(tmp_path: Pa
     run_dir = tmp_path / "run"
     proc = start(
         "train", SMOKE, f"run_dir={run_dir}", "mode=async", "rollout.actors=0", "steps=3", *NO_EVAL
-    )
+    )  # fmt: skip
+    lines: list[str] = []
+    announced = threading.Event()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if "waiting up to" in line:
+                announced.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
     joiner = None
     try:
-        wait_for(lambda: (run_dir / "config.yaml").exists(), 120, "no config.yaml", proc=proc)
+        # joined only once the run has said how to join: a joiner already on the bus when the
+        # run first looks leaves it nothing to wait for, and nothing to say
+        assert announced.wait(120), "".join(lines)[-3000:]
         joiner = start(
             "rollout",
             "--connect",
@@ -372,14 +387,16 @@ def test_a_rollout_actor_started_by_hand_is_the_async_runs_only_one(tmp_path: Pa
             "--index",
             "5",
         )
-        out, _ = proc.communicate(timeout=600)
+        proc.wait(timeout=600)
+        reader.join(timeout=30)
     finally:
         proc.kill()
         if joiner is not None:
             joiner.terminate()
             joiner.wait(timeout=30)
+    out = "".join(lines)
     assert proc.returncode == 0, out[-3000:]
-    assert "waiting up to" in out and "arena rollout --connect" in out  # it said how to join
+    assert "arena rollout --connect" in out  # it said how to join
     assert [r["step"] for r in metrics(run_dir)] == [1, 2, 3]
     transcripts = (run_dir / "transcripts.jsonl").read_text().splitlines()
     assert transcripts and all(json.loads(t)["id"].startswith("rollout-5-") for t in transcripts)
