@@ -75,11 +75,11 @@ seat_policies: {{player_0: first, player_1: second}}
 inference:
   backend: vllm
   engine: {{max_model_len: 2048}}
-rollout: {{actors: 1, episodes_per_step: 12}}
+rollout: {{actors: 1, episodes_per_step: 4}}
 learner:
   lora: {{r: 4, alpha: 8, target_modules: [q_proj, v_proj]}}
   optim: {{lr: 0.003}}
-eval: {{games: 2, before: false, opponents: [random-v0], exploitability: false}}
+eval: {{games: 0, exploitability: false}}
 """
 
 
