@@ -9,6 +9,7 @@ slow test reads the real SmolLM2-135M-Instruct.
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import Sequence
 
 import numpy as np
@@ -24,6 +25,8 @@ from arena.eval.policy_reader import (
     state_prompt,
     token_extensions,
 )
+from arena.models.adapter_shape import AdapterShape
+from arena.models.lora import adapter_state, add_adapters
 from arena.play.episode import play_episode
 from arena.play.seats import BotSeat, PolicySeat
 from arena.policies.base import Policy
@@ -173,6 +176,29 @@ def test_the_tiny_models_reading_is_a_policy(tiny_model) -> None:
     cold = read_seat(KUHN, seat, temperature=0.5)
     assert cold.table[state.key] != pytest.approx(reading.table[state.key])
     assert seat._conversation is None
+
+
+def test_a_policy_serving_an_adapter_by_default_is_read_through_it(tiny_model) -> None:
+    """A shared policy's LoRA served unmerged (``serve_by_default``) plays every request that
+    names no adapter, so a read of its seat goes through the adapter too. (A read of the bare
+    base here had every mid-run read of the default run give the base's exploitability, 0.4963,
+    while the served policy learned.)"""
+    model, tokenizer = copy.deepcopy(tiny_model[0]), tiny_model[1]
+    policy = HFPolicy(model, tokenizer)
+    seat = PolicySeat(policy, roles.make("player-v0", **CONFIG_ROLE), policy.chat, SamplingParams())
+    base = read_policy(KUHN, seat)
+    shape = AdapterShape(r=4, alpha=8, target_modules=("q_proj", "v_proj"))
+    add_adapters(model, ["shared-lora"], shape)
+    state = adapter_state(model, "shared-lora")
+    generator = torch.Generator().manual_seed(0)
+    moved = {k: torch.randn(v.shape, generator=generator) * 0.5 for k, v in state.items()}
+    policy.load_adapter("shared-lora", moved)
+    assert read_policy(KUHN, seat).table == base.table  # not served: the base plays
+    policy.serve_by_default("shared-lora")
+    served = read_policy(KUHN, seat)
+    named = read_seat(KUHN, seat, adapter_of=lambda _: "shared-lora")
+    assert served.table == named.table
+    assert served.exploitability != pytest.approx(base.exploitability, abs=1e-3)
 
 
 @pytest.mark.slow
