@@ -137,8 +137,9 @@ def read_seat(
     choice (:mod:`arena.play.choice`) is read as it plays: the softmax at ``temperature`` of
     its exact replies' sequence log-probabilities, with no invalid mass. ``adapter_of(agent)``
     names the adapter each seat plays (named policies; :mod:`arena.models.lora`), by default
-    the seat's own or, naming none, the one its policy serves by default (a shared policy's
-    LoRA served unmerged, :meth:`~arena.policies.hf.HFPolicy.serve_by_default`), as play does.
+    the seat's own; where that names none, the one its policy serves by default (a shared
+    policy's LoRA served unmerged, :meth:`~arena.policies.hf.HFPolicy.serve_by_default`), as
+    the policy routes requests in play.
     """
     started = time.monotonic()
     model = model if model is not None else getattr(seat.policy, "model", None)
@@ -146,8 +147,10 @@ def read_seat(
         raise TypeError(
             f"{type(seat.policy).__name__} has no .model to score replies with; pass model="
         )
-    # the adapter a request naming none plays: a shared policy's LoRA served unmerged
-    default = seat.params.adapter or getattr(seat.policy, "default_adapter", None)
+    # where a seat names no adapter, the policy plays its default one (a shared policy's LoRA
+    # served unmerged), as it routes every request that names none
+    default = getattr(seat.policy, "default_adapter", None)
+    adapter = adapter_of or (lambda _: seat.params.adapter)
     prompts = [state_prompt(game_id, seat, s) for s in information_states(game_id)]
     items = [(p.prompt_ids, [p.replies[a] for a in p.state.legal_actions]) for p in prompts]
     choosing = seat.act == CHOICE
@@ -162,7 +165,7 @@ def read_seat(
         temperature=1.0 if choosing else temperature,
         batch_size=batch_size,
         extensions=None if choosing else token_extensions(seat.chat.tokenizer, lasts),
-        adapters=[(adapter_of or (lambda _: default))(p.agent) for p in prompts],
+        adapters=[adapter(p.agent) or default for p in prompts],
     )
     actions = openspiel_game(game_id).num_distinct_actions()
     table: dict[str, list[float]] = {}
