@@ -106,12 +106,7 @@ class RunCoordinator:
         self.step = 0
         self._stalled = 0
         self.empty = EmptySteps(config.rollout.max_empty_steps, run_dir, self.log)
-        self.hangs = HangWatch(
-            self.launcher,
-            config.bus.heartbeat_timeout,
-            self.log.event,
-            hang_timeout=config.inference.hang_timeout,
-        )
+        self.hangs = HangWatch(self.launcher, config.bus.heartbeat_timeout, self.log.event)
 
     # -- processes and bus -----------------------------------------------------------------
     async def watch_children(self) -> None:

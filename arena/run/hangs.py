@@ -57,13 +57,9 @@ class HangWatch:
         launcher: Launcher,
         heartbeat_timeout: float,
         on_event: Callable[[str], None],
-        hang_timeout: float | None = None,
     ) -> None:
-        """``hang_timeout``: the run's ``inference.hang_timeout``, for an inference actor whose
-        status does not publish its own limit (None: nothing to check)."""
         self.launcher = launcher
         self.heartbeat_timeout = heartbeat_timeout
-        self.hang_timeout = hang_timeout
         self.on_event = on_event
         self.host = socket.gethostname()
         self.warned: set[str] = set()
@@ -110,9 +106,9 @@ class HangWatch:
         for actor in actors:
             status = actor.get("status") or {}
             seconds, requests = status.get("slowest_batch") or (0.0, 0)
-            limit = status.get("hang_limit", self.hang_timeout)
+            limit = status.get("hang_limit")  # what the inference actor itself enforces
             if limit is None:
-                continue
+                continue  # not an inference actor
             name = str(actor.get("name"))
             advice = (
                 f"set inference.hang_timeout >= {seconds * MARGIN:.0f} or lower inference.max_batch"

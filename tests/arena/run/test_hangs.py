@@ -59,12 +59,12 @@ def test_a_live_child_declared_dead_is_killed_and_then_restarted(tmp_path: Path)
 def test_a_slow_batch_is_named_and_one_past_the_hang_timeout_refused(tmp_path: Path) -> None:
     events: list[str] = []
     # the heartbeat timeout (5 s) plays no part: a batch is bounded by the hang timeout alone
-    watch = HangWatch(Launcher(tmp_path), 5.0, events.append, hang_timeout=20.0)
-    healthy = {"name": "inference-0", "status": {"slowest_batch": [9.5, 16]}}
+    watch = HangWatch(Launcher(tmp_path), 5.0, events.append)
+    healthy = {"name": "inference-0", "status": {"slowest_batch": [9.5, 16], "hang_limit": 20.0}}
     watch.check([healthy, {"name": "rollout-0", "status": {}}])  # 2 x 9.5 s is not over 20 s
     assert events == []
     # over half the hang timeout: named once, and the run goes on (a loaded host is no fault)
-    slow = {"name": "inference-1", "status": {"slowest_batch": [10.2, 64]}}
+    slow = {"name": "inference-1", "status": {"slowest_batch": [10.2, 64], "hang_limit": 20.0}}
     watch.check([healthy, slow])
     watch.check([healthy, slow])
     assert events == [
@@ -72,7 +72,7 @@ def test_a_slow_batch_is_named_and_one_past_the_hang_timeout_refused(tmp_path: P
         "inference.hang_timeout=20 s: a batch past the hang timeout is taken for a hang; set "
         "inference.hang_timeout >= 20 or lower inference.max_batch"
     ]
-    # an actor's own limit (its status) overrides the run's
+    # each actor is held to the limit it publishes
     own = {
         "name": "inference-2",
         "status": {"slowest_batch": [10.2, 8], "hang_limit": 30.0},
@@ -80,7 +80,7 @@ def test_a_slow_batch_is_named_and_one_past_the_hang_timeout_refused(tmp_path: P
     watch.check([own])
     assert len(events) == 1
     # past the hang timeout itself: the detector would kill a healthy actor, so the run stops
-    slower = {"name": "inference-1", "status": {"slowest_batch": [20.5, 64]}}
+    slower = {"name": "inference-1", "status": {"slowest_batch": [20.5, 64], "hang_limit": 20.0}}
     with pytest.raises(HangTimeoutTooShort) as err:
         watch.check([healthy, slower])
     assert str(err.value) == (
@@ -90,11 +90,12 @@ def test_a_slow_batch_is_named_and_one_past_the_hang_timeout_refused(tmp_path: P
     )
 
 
-def test_without_a_hang_timeout_nothing_is_checked(tmp_path: Path) -> None:
-    """By default an actor's limit grows with its slowest call, so no batch outgrows it."""
+def test_an_actor_publishing_no_hang_limit_is_not_checked(tmp_path: Path) -> None:
+    """Only inference actors publish the limit they enforce (by default 4 times their slowest
+    call or more, which no batch outgrows)."""
     events: list[str] = []
     watch = HangWatch(Launcher(tmp_path), 5.0, events.append)
-    watch.check([{"name": "inference-0", "status": {"slowest_batch": [500.0, 8]}}])
+    watch.check([{"name": "learner", "status": {"slowest_batch": [500.0, 8]}}])
     assert events == []
 
 
