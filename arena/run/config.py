@@ -27,6 +27,7 @@ from arena.play.config import (
     check_seat_policies,
 )
 from arena.policies.config import InferenceConfig
+from arena.run.ray_config import RayConfig, RayResources, RayResourcesConfig
 from trainers.config import LearnerConfig
 
 __all__ = [
@@ -212,57 +213,6 @@ class WaitConfig:
 
 
 @dataclass
-class RayResources:
-    """What Ray reserves for each process of one kind (its ``ray.remote`` options)."""
-
-    num_cpus: float = 1.0
-    """Logical CPUs (Ray's ``num_cpus``; fractions allowed). The process also gets this many
-    torch threads (``OMP_NUM_THREADS``, at least 1) unless ``cpu_threads`` is set."""
-    num_gpus: float = 0.0
-    """GPUs (Ray's ``num_gpus``; a fraction shares one). Ray sets ``CUDA_VISIBLE_DEVICES`` of the
-    process to the GPUs it was given: give the inference actors and the learner GPUs when their
-    ``device`` is ``cuda``."""
-
-
-@dataclass
-class RayResourcesConfig:
-    """Resource requests per kind of process under ``launcher=ray``."""
-
-    broker: RayResources = field(default_factory=RayResources)
-    """The run's own broker (``bus.address`` unset); it runs on the node of ``arena train``."""
-    inference: RayResources = field(default_factory=RayResources)
-    """Each inference actor (``inference-<i>``, and ``inference-pool`` in population mode)."""
-    learner: RayResources = field(default_factory=RayResources)
-    """The learner (when ``start_learner``)."""
-    rollout: RayResources = field(default_factory=RayResources)
-    """Each rollout actor."""
-
-
-@dataclass
-class RayConfig:
-    """Where and how ``launcher=ray`` places the run's processes. Ray only places (and its
-    actors host) the ``arena`` processes; they still talk over Arena's bus."""
-
-    address: str | None = None
-    """The cluster, as ``ray.init(address=...)`` takes it: ``HOST:PORT`` of its head, ``auto``
-    (a cluster that must already run here: ``RAY_ADDRESS``, else the one ``ray start`` last
-    started on this machine) or ``local`` (a new Ray instance on this machine, stopped when the
-    run ends). None: Ray's default, ``auto`` if it finds a cluster, else ``local``."""
-    broker_host: str = "127.0.0.1"
-    """Host of the run's own broker (``bus.address`` unset), which runs on the node of ``arena
-    train``: the address of that node as every other node reaches it. The default (loopback)
-    serves a one-node cluster without keys; a cluster of several nodes needs the node's
-    address, and keys (``--keys``) or ``--insecure``."""
-    broker_port: int = 0
-    """Port of the run's own broker; 0 picks a free one when the run starts (kept in the run
-    directory's ``config.yaml``, so a resumed run binds the same)."""
-    placement_timeout: float = 300.0
-    """Seconds a process may wait for Ray to place it (free resources of the kind it asks for)
-    before the run fails, naming it, what it asks for and what the cluster has free."""
-    resources: RayResourcesConfig = field(default_factory=RayResourcesConfig)
-
-
-@dataclass
 class RunConfig:
     name: str = "selfplay"
     """Run name; output goes to ``<output_dir>/<name>/<time>/``."""
@@ -359,7 +309,9 @@ class RunConfig:
         if self.learner.optim.total_steps is None:  # the LR schedule decays over the whole run
             self.learner.optim.total_steps = self.steps
         self._check_actors()
-        self._check_ray()
+        self.ray.check(
+            self.launcher, {"inference": self.inference.device, "learner": self.learner.device}
+        )
         if not self.games:
             raise ConfigError("games must list at least one game")
         self._check_groups()
@@ -401,33 +353,6 @@ class RunConfig:
                 raise ConfigError(
                     f"{key} must be >= 1 (a run needs at least one), got {value}; leave it "
                     "unset to wait for the actors the run starts itself"
-                )
-
-    def _check_ray(self) -> None:
-        """Resource requests Ray can take, a port that exists, and GPUs where a device needs
-        them (an actor given none sees none: ``CUDA_VISIBLE_DEVICES``)."""
-        r = self.ray
-        if not 0 <= r.broker_port <= 65535:
-            raise ConfigError(f"ray.broker_port must be in 0..65535, got {r.broker_port}")
-        if not r.placement_timeout > 0:
-            raise ConfigError(f"ray.placement_timeout must be > 0, got {r.placement_timeout}")
-        for kind in ("broker", "inference", "learner", "rollout"):
-            res = getattr(r.resources, kind)
-            for key in ("num_cpus", "num_gpus"):
-                if getattr(res, key) < 0:
-                    raise ConfigError(
-                        f"ray.resources.{kind}.{key} must be >= 0, got {getattr(res, key)}"
-                    )
-        if self.launcher != "ray":
-            return
-        for kind, device in (
-            ("inference", self.inference.device),
-            ("learner", self.learner.device),
-        ):
-            if device.startswith("cuda") and getattr(r.resources, kind).num_gpus <= 0:
-                raise ConfigError(
-                    f"{kind}.device={device} under launcher=ray needs a GPU: set "
-                    f"ray.resources.{kind}.num_gpus (Ray hides the GPUs it did not give)"
                 )
 
     def awaited(self) -> tuple[int, int]:

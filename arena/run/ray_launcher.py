@@ -42,13 +42,11 @@ from arena.bus.peers import ADVERTISE_ENV
 from arena.bus.security import is_loopback, resolve_security
 from arena.core.errors import ConfigError
 from arena.core.process import PARENT_ENV
-from arena.run.config import RayConfig, RayResources
 from arena.run.launcher import Child, ChildDied, Launcher
+from arena.run.ray_config import KINDS, RayConfig, RayResources
 
 log = logging.getLogger("arena.run.ray_launcher")
 
-KINDS = ("broker", "inference", "learner", "rollout")
-"""Kinds of process, each with its own resource request (``ray.resources.<kind>``)."""
 NOT_FORWARDED = {PARENT_ENV, ADVERTISE_ENV}
 """``ARENA_*`` variables of ``arena train`` that describe its own process or host, not the run."""
 
