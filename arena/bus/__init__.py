@@ -6,8 +6,8 @@ It knows nothing of games, models or training; it moves messages.
 from arena.bus.actor import Actor
 from arena.bus.blocking import BlockingActor
 from arena.bus.broker import Broker
-from arena.bus.codec import Blob, Message, ProtocolError, decode, encode
-from arena.bus.errors import BusError, BusTimeout
+from arena.bus.codec import Blob, Message, decode, encode
+from arena.bus.errors import BusError, BusTimeout, ProtocolError
 
 __all__ = [
     "Actor",

@@ -50,9 +50,10 @@ from typing import Any
 import zmq
 
 from arena.bus.channel import Channel
-from arena.bus.codec import DEFAULT_MAX_MESSAGE_BYTES, Message, ProtocolError, decode, encode
+from arena.bus.codec import Message, decode, encode
 from arena.bus.directory import Directory
-from arena.bus.errors import BusError, BusTimeout
+from arena.bus.errors import BusError, BusTimeout, ProtocolError
+from arena.bus.headers import DEFAULT_MAX_MESSAGE_BYTES
 from arena.bus.keys import Security
 from arena.bus.security import curve_client, curve_server, resolve_security
 from arena.bus.serving import Handler, Serving

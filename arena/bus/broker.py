@@ -43,15 +43,9 @@ from typing import Any
 
 import zmq
 
-from arena.bus.codec import (
-    DEFAULT_MAX_MESSAGE_BYTES,
-    Message,
-    ProtocolError,
-    decode_header,
-    encode,
-    message_from_header,
-    validate_body,
-)
+from arena.bus.codec import Message, encode, message_from_header
+from arena.bus.errors import ProtocolError
+from arena.bus.headers import DEFAULT_MAX_MESSAGE_BYTES, decode_header, validate_body
 from arena.bus.keys import Security
 from arena.bus.registry import ActorInfo, Registry
 from arena.bus.security import curve_server, resolve_security

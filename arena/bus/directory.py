@@ -22,8 +22,8 @@ import zmq
 from zmq.utils.monitor import parse_monitor_message
 
 from arena.bus.channel import Channel
-from arena.bus.codec import ProtocolError, decode, encode
-from arena.bus.errors import BusError
+from arena.bus.codec import decode, encode
+from arena.bus.errors import BusError, ProtocolError
 from arena.bus.keys import Security
 from arena.bus.peers import (
     Instance,

@@ -1,4 +1,5 @@
-"""The errors a bus call raises."""
+"""The errors of the bus: what a bus call raises, and what an inbound message that breaks the
+protocol raises."""
 
 from __future__ import annotations
 
@@ -18,3 +19,12 @@ class BusError(RuntimeError):
 
 class BusTimeout(BusError, TimeoutError):
     """No reply arrived within the request's timeout."""
+
+
+class ProtocolError(Exception):
+    """An inbound message that breaks the protocol. ``code`` names the kind of fault."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message

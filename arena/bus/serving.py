@@ -13,8 +13,8 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from arena.bus.codec import Message, ProtocolError, encode
-from arena.bus.errors import BusError
+from arena.bus.codec import Message, encode
+from arena.bus.errors import BusError, ProtocolError
 
 log = logging.getLogger("arena.bus")
 

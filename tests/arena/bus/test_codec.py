@@ -11,16 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arena.bus.codec import (
-    _HEADER_FIELDS,
-    PROTOCOL_VERSION,
-    Blob,
-    ProtocolError,
-    decode,
-    encode,
-    header_fault,
-    validate_body,
-)
+from arena.bus.codec import Blob, decode, encode
+from arena.bus.errors import ProtocolError
+from arena.bus.headers import _HEADER_FIELDS, PROTOCOL_VERSION, header_fault, validate_body
 
 
 def roundtrip(body, **route):
