@@ -1,9 +1,13 @@
 """Which turns a step trains on: the staleness bound and the zero-advantage, void and overlong
-filters. Each returns the kept samples and a count per reason, which become metrics."""
+filters. Each returns the kept samples and a count per reason, which become metrics; and how
+stale a step's turns were (:func:`staleness_metrics`)."""
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
 
 from trainers.batch import Sample
 from trainers.config import BatchConfig
@@ -69,3 +73,21 @@ def filter_samples(
         else:
             kept.append(sample)
     return kept, counts, silent
+
+
+def staleness_metrics(policy_versions: Sequence[int], version: int) -> dict[str, float]:
+    """How stale a step's turns are: per turn, the learner's version at the step minus the
+    version of the policy that generated it (``Turn.policy_version``), as ``staleness_mean``,
+    ``staleness_p50`` (the median) and ``staleness_max``. Every turn the step took counts,
+    those the staleness bound then drops or down-weights included (``filtered/stale_*`` counts
+    them). In sync mode every turn is 0 versions old; in async mode turns generated while the
+    learner trained are older (``arena train`` paces them to at most
+    ``batch.max_staleness`` versions). Empty when there are no turns."""
+    if not policy_versions:
+        return {}
+    lags = version - np.asarray(policy_versions, dtype=np.float64)
+    return {
+        "staleness_mean": float(lags.mean()),
+        "staleness_p50": float(np.median(lags)),
+        "staleness_max": float(lags.max()),
+    }

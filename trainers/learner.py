@@ -28,7 +28,7 @@ import logging
 import random
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -56,7 +56,7 @@ from trainers.advantages import EMABaseline, compute_advantages, stats_by_key
 from trainers.batch import Sample
 from trainers.checkpoint_dirs import ADAPTERS_DIR
 from trainers.config import LearnerConfig
-from trainers.filters import apply_staleness, filter_samples
+from trainers.filters import apply_staleness, filter_samples, staleness_metrics
 from trainers.inbox import Inbox
 from trainers.logprobs import TokenLogprobs, unwrap_peft
 from trainers.optim import build_optimizer
@@ -445,24 +445,6 @@ class Learner:
         self.state.counters.update(saved["counters"])  # the inbox shares this Counter
         self.ema.load_state_dict(saved["ema"])
         self.inbox.load_seen_ids(saved["seen_episodes"])
-
-
-def staleness_metrics(policy_versions: Sequence[int], version: int) -> dict[str, float]:
-    """How stale a step's turns are: per turn, the learner's version at the step minus the
-    version of the policy that generated it (``Turn.policy_version``), as ``staleness_mean``,
-    ``staleness_p50`` (the median) and ``staleness_max``. Every turn the step took counts,
-    those the staleness bound then drops or down-weights included (``filtered/stale_*`` counts
-    them). In sync mode every turn is 0 versions old; in async mode turns generated while the
-    learner trained are older (``arena train`` paces them to at most
-    ``batch.max_staleness`` versions). Empty when there are no turns."""
-    if not policy_versions:
-        return {}
-    lags = version - np.asarray(policy_versions, dtype=np.float64)
-    return {
-        "staleness_mean": float(lags.mean()),
-        "staleness_p50": float(np.median(lags)),
-        "staleness_max": float(lags.max()),
-    }
 
 
 def _seed_everything(seed: int) -> None:

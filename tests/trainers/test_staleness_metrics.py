@@ -10,7 +10,8 @@ import pytest
 from synthetic import two_seat_episodes
 
 from trainers.config import LearnerConfig
-from trainers.learner import Learner, staleness_metrics
+from trainers.filters import staleness_metrics
+from trainers.learner import Learner
 
 
 def make_config(**batch: object) -> LearnerConfig:
