@@ -25,8 +25,15 @@ count in it too.
 With ``conversation`` memory, the seat's earlier turns on the way to a state are in its context;
 the reader puts the canonical reply of each earlier action there, as play with those replies would.
 
-The caller loads the model: ``arena.eval`` may not import ``arena.models`` (tests/test_layers.py),
-so :func:`read_seat` takes the seat's policy model (``HFPolicy.model`` by default) or ``model=``.
+The agents of a game need not play one policy: :func:`read_seats` reads each agent's
+information states with that agent's own seat (its policy's model, tokenizer, chat template and
+adapter), and the game's table is the union of every agent's rows; a run whose seats play models
+of their own is read so (:func:`arena.run.evaluation.read_strategy`). :func:`read_seat` is the
+case of one seat playing every agent.
+
+The caller loads the models: ``arena.eval`` may not import ``arena.models``
+(tests/test_layers.py), so the reads score with each seat's policy's model (``HFPolicy.model``)
+or the ``model=`` / ``models=`` given.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,51 +133,78 @@ def read_seat(
     model: Any = None,
     temperature: float = 1.0,
     batch_size: int = 16,
-    adapter_of: Callable[[str], str | None] | None = None,
 ) -> PolicyReading:
-    """Read a language-model seat at every information state of ``game_id``.
+    """Read a language-model seat at every information state of ``game_id``: the seat plays
+    every agent (:func:`read_seats` with one seat for all).
 
     ``model`` is the causal LM behind the seat: a transformers model that takes ``input_ids``,
     ``attention_mask``, ``position_ids``, a ``DynamicCache`` and ``logits_to_keep``, as
-    ``HFPolicy`` drives it; by default the seat's policy's ``model`` (an ``HFPolicy``'s). Its
-    tokenizer must be the one in ``seat.chat``, which renders the prompts. A seat that acts by
-    choice (:mod:`arena.play.choice`) is read as it plays: the softmax at ``temperature`` of
-    its exact replies' sequence log-probabilities, with no invalid mass. ``adapter_of(agent)``
-    names the adapter each seat plays (named policies; :mod:`arena.models.lora`), by default
-    the seat's own; where that names none, the one its policy serves by default (a shared
-    policy's LoRA served unmerged, :meth:`~arena.policies.hf.HFPolicy.serve_by_default`), as
-    the policy routes requests in play.
+    ``HFPolicy`` drives it; by default the seat's policy's ``model`` (an ``HFPolicy``'s).
+    """
+    agents = games.make(game_id).possible_agents
+    return read_seats(
+        game_id,
+        dict.fromkeys(agents, seat),
+        models=None if model is None else dict.fromkeys(agents, model),
+        temperature=temperature,
+        batch_size=batch_size,
+    )
+
+
+def read_seats(
+    game_id: str,
+    seats: Mapping[str, PolicySeat],
+    *,
+    models: Mapping[str, Any] | None = None,
+    temperature: float = 1.0,
+    batch_size: int = 16,
+) -> PolicyReading:
+    """Read a game whose agents may play different policies: each agent's information states
+    are read with its own seat in ``seats`` (agent -> seat; every agent of the game), scored by
+    that seat's model (``models[agent]``, by default the seat's policy's ``model``) through the
+    adapter the seat names. The table is the union of every agent's rows, and its
+    exploitability is that of the policies played together.
+
+    Each seat's tokenizer must be the one in its ``chat``, which renders its prompts. A seat
+    that acts by choice (:mod:`arena.play.choice`) is read as it plays: the softmax at
+    ``temperature`` of its exact replies' sequence log-probabilities, with no invalid mass.
+    Where a seat's ``params.adapter`` names none, the adapter its policy serves by default (a
+    shared policy's LoRA served unmerged, :meth:`~arena.policies.hf.HFPolicy.serve_by_default`)
+    plays, as the policy routes requests in play.
     """
     started = time.monotonic()
-    model = model if model is not None else getattr(seat.policy, "model", None)
-    if model is None:
-        raise TypeError(
-            f"{type(seat.policy).__name__} has no .model to score replies with; pass model="
-        )
-    # where a seat names no adapter, the policy plays its default one (a shared policy's LoRA
-    # served unmerged), as it routes every request that names none
-    default = getattr(seat.policy, "default_adapter", None)
-    adapter = adapter_of or (lambda _: seat.params.adapter)
-    prompts = [state_prompt(game_id, seat, s) for s in information_states(game_id)]
-    items = [(p.prompt_ids, [p.replies[a] for a in p.state.legal_actions]) for p in prompts]
-    choosing = seat.act == CHOICE
-    lasts = [reply[-1] for _, replies in items for reply in replies]
-    # torch only here: the trainer imports this module at every start, and reads only at evals
-    from arena.policies.scoring import continuation_sums
-
-    scores = continuation_sums(
-        model,
-        items,
-        # a choice seat's policy: softmax(S / T) of the exact replies' T = 1 log-probabilities
-        temperature=1.0 if choosing else temperature,
-        batch_size=batch_size,
-        extensions=None if choosing else token_extensions(seat.chat.tokenizer, lasts),
-        adapters=[adapter(p.agent) or default for p in prompts],
-    )
+    agents = games.make(game_id).possible_agents
+    missing = [a for a in agents if a not in seats]
+    if missing:
+        raise ValueError(f"{game_id}: no seat to read agent {missing[0]!r} with")
+    models = dict(models or {})
+    for agent, seat in seats.items():
+        models.setdefault(agent, getattr(seat.policy, "model", None))
+        if models[agent] is None:
+            raise TypeError(
+                f"{type(seat.policy).__name__} (agent {agent}) has no .model to score replies "
+                "with; pass models="
+            )
+    prompts = [
+        state_prompt(game_id, seats[agents[s.player]], s) for s in information_states(game_id)
+    ]
+    # one scoring pass per model and way of acting: a seat shared by every agent scores every
+    # state in one batched pass, as one seat always did
+    groups: dict[tuple[int, str, int], list[int]] = {}
+    for i, p in enumerate(prompts):
+        seat = seats[p.agent]
+        key = (id(models[p.agent]), seat.act, id(seat.chat.tokenizer))
+        groups.setdefault(key, []).append(i)
+    scores: list[np.ndarray] = [np.empty(0)] * len(prompts)
+    for members in groups.values():
+        scored = _scores(prompts, members, seats, models, temperature, batch_size)
+        for i, logprobs in zip(members, scored, strict=True):
+            scores[i] = logprobs
     actions = openspiel_game(game_id).num_distinct_actions()
     table: dict[str, list[float]] = {}
     invalid: dict[str, float] = {}
     for p, logprobs in zip(prompts, scores, strict=True):
+        choosing = seats[p.agent].act == CHOICE
         legal = p.state.legal_actions
         policy = np.exp(choice_logprobs(logprobs, temperature if choosing else 1.0))
         row = [0.0] * actions
@@ -191,6 +225,41 @@ def read_seat(
     )
 
 
+def _scores(
+    prompts: list[StatePrompt],
+    members: list[int],
+    seats: Mapping[str, PolicySeat],
+    models: Mapping[str, Any],
+    temperature: float,
+    batch_size: int,
+) -> list[np.ndarray]:
+    """The replies' log-probabilities at ``prompts[members]``, whose seats share one model,
+    tokenizer and way of acting."""
+    group = [prompts[i] for i in members]
+    seat = seats[group[0].agent]
+    choosing = seat.act == CHOICE
+    items = [(p.prompt_ids, [p.replies[a] for a in p.state.legal_actions]) for p in group]
+    lasts = [reply[-1] for _, replies in items for reply in replies]
+    # torch only here: the trainer imports this module at every start, and reads only at evals
+    from arena.policies.scoring import continuation_sums
+
+    def adapter(agent: str) -> str | None:
+        # where a seat names no adapter, its policy plays its default one (a shared policy's
+        # LoRA served unmerged), as it routes every request that names none
+        named = seats[agent].params.adapter
+        return named or getattr(seats[agent].policy, "default_adapter", None)
+
+    return continuation_sums(
+        models[group[0].agent],
+        items,
+        # a choice seat's policy: softmax(S / T) of the exact replies' T = 1 log-probabilities
+        temperature=1.0 if choosing else temperature,
+        batch_size=batch_size,
+        extensions=None if choosing else token_extensions(seat.chat.tokenizer, lasts),
+        adapters=[adapter(p.agent) for p in group],
+    )
+
+
 def greedy(table: dict[str, list[float]]) -> dict[str, list[float]]:
     """All of each state's mass on its most likely action (ties split evenly): the policy a
     greedy (temperature 0) seat plays, from a reading at any positive temperature."""
@@ -204,21 +273,28 @@ def greedy(table: dict[str, list[float]]) -> dict[str, list[float]]:
 
 def read_seat_at(
     game_id: str,
-    seat: PolicySeat,
+    seat: PolicySeat | Mapping[str, PolicySeat],
     *,
     model: Any = None,
     temperature: float,
     batch_size: int = 16,
-    adapter_of: Callable[[str], str | None] | None = None,
 ) -> PolicyReading:
-    """:func:`read_seat` at the temperature the seat plays at, 0 (greedy) included: a greedy
-    seat is read at temperature 1 and its table made :func:`greedy` (the most likely legal
-    reply as a whole, which token-by-token greedy decoding approximates); the invalid mass
-    stays that of the temperature-1 read. The reading's ``temperature`` is the one asked."""
-    kwargs = {"model": model, "batch_size": batch_size, "adapter_of": adapter_of}
+    """:func:`read_seat` (or, given a seat per agent, :func:`read_seats`) at the temperature
+    the seats play at, 0 (greedy) included: a greedy seat is read at temperature 1 and its
+    table made :func:`greedy` (the most likely legal reply as a whole, which token-by-token
+    greedy decoding approximates); the invalid mass stays that of the temperature-1 read. The
+    reading's ``temperature`` is the one asked."""
+
+    def read(t: float) -> PolicyReading:
+        if isinstance(seat, PolicySeat):
+            return read_seat(game_id, seat, model=model, temperature=t, batch_size=batch_size)
+        if model is not None:
+            raise TypeError("read_seat_at: with a seat per agent, each seat's policy scores")
+        return read_seats(game_id, seat, temperature=t, batch_size=batch_size)
+
     if temperature > 0:
-        return read_seat(game_id, seat, temperature=temperature, **kwargs)
-    reading = read_seat(game_id, seat, temperature=1.0, **kwargs)
+        return read(temperature)
+    reading = read(1.0)
     return dataclasses.replace(
         reading, table=greedy(reading.table), exploitability=float("nan"), temperature=0.0
     )

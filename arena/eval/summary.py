@@ -107,6 +107,10 @@ class StrategyReading:
     """The policy read: information-state string (OpenSpiel's) -> probability of each action
     id, normalized over the legal ones (Kuhn: 0 pass, 1 bet). Whether the policy plays its
     card shows here directly, e.g. ``"0"`` (player 0 holds the jack, nothing bet yet)."""
+    policies: dict[str, str] = field(default_factory=dict)
+    """What was read for each policy with a model of its own that plays a seat of the game:
+    name -> its model spec or its checkpoint's ``model/`` directory (``model`` is the shared
+    policy's). Empty where every seat plays the shared policy."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

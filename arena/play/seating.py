@@ -47,6 +47,17 @@ def seat_role(game: GameConfig, env: TextGame | None = None, agent: str | None =
     return roles.make(role_id, **{**kwargs, **game.role_kwargs})
 
 
+def seat_policy_name(
+    config: PlayConfig, game: GameConfig, env: TextGame | None = None, agent: str | None = None
+) -> str | None:
+    """The named policy ``agent``'s seat plays (``seat_policies``), or None for the run's
+    shared policy."""
+    if not config.policies:
+        return None
+    role = seat_role(game, env, agent)
+    return config.seat_policy(game.id, agent, seat_role_id(game, env, agent), role.name)
+
+
 def generator(policy: Any, chat: ChatFormat, params: SamplingParams) -> Generate:
     """An async ``generate(messages) -> text`` on ``policy``: how a simulator talks through a
     model without importing one."""
@@ -125,8 +136,7 @@ class SeatFactory:
         adapter = params.adapter
         policy_name, chat = self.config.policy_name, self.chat
         if policy is None and self.config.policies:
-            role_id = seat_role_id(game, env, agent)
-            named = self.config.seat_policy(game_id, agent, role_id, role.name)
+            named = seat_policy_name(self.config, game, env, agent)
             spec = self.config.spec_of(named)
             if spec is not None and spec.own_base:  # its own model, served as policy:<name>
                 policy, policy_name, trained = self.remote(named), named, trained and spec.train

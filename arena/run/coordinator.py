@@ -25,7 +25,9 @@ Opponents: ``self-play`` (every seat trained), ``fixed`` (a reference bot on the
 It evaluates before and after training (and every ``eval.every`` steps) against reference bots
 (:mod:`arena.run.evaluation`), and a random legal mover once in the same games; at the end it
 reads the exploitability of the base model and of the final checkpoint in Kuhn and Leduc poker
-(without OpenSpiel installed it says so in one event and writes everything else).
+(each seat read with the policy it plays: a policy on a model of its own with its newest
+checkpoint at or before the step read), also at each checkpoint (without OpenSpiel installed it
+says so in one event and writes everything else).
 It writes ``metrics.jsonl``, TensorBoard events, transcripts and checkpoints under
 ``<output_dir>/<name>/<time>/`` (:mod:`arena.run.run_log`), and ends with a before/after table
 (``eval_summary.md`` and ``eval_summary.json``). A crashed rollout actor, inference actor, the
@@ -55,6 +57,7 @@ from arena.run.config import RunConfig
 from arena.run.delivery import Deliveries
 from arena.run.directory import listing, rollout_actors
 from arena.run.evaluation import (
+    base_weights,
     evaluate_baseline,
     evaluate_policy,
     final_checkpoint,
@@ -105,6 +108,8 @@ class RunCoordinator:
         self.version = 0
         self.step = 0
         self._stalled = 0
+        self._read_on_base: set[str] = set()
+        """Trained policies with models of their own already said to be read on their base."""
         self.empty = EmptySteps(config.rollout.max_empty_steps, run_dir, self.log)
         self.hangs = HangWatch(self.launcher, config.bus.heartbeat_timeout, self.log.event)
 
@@ -236,19 +241,37 @@ class RunCoordinator:
                 f"training): {missing}"
             )
             return []
-        sources = [("before", c.model, 0)]
+        sources = [("before", c.model, 0, self._base_weights(None))]
         final = final_checkpoint(c, checkpoint)
         if final is None:
             self.log.event("no checkpoint with a model/ to read: no exploitability after training")
         else:
-            sources.append(("after", str(final[1] / "model"), final[0]))
+            sources.append(
+                ("after", str(final[1] / "model"), final[0], self._base_weights(final[0]))
+            )
         readings: list[StrategyReading] = []
-        for label, model, step in sources:
-            self.log.console.print(f"strategy {label}: reading {model} in {', '.join(games)}")
-            read = await asyncio.to_thread(read_strategy, c, self.chat, label, model, step)
+        for label, model, step, bases in sources:
+            what = "".join(f", {name} {weights}" for name, weights in bases.items())
+            self.log.console.print(f"strategy {label}: reading {model}{what} in {', '.join(games)}")
+            read = await asyncio.to_thread(read_strategy, c, self.chat, label, model, step, bases)
             self.log.strategy(read)
             readings += read
         return readings
+
+    def _base_weights(self, step: int | None) -> dict[str, str]:
+        """What each policy with a model of its own is read with at the run's ``step`` (None:
+        before training; :func:`~arena.run.evaluation.base_weights`). A trained one with no
+        checkpoint at or before ``step`` is read on its ``model``, which the events log says
+        once."""
+        weights, missing = base_weights(self.config, self.run_dir, step)
+        for name in missing:
+            if name not in self._read_on_base:
+                self._read_on_base.add(name)
+                self.log.event(
+                    f"strategy: policy {name} has no checkpoint at or before step {step}: its "
+                    f"seats are read on its model {weights[name]}"
+                )
+        return weights
 
     async def _train(self) -> int:
         await self.connect()
@@ -452,7 +475,8 @@ class RunCoordinator:
         if not model.is_dir():
             return
         label = f"step {self.step}"
+        bases = self._base_weights(self.step)
         read = await asyncio.to_thread(
-            read_strategy, self.config, self.chat, label, str(model), self.step
+            read_strategy, self.config, self.chat, label, str(model), self.step, bases
         )
         self.log.strategy(read)

@@ -11,13 +11,18 @@ every information state (:func:`read_strategy`). Those reads need the model's lo
 served policy does not expose, so the coordinator loads the weights itself: the base model
 (``config.model``) for *before*, the final checkpoint's ``model/`` directory for *after* (or,
 for a shared policy served as an adapter, the base with the checkpoint's ``adapters/shared-lora``).
+Each seat is read with the policy it plays: a seat on a policy with a model of its own
+(:mod:`arena.run.bases`) with that model, its tokenizer and its own adapter, from its newest
+checkpoint at or before the step read (:func:`base_weights`); the game's table is the union of
+every seat's rows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import games
 import games.bots
@@ -36,16 +41,19 @@ from arena.eval.roles import (
 )
 from arena.eval.summary import EXPLOITABILITY_PREFIX, StrategyReading
 from arena.models.adapter_shape import SHARED_ADAPTER
-from arena.play.seating import SeatFactory
+from arena.play.seating import SeatFactory, seat_policy_name
 from arena.play.seats import BotSeat, Seat
 from arena.policies.chat import ChatFormat
 from arena.policies.types import SamplingParams
-from arena.run.bases import own_bases
+from arena.run.bases import POLICIES_DIR, shared_adapters
 from arena.run.config import RunConfig
 from arena.run.run_log import RunLog
 from games.bots.random_bot import RandomBot
 from games.text_env import TextGame
 from trainers.checkpoint_dirs import ADAPTERS_DIR, STEP_DIR, list_checkpoints
+
+if TYPE_CHECKING:
+    from arena.policies.hf import HFPolicy
 
 SAMPLING_READ_STATES = 100
 """Games with at most this many information states (Kuhn: 12; not Leduc: 936) are also read at
@@ -165,9 +173,50 @@ async def _evaluate(
 def readable_games(config: RunConfig) -> list[str]:
     """The run's games whose exploitability the run reads (Kuhn, Leduc): none where
     ``eval.exploitability`` is false, or left unset with ``eval.games`` 0."""
-    if not config.eval.reads_strategy or own_bases(config.play):
-        return []  # a policy on a model of its own is read by no strategy read (yet)
+    if not config.eval.reads_strategy:
+        return []
     return [g.id for g in config.games if g.id in EXPLOITABILITY_PREFIX]
+
+
+def read_bases(config: RunConfig) -> list[str]:
+    """The policies with a model of their own that play a seat of a readable game: what a
+    strategy read loads beside the shared policy."""
+    play = config.play
+    names: list[str] = []
+    for game in config.games:
+        if game.id not in readable_games(config):
+            continue
+        env = games.make(game.id)
+        for agent in env.possible_agents:
+            name = seat_policy_name(play, game, env, agent)
+            spec = play.spec_of(name)
+            if name is not None and spec is not None and spec.own_base and name not in names:
+                names.append(name)
+    return names
+
+
+def base_weights(
+    config: RunConfig, run_dir: Path, step: int | None
+) -> tuple[dict[str, str], list[str]]:
+    """What each policy of :func:`read_bases` is read with at the run's ``step`` (None: before
+    training): its ``model`` spec before training and when frozen (``train: false``); else its
+    newest checkpoint's ``model/`` under ``checkpoints/policies/<policy>/`` whose step is at
+    most ``step``. Returns those weights by policy, and the trained policies that had no such
+    checkpoint (read on their ``model`` spec instead)."""
+    weights: dict[str, str] = {}
+    missing: list[str] = []
+    for name in read_bases(config):
+        spec = config.play.policies[name]
+        weights[name] = str(spec.model)
+        if step is None or not spec.train:
+            continue
+        root = run_dir / "checkpoints" / POLICIES_DIR / name
+        found = [p for s, p in list_checkpoints(root) if s <= step and (p / "model").is_dir()]
+        if found:
+            weights[name] = str(found[-1] / "model")
+        else:
+            missing.append(name)
+    return weights, missing
 
 
 def final_checkpoint(config: RunConfig, path: str | None = None) -> tuple[int, Path] | None:
@@ -184,10 +233,21 @@ def final_checkpoint(config: RunConfig, path: str | None = None) -> tuple[int, P
 
 
 def read_strategy(
-    config: RunConfig, chat: ChatFormat, label: str, model: str, step: int
+    config: RunConfig,
+    chat: ChatFormat,
+    label: str,
+    model: str,
+    step: int,
+    bases: Mapping[str, str] | None = None,
 ) -> list[StrategyReading]:
     """Read the weights ``model`` (a model spec or an HF directory) at every information state
     of each readable game of the run, loaded in the inference actors' dtype and device.
+
+    Each seat is read with the policy it plays: the shared policy (``model``, through the
+    adapter its seat plays) or a policy with a model of its own (:func:`read_bases`), read with
+    ``bases[policy]`` (a model spec or a checkpoint's ``model/``; :func:`base_weights`; by
+    default its ``model`` spec) and that model's tokenizer and chat template. The game's table
+    is the union of every seat's rows.
 
     Each game is read at the evaluation's temperature (0: greedy) and, when it differs and the
     game is small (:data:`SAMPLING_READ_STATES`), at the training sampling temperature: the
@@ -200,40 +260,32 @@ def read_strategy(
     game_ids = readable_games(config)
     if not game_ids:
         return []
-    # torch only here: the trainer imports this module at every start, and reads only at evals
-    from arena.models import load_model
-    from arena.models.lora_files import CONFIG_FILE
-    from arena.policies.hf import HFPolicy
+    named = shared_adapters(config.play)
+    policy = reading_policy(config, model, config.model, config.learner.name, named)
+    own = {**{n: str(config.play.policies[n].model) for n in read_bases(config)}, **(bases or {})}
+    loaded: dict[str, HFPolicy] = {}
 
-    # named policies: a checkpoint's adapters sit beside its model/ (before training there
-    # are none, and every fresh adapter is the base exactly); so does a shared policy's
-    # adapter where the run served it unmerged: read on the base, as it played (its model/
-    # holds it merged, which a bf16 copy rounds away)
-    adapters = Path(model).parent / ADAPTERS_DIR
-    shared = adapters / SHARED_ADAPTER
-    served_unmerged = not config.policies and (shared / CONFIG_FILE).is_file()
-    weights = config.model if served_unmerged else model
-    policy = HFPolicy(
-        *load_model(weights, dtype=config.inference.dtype, device=config.inference.device),
-        name=config.learner.name,
+    def remote(name: str) -> HFPolicy:
+        if name not in loaded:
+            base = str(config.play.policies[name].model)
+            loaded[name] = reading_policy(config, own.get(name, base), base, name, [])
+        return loaded[name]
+
+    factory = SeatFactory(
+        config.play, policy, chat, remote=remote, chat_of=lambda name: remote(name).chat
     )
-    if config.policies and adapters.is_dir():
-        for name in config.policies:
-            policy.load_adapter(name, str(adapters / name), base=config.model)
-    if served_unmerged:
-        policy.load_adapter(SHARED_ADAPTER, str(shared), base=config.model)
-        policy.serve_by_default(SHARED_ADAPTER)
-    factory = SeatFactory(config.play, policy, chat)
     out = []
     for game_id in game_ids:
         env = games.make(game_id)
         seats = {a: factory.policy_seat(game_id, env=env, agent=a) for a in env.possible_agents}
-        seat = seats[env.possible_agents[0]]
-        seat.trained = False
-
-        def adapter_of(agent: str, seats: dict = seats) -> str | None:
-            return seats[agent].params.adapter if policy.adapters() else None
-
+        for agent, seat in seats.items():
+            seat.trained = False
+            if seat.params.adapter and not seat.policy.adapters():
+                # named adapters before training: none saved yet, and each fresh one is the base
+                seats[agent] = replace(seat, params=replace(seat.params, adapter=None))
+        read_with = {
+            s.policy_name: own[s.policy_name] for s in seats.values() if s.policy_name in own
+        }
         temperatures = [(config.eval.temperature, False)]
         if (
             config.sampling.temperature != config.eval.temperature
@@ -241,7 +293,7 @@ def read_strategy(
         ):
             temperatures.append((config.sampling.temperature, True))
         for temperature, sampling in temperatures:
-            reading = read_seat_at(game_id, seat, temperature=temperature, adapter_of=adapter_of)
+            reading = read_seat_at(game_id, seats, temperature=temperature)
             out.append(
                 StrategyReading(
                     game=game_id,
@@ -254,6 +306,41 @@ def read_strategy(
                     sampling=sampling,
                     seconds=reading.seconds,
                     policy=reading.table,
+                    policies=read_with,
                 )
             )
     return out
+
+
+def reading_policy(
+    config: RunConfig, weights: str, base: str, name: str, named: list[str]
+) -> HFPolicy:
+    """``weights`` loaded to be read as they were served, in the inference actors' dtype and
+    device: a checkpoint's ``model/`` with the ``named`` adapters beside it (``adapters/``;
+    before training there are none, and every fresh adapter is the base exactly), or, where the
+    policy's own LoRA was served unmerged (``adapters/shared-lora`` beside it, no named
+    adapters), ``base`` with that adapter played by default: its ``model/`` holds it merged,
+    which a bf16 copy rounds away."""
+    # torch only here: the trainer imports this module at every start, and reads only at evals
+    from arena.models import load_model
+    from arena.models.lora_files import CONFIG_FILE
+    from arena.policies.hf import HFPolicy
+
+    folder = Path(weights)
+    adapters = folder.parent / ADAPTERS_DIR
+    shared = adapters / SHARED_ADAPTER
+    served_unmerged = not named and folder.is_dir() and (shared / CONFIG_FILE).is_file()
+    inference = config.inference
+    policy = HFPolicy(
+        *load_model(
+            base if served_unmerged else weights, dtype=inference.dtype, device=inference.device
+        ),
+        name=name,
+    )
+    if named and folder.is_dir() and adapters.is_dir():
+        for adapter in named:
+            policy.load_adapter(adapter, str(adapters / adapter), base=base)
+    if served_unmerged:
+        policy.load_adapter(SHARED_ADAPTER, str(shared), base=base)
+        policy.serve_by_default(SHARED_ADAPTER)
+    return policy

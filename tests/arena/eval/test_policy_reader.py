@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
@@ -22,6 +23,7 @@ from arena.eval.exploitability import exploitability, information_states
 from arena.eval.policy_reader import (
     read_policy,
     read_seat,
+    read_seats,
     state_prompt,
     token_extensions,
 )
@@ -196,11 +198,44 @@ def test_a_policy_serving_an_adapter_by_default_is_read_through_it(tiny_model) -
     assert read_policy(KUHN, seat).table == base.table  # not served: the base plays
     policy.serve_by_default("shared-lora")
     served = read_policy(KUHN, seat)
-    named = read_seat(KUHN, seat, adapter_of=lambda _: "shared-lora")
+    named = read_seat(KUHN, dataclasses.replace(seat, params=SamplingParams(adapter="shared-lora")))
     # a run's read names each seat's own adapter, None for a seat of the shared policy
-    unnamed = read_seat(KUHN, seat, adapter_of=lambda _: None)
+    unnamed = read_seats(KUHN, {"player_0": seat, "player_1": seat})
     assert served.table == named.table == unnamed.table
     assert served.exploitability != pytest.approx(base.exploitability, abs=1e-3)
+
+
+def test_each_agent_is_read_with_its_own_seats_model(tiny_model, tiny_tokenizer) -> None:
+    """Kuhn's seat 0 on model A (seed 0), seat 1 on model B (seed 1): each agent's rows are
+    those of its own model's read, and the exploitability is that of the two together."""
+    from arena.models import tiny_model as build
+
+    a = HFPolicy(*tiny_model)
+    b = HFPolicy(*build(seed=1, tokenizer=tiny_tokenizer))
+    role = roles.make("player-v0", **CONFIG_ROLE)
+    seat_a = PolicySeat(a, role, a.chat, SamplingParams())
+    seat_b = PolicySeat(b, role, b.chat, SamplingParams())
+    only_a, only_b = read_seat(KUHN, seat_a), read_seat(KUHN, seat_b)
+    both = read_seats(KUHN, {"player_0": seat_a, "player_1": seat_b})
+    states = information_states(KUHN)
+    assert set(both.table) == {s.key for s in states}
+    for state in states:
+        own = only_a if state.player == 0 else only_b
+        assert both.table[state.key] == pytest.approx(own.table[state.key], abs=1e-6)
+        assert both.state_invalid_mass[state.key] == pytest.approx(
+            own.state_invalid_mass[state.key], abs=1e-6
+        )
+    # the two models play differently: player 1's rows are B's, not A's
+    second = [s.key for s in states if s.player == 1]
+    assert len(second) == 6
+    gaps = [abs(only_a.table[k][1] - only_b.table[k][1]) for k in second]
+    assert max(gaps) > 0.01
+    assert all(both.table[k] != pytest.approx(only_a.table[k], abs=1e-3) for k in second)
+    mixed = {s.key: (only_a if s.player == 0 else only_b).table[s.key] for s in states}
+    assert both.exploitability == pytest.approx(exploitability(KUHN, mixed), abs=1e-6)
+    assert both.exploitability != pytest.approx(only_a.exploitability, abs=1e-4)
+    with pytest.raises(ValueError, match="player_1"):
+        read_seats(KUHN, {"player_0": seat_a})
 
 
 @pytest.mark.slow

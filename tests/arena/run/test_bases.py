@@ -1,7 +1,7 @@
 """Several models in one run, through ``arena train``: Kuhn's second seat on a model of its own
 with a learner of its own, mae-v0's judge on a frozen model of its own, the rest on the shared
 policy; each learner trains only its own policy's turns, both checkpoint, and a resume continues
-both.
+both; Kuhn's exploitability is read with each seat on its own policy's weights.
 
 Run with ``.venv/bin/python -m pytest -q tests/arena/run/test_bases.py``.
 """
@@ -26,6 +26,7 @@ CONFIG = f"""
 extends: {ROOT}/configs/two_models.yaml
 model: tiny
 rollout: {{actors: 1, episodes_per_step: 8}}
+eval: {{exploitability: true, temperature: 1.0}}  # one read per point: T as sampled
 """
 
 
@@ -131,3 +132,29 @@ def test_both_policies_checkpoint_and_a_resume_continues_both(run: Path) -> None
         before, after = weights(folder / names[-2]), weights(folder / names[-1])
         assert any(not torch.equal(before[k], after[k]) for k in before), folder
     assert lines(run / "metrics.jsonl")[-1]["step"] == 3
+
+
+@pytest.mark.e2e
+def test_kuhn_is_read_with_each_seat_on_its_own_policys_weights(run: Path) -> None:
+    rows = [r for r in lines(run / "evals.jsonl") if r["label"] == "strategy"]
+    readings = [x for r in rows for x in r["readings"] if x["game"] == "kuhn-poker-v0"]
+    by_label: dict[str, list[dict]] = {}
+    for reading in readings:
+        by_label.setdefault(reading["label"], []).append(reading)
+    assert {"before", "after"} <= set(by_label), sorted(by_label)
+    for reading in readings:
+        assert 0.0 <= reading["exploitability"] <= 1.0, reading["exploitability"]
+        assert reading["invalid_mass"] == 0.0  # Kuhn acts by choice here
+        assert len(reading["policy"]) == 12
+        # the judge plays mae-v0 only: Kuhn's second seat is the responder's, nothing else
+        assert set(reading["policies"]) == {"responder"}
+    assert all(r["policies"]["responder"] == "tiny" for r in by_label["before"])
+    assert all(r["model"] == "tiny" and r["step"] == 0 for r in by_label["before"])
+    # after training: the responder's newest checkpoint at or before the run's final step
+    own = run / "checkpoints" / "policies" / "responder"
+    for reading in by_label["after"]:
+        path = Path(reading["policies"]["responder"])
+        assert path.name == "model" and path.parent.parent == own.resolve(), path
+        assert int(path.parent.name.removeprefix("step-")) <= reading["step"]
+        assert Path(reading["model"]).parent.parent == run / "checkpoints"
+    assert max(r["step"] for r in by_label["after"]) == 3

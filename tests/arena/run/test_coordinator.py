@@ -43,3 +43,25 @@ def test_without_openspiel_the_strategy_is_not_read_and_one_event_says_why(
     assert "pip install 'arena-selfplay[openspiel]'" in event
     assert not (tmp_path / "evals.jsonl").exists()  # no reading logged
     assert "pip install 'arena-selfplay[openspiel]'" in capsys.readouterr().out  # not markup
+
+
+def test_a_policy_without_a_checkpoint_is_read_on_its_model_said_once(
+    tmp_path: Path, tiny_tokenizer
+) -> None:
+    config = resolve_for_run(
+        load_run_config(
+            ROOT / "configs/two_models.yaml",
+            ["cpu_threads=1", "model=tiny", "eval.exploitability=true"],
+        ),
+        tmp_path,
+    )
+    coordinator = RunCoordinator(config, tmp_path)
+    # the responder plays Kuhn's second seat; the judge (mae-v0 only) is read by no read
+    assert coordinator._base_weights(None) == {"responder": "tiny"}
+    assert coordinator._base_weights(1) == coordinator._base_weights(2) == {"responder": "tiny"}
+    (event,) = (tmp_path / "events.log").read_text().splitlines()
+    assert "policy responder has no checkpoint at or before step 1" in event
+    step = tmp_path / "checkpoints" / "policies" / "responder" / "step-00000002"
+    (step / "model").mkdir(parents=True)
+    (step / "state.json").write_text("{}")
+    assert coordinator._base_weights(2) == {"responder": str(step / "model")}

@@ -7,17 +7,19 @@ Run with ``.venv/bin/python -m pytest -q tests/arena/run/test_evaluation.py``.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
 
 import games
 import roles
 from arena.eval.exploitability import exploitability
 from arena.eval.policy_reader import greedy, read_seat
-from arena.play.config import GameConfig, SamplingConfig
+from arena.play.config import GameConfig, PolicySpec, SamplingConfig
 from arena.play.seats import BotSeat, PolicySeat
 from arena.policies.chat import ChatFormat
 from arena.policies.hf import HFPolicy
@@ -25,8 +27,10 @@ from arena.policies.types import SamplingParams
 from arena.run.config import EvalConfig, RunConfig
 from arena.run.evaluation import (
     _evaluate,
+    base_weights,
     evaluate_baseline,
     final_checkpoint,
+    read_bases,
     read_strategy,
     readable_games,
 )
@@ -168,3 +172,119 @@ def test_eval_games_0_stops_the_strategy_reads_unless_asked_for(
         eval=EvalConfig(games=games_per_eval, exploitability=setting),
     )
     assert readable_games(config) == ([KUHN] if read else [])
+
+
+def _two_models(**policies: PolicySpec) -> RunConfig:
+    """Kuhn (and Tic-Tac-Toe) with seats on policies of their own; fp32 on the CPU, one
+    temperature."""
+    seats = {"kuhn-poker-v0:player_1": "responder"}
+    if "judge" in policies:
+        seats["kuhn-poker-v0:player_0"] = "judge"
+    if "other" in policies:
+        seats["tictactoe-v0:player_1"] = "other"
+    config = RunConfig(
+        model="tiny",
+        games=[GameConfig(id="tictactoe-v0"), GameConfig(id=KUHN, role_kwargs=CONFIG_ROLE)],
+        eval=EvalConfig(temperature=1.0, exploitability=True),
+        sampling=SamplingConfig(temperature=1.0),
+        policies=policies,
+        seat_policies=seats,
+    )
+    return replace(config, inference=replace(config.inference, dtype="float32", device="cpu"))
+
+
+def test_a_seat_on_a_model_of_its_own_is_read_with_that_model(tiny_model) -> None:
+    """Kuhn's second seat on a policy of its own: its rows come from that policy's weights
+    (here the seed-1 tiny model, as a checkpoint's model/ would be given), the first seat's
+    from the shared model; before training, the policy's own ``model`` spec."""
+    from arena.models import tiny_dir
+    from arena.models import tiny_model as build
+
+    model, tokenizer = tiny_model
+    config = _two_models(responder=PolicySpec(model="tiny"))
+    other = str(tiny_dir(1))
+    (after,) = read_strategy(
+        config, ChatFormat(tokenizer), "after", "tiny", 3, {"responder": other}
+    )
+    assert after.policies == {"responder": other} and after.model == "tiny"
+    role = roles.make("player-v0", **CONFIG_ROLE)
+
+    def alone(m) -> dict[str, list[float]]:
+        return read_seat(
+            KUHN, PolicySeat(HFPolicy(m, tokenizer), role, ChatFormat(tokenizer), SamplingParams())
+        ).table
+
+    shared, own = alone(model), alone(build(seed=1, tokenizer=tokenizer)[0])
+    firsts = [k for k in shared if len(k) % 2 == 1]  # Kuhn: player 0 acts after 0 or 2 moves
+    assert len(firsts) == 6
+    for key in shared:
+        want = shared[key] if key in firsts else own[key]
+        assert after.policy[key] == pytest.approx(want, abs=1e-5), key
+    assert any(own[k] != pytest.approx(shared[k], abs=1e-3) for k in shared if k not in firsts)
+    assert after.exploitability != pytest.approx(TINY_EXPLOITABILITY, abs=1e-3)
+    # before training: the policy's model spec, "tiny" (seed 0), as the shared model
+    (before,) = read_strategy(config, ChatFormat(tokenizer), "before", "tiny", 0)
+    assert before.policies == {"responder": "tiny"}
+    assert before.exploitability == pytest.approx(TINY_EXPLOITABILITY, abs=1e-4)
+
+
+def test_a_policy_of_its_own_is_read_at_its_newest_checkpoint_up_to_the_step(
+    tmp_path: Path,
+) -> None:
+    config = _two_models(
+        responder=PolicySpec(model="tiny"),
+        judge=PolicySpec(model="tiny", train=False),
+        other=PolicySpec(model="tiny"),
+    )
+    # the policies that play a seat of Kuhn, in seat order; "other" plays Tic-Tac-Toe only
+    assert read_bases(config) == ["judge", "responder"]
+    root = tmp_path / "checkpoints" / "policies" / "responder"
+    two = _checkpoint(root, 2)
+    for step, model in ((1, True), (3, False), (4, True)):
+        _checkpoint(root, step, model)
+    _checkpoint(tmp_path / "checkpoints" / "policies" / "judge", 1)  # frozen: never read
+    spec = {"judge": "tiny", "responder": "tiny"}
+    assert base_weights(config, tmp_path, None) == (spec, [])
+    # step 3 has no model/: the newest readable one up to step 3 is step 2's
+    assert base_weights(config, tmp_path, 3) == ({**spec, "responder": str(two / "model")}, [])
+    assert base_weights(config, tmp_path, 9)[0]["responder"].endswith("step-00000004/model")
+    assert base_weights(config, tmp_path, 0) == (spec, ["responder"])
+    assert readable_games(replace(config, eval=EvalConfig(exploitability=False))) == []
+
+
+def test_a_policy_of_its_own_training_an_adapter_is_read_through_it(
+    tiny_model, tmp_path: Path
+) -> None:
+    """Its checkpoint keeps the adapter beside ``model/`` (``adapters/shared-lora``): the read
+    plays the adapter unmerged on the policy's own base, as it was served, not ``model/``
+    (left empty here: loading it would fail)."""
+    from arena.models.adapter_shape import AdapterShape
+    from arena.models.lora import adapter_state, add_adapters
+    from arena.models.lora_files import write_adapter
+
+    model, tokenizer = tiny_model
+    shape = AdapterShape(r=4, alpha=8, target_modules=("q_proj", "v_proj"))
+    moved = copy.deepcopy(model)
+    add_adapters(moved, ["shared-lora"], shape)
+    generator = torch.Generator().manual_seed(0)
+    state = {
+        k: torch.randn(v.shape, generator=generator) * 0.5
+        for k, v in adapter_state(moved, "shared-lora").items()
+    }
+    step = tmp_path / "policies" / "responder" / "step-00000002"
+    write_adapter(step / "adapters" / "shared-lora", shape, state, "tiny")
+    (step / "model").mkdir()
+    config = _two_models(responder=PolicySpec(model="tiny", lora={"r": 4}))
+    chat = ChatFormat(tokenizer)
+    (after,) = read_strategy(config, chat, "after", "tiny", 2, {"responder": str(step / "model")})
+    role = roles.make("player-v0", **CONFIG_ROLE)
+    served = HFPolicy(copy.deepcopy(model), tokenizer)
+    served.load_adapter("shared-lora", state, shape=shape)
+    served.serve_by_default("shared-lora")
+    through = read_seat(KUHN, PolicySeat(served, role, chat, SamplingParams())).table
+    plain = read_seat(KUHN, PolicySeat(HFPolicy(model, tokenizer), role, chat, SamplingParams()))
+    firsts = [k for k in through if len(k) % 2 == 1]  # player 0's states
+    for key in through:
+        want = plain.table[key] if key in firsts else through[key]
+        assert after.policy[key] == pytest.approx(want, abs=1e-5), key
+    assert any(through[k] != pytest.approx(plain.table[k], abs=1e-3) for k in through)
