@@ -33,8 +33,9 @@ def import_vllm() -> Any:
     """vLLM, imported to run its engine in this process; a clear error where it is missing."""
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     # vLLM 0.32 saves an AOT-compiled model but cannot load it back under this torch ("'function'
-    # object has no attribute 'finalize_loading'"), so every start compiled again: 59 s against
-    # 22 s for SmolLM2-135M on CPU through the inductor cache that this turns back on.
+    # object has no attribute 'finalize_loading'"), so every start compiled again: 41.9 s against
+    # 17.2 s for SmolLM2-135M on CPU through the inductor cache this turns back on
+    # (bench/vllm_start.py).
     os.environ.setdefault("VLLM_USE_AOT_COMPILE", "0")
     try:
         import vllm
