@@ -23,11 +23,9 @@ Opponents: ``self-play`` (every seat trained), ``fixed`` (a reference bot on the
 ``population`` (:mod:`arena.run.population`).
 
 It evaluates before and after training (and every ``eval.every`` steps) against reference bots
-(:mod:`arena.run.evaluation`), and a random legal mover once in the same games; at the end it
-reads the exploitability of the base model and of the final checkpoint in Kuhn and Leduc poker
-(each seat read with the policy it plays: a policy on a model of its own with its newest
-checkpoint at or before the step read), also at each checkpoint (without OpenSpiel installed it
-says so in one event and writes everything else).
+(:mod:`arena.run.evaluation`), and a random legal mover once in the same games; in Kuhn and
+Leduc poker it reads the exact strategy's exploitability before training, at each checkpoint and
+after training (:mod:`arena.run.strategy_reads`).
 It writes ``metrics.jsonl``, TensorBoard events, transcripts and checkpoints under
 ``<output_dir>/<name>/<time>/`` (:mod:`arena.run.run_log`), and ends with a before/after table
 (``eval_summary.md`` and ``eval_summary.json``). A crashed rollout actor, inference actor, the
@@ -45,8 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from arena.bus import Actor, BusError
-from arena.eval.exploitability import openspiel_missing
-from arena.eval.summary import StrategyReading, write_eval_summary
+from arena.eval.summary import write_eval_summary
 from arena.models import load_tokenizer
 from arena.play.stats import merge_collects
 from arena.policies.chat import ChatFormat
@@ -56,14 +53,7 @@ from arena.run.collection import Collector
 from arena.run.config import RunConfig
 from arena.run.delivery import Deliveries
 from arena.run.directory import listing, rollout_actors
-from arena.run.evaluation import (
-    base_weights,
-    evaluate_baseline,
-    evaluate_policy,
-    final_checkpoint,
-    read_strategy,
-    readable_games,
-)
+from arena.run.evaluation import evaluate_baseline, evaluate_policy
 from arena.run.failures import EmptySteps
 from arena.run.hangs import HangWatch
 from arena.run.inference_settings import SettingsCheck
@@ -75,6 +65,7 @@ from arena.run.processes import actor_commands, start_processes
 from arena.run.ray_launcher import RayLauncher
 from arena.run.roster import wait_for_actors
 from arena.run.run_log import RunLog
+from arena.run.strategy_reads import StrategyReads
 from arena.run.stream import CollectStream
 from arena.run.watch import Watchdog
 from arena.run.weight_sync import WeightSync
@@ -108,8 +99,6 @@ class RunCoordinator:
         self.version = 0
         self.step = 0
         self._stalled = 0
-        self._read_on_base: set[str] = set()
-        """Trained policies with models of their own already said to be read on their base."""
         self.empty = EmptySteps(config.rollout.max_empty_steps, run_dir, self.log)
         self.hangs = HangWatch(self.launcher, config.bus.heartbeat_timeout, self.log.event)
 
@@ -200,6 +189,7 @@ class RunCoordinator:
     # -- the run ---------------------------------------------------------------------------
     async def run(self) -> int:
         self.chat = ChatFormat(load_tokenizer(self.config.model))
+        self.strategy = StrategyReads(self.config, self.run_dir, self.log, self.chat)
         self.commands = actor_commands(self.config, self.run_dir)
         # the broker first: the trainer joins it before the actors start (an external broker
         # that does not answer then fails the run before anything was started)
@@ -224,54 +214,6 @@ class RunCoordinator:
             self.actor, self.config, self.chat, self.log, label, self.step
         )
         return [r.to_dict() for r in results]
-
-    async def read_strategy(self, checkpoint: str | None) -> list[StrategyReading]:
-        """Exploitability of the base model (before) and of the final checkpoint (after) in the
-        run's poker games; none, with one event that says why, when OpenSpiel is not installed.
-        The reads run in a thread: they take seconds to minutes, and the event loop must keep
-        the bus's heartbeats going meanwhile."""
-        c = self.config
-        games = readable_games(c)
-        if not games:
-            return []
-        missing = openspiel_missing()
-        if missing is not None:  # one warning; the run's other results are still written
-            self.log.event(
-                f"strategy: not read (no exploitability of {', '.join(games)} before or after "
-                f"training): {missing}"
-            )
-            return []
-        sources = [("before", c.model, 0, self._base_weights(None))]
-        final = final_checkpoint(c, checkpoint)
-        if final is None:
-            self.log.event("no checkpoint with a model/ to read: no exploitability after training")
-        else:
-            sources.append(
-                ("after", str(final[1] / "model"), final[0], self._base_weights(final[0]))
-            )
-        readings: list[StrategyReading] = []
-        for label, model, step, bases in sources:
-            what = "".join(f", {name} {weights}" for name, weights in bases.items())
-            self.log.console.print(f"strategy {label}: reading {model}{what} in {', '.join(games)}")
-            read = await asyncio.to_thread(read_strategy, c, self.chat, label, model, step, bases)
-            self.log.strategy(read)
-            readings += read
-        return readings
-
-    def _base_weights(self, step: int | None) -> dict[str, str]:
-        """What each policy with a model of its own is read with at the run's ``step`` (None:
-        before training; :func:`~arena.run.evaluation.base_weights`). A trained one with no
-        checkpoint at or before ``step`` is read on its ``model``, which the events log says
-        once."""
-        weights, missing = base_weights(self.config, self.run_dir, step)
-        for name in missing:
-            if name not in self._read_on_base:
-                self._read_on_base.add(name)
-                self.log.event(
-                    f"strategy: policy {name} has no checkpoint at or before step {step}: its "
-                    f"seats are read on its model {weights[name]}"
-                )
-        return weights
 
     async def _train(self) -> int:
         await self.connect()
@@ -306,7 +248,7 @@ class RunCoordinator:
         saved = await self.learner.final_checkpoint(self.step, self.run_dir)
         await self.policy_learners.checkpoint()
         after = await self.evaluate("after")
-        readings = await self.read_strategy(saved.get("path") if saved else None)
+        readings = await self.strategy.at_end(saved.get("path") if saved else None)
         summary = write_eval_summary(
             self.run_dir,
             before,
@@ -463,20 +405,4 @@ class RunCoordinator:
         if c.eval.every and self.step % c.eval.every == 0 and self.step < c.steps:
             await self.evaluate(f"step {self.step}")
         if c.checkpoint_every and self.step % c.checkpoint_every == 0 and self.step < c.steps:
-            await self._read_checkpoint()
-
-    async def _read_checkpoint(self) -> None:
-        """The exploitability of the checkpoint just saved, in the run's poker games: a curve
-        per checkpoint (``arena plot``), read before ``checkpoint.keep`` may delete it. Seconds
-        for Kuhn; skipped without OpenSpiel (read_strategy says why once, at the end)."""
-        model = self.run_dir / "checkpoints" / f"step-{self.step:08d}" / "model"
-        if not readable_games(self.config) or openspiel_missing() is not None:
-            return
-        if not model.is_dir():
-            return
-        label = f"step {self.step}"
-        bases = self._base_weights(self.step)
-        read = await asyncio.to_thread(
-            read_strategy, self.config, self.chat, label, str(model), self.step, bases
-        )
-        self.log.strategy(read)
+            await self.strategy.at_checkpoint(self.step)

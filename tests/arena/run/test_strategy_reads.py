@@ -1,6 +1,7 @@
-"""The end of ``arena train`` (:class:`arena.run.coordinator.RunCoordinator`) without OpenSpiel.
+"""A run's strategy reads (:class:`arena.run.strategy_reads.StrategyReads`): none without
+OpenSpiel, and which weights a policy on a model of its own is read with.
 
-Run with ``.venv/bin/python -m pytest -q tests/arena/run/test_coordinator.py``.
+Run with ``.venv/bin/python -m pytest -q tests/arena/run/test_strategy_reads.py``.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import pytest
 from arena.eval.exploitability import openspiel_missing
 from arena.policies.chat import ChatFormat
 from arena.run.config import load_run_config
-from arena.run.coordinator import RunCoordinator
 from arena.run.run_dir import resolve_for_run
+from arena.run.run_log import RunLog
+from arena.run.strategy_reads import StrategyReads
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -32,10 +34,9 @@ def test_without_openspiel_the_strategy_is_not_read_and_one_event_says_why(
         load_run_config(ROOT / "configs/smoke.yaml", ["cpu_threads=1"]), tmp_path
     )
     assert [g.id for g in config.games] == ["tictactoe-v0", "kuhn-poker-v0"]
-    coordinator = RunCoordinator(config, tmp_path)
-    coordinator.chat = ChatFormat(tiny_tokenizer)
+    reads = StrategyReads(config, tmp_path, RunLog(tmp_path, config), ChatFormat(tiny_tokenizer))
 
-    readings = asyncio.run(coordinator.read_strategy(None))
+    readings = asyncio.run(reads.at_end(None))
 
     assert readings == []
     (event,) = (tmp_path / "events.log").read_text().splitlines()
@@ -55,13 +56,13 @@ def test_a_policy_without_a_checkpoint_is_read_on_its_model_said_once(
         ),
         tmp_path,
     )
-    coordinator = RunCoordinator(config, tmp_path)
+    reads = StrategyReads(config, tmp_path, RunLog(tmp_path, config), ChatFormat(tiny_tokenizer))
     # the responder plays Kuhn's second seat; the judge (mae-v0 only) is read by no read
-    assert coordinator._base_weights(None) == {"responder": "tiny"}
-    assert coordinator._base_weights(1) == coordinator._base_weights(2) == {"responder": "tiny"}
+    assert reads.base_weights(None) == {"responder": "tiny"}
+    assert reads.base_weights(1) == reads.base_weights(2) == {"responder": "tiny"}
     (event,) = (tmp_path / "events.log").read_text().splitlines()
     assert "policy responder has no checkpoint at or before step 1" in event
     step = tmp_path / "checkpoints" / "policies" / "responder" / "step-00000002"
     (step / "model").mkdir(parents=True)
     (step / "state.json").write_text("{}")
-    assert coordinator._base_weights(2) == {"responder": str(step / "model")}
+    assert reads.base_weights(2) == {"responder": str(step / "model")}
