@@ -17,9 +17,26 @@ def cpu_threads(config: RunConfig, cores: int | None = None) -> dict[str, int]:
     cores = cores or len(os.sched_getaffinity(0))
     generating = config.inference.actors + (config.opponents.mode == "population")
     if config.mode == "async":  # generation and training run at once (here: those started here)
-        share = max(1, cores // max(1, generating + config.start_learner))
+        share = core_share(generating + config.start_learner, cores)
         return {"inference": share, "learner": share}
-    return {"inference": max(1, cores // max(1, generating)), "learner": cores}
+    return {"inference": core_share(generating, cores), "learner": cores}
+
+
+def core_share(processes: int, cores: int | None = None) -> int:
+    """Torch threads for each of ``processes`` that compute at once on this machine's cores
+    (or ``cores``): an equal share, at least 1. Oversubscribed cores cost more than idle ones:
+    an OpenMP thread spins at every barrier for a thread the scheduler has put aside."""
+    cores = cores or len(os.sched_getaffinity(0))
+    return max(1, cores // max(1, processes))
+
+
+def threads_env(processes: int, device: str) -> dict[str, str]:
+    """The ``OMP_NUM_THREADS`` of each of ``processes`` CPU processes that compute at once
+    (:func:`core_share`); nothing on a GPU, or where the environment's ``OMP_NUM_THREADS``
+    decides."""
+    if device != "cpu" or os.environ.get("OMP_NUM_THREADS"):
+        return {}
+    return {"OMP_NUM_THREADS": str(core_share(processes))}
 
 
 def device_for(device: str) -> str:

@@ -7,7 +7,9 @@ request; the actor batches the requests of every match in flight. Participants t
 adapters on that model share it too: the actor holds every one of their adapters (one base in
 memory, however many steps or roles play), and each participant's requests name its own
 (``params.adapter``), so a base and its adapters share batches. ``openai`` participants call
-their endpoint from this process. Bots play in this process.
+their endpoint from this process. Bots play in this process. On a CPU the actors serve at once,
+so each gets its share of the cores as ``OMP_NUM_THREADS`` (unless the environment sets it):
+with every core each, their threads oversubscribe them (``bench/tournament_threads.py``).
 
 A model that fails to load stops the tournament before the first match, naming the participant
 and the end of its actor's log.
@@ -36,7 +38,7 @@ from arena.policies.openai import OpenAIPolicy
 from arena.policies.remote import RemotePolicy
 from arena.run.launcher import ChildDied, Launcher
 from arena.run.processes import broker_argv, inference_argv
-from arena.run.resources import device_for
+from arena.run.resources import device_for, threads_env
 from arena.tournament.config import TournamentConfig
 from arena.tournament.participants import Participant, make_bot
 from games.text_env import TextGame
@@ -132,6 +134,9 @@ class Seating:
         self.launcher = Launcher(self.log_dir)
         self.launcher.start("broker", broker_argv(address, HEARTBEAT_INTERVAL, HEARTBEAT_TIMEOUT))
         owners: dict[str, list[str]] = {}
+        device = device_for(self.config.device)
+        # the actors serve the matches in flight at once: each takes its share of the cores
+        threads = threads_env(len({self._servers[p.server_key] for p in served}), device)
         for participant in served:
             policy_name = self._servers[participant.server_key]
             owners.setdefault(policy_name, []).append(participant.name)
@@ -142,7 +147,7 @@ class Seating:
                 model=str(participant.model),
                 name=policy_name,
                 dtype=participant.config.dtype,
-                device=device_for(self.config.device),
+                device=device,
                 max_batch=self.config.max_batch,
                 max_wait_ms=self.config.max_wait_ms,
                 seed=self.config.seed,
@@ -154,6 +159,7 @@ class Seating:
                 argv,
                 restartable=True,
                 max_restarts=2,
+                env=threads,
             )
         self.actor = Actor("tournament", address, kind="tournament")
         deadline = time.monotonic() + 60

@@ -16,7 +16,7 @@ import pytest
 from arena.run.config import load_run_config
 from arena.run.launcher import Launcher
 from arena.run.plan import plan
-from arena.run.resources import cpu_threads
+from arena.run.resources import core_share, cpu_threads, threads_env
 from arena.run.run_dir import resolve_for_run
 
 
@@ -63,6 +63,19 @@ def test_omp_num_threads_in_the_environment_wins_over_auto(monkeypatch: pytest.M
         "inference": 2,
         "learner": 2,
     }
+
+
+def test_processes_computing_at_once_share_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``core_share``: cores // processes, never 0; ``threads_env``: that share as a CPU
+    child's OMP_NUM_THREADS (what a tournament gives each inference actor), and nothing on a
+    GPU or where the environment already sets OMP_NUM_THREADS."""
+    assert [core_share(n, 8) for n in (0, 1, 2, 3, 8, 9)] == [8, 8, 4, 2, 1, 1]
+    cores = len(os.sched_getaffinity(0))
+    assert threads_env(1, "cpu") == {"OMP_NUM_THREADS": str(cores)}
+    assert threads_env(2 * cores, "cpu") == {"OMP_NUM_THREADS": "1"}
+    assert threads_env(1, "cuda") == threads_env(1, "cuda:1") == {}
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert threads_env(2, "cpu") == {}
 
 
 def test_a_child_gets_its_own_environment(tmp_path: Path) -> None:
