@@ -293,8 +293,9 @@ class RunConfig:
     cpu_threads: int = 0
     """Torch CPU threads of each inference actor and of the learner. 0 splits the cores among
     the processes that compute at the same time: the inference actors share them while they
-    generate, and in async mode the learner trains beside them (oversubscribed cores slow
-    every process down). ``OMP_NUM_THREADS`` in the environment, when set, wins over 0."""
+    generate (those of policies with models of their own too), the learners while they step,
+    and in async mode both at once (oversubscribed cores slow every process down).
+    ``OMP_NUM_THREADS`` in the environment, when set, wins over 0."""
 
     def __post_init__(self) -> None:
         check_choice("mode", self.mode, MODES)

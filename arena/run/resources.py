@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from arena.run.bases import own_bases, trained_bases
 from arena.run.config import RunConfig
 
 
@@ -15,11 +16,18 @@ def cpu_threads(config: RunConfig, cores: int | None = None) -> dict[str, int]:
     if os.environ.get("OMP_NUM_THREADS"):
         return {}
     cores = cores or len(os.sched_getaffinity(0))
-    generating = config.inference.actors + (config.opponents.mode == "population")
+    # policies on models of their own: an inference actor each, generating beside the run's,
+    # and a learner each (unless frozen), stepping with the run's (arena/run/bases.py)
+    generating = (
+        config.inference.actors
+        + (config.opponents.mode == "population")
+        + len(own_bases(config.play))
+    )
+    learners = (1 + len(trained_bases(config.play))) * config.start_learner
     if config.mode == "async":  # generation and training run at once (here: those started here)
-        share = core_share(generating + config.start_learner, cores)
+        share = core_share(generating + learners, cores)
         return {"inference": share, "learner": share}
-    return {"inference": core_share(generating, cores), "learner": cores}
+    return {"inference": core_share(generating, cores), "learner": core_share(learners, cores)}
 
 
 def core_share(processes: int, cores: int | None = None) -> int:

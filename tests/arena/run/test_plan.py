@@ -54,6 +54,24 @@ def test_cores_are_split_among_processes_that_compute_at_once(
     assert cpu_threads(load_run_config("configs/smoke.yaml", overrides), cores) == expected
 
 
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        # sync: 3 inference actors generate together (the run's, the responder's and the
+        # judge's): 8 // 3 = 2 each; 2 learners step together (the run's, the responder's; the
+        # judge is frozen): 8 // 2 = 4 each
+        ("sync", {"inference": 2, "learner": 4}),
+        # async: all 5 at once, 8 // 5 = 1 each
+        ("async", {"inference": 1, "learner": 1}),
+    ],
+)
+def test_policies_on_models_of_their_own_count_among_those_that_compute(
+    mode: str, expected: dict[str, int]
+) -> None:
+    config = load_run_config("configs/two_models.yaml", [f"mode={mode}"])
+    assert cpu_threads(config, 8) == expected
+
+
 def test_omp_num_threads_in_the_environment_wins_over_auto(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OMP_NUM_THREADS", "5")
     config = load_run_config("configs/smoke.yaml", ["mode=async"])
