@@ -181,11 +181,9 @@ def readable_games(config: RunConfig) -> list[str]:
 def read_bases(config: RunConfig) -> list[str]:
     """The policies with a model of their own that play a seat of a readable game: what a
     strategy read loads beside the shared policy."""
-    play = config.play
+    play, readable = config.play, readable_games(config)
     names: list[str] = []
-    for game in config.games:
-        if game.id not in readable_games(config):
-            continue
+    for game in (g for g in config.games if g.id in readable):
         env = games.make(game.id)
         for agent in env.possible_agents:
             name = seat_policy_name(play, game, env, agent)

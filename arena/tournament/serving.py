@@ -136,7 +136,7 @@ class Seating:
         owners: dict[str, list[str]] = {}
         device = device_for(self.config.device)
         # the actors serve the matches in flight at once: each takes its share of the cores
-        threads = threads_env(len({self._servers[p.server_key] for p in served}), device)
+        threads = threads_env(len(self._servers), device)
         for participant in served:
             policy_name = self._servers[participant.server_key]
             owners.setdefault(policy_name, []).append(participant.name)
