@@ -3,9 +3,13 @@
 The policy plays every seat in turn against bots on the others (seat ``i`` in game ``i mod n``),
 greedy by default. For each (game, opponent) it reports:
 
-- ``score``: the mean of 1 (win), 0.5 (draw: tied for the best return) and 0 (loss) per game,
-  with a normal-approximation 95% interval over games;
-- ``win``/``draw``/``loss`` rates, each with a Wilson 95% interval;
+- ``score``: the mean of 1 (win), 0.5 (draw: tied for the best return) and 0 (loss) per game
+  (:func:`game_score`), with the Wilson 95% interval of the score as a proportion of points,
+  ``wilson(wins + draws / 2, games)`` (:func:`score_interval`): exactly Wilson's interval of
+  the win rate when no game is drawn, and conservative with draws (a score in [0, 1] with mean
+  p varies at most p (1 - p)). It never collapses to a point: 20 lost games give
+  ``[0, 0.161]``, not ``[0, 0]``, so one win afterwards does not count as an improvement;
+- ``win`` with a Wilson 95% interval (``win_ci``); ``draw`` and ``loss``, the rates alone;
 - ``invalid_rate``: invalid actions over the policy's turns, with a Wilson 95% interval
   (turns within a game are not independent, so read it as a slightly narrow interval);
 - ``optimal_move_rate``: in games solved exactly (Tic-Tac-Toe, Nim:
@@ -45,7 +49,10 @@ RANDOM_BOT = "random-v0"
 
 
 def mean_ci(values: Sequence[float], low: float = 0.0, high: float = 1.0) -> tuple[float, float]:
-    """Normal-approximation 95% interval of a mean, clipped to [low, high]."""
+    """Normal-approximation 95% interval of a mean, clipped to [low, high]:
+    ``mean -+ Z95 * s / sqrt(n)`` with ``s`` the sample standard deviation (n - 1 in the
+    denominator), e.g. [0, 1, 1, 1]: 0.75 -+ 1.959964 * 0.5 / 2 -> (0.260009, 1.0). Fewer than
+    two values give (low, high); values all equal give a zero-width interval (mean, mean)."""
     n = len(values)
     if n < 2:
         return (low, high)
@@ -55,8 +62,16 @@ def mean_ci(values: Sequence[float], low: float = 0.0, high: float = 1.0) -> tup
     return (max(low, mean - half), min(high, mean + half))
 
 
+def score_interval(scores: Sequence[float]) -> tuple[float, float]:
+    """The 95% interval of a mean game score: ``wilson(sum(scores), len(scores))``, the Wilson
+    interval with draws (0.5) counted as half a win (see the module docstring). E.g. 3 wins,
+    2 draws and 5 losses: wilson(4, 10) = (0.168180, 0.687326); 20 losses: (0, 0.161125)."""
+    return wilson(sum(scores), len(scores))
+
+
 def game_score(episode: Episode, seat: str) -> float:
-    """1 for a win, 0.5 for a draw (tied for the best return), 0 for a loss."""
+    """1 for a win (the seat's return strictly above every other seat's), 0.5 for a draw (tied
+    with the best of the others: two of three seats tied on top each get 0.5), 0 for a loss."""
     mine = episode.final_rewards[seat]
     best_other = max(r for s, r in episode.final_rewards.items() if s != seat)
     if mine > best_other:
@@ -115,7 +130,7 @@ class MatchResult:
             opponent=opponent,
             games=n,
             score=sum(scores) / max(n, 1),
-            score_ci=mean_ci(scores),
+            score_ci=score_interval(scores),
             win=wins / max(n, 1),
             draw=draws / max(n, 1),
             loss=(n - wins - draws) / max(n, 1),

@@ -18,8 +18,10 @@ DEFAULT_RESAMPLES = 1000
 """Bootstrap draws: a 10-participant, 2000-match log is rated in about a second."""
 MIN_N = 10
 """Fewer games than this (episodes, for a role's metric) and an interval is printed as ``n too
-small``: over 4 games, 4 losses give a score interval of ``[0.000, 0.000]``, which reads as
-certainty where there is next to no evidence. The JSON files keep the computed interval."""
+small``: over 4 games an interval says next to nothing (4 losses: ``[0.000, 0.490]``), and a
+normal-approximation interval of a metric that came out the same in all 4 episodes reads
+``[x, x]``, certainty where there is next to no evidence. The JSON files keep the computed
+interval."""
 TOO_SMALL = "n too small"
 
 
@@ -31,8 +33,19 @@ def with_interval(value: float, ci: tuple[float, float] | list[float], n: int | 
     return f"{value:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
-def wilson(successes: int, n: int) -> tuple[float, float]:
-    """Wilson score interval for a proportion (well-behaved at 0 and 1, unlike the normal one)."""
+def wilson(successes: float, n: int) -> tuple[float, float]:
+    """Wilson score 95% interval for a proportion (well-behaved at 0 and 1, unlike the normal one).
+
+    With p = successes / n and z = :data:`Z95`::
+
+        centre = (p + z^2 / (2n)) / (1 + z^2 / n)
+        half   = z * sqrt(p (1 - p) / n + z^2 / (4 n^2)) / (1 + z^2 / n)
+        (max(0, centre - half), min(1, centre + half))
+
+    e.g. 7 of 10: (0.396778, 0.892209); 0 of 10: (0, 0.277533). ``n`` = 0 gives (0, 1).
+    ``successes`` may be fractional (a score with draws counted as half a win, see
+    :func:`arena.eval.evaluate.score_interval`).
+    """
     if n == 0:
         return (0.0, 1.0)
     p = successes / n

@@ -7,7 +7,8 @@ fills the other seats, and simulators fill the seats the game config simulates (
 user). After each episode the game's ``infos[seat]["metrics"]`` (a mapping of metric name to a
 number, set when the game ends; the episode keeps it in ``stats["metrics"]``) is read (a seat
 whose game reports none is logged and left out); for each (game, seat, metric) it reports the mean with a
-normal-approximation 95% interval.
+95% interval (:func:`interval`): Wilson's when every value is 0 or 1, else the normal
+approximation of :func:`arena.eval.evaluate.mean_ci`, clipped to [min(0, values), max(1, values)].
 
 With ``tries`` > 1 every task (seed) is played ``tries`` times, and each pass/fail metric (the
 0/1 metrics a game lists in ``metadata["pass_metrics"]``, such as retail's ``success``; never a

@@ -11,7 +11,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from arena.eval.evaluate import MatchResult, game_score, mean_ci, wilson
+from arena.eval.evaluate import MatchResult, game_score, mean_ci, score_interval, wilson
 from arena.eval.summary import before_after
 from arena.records import Episode, SeatAssignment, Turn
 
@@ -29,6 +29,36 @@ def test_mean_interval_by_hand() -> None:
     # values 0, 1, 1, 1: mean 0.75, sample sd 0.5, half = 1.96 * 0.5 / 2 = 0.49
     assert mean_ci([0.0, 1.0, 1.0, 1.0]) == pytest.approx((0.26, 1.0), abs=1e-3)
     assert mean_ci([1.0]) == (0.0, 1.0)
+
+
+def test_score_interval_counts_a_draw_as_half_a_win_by_hand() -> None:
+    # z^2 = 1.959964^2 = 3.841459. 3 wins, 2 draws, 5 losses: p = (3 + 2/2) / 10 = 0.4
+    #   denom = 1 + 0.3841459 = 1.3841459; centre = (0.4 + 0.1920729) / denom = 0.427753
+    #   half = 1.959964 * sqrt(0.024 + 0.0096036) / denom = 0.259573 -> (0.168180, 0.687326)
+    scores = [1.0] * 3 + [0.5] * 2 + [0.0] * 5
+    assert score_interval(scores) == pytest.approx((0.168180, 0.687326), abs=1e-6)
+    # 20 losses: p = 0, centre = half = (z^2 / 40) / (1 + z^2 / 20) = 0.0960365 / 1.1920730
+    #   = 0.080563 -> (0, 0.161125); the normal approximation says (0, 0)
+    assert score_interval([0.0] * 20) == pytest.approx((0.0, 0.161125), abs=1e-6)
+    assert mean_ci([0.0] * 20) == (0.0, 0.0)
+    # 20 draws: p = 0.5, half = 1.959964 * sqrt(0.0125 + 0.0024009) / 1.1920730 = 0.200702
+    assert score_interval([0.5] * 20) == pytest.approx((0.299298, 0.700702), abs=1e-6)
+    # no draws: exactly Wilson's interval of the win rate (7 of 10, as in test_ratings)
+    assert score_interval([1.0] * 7 + [0.0] * 3) == wilson(7, 10)
+    assert wilson(7, 10) == pytest.approx((0.396778, 0.892209), abs=1e-6)
+    # 0 of 4: centre = half = (z^2 / 8) / (1 + z^2 / 4) = 0.480182 / 1.960365 = 0.244946
+    assert wilson(0, 4) == pytest.approx((0.0, 0.489891), abs=1e-6)
+
+
+def test_one_win_after_twenty_losses_is_no_improvement() -> None:
+    lost = [(_episode({"a": -1.0, "b": 1.0}), "a")] * 20
+    before = MatchResult.from_episodes("g", "random-v0", lost)
+    assert before.score == 0.0 and before.score_ci == pytest.approx((0.0, 0.161125), abs=1e-6)
+    one_win = [(_episode({"a": 1.0, "b": -1.0}), "a"), *lost[1:]]
+    after = MatchResult.from_episodes("g", "random-v0", one_win)
+    assert after.score == 0.05 and after.win_ci == after.score_ci == wilson(1, 20)
+    row = before_after([before.to_dict()], [after.to_dict()])["g"]
+    assert row["score_improved"] is False  # 0.05 lies inside [0, 0.161]
 
 
 def _episode(rewards: dict[str, float]) -> Episode:
