@@ -11,7 +11,8 @@ return of its first turn (with gamma = 1, the seat's total reward in the episode
 
 **Keys.** Advantages are computed per *key*: a tuple of sample fields, (game, agent) by
 default, so that agents whose expected returns differ never share a baseline. The fields are
-``game``, ``role``, ``seat``, ``group`` and ``agent``, where::
+``game``, ``role``, ``seat``, ``group`` (the prompt-group id), ``prompt`` (a digest of the exact
+prompt ids, :attr:`trainers.batch.Sample.prompt`) and ``agent``, where::
 
     agent = seat   if the turn's role is "player" (every seat plays the same role: self-play)
     agent = role   otherwise (a role game: proposer, solver, judge, ...)
@@ -40,14 +41,21 @@ and solver, so k symmetric solver seats share one baseline.
   then moves b by 1 - alpha^K of the way instead of 1 - alpha (about 23 % instead of 5 % for
   5 turns at alpha 0.95), so long games weigh more than short ones in the baseline.
 - ``group`` (GRPO):      as ``batch``, over samples sharing (key, prompt group id).
-- ``broadcast`` (Flow-GRPO): every turn's value is the seat's final outcome, then ``group``.
+- ``broadcast`` (Flow-GRPO): every turn's value is the seat's final outcome (its game return,
+  ``Episode.final_rewards[seat]``, without the per-turn shaping; the sum of its turn rewards
+  where the episode lists none), then ``group``.
 
 sigma is the population standard deviation (ddof = 0). With ``scale_by_std`` off, the division
 is dropped (A = G - mu, as Dr. GRPO). A key or group with a single sample, or whose values are
 all equal, has no spread to compare against: its advantages are exactly 0 (never NaN), and the
 sample stays in the batch (the zero-advantage filter may drop it later, and counts it). The
-optional whitening rescales all advantages of the batch to mean 0 and std 1 afterwards (left
-unchanged when they are all equal).
+optional whitening then maps every advantage of the batch to (A - mean) / (std + eps), mean and
+population std over the whole batch (left unchanged when there is one, or they are all equal).
+
+By hand, ``batch`` over one key with G = [1, 0, 0, 1]: mu 0.5, sigma 0.5, A = +-0.5 / 0.500001
+= [0.999998, -0.999998, -0.999998, 0.999998]; G = [2, 2]: A = [0, 0]; ``ema`` with alpha 0.95
+and b = 0: a won trajectory (G = 1 on each of its turns) gets A = 1 on every turn, then
+b = 0.05, and the next won trajectory of that key gets 0.95.
 
 The advantage of turn k applies to every generated token of turn k (see trainers/batch.py).
 """

@@ -142,11 +142,14 @@ class BatchConfig:
     train`` in async mode paces its rollouts so that none is; the learner still drops (or
     down-weights) any that arrive, e.g. from actors started by hand that it does not pace."""
     stale_mode: str = "reject"
-    """``reject`` drops stale turns; ``downweight`` scales their loss by stale_decay ** excess."""
+    """``reject`` drops stale turns; ``downweight`` scales their loss weight by
+    stale_decay ** excess, excess = learner version - turn's policy_version - max_staleness
+    (max_staleness 4, decay 0.5: a turn 6 versions old weighs 0.25)."""
     stale_decay: float = 0.5
     """Loss weight factor per version beyond max_staleness, in ``downweight`` mode."""
     filter_zero_advantage: bool = True
-    """Drop turns whose advantage is 0 (no signal, only cost)."""
+    """Leave out of the passes turns whose advantage is 0, |A| <= 1e-8 (no signal, only cost);
+    they still count in the loss's normalizer (trainers/filters.py)."""
     filter_void: bool = False
     """Drop turns whose text did not parse to a valid action (SimpleTIR's void turns)."""
     filter_overlong: bool = True

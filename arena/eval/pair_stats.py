@@ -2,7 +2,10 @@
 invalid-move rates, mean length and tokens, per game and over all games.
 
 A pair's score interval is Wilson when the pair drew no game (each game then a plain success or
-failure), else a percentile bootstrap over the log's clusters, seeded per (seed, a, b). The
+failure: ``wilson(wins, games)``), else a percentile bootstrap over the log's clusters, seeded per
+(seed, a, b): each of ``resamples`` draws takes as many clusters as the row has, with
+replacement, and scores ``a``'s summed score over the drawn clusters divided by their games; the
+interval is the 2.5th and 97.5th percentiles of those draws (NaN with ``resamples`` 0). The
 invalid rate, mean length and tokens need fields a log may leave out (``invalid``, ``moves`` or
 ``turns``, ``tokens``): a row gives each only when every match in it records what it needs, and
 ``None`` (JSON ``null``, "n/a" in the tables) otherwise, so no figure describes fewer games than

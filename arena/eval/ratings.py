@@ -11,8 +11,10 @@ shared by every game::
     P(seat 0 wins) = 1 / (1 + 10 ** (-(r[seat 0] - r[seat 1] + f) / 400))
 
 A draw counts as half a win each way: a match adds ``s log p + (1 - s) log(1 - p)`` to the
-log-likelihood, with ``s`` seat 0's score (``(score0 - score1 + 1) / 2``, so a log that scores a
-double loss ``[0, 0]`` reads it as a draw). The fit is Newton's method with a backtracking line
+log-likelihood, with ``s`` seat 0's score (``(score0 - score1 + 1) / 2``: ``[1, 0]`` is 1,
+``[0.5, 0.5]`` 0.5, ``[1, 0.5]`` 0.75, and a log that scores a double loss ``[0, 0]`` reads it
+as a draw). The matches enter only through sums per (seat 0, seat 1) order, so their order in
+the log does not matter. The fit is Newton's method with a backtracking line
 search on the log-posterior, over the distinct (seat 0, seat 1) orders, so its cost does not grow
 with the number of matches.
 
@@ -20,10 +22,14 @@ with the number of matches.
 rating, so every rating and ``f`` get an independent Gaussian prior with mean 0 and standard
 deviation :data:`PRIOR_SD` = 1000 Elo. The likelihood only sees differences, so the posterior
 mode has ratings summing to 0: the prior pulls each rating toward the mean of all of them. It is
-weak: it moves a 200-Elo gap measured over a hundred games by under 0.2 Elo (76 wins in 100:
-200.1 instead of 200.2), yet a player with 100 wins in 100 games lands about 1200 Elo above its
-opponent rather than at infinity. Ratings are then shifted so that the anchor sits at ``anchor_rating`` (the
-first participant in sorted name order unless one is named).
+weak: it moves a 200-Elo gap measured over a hundred games by under 0.2 Elo (76 wins in 100,
+50 games in each seat: 200.1 instead of 400 log10(76/24) = 200.2), yet a player with 100 wins in
+100 such games lands about 1200 Elo above its opponent rather than at infinity. By hand, with
+lam = (400 / (1000 ln 10))^2 = 0.0301778 the prior's precision in natural log-odds units: a
+wins one match in each seat against b, so f = 0 and the ratings are +-c with
+2 / (1 + e^(2c)) = lam c, c = 1.7917, a gap of 2c * 400 / ln 10 = 622.5 Elo. Ratings are then
+shifted so that the anchor sits at ``anchor_rating`` (the first participant in sorted name order
+unless one is named).
 
 **Intervals.** 95% percentile bootstrap: the log's clusters (a match and its seat-swapped twin,
 see :func:`arena.eval.match_log.clusters`) are drawn with replacement ``resamples`` times, with a
@@ -31,8 +37,14 @@ seeded ``numpy.random.Generator``, and the model is refitted on each draw. A par
 from a draw is left out of that draw's percentiles (all of them if the anchor is absent).
 ``resamples=0`` skips the bootstrap: the intervals are then NaN (``null`` in the JSON).
 
-**Multi-player matches** (three seats or more) are rated with OpenSkill's Plackett-Luce model, in
-log order, ranking the seats by score and then by return; they do not enter Bradley-Terry.
+**Multi-player matches** (three seats or more) are rated with OpenSkill's Plackett-Luce model
+with its defaults (a participant starts at mu = 25, sigma = 25/3, beta = 25/6, and sigma grows by
+tau = 25/300 in quadrature before each match), one match at a time in log order, so unlike
+Bradley-Terry the result depends on the order of the log. Seats are ranked by score, then by
+return (equal both: one shared rank); the matches do not enter Bradley-Terry. By hand, three
+fresh participants finishing 1st, 2nd, 3rd: sigma^2 = 625/9 + (25/300)^2 = 69.4514,
+c = sqrt(3 (sigma^2 + beta^2)) = 16.1381, and each mu moves by sigma^2 / c * omega with
+omega = (2/3, 1/6, -5/6): 27.869, 25.717, 21.414.
 """
 
 from __future__ import annotations
@@ -293,7 +305,8 @@ def _disconnected(names: list[str], i: np.ndarray, j: np.ndarray, anchor: str) -
 
 @dataclass
 class MultiplayerRating:
-    """OpenSkill Plackett-Luce rating: ``ordinal`` (mu - 3 sigma) is the conservative one."""
+    """OpenSkill Plackett-Luce rating: ``ordinal`` (mu - 3 sigma) is the conservative one, 0 for
+    a participant yet to play (mu 25, sigma 25/3)."""
 
     mu: float
     sigma: float

@@ -56,3 +56,23 @@ def test_filters_count_each_reason() -> None:
     )
     kept, counts, silent = filter_samples(samples, config)
     assert len(kept) == 4 and counts == {"overlong": 1} and silent == []
+
+
+def test_zero_advantage_means_at_most_1e_8() -> None:
+    # |A| <= 1e-8 (ZERO_ADVANTAGE_TOL, EMA float dust) is zero; 2e-8 is a signal.
+    samples = episode_samples(episode("z", [turn("z", k, "p") for k in range(4)]), 1.0)
+    for s, a in zip(samples, [1e-8, -1e-8, 2e-8, -3e-8], strict=True):
+        s.advantage = a
+    kept, counts, silent = filter_samples(samples, BatchConfig())
+    assert [s.turn_index for s in kept] == [2, 3] and [s.turn_index for s in silent] == [0, 1]
+    assert counts == {"zero_advantage": 2}
+
+
+def test_downweight_by_hand_with_the_default_decay() -> None:
+    # Learner at 10, max_staleness 4, decay 0.5: a turn of version 4 is 6 old, 2 beyond the
+    # bound, weight 0.5^2 = 0.25; version 6 is exactly at the bound (4 old): weight 1.
+    samples = episode_samples(
+        episode("w", [turn("w", i, "p", version=v) for i, v in enumerate([6, 4])]), 1.0
+    )
+    kept, counts = apply_staleness(samples, 10, BatchConfig(stale_mode="downweight"))
+    assert [s.weight for s in kept] == [1.0, 0.25] and counts == {"stale_downweighted": 1}

@@ -154,6 +154,67 @@ def test_the_prior_is_weak_where_the_data_speak() -> None:
     assert fitted.first_mover == pytest.approx(0.0, abs=1e-6) and PRIOR_SD == 1000.0
 
 
+LAM = (400 / (PRIOR_SD * math.log(10))) ** 2
+"""The prior's precision in natural log-odds units: 1 / 5.756463^2 = 0.0301778."""
+NATURAL = math.log(10) / 400
+
+
+def test_bradley_terry_posterior_mode_by_hand() -> None:
+    # a beats b once in each seat. Log-posterior (natural units, x = ra - rb + f per match):
+    #   log s(ra - rb + f) + log s(ra - rb - f) - LAM/2 (ra^2 + rb^2 + f^2), s the logistic.
+    # Symmetry gives f = 0, rb = -ra = -c; d/dra = 2 (1 - s(2c)) - LAM c = 0, i.e.
+    #   2 / (1 + e^(2c)) = 0.0301778 c  ->  c = 1.7917 (2 / (1 + e^3.5834) = 0.054066 = LAM c),
+    #   a gap of 2c / NATURAL = 3.5834 / 0.00575646 = 622.5 Elo; b sits 622.5 below the anchor a.
+    fitted = fit_bradley_terry([match("a", "b", 1.0), match("b", "a", 0.0)], resamples=0)
+    assert fitted.anchor == "a" and fitted.ratings["a"] == 1000.0
+    assert fitted.first_mover == pytest.approx(0.0, abs=1e-6)
+    gap = fitted.ratings["a"] - fitted.ratings["b"]
+    assert gap == pytest.approx(622.5, abs=0.1)
+    c = gap / 2 * NATURAL
+    assert 2 / (1 + math.exp(2 * c)) == pytest.approx(LAM * c, rel=1e-6)
+    # One match, a wins from seat 0: the gradient is (1 - s(x)) (1, -1, 1) - LAM (ra, rb, f), so
+    # ra = -rb = f = c with 1 / (1 + e^(3c)) = LAM c: c = 1.11819 (1 / (1 + e^3.35458) = 0.033745)
+    #   f = c / NATURAL = 194.25 Elo, b = 1000 - 2c / NATURAL = 611.50.
+    one = fit_bradley_terry([match("a", "b", 1.0)], resamples=0)
+    assert one.first_mover == pytest.approx(194.25, abs=0.01)
+    assert one.ratings["b"] == pytest.approx(611.50, abs=0.01)
+    c = one.first_mover * NATURAL
+    assert 1 / (1 + math.exp(3 * c)) == pytest.approx(LAM * c, rel=1e-6)
+    # A draw (or a double loss, [0, 0]) is s = 0.5 each way: nobody moves.
+    drawn = fit_bradley_terry([match("a", "b", 0.5)], resamples=0)
+    zero = fit_bradley_terry([replace(match("a", "b", 0.0), scores=(0.0, 0.0))], resamples=0)
+    for fit in (drawn, zero):
+        assert fit.ratings["b"] == pytest.approx(1000.0) and fit.first_mover == pytest.approx(0.0)
+
+
+def test_bradley_terry_ignores_the_order_of_the_log() -> None:
+    strength = {"p": 0.0, "q": 120.0, "r": -200.0}
+    matches = simulate(strength, first_mover=35.0, seeds=5, rng=np.random.default_rng(1))
+    forward = fit_bradley_terry(matches, resamples=0)
+    backward = fit_bradley_terry(matches[::-1], resamples=0)
+    assert backward.ratings == pytest.approx(forward.ratings, abs=1e-6)
+    assert backward.first_mover == pytest.approx(forward.first_mover, abs=1e-6)
+
+
+def test_openskill_by_hand_and_its_order_dependence() -> None:
+    # Three fresh participants (mu 25, sigma 25/3, beta 25/6), ranked a > b > c by score, then
+    # return. OpenSkill first adds tau = 25/300 in quadrature: sigma^2 = 625/9 + 1/144 = 69.4514;
+    # c = sqrt(3 (69.4514 + 17.3611)) = 16.1381; all exp(mu/c) equal, so the Plackett-Luce
+    # omegas are a: 1 - 1/3 = 2/3, b: -1/3 + 1 - 1/2 = 1/6, c: -1/3 - 1/2 + 1 - 1 = -5/6, and
+    # mu += sigma^2 / c * omega = 4.30358 * omega: 27.869, 25.717, 21.414.
+    first = replace(match("x", "y", 1.0), seats=("a", "b", "c"), scores=(1.0, 0.0, 0.0))
+    first = replace(first, returns=(3.0, 1.0, -4.0), tokens=None, invalid=None)
+    rated = rate_multiplayer([first])
+    mus = {name: r.mu for name, r in rated.items()}
+    assert mus == pytest.approx({"a": 27.869, "b": 25.717, "c": 21.414}, abs=1e-3)
+    assert all(r.ordinal == pytest.approx(r.mu - 3 * r.sigma) for r in rated.values())
+    # Ratings are updated match by match in log order: swapping two matches changes them.
+    second = replace(first, seed=1, scores=(0.0, 1.0, 0.0), returns=(0.0, 2.0, -2.0))
+    forward, backward = rate_multiplayer([first, second]), rate_multiplayer([second, first])
+    assert forward["b"].mu == pytest.approx(backward["a"].mu)  # a and b trade places
+    assert forward["b"].mu > forward["a"].mu and backward["a"].mu > backward["b"].mu
+
+
 def test_an_unknown_anchor_names_the_nearest() -> None:
     matches = [match("alice", "bob", 1.0), match("bob", "alice", 0.5)]
     with pytest.raises(ValueError, match="'alicia'.*did you mean 'alice'"):
