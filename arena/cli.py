@@ -9,24 +9,30 @@ imports (torch, transformers) never slow the others down.
 
 Options and positional arguments may come in any order (``arena train CFG --dry-run steps=3``).
 A config error (malformed YAML: its file, line and column) or an unknown id ends the command
-with exit code 2 and one line naming the key or the nearest id, never a traceback. A process started by a launcher with ``ARENA_PARENT_PID`` set dies with its parent
+with exit code 2 and one line naming the key or the nearest id, never a traceback. So does an
+unknown command (``arena: unknown command 'trian'; did you mean 'train'?``) and a plugin's
+command that cannot run (its module fails to import, or lacks ``add_arguments`` or ``run``).
+``arena --help`` shows a plugin command's first docstring line as its summary; plugin command
+modules are imported for that listing only, never to run another command. A process started
+by a launcher with ``ARENA_PARENT_PID`` set dies with its parent
 (:func:`arena.core.process.die_with_parent`).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import sys
 
-from arena.core.commands import commands
+from arena.core.commands import commands, load, summary
 from arena.core.errors import EXIT_REFUSED, CannotStart, ConfigError
 from arena.core.process import die_with_parent
 from arena.core.registry import RegistryError
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(summaries: bool = False) -> argparse.ArgumentParser:
+    """The top-level parser. ``summaries``: give each plugin command its docstring's first line
+    (imports those modules: only when the command list is printed)."""
     parser = argparse.ArgumentParser(
         prog="arena",
         description="Arena: train LLM agents by multi-agent self-play over a ZeroMQ actor bus.",
@@ -36,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in commands.ids():
-        help_text = commands.entry(name).metadata.get("help", "")
+        help_text = summary(name) if summaries else commands.entry(name).metadata.get("help", "")
         sub.add_parser(name, help=help_text, description=help_text, add_help=False)
     return parser
 
@@ -44,7 +50,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     die_with_parent()
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
+    named = next((arg for arg in argv if not arg.startswith("-")), None)
+    if named is not None and named not in commands:
+        try:
+            commands.entry(named)  # raises: did you mean, or why a plugin's name was refused
+        except RegistryError as err:
+            print(f"arena: {err}", file=sys.stderr)
+            return EXIT_REFUSED
+    parser = build_parser(summaries=named is None)
     args, rest = parser.parse_known_args(argv)
     if args.command is None:
         parser.print_help()
@@ -52,8 +65,12 @@ def main(argv: list[str] | None = None) -> int:
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     entry = commands.entry(args.command)
-    module = importlib.import_module(str(entry.factory))
     prog = f"arena {args.command}"
+    try:
+        module = load(args.command)
+    except RegistryError as err:  # a plugin's command that cannot run
+        print(f"{prog}: {err}", file=sys.stderr)
+        return EXIT_REFUSED
     command_parser = argparse.ArgumentParser(
         prog=prog,
         description=(module.__doc__ or entry.metadata.get("help", "")).replace("``", ""),

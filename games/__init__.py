@@ -145,7 +145,14 @@ for _id, _factory, _kwargs, _information, _strongest, _requires in (
 
 
 def make(game_id: str, **kwargs: Any) -> TextGame:
-    """Build the game registered as ``game_id``; kwargs override its registered defaults."""
+    """Build the game registered as ``game_id``; kwargs override its registered defaults.
+
+    A plugin's game is checked as :func:`spec` checks it first, so one that fails to import or
+    is not a :class:`TextGame` raises :class:`GameSpecError` with the reason (one line from the
+    CLI), not an error from deep inside whatever first uses it.
+    """
+    if registry.entry(game_id).plugin is not None:
+        spec(game_id)
     return registry.make(game_id, **kwargs)
 
 

@@ -207,6 +207,14 @@ def test_check_game_passes_the_plugin_game_and_explains_the_broken_one(
     assert bad.returncode == 1
     assert "NotATextGame is not a games.TextGame" in bad.stdout
     assert "broken-v0: FAILED" in bad.stdout
+    # naming it in a run config is one line before anything starts, not an error from deep inside
+    train = run(plugin_env, "-m", "arena", "train", "configs/smoke.yaml", "games.0.id=broken-v0",
+                "--dry-run")  # fmt: skip
+    assert train.returncode == 2, train.stderr
+    assert train.stderr.startswith(
+        f"arena train: bad config: game 'broken-v0' (arena_plugin_demo:NotATextGame, plugin {DIST})"
+        ": NotATextGame is not a games.TextGame"
+    ), train.stderr
 
 
 def test_the_plugin_role_and_bot_play_the_plugin_game(plugin_env: dict[str, str]) -> None:

@@ -28,18 +28,21 @@ def tutorial(marker: str) -> tuple[str, str, str]:
 
 
 def install(site: Path, marker: str, group: str) -> dict[str, str]:
-    """Install the tutorial after ``marker`` into ``site``; its entry points of ``group``."""
+    """Install the tutorial after ``marker`` into ``site``; its entry points of ``group``.
+    Several tutorials (of different groups) install into one ``site`` as one package."""
     path, code, toml = tutorial(marker)
     module = site / path
-    module.parent.mkdir(parents=True)
+    module.parent.mkdir(parents=True, exist_ok=True)
     (module.parent / "__init__.py").write_text("")
     module.write_text(code)
     points = tomllib.loads(toml)["project"]["entry-points"][group]
     info = site / "mypkg-0.1.dist-info"
-    info.mkdir()
+    info.mkdir(exist_ok=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mypkg\nVersion: 0.1\n")
     lines = "".join(f"{name} = {target}\n" for name, target in points.items())
-    (info / "entry_points.txt").write_text(f"[{group}]\n{lines}")
+    entry_points = info / "entry_points.txt"
+    before = entry_points.read_text() if entry_points.exists() else ""
+    entry_points.write_text(f"{before}[{group}]\n{lines}")
     return points
 
 

@@ -24,7 +24,6 @@ entry points refused at registration).
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -109,7 +108,7 @@ def load_error(group: str, entry_id: str, reg: Registry[Any]) -> str | None:
         return None
     entry = reg.entry(entry_id)
     if group == "commands":
-        return command_error(str(entry.target))
+        return command_error(entry_id)
     try:
         factory = entry.load()
     except Exception as err:  # whatever a plugin's module raises on import
@@ -119,16 +118,17 @@ def load_error(group: str, entry_id: str, reg: Registry[Any]) -> str | None:
     return None
 
 
-def command_error(module_name: str) -> str | None:
-    """Why the command module ``module_name`` cannot run, or None when it can (the CLI imports
-    the module and calls its ``add_arguments`` and ``run``)."""
+def command_error(name: str) -> str | None:
+    """Why command ``name`` cannot run, or None when it can: the CLI's own check
+    (:func:`arena.core.commands.load`)."""
+    from arena.core.commands import CommandError, load
+
     try:
-        module = importlib.import_module(module_name)
-    except Exception as err:  # whatever a plugin's module raises on import
+        load(name)
+    except CommandError as err:
+        return err.reason
+    except Exception as err:  # one of Arena's own that fails to import: listed like a plugin's
         return f"cannot import it: {type(err).__name__}: {err}"
-    lacking = [f for f in ("add_arguments", "run") if not callable(getattr(module, f, None))]
-    if lacking:
-        return f"module {module_name} has no {' and no '.join(lacking)}"
     return None
 
 

@@ -12,7 +12,9 @@ Games, bots, roles, simulators, policy backends and ``arena`` subcommands each k
   first loaded (:meth:`Entry.load`, :meth:`Registry.make`), so listing ids imports nothing.
 - **Versioned ids.** Ids are ``name-vN`` (``tictactoe-v0``) wherever behaviour may change between
   versions (games, bots, roles, simulators); a registry of plain names (backends, commands) says
-  ``versioned=False``. A malformed id is refused when registered.
+  ``versioned=False``: letters, digits, ``-``, ``_`` and ``.``, starting with a letter or digit
+  (``check-game``), so a name can be typed on a command line. A malformed id is refused when
+  registered.
 - **No silent replacement.** Registering an id twice raises :class:`RegistryError` unless
   ``override=True``.
 - **Did you mean.** An unknown id raises :class:`RegistryError` with the project-wide hint
@@ -22,7 +24,10 @@ Games, bots, roles, simulators, policy backends and ``arena`` subcommands each k
   ``arena.commands``): the entry point's name is the id, its value the ``module:Factory`` string.
   The group is read on the first lookup. An entry point that cannot be registered (a malformed
   id, an id already taken) never breaks the registry: it is skipped and kept in
-  :attr:`Registry.rejected` with the reason, and looking its id up raises with that reason.
+  :attr:`Registry.rejected` with the reason, and looking its id up raises with that reason. A
+  plugin's factory that cannot be imported fails only when it is used (:meth:`Registry.load`,
+  :meth:`Registry.make`), as a :class:`RegistryError` naming the id, its ``module:Factory``, its
+  plugin and the import's error: one line from the CLI, never a traceback.
 
 This module is stdlib only, so every layer may import it, games included.
 """
@@ -41,6 +46,7 @@ from arena.core.errors import did_you_mean
 T = TypeVar("T")
 
 _ID = re.compile(r"^(?P<name>[A-Za-z0-9_.\-]+?)-v(?P<version>\d+)$")
+_PLAIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 
 
 class RegistryError(LookupError):
@@ -138,8 +144,11 @@ class Registry(Generic[T]):
         ``metadata`` is kept on the :class:`Entry`. ``override=True`` replaces an existing id."""
         if self.versioned:
             parse_id(entry_id)
-        elif not isinstance(entry_id, str) or not entry_id:
-            raise RegistryError(f"{self.kind} name must be a non-empty string, got {entry_id!r}")
+        elif not isinstance(entry_id, str) or not _PLAIN.match(entry_id):
+            raise RegistryError(
+                f"{self.kind} name {entry_id!r} must be plain: letters, digits, '-', '_' and '.', "
+                "starting with a letter or digit"
+            )
         if not (callable(factory) or isinstance(factory, str)):
             raise RegistryError(
                 f"{self.kind} {entry_id!r}: factory must be a callable or a 'module:Factory' "
@@ -183,10 +192,26 @@ class Registry(Generic[T]):
         known = ", ".join(sorted(self._entries)) or "none"
         raise RegistryError(f"unknown {self.kind} {entry_id!r}{hint} (registered: {known})")
 
+    def load(self, entry_id: str) -> Callable[..., T]:
+        """The factory of ``entry_id``, imported. A plugin's factory that cannot be imported (its
+        module raises, or has no such attribute) raises :class:`RegistryError` naming the id,
+        its ``module:Factory``, its plugin and the error, the way ``arena plugins`` names it;
+        an import error of Arena's own entries propagates as it is (a bug, with its traceback)."""
+        entry = self.entry(entry_id)
+        if entry.plugin is None:
+            return entry.load()
+        try:
+            return entry.load()
+        except Exception as err:  # whatever a plugin's module raises on import
+            raise RegistryError(
+                f"{self.kind} {entry_id!r} ({entry.target}, plugin {entry.plugin}): "
+                f"cannot import it: {type(err).__name__}: {err}"
+            ) from err
+
     def make(self, entry_id: str, **kwargs: Any) -> T:
         """Build ``entry_id``; explicit kwargs override the registered defaults."""
         entry = self.entry(entry_id)
-        return entry.load()(**{**entry.kwargs, **kwargs})
+        return self.load(entry_id)(**{**entry.kwargs, **kwargs})
 
     def ids(self) -> list[str]:
         """Every registered id, sorted (plugins included; nothing is imported)."""

@@ -29,9 +29,10 @@ backends.register("scripted", "arena.policies.scripted:ScriptedPolicy")
 
 
 def backend_class(backend: str) -> type[Policy]:
-    """The class of ``backend``; an unknown name is an :class:`InvalidRequest` naming the nearest."""
+    """The class of ``backend``; an unknown name (or a plugin backend that cannot be imported) is
+    an :class:`InvalidRequest` naming the nearest names (or the import's error)."""
     try:
-        return backends.entry(backend).load()  # type: ignore[return-value]
+        return backends.load(backend)  # type: ignore[return-value]
     except RegistryError as err:
         raise InvalidRequest(str(err)) from None
 

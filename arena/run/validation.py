@@ -2,8 +2,8 @@
 it names exists, every game takes its ``kwargs``, every seat's role its role kwargs, every
 simulated seat is one the game lets a simulator play and every simulator takes its ``kwargs``.
 Games, roles and simulators are built once here for that (``arena train --dry-run`` included);
-bots are looked up only: a run config gives them no arguments, and building one may solve a
-game first (``leduc-cfr-v0``)."""
+bots are looked up only (a plugin's bot is imported too, so a broken one fails here): a run
+config gives them no arguments, and building one may solve a game first (``leduc-cfr-v0``)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,9 @@ def validate(config: RunConfig) -> None:
                 [config.opponents.fixed] if config.opponents.mode == "fixed" else []
             )
             for bot in bots:
-                games.bots.registry.entry(resolve_opponent(bot, game.id))
+                bot_id = resolve_opponent(bot, game.id)
+                if games.bots.registry.entry(bot_id).plugin is not None:
+                    games.bots.registry.load(bot_id)  # a plugin's bot must at least import
             env = make_game(game)
             check_roles(game, env)
             check_act(game.act, game.id, env, game.simulators)

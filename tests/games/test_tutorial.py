@@ -1,9 +1,11 @@
-"""The "your own game" tutorial of ``docs/plugins.md``, run as written.
+"""The "your own game", "bot", "command" and "role" tutorials of ``docs/plugins.md``, run as
+written.
 
-Its module and its entry point are installed as a real distribution (a package plus a
+Their modules and entry points are installed as one real distribution (a package plus a
 ``dist-info`` with ``entry_points.txt``, found by ``importlib.metadata`` through ``PYTHONPATH``,
 as ``pip install`` leaves it); fresh processes then find the game by id, pass ``arena
-check-game``, and play it against ``random-v0`` with ``arena eval`` and ``arena play``.
+check-game``, and play it against ``random-v0`` with ``arena eval`` and ``arena play``; the bot
+wins every game it starts, through the tutorial's command; the role is given to a run's game.
 
 Run with `.venv/bin/python -m pytest -q tests/games/test_tutorial.py`.
 """
@@ -28,6 +30,13 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     site = tmp_path_factory.mktemp("site")
     points = install(site, MARKER, "arena.games")
     assert points == {"race-v0": "mypkg.race:RaceToTen"}
+    assert install(site, "<!-- bot tutorial:", "arena.bots") == {
+        "race-perfect-v0": "mypkg.race_bot:RaceBot"
+    }
+    assert install(site, "<!-- command tutorial:", "arena.commands") == {"bot-duel": "mypkg.duel"}
+    assert install(site, "<!-- role tutorial:", "arena.roles") == {
+        "move-player-v0": "mypkg.move_role:MovePlayer"
+    }
     return site
 
 
@@ -64,3 +73,21 @@ def test_it_plays_against_random_in_eval_and_in_the_terminal(site: Path, tmp_pat
     assert "Race to ten. The counter is at 0." in played.stdout
     assert "The counter is at 10." in played.stdout
     assert re.search(r"\b(win|loss)\b", played.stdout), played.stdout
+
+
+def test_the_tutorials_bot_command_and_role(site: Path) -> None:
+    # the first mover brings the counter to 2, 6 and 10 whatever the random bot adds
+    duel = arena(site, "bot-duel", "race-v0", "race-perfect-v0", "random-v0", "--n", "20")
+    assert duel.returncode == 0, duel.stderr
+    assert duel.stdout == "race-perfect-v0 moving first: mean return +1.000 over 20 games\n"
+    listing = arena(site, "--help")
+    assert "bot-duel" in listing.stdout
+    assert "play one bot against another, the first bot always moving first" in " ".join(
+        listing.stdout.split()
+    )
+    planned = arena(
+        site, "train", "configs/smoke.yaml", "games:=[{id: race-v0}]",
+        "games.0.role=move-player-v0", "--dry-run",
+    )  # fmt: skip
+    assert planned.returncode == 0, planned.stderr
+    assert "race-v0 (weight 1.0) role=move-player-v0" in planned.stdout

@@ -5,7 +5,8 @@ The distribution (``arena-plugin-listing``) lives under pytest's ``tmp_path`` as
 would leave it (a package and its ``.dist-info``), found through ``PYTHONPATH``. It registers
 one good entry in each of bots, roles and simulators, and one of each way to fail: a game whose
 module is missing, a simulator whose module raises on import, a policy backend that is not
-callable, a malformed id and an id already taken.
+callable, a malformed id and an id already taken; a bot and a command that cannot run must fail
+in one line where they are used.
 
 Run with ``.venv/bin/python -m pytest -q tests/arena/commands/test_plugin_listing.py``.
 """
@@ -30,6 +31,7 @@ Bad = plugin_listing:Game
 
 [arena.bots]
 listed-bot-v0 = plugin_listing:Bot
+raising-bot-v0 = plugin_listing.raises:Bot
 
 [arena.roles]
 listed-role-v0 = plugin_listing:Role
@@ -122,7 +124,7 @@ def test_every_group_is_listed_with_its_plugins_and_the_entries_that_do_not_load
     assert "no-run-cmd" not in listed["commands"]
     assert "Traceback" not in result.stderr
     err = result.stderr.splitlines()
-    assert err[1] == "arena plugins: 6 entries cannot be loaded:", result.stderr
+    assert err[1] == "arena plugins: 7 entries cannot be loaded:", result.stderr
     assert err[2] == (
         f"  games Bad (plugin_listing:Game, plugin {DIST}): id 'Bad' must look like 'name-vN', "
         "e.g. 'tictactoe-v0'"
@@ -131,6 +133,11 @@ def test_every_group_is_listed_with_its_plugins_and_the_entries_that_do_not_load
         f"  games gone-v0 (plugin_listing.missing:Game, plugin {DIST}): cannot import it: "
         "ModuleNotFoundError"
     )
+    assert err[4] == (
+        f"  bots raising-bot-v0 (plugin_listing.raises:Bot, plugin {DIST}): "
+        "cannot import it: RuntimeError: broken on purpose"
+    )
+    err.pop(4)
     assert err[4] == (
         f"  simulators llm-user-v0 (plugin_listing:Simulator, plugin {DIST}): simulator "
         "'llm-user-v0' is already registered by Arena"
@@ -175,3 +182,40 @@ def test_named_groups_only_and_a_listing_that_imports_nothing(plugin_env: dict[s
     unknown = plugins(plugin_env, "simulator")
     assert unknown.returncode == 2
     assert "unknown group 'simulator'; did you mean 'simulators'?" in unknown.stderr
+
+
+def test_a_command_or_bot_that_cannot_run_is_one_line_and_help_shows_plugin_summaries(
+    plugin_env: dict[str, str],
+) -> None:
+    def arena(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "arena", *args],
+            env=plugin_env, cwd=ROOT, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+
+    no_run = arena("no-run-cmd")
+    assert (no_run.returncode, no_run.stdout) == (2, "")
+    assert no_run.stderr == (
+        f"arena no-run-cmd: command 'no-run-cmd' (plugin_listing, plugin {DIST}): module "
+        "plugin_listing has no add_arguments and no run\n"
+    )
+    typo = arena("-v", "listed-cmdd", "--who", "x")
+    assert typo.returncode == 2
+    assert typo.stderr.startswith("arena: unknown command 'listed-cmdd'; did you mean 'listed-cmd'")
+    listing = arena("--help")
+    assert listing.returncode == 0, listing.stderr
+    help_lines = " ".join(listing.stdout.split())  # argparse wraps the summaries
+    assert "listed-cmd arena listed-cmd: says hello." in help_lines
+    assert "no-run-cmd (cannot run: module plugin_listing has no add_arguments and no run)" in (
+        help_lines
+    )
+    bot = arena("eval", "random-v0", "--games", "nim-v0", "--opponents", "raising-bot-v0")
+    assert bot.returncode == 2 and "Traceback" not in bot.stderr, bot.stderr
+    assert bot.stderr.splitlines()[-1] == (
+        f"arena eval: bot 'raising-bot-v0' (plugin_listing.raises:Bot, plugin {DIST}): "
+        "cannot import it: RuntimeError: broken on purpose"
+    )
+    train = arena("train", "configs/smoke.yaml", "eval.opponents=[raising-bot-v0]", "--dry-run")
+    assert train.returncode == 2 and train.stderr.startswith(
+        "arena train: bad config: bot 'raising-bot-v0' (plugin_listing.raises:Bot, plugin "
+    ), train.stderr

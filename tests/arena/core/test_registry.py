@@ -56,9 +56,11 @@ def test_unversioned_registries_take_plain_names() -> None:
     registry: Registry[Thing] = Registry("backend", versioned=False)
     registry.register("hf", Thing)
     registry.register("check-game", Thing)
-    assert registry.ids() == ["check-game", "hf"]
-    with pytest.raises(RegistryError, match="non-empty string"):
-        registry.register("", Thing)
+    registry.register("my_cmd.2", Thing)
+    for bad in ("", "Bad Cmd", "-x", "a:b", "tab\t"):
+        with pytest.raises(RegistryError, match="must be plain: letters, digits"):
+            registry.register(bad, Thing)
+    assert registry.ids() == ["check-game", "hf", "my_cmd.2"]
     with pytest.raises(RegistryError, match="did you mean 'hf'"):
         registry.make("hff")
 
@@ -202,3 +204,32 @@ def test_a_registry_without_a_group_reads_no_entry_points(
     monkeypatch.syspath_prepend(str(tmp_path))
     assert Registry("thing").ids() == []
     assert Registry("thing", entry_point_group=GROUP).ids() == ["thing-v0"]
+
+
+def test_a_plugin_that_cannot_be_imported_fails_in_one_line_when_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    install_distribution(
+        tmp_path,
+        f"""
+        [{GROUP}]
+        thing-v0 = arena_thing_plugin:Thing
+        raises-v0 = arena_thing_raises:Thing
+        typo-v0 = arena_thing_plugin:Thnig
+    """,
+    )
+    (tmp_path / "arena_thing_raises.py").write_text("raise RuntimeError('broken on purpose')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for module in ("arena_thing_plugin", "arena_thing_raises"):
+        monkeypatch.delitem(sys.modules, module, raising=False)
+    registry: Registry[object] = Registry("thing", entry_point_group=GROUP)
+    assert registry.ids() == ["raises-v0", "thing-v0", "typo-v0"]  # listed, nothing imported
+    with pytest.raises(RegistryError) as caught:
+        registry.make("raises-v0")
+    assert str(caught.value) == (
+        "thing 'raises-v0' (arena_thing_raises:Thing, plugin arena_thing_plugin): "
+        "cannot import it: RuntimeError: broken on purpose"
+    )
+    with pytest.raises(RegistryError, match=r"'typo-v0' \(arena_thing_plugin:Thnig, plugin a"):
+        registry.load("typo-v0")
+    assert registry.make("thing-v0", size=3).size == 3  # the others still work
