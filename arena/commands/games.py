@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     sys.stdout.flush()
     noun = "game" if len(broken) == 1 else "games"
-    print(f"\narena games: {len(broken)} registered {noun} cannot be listed:", file=sys.stderr)
+    print(f"\narena games: {len(broken)} {noun} cannot be listed:", file=sys.stderr)
     for game_id, target, plugin, reason in sorted(broken, key=lambda bad: bad[0]):
         origin = f"{target}, plugin {plugin}" if plugin else target
         print(f"  {game_id} ({origin}): {reason}", file=sys.stderr)

@@ -160,11 +160,13 @@ class MatchResult:
         if self.optimal_move_rate is not None and self.optimal_move_ci is not None:
             rate = with_interval(self.optimal_move_rate, self.optimal_move_ci, n)
             optimal = f"  optimal moves {rate} of {self.optimal_moves_judged}"
+        invalid = ""  # a bot's turns are not the policy's: no invalid rate to read
+        if self.policy_turns:
+            invalid = f"  invalid {with_interval(self.invalid_rate, self.invalid_ci, n)}"
         return (
             f"{self.game} vs {self.opponent}: score {with_interval(self.score, self.score_ci, n)}"
-            f"  W/D/L {self.win:.2f}/{self.draw:.2f}/{self.loss:.2f}  "
-            f"invalid {with_interval(self.invalid_rate, self.invalid_ci, n)}"
-            f"{optimal}  ({self.games} games){failed}"
+            f"  W/D/L {self.win:.2f}/{self.draw:.2f}/{self.loss:.2f}"
+            f"{invalid}{optimal}  ({self.games} games){failed}"
         )
 
 

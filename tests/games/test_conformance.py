@@ -101,3 +101,12 @@ def test_the_kit_reports_a_crash_as_a_failure_not_an_exception() -> None:
     failed = [r for r in report.results if not r.passed]
     assert all("board renderer exploded" in r.detail for r in failed)
     assert "Crashy: FAILED" in report.table()
+
+
+def test_api_test_leaves_out_only_the_warnings_every_text_game_raises() -> None:
+    # Tic-Tac-Toe's Dict observation trips PettingZoo's three array heuristics and nothing else
+    detail = next(r.detail for r in check_game("tictactoe-v0").results if r.name == "api_test")
+    assert (
+        detail
+        == "0 PettingZoo warning(s), besides the 3 a text game's Dict observation always raises"
+    )

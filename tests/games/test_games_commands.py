@@ -51,7 +51,7 @@ def test_arena_games_lists_every_good_game_and_names_the_broken_ones(
         f"  plain-v0 ({__name__}:PlainEnv, plugin plain-dist): "
         "PlainEnv is not a games.TextGame (its bases: pettingzoo.utils.env.AECEnv)"
     )
-    assert "3 registered games cannot be listed" in err
+    assert "3 games cannot be listed" in err
     assert main(["games", "--ids"]) == 0
     assert capsys.readouterr().out.split() == ["gone-v0", "nim-v0", "plain-v0"]
 

@@ -148,6 +148,11 @@ def test_match_result_judges_the_policy_moves_in_solved_games() -> None:
     ten = replace(result, games=10)
     assert f"optimal moves 0.667 [{low:.3f}, {high:.3f}] of 3  (10 games)" in ten.line()
     assert result.to_dict()["optimal_move_ci"] == [low, high]
+    # a bot evaluated in the policy's place has no policy turns: no invalid rate on its line
+    bot_played = replace(result, policy_turns=0, invalid_rate=0.0, invalid_ci=wilson(0, 0))
+    assert (
+        "invalid" not in bot_played.line() and "W/D/L 0.00/0.00/1.00  optimal" in bot_played.line()
+    )
 
 
 def test_match_result_has_no_optimal_rate_where_the_game_is_not_solved() -> None:
