@@ -101,6 +101,13 @@ class GreedyBot(Bot):
         return max(env.legal_actions(agent))
 
 
+class RaisingGame(DemoGame):
+    """A game whose factory raises (a licence check, a missing data file...)."""
+
+    def __init__(self, **kwargs):
+        raise RuntimeError("demo data file missing")
+
+
 class NotATextGame(AECEnv):
     """A PettingZoo env with text methods, but not a games.TextGame."""
 
@@ -120,6 +127,7 @@ ENTRY_POINTS = """
 [arena.games]
 demo-v0 = arena_plugin_demo:DemoGame
 broken-v0 = arena_plugin_demo:NotATextGame
+raising-v0 = arena_plugin_demo:RaisingGame
 
 [arena.roles]
 demo-role-v0 = arena_plugin_demo:DemoRole
@@ -207,6 +215,18 @@ def test_check_game_passes_the_plugin_game_and_explains_the_broken_one(
     assert bad.returncode == 1
     assert "NotATextGame is not a games.TextGame" in bad.stdout
     assert "broken-v0: FAILED" in bad.stdout
+
+
+def test_a_run_naming_a_plugin_game_that_raises_is_refused_in_one_line(
+    plugin_env: dict[str, str],
+) -> None:
+    config = str(ROOT / "configs" / "smoke.yaml")
+    result = run(plugin_env, "-m", "arena", "train", config, "games.0.id=raising-v0", "--dry-run")
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip() == (
+        "arena train: bad config: game 'raising-v0' (arena_plugin_demo:RaisingGame, from plugin "
+        f"{DIST}) failed to build: RuntimeError: demo data file missing"
+    )
 
 
 def test_the_plugin_role_and_bot_play_the_plugin_game(plugin_env: dict[str, str]) -> None:

@@ -23,6 +23,9 @@ Games, bots, roles, simulators, policy backends and ``arena`` subcommands each k
   The group is read on the first lookup. An entry point that cannot be registered (a malformed
   id, an id already taken) never breaks the registry: it is skipped and kept in
   :attr:`Registry.rejected` with the reason, and looking its id up raises with that reason.
+  A plugin's factory that fails when built (its module does not import, or it raises anything
+  but the ``TypeError``/``ValueError`` that refuse an argument) raises :class:`PluginFailed`,
+  one line naming the id, the plugin and the exception, which commands print as it is.
 
 This module is stdlib only, so every layer may import it, games included.
 """
@@ -46,6 +49,10 @@ _ID = re.compile(r"^(?P<name>[A-Za-z0-9_.\-]+?)-v(?P<version>\d+)$")
 class RegistryError(LookupError):
     """An id that is malformed, unknown or registered twice, or a factory string that is not
     ``module:attribute``."""
+
+
+class PluginFailed(RegistryError):
+    """A plugin's factory failed to import or to build (see the module docstring)."""
 
 
 @dataclass
@@ -184,9 +191,22 @@ class Registry(Generic[T]):
         raise RegistryError(f"unknown {self.kind} {entry_id!r}{hint} (registered: {known})")
 
     def make(self, entry_id: str, **kwargs: Any) -> T:
-        """Build ``entry_id``; explicit kwargs override the registered defaults."""
+        """Build ``entry_id``; explicit kwargs override the registered defaults. A plugin that
+        fails to build raises :class:`PluginFailed`; Arena's own factories raise as they are
+        (a bug to fix, with its traceback)."""
         entry = self.entry(entry_id)
-        return entry.load()(**{**entry.kwargs, **kwargs})
+        if entry.plugin is None:
+            return entry.load()(**{**entry.kwargs, **kwargs})
+        try:
+            return entry.load()(**{**entry.kwargs, **kwargs})
+        except (TypeError, ValueError):  # an argument refused: the caller names the argument
+            raise
+        except Exception as err:
+            reason = str(err).splitlines()[0] if str(err) else ""
+            raise PluginFailed(
+                f"{self.kind} {entry_id!r} ({entry.target}, from plugin {entry.plugin}) failed "
+                f"to build: {type(err).__name__}: {reason}"
+            ) from err
 
     def ids(self) -> list[str]:
         """Every registered id, sorted (plugins included; nothing is imported)."""
