@@ -195,13 +195,20 @@ class Registry(Generic[T]):
         fails to build raises :class:`PluginFailed`; Arena's own factories raise as they are
         (a bug to fix, with its traceback)."""
         entry = self.entry(entry_id)
-        if entry.plugin is None:
-            return entry.load()(**{**entry.kwargs, **kwargs})
+        return self.building(entry_id, lambda: entry.load()(**{**entry.kwargs, **kwargs}))
+
+    def building(self, entry_id: str, build: Callable[[], T]) -> T:
+        """``build()``, which builds ``entry_id`` (:meth:`make`, or a backend's own
+        ``from_config``); where that entry is a plugin's and ``build`` fails with anything but
+        the ``TypeError``/``ValueError`` of a refused argument, :class:`PluginFailed`."""
         try:
-            return entry.load()(**{**entry.kwargs, **kwargs})
-        except (TypeError, ValueError):  # an argument refused: the caller names the argument
+            return build()
+        except (TypeError, ValueError, RegistryError):  # a refused argument: the caller names it
             raise
         except Exception as err:
+            entry = self._entries.get(entry_id)
+            if entry is None or entry.plugin is None:
+                raise
             reason = str(err).splitlines()[0] if str(err) else ""
             raise PluginFailed(
                 f"{self.kind} {entry_id!r} ({entry.target}, from plugin {entry.plugin}) failed "
