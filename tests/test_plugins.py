@@ -101,6 +101,21 @@ class GreedyBot(Bot):
         return max(env.legal_actions(agent))
 
 
+class RaisingGame(DemoGame):
+    """A game whose factory raises (a licence check, a missing data file...)."""
+
+    def __init__(self, **kwargs):
+        raise RuntimeError("demo data file missing")
+
+
+class RaisingBackend:
+    """A policy backend whose ``from_config`` raises."""
+
+    @classmethod
+    def from_config(cls, config):
+        raise RuntimeError("no GPU driver")
+
+
 class NotATextGame(AECEnv):
     """A PettingZoo env with text methods, but not a games.TextGame."""
 
@@ -120,12 +135,16 @@ ENTRY_POINTS = """
 [arena.games]
 demo-v0 = arena_plugin_demo:DemoGame
 broken-v0 = arena_plugin_demo:NotATextGame
+raising-v0 = arena_plugin_demo:RaisingGame
 
 [arena.roles]
 demo-role-v0 = arena_plugin_demo:DemoRole
 
 [arena.bots]
 demo-bot-v0 = arena_plugin_demo:GreedyBot
+
+[arena.policies]
+raising = arena_plugin_demo:RaisingBackend
 """
 
 PLAY = """
@@ -215,6 +234,34 @@ def test_check_game_passes_the_plugin_game_and_explains_the_broken_one(
         f"arena train: bad config: game 'broken-v0' (arena_plugin_demo:NotATextGame, plugin {DIST})"
         ": NotATextGame is not a games.TextGame"
     ), train.stderr
+
+
+def test_a_run_naming_a_plugin_game_that_raises_is_refused_in_one_line(
+    plugin_env: dict[str, str],
+) -> None:
+    config = str(ROOT / "configs" / "smoke.yaml")
+    result = run(plugin_env, "-m", "arena", "train", config, "games.0.id=raising-v0", "--dry-run")
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip() == (
+        "arena train: bad config: game 'raising-v0' (arena_plugin_demo:RaisingGame, plugin "
+        f"{DIST}): failed to build: RuntimeError: demo data file missing"
+    )
+
+
+def test_an_inference_actor_on_a_plugin_backend_that_raises_says_so_in_one_line(
+    plugin_env: dict[str, str], tmp_path: Path
+) -> None:
+    address = f"ipc://{tmp_path}/none.sock"  # refused before it looks for a broker
+    args = ["-m", "arena", "inference", "--address", address, "--model", "tiny", "--backend"]
+    result = run(plugin_env, *args, "raising")
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip() == (
+        "arena inference: policy backend 'raising' (arena_plugin_demo:RaisingBackend, "
+        f"plugin {DIST}): failed to build: RuntimeError: no GPU driver"
+    )
+    typo = run(plugin_env, *args, "raisin")
+    assert typo.returncode == 2 and "Traceback" not in typo.stderr, typo.stderr
+    assert "unknown policy backend 'raisin'; did you mean 'raising'?" in typo.stderr
 
 
 def test_the_plugin_role_and_bot_play_the_plugin_game(plugin_env: dict[str, str]) -> None:

@@ -210,7 +210,7 @@ class Learner:
             if name == "stop":
                 return
             if name == "step":
-                self._step([Sample(**s) for s in command["samples"]])
+                self._step([Sample(**s) for s in command["samples"]], command.get("at"))
             elif name == "export":
                 self._export()
             elif name == "checkpoint":
@@ -222,19 +222,30 @@ class Learner:
             self._lead({"cmd": "stop"})
 
     # -- training ------------------------------------------------------------------------
-    def step(self) -> dict[str, float] | None:
-        """One update over the pending turns; returns metrics, or None when nothing is pending."""
+    def step(self, at: int | None = None) -> dict[str, float] | None:
+        """One update over the pending turns; returns metrics, or None when nothing is pending.
+
+        ``at``: the run's step this update is, given to a named policy's own learner
+        (arena/run/policy_learners.py), whose step count must stay the run's although it
+        restarts alone. One that missed steps (it resumed from an older checkpoint while the run
+        trained on) numbers this update ``at``: its step, version and checkpoint names (and
+        so its LR schedule from the next update) skip the steps it lost. One already at ``at`` or past it (the run went back to
+        its own learner's older checkpoint) takes no step and keeps its turns for the step
+        after: None."""
+        if at is not None and at <= self.state.step:
+            return None
         samples = self.inbox.take(self.config.batch.max_batch_samples)
         if not samples:
             return None
         # in the order of their episodes, not of their arrival: a run repeats from its seed
         samples.sort(key=lambda s: (s.episode_id, s.turn_index))
-        self._lead({"cmd": "step", "samples": [s.to_dict() for s in samples]})
-        return self._step(samples)
+        self._lead({"cmd": "step", "samples": [s.to_dict() for s in samples], "at": at})
+        return self._step(samples, at)
 
-    def _step(self, samples: list[Sample]) -> dict[str, float]:
+    def _step(self, samples: list[Sample], at: int | None = None) -> dict[str, float]:
         start = time.perf_counter()
         cfg = self.config
+        before = self.state.step
         metrics: dict[str, float] = {
             "version_before": float(self.version),
             "turns": float(len(samples)),
@@ -267,11 +278,12 @@ class Learner:
             # it consumed; the weights are unchanged under the new version number.
             self.state.step += 1
             metrics.update(version=float(self.state.step), no_signal=1.0)
-        checkpoint_due = (
-            cfg.checkpoint.dir
-            and self.state.step > 0
-            and self.state.step % cfg.checkpoint.every == 0
-        )
+        if at is not None and at > self.state.step and not metrics.get("skipped"):
+            self.state.step = at  # numbered as the run's step: see step()
+            metrics["version"] = float(at)
+        every = cfg.checkpoint.every
+        # due when the step reached a multiple of ``every`` (or, numbered ``at``, passed one)
+        checkpoint_due = cfg.checkpoint.dir and self.state.step // every > before // every
         if checkpoint_due and not metrics.get("skipped"):
             self._save_checkpoint()
         metrics["step"] = float(self.state.step)

@@ -52,6 +52,9 @@ static import.
   to keep, which ``arena train`` prints as an event);
   ``add`` with ``episodes: [...]`` -> {accepted, rejected};
   ``step`` -> the metrics of an update over whatever is pending (null when nothing is);
+  with ``at`` (the run's step, sent to a named policy's own learner) it is numbered ``at`` when
+  this learner missed steps, and it is not taken (null, the turns kept) when this learner is
+  already at ``at`` (:meth:`~trainers.learner.Learner.step`);
   ``checkpoint`` -> {path}; ``publish`` -> {version} (re-sends the current weights).
 
 Run it as a process::
@@ -291,7 +294,10 @@ class LearnerActor:
                 self._wake.set()
             return {"accepted": accepted, "rejected": len(episodes) - accepted}
         if op == "step":
-            return await self._train()
+            at = body.get("at")
+            if at is not None and (isinstance(at, bool) or not isinstance(at, int)):
+                raise ValueError(f"step: 'at' must be the run's step (an integer), not {at!r}")
+            return await self._train(at)
         if op == "checkpoint":
             path = await self._in_worker(self.learner.save_checkpoint)
             return {"path": str(path)}
@@ -304,15 +310,15 @@ class LearnerActor:
     async def _in_worker(self, fn: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._worker, fn, *args)
 
-    async def _train(self) -> dict[str, float] | None:
+    async def _train(self, at: int | None = None) -> dict[str, float] | None:
         self._training += 1
         try:
-            return await self._train_and_publish()
+            return await self._train_and_publish(at)
         finally:
             self._training -= 1
 
-    async def _train_and_publish(self) -> dict[str, float] | None:
-        metrics = await self._in_worker(self.learner.step)
+    async def _train_and_publish(self, at: int | None = None) -> dict[str, float] | None:
+        metrics = await self._in_worker(self.learner.step, at)
         if metrics is None:
             return None
         self.last_metrics = metrics

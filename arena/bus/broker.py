@@ -14,7 +14,10 @@
   re-queued. An actor that closes cleanly sends ``control`` ``{"op": "unregister"}`` to
   ``broker`` instead, and subscribers see ``actor.left``.
 - **Bad input** never stops the broker: it counts the fault in :attr:`Broker.counters`, logs a
-  warning and, where the sender can be addressed, sends it an ``error`` reply.
+  warning and, where the sender can be addressed, sends it an ``error`` reply (``too_large``
+  for a message over ``max_message_bytes``). A frame over that limit plus 1 MiB never reaches
+  the broker: libzmq drops the sender's connection unread (:mod:`arena.bus.sockets`), so it
+  gets no reply and nothing is counted or logged.
 - **Directory.** An actor that serves registers the endpoint of its own socket (and its CURVE
   public key). ``broker.resolve`` (body ``{"key": "service:NAME"}`` or ``{"key": "name:ACTOR"}``)
   answers with the instances (name, endpoint, public key), and from then on the asker gets a

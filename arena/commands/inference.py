@@ -165,11 +165,16 @@ def served_config(args: argparse.Namespace) -> tuple[Any, float]:
 def run(args: argparse.Namespace) -> int:
     apply_bus_arguments(args)
     from arena.actors.inference import InferenceActor
+    from arena.core.errors import ConfigError
     from arena.core.process import exit_now, serve
     from arena.policies.factory import make_policy
+    from arena.policies.types import InvalidRequest
 
     config, heartbeat_interval = served_config(args)
-    policy = make_policy(config)
+    try:
+        policy = make_policy(config)
+    except InvalidRequest as err:  # an unknown backend (naming the nearest), a bad setting
+        raise ConfigError(str(err)) from None
     actor = InferenceActor(
         policy,
         args.address,

@@ -24,10 +24,12 @@ Games, bots, roles, simulators, policy backends and ``arena`` subcommands each k
   ``arena.commands``): the entry point's name is the id, its value the ``module:Factory`` string.
   The group is read on the first lookup. An entry point that cannot be registered (a malformed
   id, an id already taken) never breaks the registry: it is skipped and kept in
-  :attr:`Registry.rejected` with the reason, and looking its id up raises with that reason. A
-  plugin's factory that cannot be imported fails only when it is used (:meth:`Registry.load`,
-  :meth:`Registry.make`), as a :class:`RegistryError` naming the id, its ``module:Factory``, its
-  plugin and the import's error: one line from the CLI, never a traceback.
+  :attr:`Registry.rejected` with the reason, and looking its id up raises with that reason.
+  A plugin's factory that fails when used raises :class:`PluginFailed`, one line naming the id,
+  its ``module:Factory``, its plugin and the exception, which commands print as it is: its
+  module does not import (:meth:`Registry.load`: ``cannot import it: ...``), or building it
+  raises anything but the ``TypeError``/``ValueError`` that refuse an argument
+  (:meth:`Registry.make`, :meth:`Registry.building`: ``failed to build: ...``).
 
 This module is stdlib only, so every layer may import it, games included.
 """
@@ -52,6 +54,10 @@ _PLAIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 class RegistryError(LookupError):
     """An id that is malformed, unknown or registered twice, or a factory string that is not
     ``module:attribute``."""
+
+
+class PluginFailed(RegistryError):
+    """A plugin's factory failed to import or to build (see the module docstring)."""
 
 
 @dataclass
@@ -194,7 +200,7 @@ class Registry(Generic[T]):
 
     def load(self, entry_id: str) -> Callable[..., T]:
         """The factory of ``entry_id``, imported. A plugin's factory that cannot be imported (its
-        module raises, or has no such attribute) raises :class:`RegistryError` naming the id,
+        module raises, or has no such attribute) raises :class:`PluginFailed` naming the id,
         its ``module:Factory``, its plugin and the error, the way ``arena plugins`` names it;
         an import error of Arena's own entries propagates as it is (a bug, with its traceback)."""
         entry = self.entry(entry_id)
@@ -203,15 +209,36 @@ class Registry(Generic[T]):
         try:
             return entry.load()
         except Exception as err:  # whatever a plugin's module raises on import
-            raise RegistryError(
-                f"{self.kind} {entry_id!r} ({entry.target}, plugin {entry.plugin}): "
-                f"cannot import it: {type(err).__name__}: {err}"
-            ) from err
+            raise self._failed(entry, "cannot import it", err) from err
 
     def make(self, entry_id: str, **kwargs: Any) -> T:
-        """Build ``entry_id``; explicit kwargs override the registered defaults."""
+        """Build ``entry_id``; explicit kwargs override the registered defaults. A plugin that
+        fails to build raises :class:`PluginFailed`; Arena's own factories raise as they are
+        (a bug to fix, with its traceback)."""
         entry = self.entry(entry_id)
-        return self.load(entry_id)(**{**entry.kwargs, **kwargs})
+        return self.building(entry_id, lambda: self.load(entry_id)(**{**entry.kwargs, **kwargs}))
+
+    def building(self, entry_id: str, build: Callable[[], T]) -> T:
+        """``build()``, which builds ``entry_id`` (:meth:`make`, or a backend's own
+        ``from_config``); where that entry is a plugin's and ``build`` fails with anything but
+        the ``TypeError``/``ValueError`` of a refused argument, :class:`PluginFailed`."""
+        try:
+            return build()
+        except (TypeError, ValueError, RegistryError):  # a refused argument, or said already
+            raise
+        except Exception as err:
+            entry = self._entries.get(entry_id)
+            if entry is None or entry.plugin is None:
+                raise
+            raise self._failed(entry, "failed to build", err) from err
+
+    def _failed(self, entry: Entry[T], what: str, err: Exception) -> PluginFailed:
+        """One line: ``game 'x-v0' (pkg.mod:X, plugin pkg): failed to build: Error: first line``."""
+        first = str(err).splitlines()[0] if str(err) else ""
+        return PluginFailed(
+            f"{self.kind} {entry.id!r} ({entry.target}, plugin {entry.plugin}): {what}: "
+            f"{type(err).__name__}: {first}"
+        )
 
     def ids(self) -> list[str]:
         """Every registered id, sorted (plugins included; nothing is imported)."""

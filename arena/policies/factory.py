@@ -41,7 +41,13 @@ def make_policy(config: PolicyConfig | Mapping[str, Any]) -> Policy:
     """Build the policy a config describes (an :class:`InferenceConfig` is one too)."""
     if not isinstance(config, PolicyConfig):
         config = PolicyConfig.from_dict(config)
-    return backend_class(config.backend).from_config(config)  # type: ignore[attr-defined]
+    backend = config.backend
+
+    def build() -> Policy:
+        return backend_class(backend).from_config(config)  # type: ignore[attr-defined]
+
+    # a plugin's backend that fails to import or to build: one line naming it (PluginFailed)
+    return backends.building(backend, build)
 
 
 def load_object(path: str) -> Any:

@@ -373,7 +373,7 @@ class RunCoordinator:
         if not self.policy_learners.learners:
             return await self.learner.step(self.version)
         own, others = await asyncio.gather(
-            self.learner.step(self.version), self.policy_learners.train(episodes)
+            self.learner.step(self.version), self.policy_learners.train(episodes, self.step + 1)
         )
         return {**own, **others} if own is not None else None
 

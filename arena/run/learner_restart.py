@@ -102,19 +102,27 @@ class LearnerClient:
             return await self(op, timeout)
         return self._check(body) if op == "status" else body
 
-    async def step(self, version: int, timeout: float = LEARNER_REQUEST) -> Any:
+    async def step(
+        self, version: int, timeout: float = LEARNER_REQUEST, at: int | None = None
+    ) -> Any:
         """The learner's reply to ``step``, asked of a learner at ``version``: its metrics, or
-        None when it had nothing to train on. :class:`LearnerRestarted` when a new learner
-        answers; a reply lost on the way is recovered (see the module docstring)."""
+        None when it had nothing to train on. ``at``: the run's step this is, for a named
+        policy's learner (its step count follows the run's, arena/run/policy_learners.py).
+        :class:`LearnerRestarted` when a new learner answers; a reply lost on the way is
+        recovered (see the module docstring)."""
         deadline = time.monotonic() + timeout
         try:
-            return await self._request("step", timeout)
+            if at is None:
+                return await self._request("step", timeout)
+            return await self._request("step", timeout, at)
         except BusError as err:
             if err.code not in LOST_REPLY | {"unknown_service"}:  # it answered, with an error
                 await self._after_error(err, "the learner's step")
-            return await self._recover_step(err, version, deadline)
+            return await self._recover_step(err, version, deadline, at)
 
-    async def _recover_step(self, err: BusError, version: int, deadline: float) -> Any:
+    async def _recover_step(
+        self, err: BusError, version: int, deadline: float, at: int | None = None
+    ) -> Any:
         what = f"the learner's step failed ({err}); asking the learner what became of it"
         async with self.watchdog.waiting(what, [self.actor_name]):
             while True:
@@ -123,7 +131,8 @@ class LearnerClient:
                     if int(status["step"]) > version:  # it ran; the reply was lost
                         return status.get("metrics")
                     if status.get("pending"):  # the request never reached it
-                        return await self.step(version, max(deadline - time.monotonic(), 1.0))
+                        left = max(deadline - time.monotonic(), 1.0)
+                        return await self.step(version, left, at)
                     return None  # it ran with nothing to train on
                 if time.monotonic() > deadline:
                     raise err
@@ -159,8 +168,9 @@ class LearnerClient:
         self.restarts += 1
         raise LearnerRestarted(status)
 
-    async def _request(self, op: str, timeout: float) -> Any:
-        request = self.actor.request({"op": op}, service=self.service, timeout=timeout)
+    async def _request(self, op: str, timeout: float, at: int | None = None) -> Any:
+        body = {"op": op} if at is None else {"op": op, "at": at}
+        request = self.actor.request(body, service=self.service, timeout=timeout)
         if op == "status":
             return (await request).body
         async with self.watchdog.waiting(

@@ -13,8 +13,13 @@ learner as before; :class:`PolicyLearners` drives the others in lockstep with it
 - **Restarts.** A policy's learner that restarts (killed, and restarted by the launcher from its
   own checkpoint) is noticed by its epoch (:class:`~arena.run.learner_restart.LearnerClient`):
   that policy goes back to its checkpoint, its inference actors are waited for at exactly that
-  version, and the run and the other policies keep training. The episodes of the step it missed
-  are gone with it (as for the run's learner).
+  version, and the run and the other policies keep training. The episodes of the steps it missed
+  are gone with it (as for the run's learner), and so are those steps: each step is asked as
+  the run's (``{"op": "step", "at": N}``), so its next update is numbered as the run's next
+  step, and its step, version, LR schedule and checkpoints (``step-N``, read by the run's
+  step N) stay the run's. The other way round, a policy learner ahead of the run (the run's
+  own learner restarted from an older checkpoint, and the run went back) takes no step until
+  the run catches up, and keeps its turns for then.
 """
 
 from __future__ import annotations
@@ -58,12 +63,13 @@ class PolicyLearner:
         await self.weights.wait_serving(self.version)
         await self.deliveries.start()
 
-    async def train(self, episodes: int) -> dict[str, Any] | None:
-        """Wait for the step's ``episodes``, step, and wait for the new version to be served;
-        the step's metrics (None when it had nothing to train on, or restarted)."""
+    async def train(self, episodes: int, at: int) -> dict[str, Any] | None:
+        """Wait for the step's ``episodes``, step as the run's step ``at``, and wait for the new
+        version to be served; the step's metrics (None when it had nothing to train on, was
+        already past ``at``, or restarted)."""
         try:
             await self.deliveries.wait(episodes)
-            metrics = await self.client.step(self.version)
+            metrics = await self.client.step(self.version, at=at)
             if metrics and "version" in metrics:
                 self.version, self.step = int(metrics["version"]), int(metrics["step"])
                 await self.weights.wait_serving(self.version)
@@ -116,10 +122,10 @@ class PolicyLearners:
         """Each learner's step and version; each policy's inference actors serve it."""
         await asyncio.gather(*(learner.start() for learner in self.learners))
 
-    async def train(self, episodes: int) -> dict[str, Any]:
-        """Step every learner on a step's ``episodes``: their metrics, each under its policy's
-        name (``<policy>/loss``, ``<policy>/version``...)."""
-        results = await asyncio.gather(*(learner.train(episodes) for learner in self.learners))
+    async def train(self, episodes: int, at: int) -> dict[str, Any]:
+        """Step every learner on a step's ``episodes`` as the run's step ``at``: their metrics,
+        each under its policy's name (``<policy>/loss``, ``<policy>/version``...)."""
+        results = await asyncio.gather(*(learner.train(episodes, at) for learner in self.learners))
         out: dict[str, Any] = {}
         for learner, metrics in zip(self.learners, results, strict=True):
             for key, value in (metrics or {}).items():

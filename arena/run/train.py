@@ -13,6 +13,7 @@ from pathlib import Path
 
 from arena.bus import BusError
 from arena.bus.peers import ROUTING_ENV
+from arena.core.registry import PluginFailed
 from arena.run.addresses import local_address
 from arena.run.config import RunConfig
 from arena.run.coordinator import NoBroker, RunCoordinator
@@ -39,6 +40,9 @@ def train(config: RunConfig) -> int:
     try:
         return asyncio.run(coordinator.run())
     except (ChildDied, NoBroker, ActorsMissing, NothingToTrain, HangTimeoutTooShort) as err:
+        print(f"arena train: {err}", file=sys.stderr)
+        return 1
+    except PluginFailed as err:  # e.g. an evaluation's bot: built when first played
         print(f"arena train: {err}", file=sys.stderr)
         return 1
     except BusError as err:  # an actor's own error the run cannot go on from

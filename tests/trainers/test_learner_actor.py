@@ -146,6 +146,18 @@ def test_learner_actor_end_to_end(tmp_path: Path, fresh_tiny) -> None:
         assert Path(saved["path"]).name == "step-00000002"
         with pytest.raises(BusError):
             client.call({"op": "dance"}, service="learner", timeout=10)
+        # A step asked as the run's step 5 (a policy learner that missed steps 3 and 4) is
+        # numbered 5; asked again as 5, it is not taken and its turns wait.
+        later = [e.to_dict() for e in two_seat_episodes(2, start=50)]
+        client.call({"op": "add", "episodes": later[:1]}, service="learner", timeout=10)
+        at_five = client.call({"op": "step", "at": 5}, service="learner", timeout=60)
+        assert at_five["version"] == at_five["step"] == 5.0
+        client.call({"op": "add", "episodes": later[1:]}, service="learner", timeout=10)
+        assert client.call({"op": "step", "at": 5}, service="learner", timeout=60) is None
+        status = client.call({"op": "status"}, service="learner", timeout=10)
+        assert status["step"] == 5 and status["pending"] > 0
+        with pytest.raises(BusError, match="'at' must be the run's step"):
+            client.call({"op": "step", "at": "5"}, service="learner", timeout=10)
     finally:
         server.close()
         client.close()

@@ -77,6 +77,34 @@ def test_resume_continues_exactly_where_the_last_checkpoint_left_off(tmp_path: P
     assert resumed.ema.baselines == a.ema.baselines
 
 
+def test_a_step_asked_as_the_runs_step_keeps_a_resumed_learners_numbering(
+    tmp_path: Path,
+) -> None:
+    # A named policy's learner that restarted alone resumes from its step-2 checkpoint while
+    # the run is at step 4: its next update is the run's step 5, so its version, step and
+    # checkpoint names follow the run's (checkpoints every 2: step 5 passed 4, so it saves).
+    b = Learner(config(tmp_path))
+    for i in range(3):
+        b.add_episodes(batch(i))
+        b.step()
+    resumed = Learner(config(tmp_path))
+    assert resumed.state.step == 2
+    resumed.add_episodes(batch(3))
+    turns = resumed.pending_samples
+    metrics = resumed.step(at=5)
+    assert metrics["step"] == metrics["version"] == 5 and resumed.version == 5
+    # staleness is measured against the version it held (2), not the step's number (5)
+    assert metrics["staleness_max"] == 2 and metrics["samples"] == turns
+    assert [s for s, _ in list_checkpoints(tmp_path)] == [2, 5]
+    # Ahead of the run (the run went back to its own learner's older checkpoint): no step at
+    # a number it already took; the turns wait for the step after.
+    resumed.add_episodes(batch(4))
+    assert resumed.step(at=4) is None and resumed.step(at=5) is None
+    assert resumed.pending_samples == turns and resumed.version == 5
+    assert resumed.step(at=6)["step"] == 6 and resumed.pending_samples == 0
+    assert resumed.step() is None  # nothing pending
+
+
 def test_checkpoint_is_hf_loadable_and_pickle_free(tmp_path: Path) -> None:
     learner = Learner(config(tmp_path, every=1, keep=2))
     for i in range(3):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from arena.core.registry import Registry, RegistryError, load_object, parse_id
+from arena.core.registry import PluginFailed, Registry, RegistryError, load_object, parse_id
 
 
 class Thing:
@@ -117,6 +117,32 @@ def test_a_bad_factory_string_fails_only_when_made() -> None:
         registry.make("gone-v0")
     with pytest.raises(AttributeError, match="Nope"):
         registry.make("typo-v0")
+
+
+def boom(**kwargs: object) -> object:
+    raise RuntimeError("no licence server\nsecond line")
+
+
+def test_a_plugin_that_fails_to_build_is_one_line_naming_it() -> None:
+    registry: Registry[object] = Registry("bot")
+    registry.register("boom-v0", boom, plugin="acme-bots")
+    registry.register("gone-v0", "arena_no_such_module_xyz:Bot", plugin="acme-bots")
+    registry.register("picky-v0", Thing, plugin="acme-bots")
+    with pytest.raises(PluginFailed) as failed:
+        registry.make("boom-v0")
+    assert str(failed.value) == (
+        f"bot 'boom-v0' ({__name__}:boom, plugin acme-bots): failed to build: "
+        "RuntimeError: no licence server"
+    )
+    assert isinstance(failed.value, RegistryError)  # commands print it in one line, exit 2
+    with pytest.raises(PluginFailed, match="ModuleNotFoundError: No module named 'arena_no_such"):
+        registry.make("gone-v0")
+    with pytest.raises(TypeError):  # an argument refused stays a TypeError, for callers to name
+        registry.make("picky-v0", bogus=1)
+    # Arena's own factories raise as they are: a bug, with its traceback
+    registry.register("own-v0", boom)
+    with pytest.raises(RuntimeError):
+        registry.make("own-v0")
 
 
 def test_load_object_takes_an_attribute_path() -> None:

@@ -117,6 +117,9 @@ def test_a_killed_policy_learner_restarts_while_the_run_trains_on(run: Path) -> 
     # the run's own learner never restarted: its steps and versions went on, one per step
     rows = lines(run / "metrics.jsonl")
     assert [r["learner/version"] for r in rows] == [1, 2, 3]
+    # the responder's learner numbers each step it takes as the run's, restarted or not
+    stepped = [r for r in rows if "learner/responder/step" in r]
+    assert stepped and all(r["learner/responder/step"] == r["step"] for r in stepped), rows
 
 
 @pytest.mark.e2e

@@ -126,6 +126,8 @@ class FakeLearner:
     def __init__(self, seconds: float = 0.0, epoch: int = 7) -> None:
         self.version, self.pending, self.training = 0, 4, False
         self.seconds, self.epoch, self.steps_asked = seconds, epoch, 0
+        self.asked_at: list[int | None] = []
+        """The run's step each ``step`` that arrived was asked as (``at``)."""
 
     async def __call__(self, msg: Message) -> Any:
         if msg.body["op"] == "status":
@@ -138,6 +140,7 @@ class FakeLearner:
                 "metrics": {"version": float(self.version), "samples": 4.0},
             }
         self.steps_asked += 1
+        self.asked_at.append(msg.body.get("at"))
         self.training, self.pending = True, 0
         await asyncio.sleep(self.seconds)
         self.version += 1
@@ -156,13 +159,13 @@ async def lose_first_step(broker: str, learner: FakeLearner, how: str) -> tuple[
     real = client._request
     lost = BusError("actor_dead", "learner: connection lost (the actor died or its host ...)")
 
-    async def losing(op: str, timeout: float) -> Any:
+    async def losing(op: str, timeout: float, *at: int) -> Any:
         if op != "step" or learner.steps_asked + (how == "never_arrived") > 1:
-            return await real(op, timeout)
+            return await real(op, timeout, *at)
         if how == "never_arrived":
             learner.steps_asked += 1  # counted as asked, never delivered
             raise lost
-        reply = asyncio.ensure_future(real(op, timeout))
+        reply = asyncio.ensure_future(real(op, timeout, *at))
         if how == "ran":
             await reply
         else:
@@ -171,8 +174,8 @@ async def lose_first_step(broker: str, learner: FakeLearner, how: str) -> tuple[
         raise lost
 
     client._request = losing  # type: ignore[method-assign]
-    try:
-        return await client.step(0, timeout=30), client
+    try:  # asked as the run's step 3 (a named policy's learner)
+        return await client.step(0, timeout=30, at=3), client
     finally:
         await trainer.close()
         await server.close()
@@ -185,6 +188,7 @@ def test_a_lost_step_reply_is_recovered_from_the_learners_status(broker: str, ho
     assert metrics == {"version": 1.0, "samples": 4.0}
     assert learner.version == 1  # one update: a step that ran is never asked for again
     assert client.restarts == 0
+    assert learner.asked_at == [3]  # asked again as the same run step
 
 
 def test_a_lost_step_reply_from_a_restarted_learner_is_a_restart(broker: str) -> None:
