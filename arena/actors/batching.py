@@ -3,7 +3,8 @@
 A batch starts with the oldest waiting request and takes whatever else arrives within
 ``max_wait_ms`` of it, up to ``max_batch`` requests; while the queue is paused no batch starts
 and requests wait. A request whose future is already settled (its asker gave up) is dropped
-from its batch.
+from its batch. The queue keeps every request it took until its future is settled, so that a
+closing actor can fail those still waiting and those in the batch being generated alike.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ class BatchQueue:
         self._wakeup: asyncio.Event | None = None
         self._resumed: asyncio.Event | None = None
         self.paused = False
+        self._owed: set[asyncio.Future[Any]] = set()
+        """The futures of the requests taken and not yet settled (waiting or in a batch)."""
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -50,6 +53,8 @@ class BatchQueue:
 
     def put(self, pending: Pending) -> None:
         assert self._wakeup is not None
+        self._owed.add(pending.future)
+        pending.future.add_done_callback(self._owed.discard)
         self._queue.append(pending)
         self._wakeup.set()
 
@@ -87,8 +92,9 @@ class BatchQueue:
         return [p for p in batch if not p.future.done()]
 
     def fail_all(self, error: BaseException) -> None:
-        """Settle every waiting request with ``error`` and empty the queue."""
-        for pending in self._queue:
-            if not pending.future.done():
-                pending.future.set_exception(error)
+        """Settle with ``error`` every request taken and not answered (those waiting and those
+        in the batch being generated), and empty the queue."""
+        for future in list(self._owed):
+            if not future.done():
+                future.set_exception(error)
         self._queue.clear()

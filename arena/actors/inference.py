@@ -155,6 +155,8 @@ class InferenceActor:
             1, thread_name_prefix=f"generate-{name}"
         )
         self._batcher: asyncio.Task[None] | None = None
+        self._replies: set[asyncio.Future[Any]] = set()
+        """The replies this actor owes: one per request it took and has not answered."""
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -171,9 +173,15 @@ class InferenceActor:
             await self.close()
 
     async def close(self) -> None:
+        """Answer every request taken, fail the queued ones and the batch being generated
+        (``shutting_down``), and close the bus; then wait up to ``close_grace`` for a backend
+        call in progress before closing the policy."""
         if self._batcher is not None:
             self._batcher.cancel()
         self.queue.fail_all(BusError("shutting_down", f"{self.actor.name} is stopping"))
+        if self._replies:  # their error replies are sent before the sockets close
+            await asyncio.wait(self._replies, timeout=1.0)
+            await asyncio.sleep(0)
         await self.actor.close()
         self._executor.shutdown(wait=False, cancel_futures=True)
         deadline = time.monotonic() + self.close_grace
@@ -193,7 +201,7 @@ class InferenceActor:
     def wedged(self) -> bool:
         """Whether a backend call is still in progress: after :meth:`close`, one that did not
         return within ``close_grace`` (a hung engine), which the interpreter's exit would wait
-        for forever (``arena inference`` then leaves with :func:`arena.core.process.exit_now`)."""
+        for forever (``arena inference`` leaves with :func:`arena.core.process.exit_now`, 1)."""
         return self.backend.since is not None
 
     def _answering(self) -> bool:
@@ -243,7 +251,10 @@ class InferenceActor:
             )
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.queue.put(Pending(prompt, params, future, continuations))
-        return asyncio.ensure_future(self._reply(future))
+        reply = asyncio.ensure_future(self._reply(future))
+        self._replies.add(reply)
+        reply.add_done_callback(self._replies.discard)
+        return reply
 
     @staticmethod
     async def _reply(future: asyncio.Future[Any]) -> dict[str, Any]:

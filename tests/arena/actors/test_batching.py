@@ -28,8 +28,8 @@ def test_a_batch_takes_up_to_max_batch_and_skips_settled_requests() -> None:
     assert asyncio.run(scenario()) == (2, 2, 0)
 
 
-def test_no_batch_starts_while_paused_and_fail_all_settles_the_waiting() -> None:
-    async def scenario() -> tuple[bool, bool, str]:
+def test_no_batch_starts_while_paused_and_fail_all_settles_what_is_owed() -> None:
+    async def scenario() -> tuple[bool, bool, list[str], int]:
         queue = BatchQueue(max_batch=4, max_wait_ms=1.0)
         queue.start()
         queue.pause()
@@ -42,7 +42,8 @@ def test_no_batch_starts_while_paused_and_fail_all_settles_the_waiting() -> None
         batch = await asyncio.wait_for(waiting, 5)
         other = pending()
         queue.put(other)
-        queue.fail_all(RuntimeError("stopping"))
-        return started_while_paused, batch == [item], str(other.future.exception())
+        queue.fail_all(RuntimeError("stopping"))  # item is in a batch, other still waits
+        failed = [str(p.future.exception()) for p in (item, other)]
+        return started_while_paused, batch == [item], failed, len(queue)
 
-    assert asyncio.run(scenario()) == (False, True, "stopping")
+    assert asyncio.run(scenario()) == (False, True, ["stopping", "stopping"], 0)

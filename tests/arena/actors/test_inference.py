@@ -589,6 +589,46 @@ def test_a_wedged_backend_does_not_hold_the_actor_open(broker: str) -> None:
     assert 0.5 <= closing < 3.0
 
 
+def test_closing_fails_the_batch_in_flight_and_the_queued_requests_clearly(broker: str) -> None:
+    """Stopping owes every request taken an answer: the one in the batch being generated and
+    the one queued behind it both get ``shutting_down`` at once (not a timeout, not
+    ``actor_dead``), though the backend call has not returned."""
+    release = threading.Event()
+
+    async def scenario() -> tuple[list[str], float]:
+        config = InferenceConfig(name="closing", max_wait_ms=1.0, max_batch=1)
+        actor = InferenceActor(StuckPolicy(release), broker, config, close_grace=0.2)
+        await actor.start()
+        client = Actor(f"closing-client-{time.monotonic_ns()}", broker)
+        await client.start()
+        body = {"prompt": CHAT}
+        in_flight = client.request(body, service="policy:closing", timeout=30)
+        while actor.backend.since is None:
+            await asyncio.sleep(0.01)
+        queued = client.request(body, service="policy:closing", timeout=30)
+        while not len(actor.queue):
+            await asyncio.sleep(0.01)
+        start = time.monotonic()
+        await actor.close()
+        codes = []
+        for pending in (in_flight, queued):
+            try:
+                await asyncio.wait_for(pending, 5)
+                codes.append("reply")
+            except BusError as err:
+                codes.append(err.code)
+        took = time.monotonic() - start
+        await client.close()
+        return codes, took
+
+    try:
+        codes, took = asyncio.run(scenario())
+    finally:
+        release.set()
+    assert codes == ["shutting_down", "shutting_down"]
+    assert took < 3.0  # close_grace (0.2 s) for the stuck call, not a request timeout
+
+
 def test_a_call_stuck_past_the_hang_timeout_withholds_heartbeats(broker: str) -> None:
     """A batch stuck longer than ``hang_timeout`` (0.5 s here): the actor stops sending
     heartbeats and does not register again, so the broker (``--heartbeat-timeout 2``) declares
