@@ -27,8 +27,10 @@ Player games need not declare anything: :func:`public_graph` (every seat sees ev
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import networkx as nx
 
@@ -161,3 +163,75 @@ def render(posts: Iterable[Post]) -> str:
     Text is kept verbatim (only stripped), so the leak check finds a post's text in a prompt
     exactly as it was written."""
     return "\n".join(f"{p.sender} ({p.field}): {p.text.strip()}" for p in posts)
+
+
+class Interacting:
+    """Who sees what, for a game: the seat half of :class:`games.text_env.TextGame`, which reads
+    the game's ``possible_agents`` and ``posts``.
+
+    Role games (a proposer, solvers and a judge; an agent and a simulated user) name their seats
+    (``agents=[...]``), record what each seat says as posts (``self._post(sender, field,
+    text)``) and declare who sees which posts with :meth:`interaction_graph`: the graph's nodes
+    give each seat its role id (:meth:`seat_role`), the role's arguments (:meth:`role_kwargs`)
+    and whether a simulator may fill it (:meth:`simulatable`); each seat's visible posts open its
+    observation text, and :meth:`simulator_context` is what a simulator of the seat may know."""
+
+    possible_agents: list[str]
+    posts: list[Post]
+
+    def interaction_graph(self) -> nx.DiGraph:
+        """Who sends to whom and who sees what; role games override it (see
+        :mod:`games.interaction` for the node and edge attributes). The default: every seat plays
+        the player role and sees every other seat's ``action`` (the public board)."""
+        return public_graph(self.possible_agents)
+
+    @functools.cached_property
+    def interaction(self) -> Interaction:
+        """The validated interaction graph (built on first use)."""
+        return Interaction(self.interaction_graph(), self.possible_agents, self.possible_agents[0])
+
+    def seat_role(self, agent: str) -> str:
+        """The role id that plays ``agent``'s seat."""
+        return self.interaction.graph.nodes[agent]["role"]
+
+    def role_kwargs(self, agent: str) -> dict[str, Any]:
+        """Keyword arguments the game gives the role of ``agent`` (its instruction, example)."""
+        return dict(self.interaction.graph.nodes[agent].get("role_kwargs", {}))
+
+    def simulatable(self, agent: str) -> bool:
+        """Whether a simulator may fill ``agent``'s seat instead of a policy."""
+        return bool(self.interaction.graph.nodes[agent].get("simulatable", False))
+
+    def simulator_context(self, agent: str) -> dict[str, Any]:
+        """What a simulator filling ``agent``'s seat may know (a user's hidden goal, persona)."""
+        return {}
+
+    def _post(self, sender: str, field: str, text: str) -> Post:
+        """Record a message; seats see it as their interaction graph allows."""
+        post = Post(sender, field, str(text))
+        self.posts.append(post)
+        return post
+
+    def visible_posts(self, agent: str) -> list[Post]:
+        return self.interaction.visible(agent, self.posts)
+
+    def history_text(self, agent: str) -> str:
+        """The posts ``agent`` may see, rendered; the start of its observation text."""
+        return render(self.visible_posts(agent))
+
+    def private_info(self, agent: str) -> list[str]:
+        """Strings in ``agent``'s text that no other seat may ever see while the game is live (a
+        hand of cards, a hidden goal). Posts are not listed here: the interaction graph says who
+        sees them, and :meth:`hidden_from` adds them."""
+        return []
+
+    def hidden_from(self, agent: str) -> list[str]:
+        """Strings that must not appear in ``agent``'s text while the game is live: the other
+        seats' :meth:`private_info`, and every post the interaction graph keeps from ``agent``
+        as its history would render it. A post is a secret of some seats only (a solver's answer
+        is hidden from the other solvers, not from the judge), so posts belong here and never in
+        ``private_info``."""
+        secrets = [
+            s for other in self.possible_agents if other != agent for s in self.private_info(other)
+        ]
+        return secrets + [render([p]) for p in self.posts if not self.interaction.may_see(agent, p)]

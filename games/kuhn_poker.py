@@ -29,7 +29,8 @@ import numpy as np
 from gymnasium import spaces
 
 from games.openspiel_mirror import OpenSpielMirror
-from games.text_env import TextGame, normalize
+from games.text import normalize
+from games.text_env import TextGame
 
 CARDS = "JQK"
 MOVES = ("pass", "bet")

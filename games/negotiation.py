@@ -32,7 +32,8 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from games.text_env import CHARSET, TextGame, normalize
+from games.text import CHARSET, normalize
+from games.text_env import TextGame
 
 ITEMS = ("books", "hats", "balls")
 POOL_VALUE = 10

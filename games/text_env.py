@@ -12,15 +12,12 @@ A game subclasses :class:`TextGame` and writes only its rules, as a handful of h
   ``private_info(agent)``.
 
 Role games (a proposer, solvers and a judge; an agent and a simulated user) also name their
-seats (``agents=[...]``), record what each seat says as posts (``self._post(sender, field,
-text)``) and declare who sees which posts with ``interaction_graph()`` (see
-:mod:`games.interaction`): the graph's nodes give each seat its role id (``seat_role``), the
-role's arguments (``role_kwargs``) and whether a simulator may fill it (``simulatable``); each
-seat's visible posts open its observation text, and ``simulator_context(agent)`` is what a
-simulator of the seat may know. A game sets ``infos[agent]["group"]`` to group comparable turns
-(the k attempts at one problem) and ``infos[agent]["tool_error"]`` when a tool call failed.
+seats and say who sees what: see :class:`games.interaction.Interacting`, which this class is. A
+game sets ``infos[agent]["group"]`` to group comparable turns (the k attempts at one problem) and
+``infos[agent]["tool_error"]`` when a tool call failed.
 
-This class owns everything else, once: the PettingZoo bookkeeping, observations
+Besides who sees what and the characters text may use (:mod:`games.text`), this class owns
+everything, once: the PettingZoo bookkeeping, observations
 ``{"observation", "action_mask", "text"}``, the invalid-action policy (retry with feedback, then
 forfeit: the forfeiter loses ``forfeit_penalty``, shared out to the others in a zero-sum game and
 to nobody in any other kind), the turn limit, ``step_text``, and the ``infos`` every seat gets:
@@ -41,21 +38,16 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
-import string
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-import networkx as nx
 import numpy as np
 from gymnasium import spaces
 from pettingzoo import AECEnv
 
-from games.interaction import Interaction, Post, public_graph, render
+from games.interaction import Interacting, Post
+from games.text import normalize, text_space, to_charset
 
-CHARSET = frozenset(string.printable)
-"""Characters allowed in observation and action text (gymnasium's default rejects spaces)."""
-
-TEXT_MAX_LENGTH = 8192
 KINDS = ("competitive", "cooperative", "general-sum")
 INFORMATION = ("perfect", "hidden")
 LISTED_ACTIONS_MAX = 40
@@ -66,23 +58,7 @@ class GameOverError(RuntimeError):
     """``step`` was called after every agent has left the game; call ``reset()`` first."""
 
 
-def text_space(max_length: int = TEXT_MAX_LENGTH) -> spaces.Text:
-    """A ``Text`` space over :data:`CHARSET` that also admits the empty string."""
-    return spaces.Text(max_length, min_length=0, charset=CHARSET)
-
-
-def to_charset(text: str, max_length: int = TEXT_MAX_LENGTH) -> str:
-    """Replace characters outside :data:`CHARSET` with ``?``; keep the most recent tail."""
-    clean = "".join(ch if ch in CHARSET else "?" for ch in text)
-    return clean[-max_length:]
-
-
-def normalize(text: str) -> str:
-    """Case-fold and collapse whitespace: the tolerance every ``parse_action`` grants."""
-    return " ".join(text.split()).casefold()
-
-
-class TextGame(AECEnv):
+class TextGame(Interacting, AECEnv):
     """Base class of every Arena game: PettingZoo AEC mechanics plus the text layer."""
 
     metadata: ClassVar[dict[str, Any]] = {
@@ -200,47 +176,6 @@ class TextGame(AECEnv):
         """Feedback for a well-formed but illegal action; games may be more specific."""
         return f"{self.action_to_text(agent, action)!r} is not a legal action now"
 
-    # -- who sees what (games/interaction.py) --------------------------------------------------
-    def interaction_graph(self) -> nx.DiGraph:
-        """Who sends to whom and who sees what; role games override it (see
-        :mod:`games.interaction` for the node and edge attributes). The default: every seat plays
-        the player role and sees every other seat's ``action`` (the public board)."""
-        return public_graph(self.possible_agents)
-
-    @functools.cached_property
-    def interaction(self) -> Interaction:
-        """The validated interaction graph (built on first use)."""
-        return Interaction(self.interaction_graph(), self.possible_agents, self.possible_agents[0])
-
-    def seat_role(self, agent: str) -> str:
-        """The role id that plays ``agent``'s seat."""
-        return self.interaction.graph.nodes[agent]["role"]
-
-    def role_kwargs(self, agent: str) -> dict[str, Any]:
-        """Keyword arguments the game gives the role of ``agent`` (its instruction, example)."""
-        return dict(self.interaction.graph.nodes[agent].get("role_kwargs", {}))
-
-    def simulatable(self, agent: str) -> bool:
-        """Whether a simulator may fill ``agent``'s seat instead of a policy."""
-        return bool(self.interaction.graph.nodes[agent].get("simulatable", False))
-
-    def simulator_context(self, agent: str) -> dict[str, Any]:
-        """What a simulator filling ``agent``'s seat may know (a user's hidden goal, persona)."""
-        return {}
-
-    def _post(self, sender: str, field: str, text: str) -> Post:
-        """Record a message; seats see it as their interaction graph allows."""
-        post = Post(sender, field, str(text))
-        self.posts.append(post)
-        return post
-
-    def visible_posts(self, agent: str) -> list[Post]:
-        return self.interaction.visible(agent, self.posts)
-
-    def history_text(self, agent: str) -> str:
-        """The posts ``agent`` may see, rendered; the start of its observation text."""
-        return render(self.visible_posts(agent))
-
     # -- the text layer ------------------------------------------------------------------------
     def rules(self, agent: str | None = None) -> str:
         """The game's rules as prompt text; the game module's docstring unless overridden."""
@@ -263,23 +198,6 @@ class TextGame(AECEnv):
     @functools.cached_property
     def _name_index(self) -> dict[str, int]:
         return {normalize(name): i for i, name in enumerate(self.action_names)}
-
-    def private_info(self, agent: str) -> list[str]:
-        """Strings in ``agent``'s text that no other seat may ever see while the game is live (a
-        hand of cards, a hidden goal). Posts are not listed here: the interaction graph says who
-        sees them, and :meth:`hidden_from` adds them."""
-        return []
-
-    def hidden_from(self, agent: str) -> list[str]:
-        """Strings that must not appear in ``agent``'s text while the game is live: the other
-        seats' :meth:`private_info`, and every post the interaction graph keeps from ``agent``
-        as its history would render it. A post is a secret of some seats only (a solver's answer
-        is hidden from the other solvers, not from the judge), so posts belong here and never in
-        ``private_info``."""
-        secrets = [
-            s for other in self.possible_agents if other != agent for s in self.private_info(other)
-        ]
-        return secrets + [render([p]) for p in self.posts if not self.interaction.may_see(agent, p)]
 
     def observation_text(self, agent: str) -> str:
         """What ``agent`` reads: the game's description, then the turn, feedback and legal moves."""

@@ -29,32 +29,25 @@ import random
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from safetensors.torch import load_file
-from torch.distributed.checkpoint.state_dict import (
-    StateDictOptions,
-    get_optimizer_state_dict,
-    set_optimizer_state_dict,
-)
 
 from arena.core.errors import ConfigError
 from arena.models import resolve_device
-from arena.models.adapter_shape import SHARED_ADAPTER, AdapterShape
+from arena.models.adapter_shape import SHARED_ADAPTER
 from arena.models.lora import FLAT_PREFIX
-from arena.models.lora_files import write_adapter
 from arena.records import Episode
 from arena.weights.buckets import make_buckets
-from trainers import checkpoint as ckpt
 from trainers import distributed as ddist
+from trainers import learner_checkpoint as checkpoints
 from trainers.adapters import NamedAdapters, sort_by_adapter
 from trainers.advantages import EMABaseline, compute_advantages, stats_by_key
 from trainers.batch import Sample
-from trainers.checkpoint_dirs import ADAPTERS_DIR
 from trainers.config import LearnerConfig
 from trainers.filters import apply_staleness, filter_samples, staleness_metrics
 from trainers.inbox import Inbox
@@ -70,13 +63,10 @@ from trainers.trained_model import (
     load_lora_state_dict,
     load_policy,
     lora_buffer,
-    lora_state_dict,
-    save_hf,
 )
 from trainers.update import PolicyUpdate
 
 log = logging.getLogger("arena.learner")
-_FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
 
 
 @dataclass
@@ -113,7 +103,7 @@ class Learner:
             model, tokenizer = load_policy(config, self.device)
         self.tokenizer = tokenizer
         model = model.to(self.device).train()
-        resume = self._resume_path()
+        resume = checkpoints.resume_path(config.checkpoint)
         if resume is None and has_bfloat16_copy(config.autocast, config.sampled_in, self.device):
             changed = snap_to_bfloat16(model)
             log.info("rounded %d float32 weights to bfloat16 (trainers/precision.py)", changed)
@@ -142,7 +132,10 @@ class Learner:
         self.warnings: list[str] = []
         """What the run should hear about, besides this learner's log (``status`` carries it)."""
         if config.checkpoint.dir and self.dist.is_main:
-            self._check_checkpoint_space(model)
+            warning = checkpoints.check_space(model, config.checkpoint)
+            if warning:
+                log.warning("%s", warning)
+                self.warnings.append(warning)
         update = PerStateUpdate if config.per_state.enabled else PolicyUpdate
         self.update = update(
             config,
@@ -166,7 +159,7 @@ class Learner:
             config.batch.known_policies,
         )
         if resume is not None:
-            self._load_training_state(resume)
+            checkpoints.load_training_state(self, resume)
             log.info("resumed from %s at step %d", resume, self.state.step)
 
     # -- input ---------------------------------------------------------------------------
@@ -214,7 +207,7 @@ class Learner:
             elif name == "export":
                 self._export()
             elif name == "checkpoint":
-                self._save_checkpoint()
+                checkpoints.save(self)
 
     def close(self) -> None:
         """Release the follower ranks (rank 0 only; a no-op in a single process)."""
@@ -285,7 +278,7 @@ class Learner:
         # due when the step reached a multiple of ``every`` (or, numbered ``at``, passed one)
         checkpoint_due = cfg.checkpoint.dir and self.state.step // every > before // every
         if checkpoint_due and not metrics.get("skipped"):
-            self._save_checkpoint()
+            checkpoints.save(self)
         metrics["step"] = float(self.state.step)
         metrics["step_time"] = time.perf_counter() - start
         counters = dict(self.state.counters)  # a copy: the bus thread may be counting
@@ -373,90 +366,7 @@ class Learner:
     def save_checkpoint(self) -> Path | None:
         """Save now (collective); returns the checkpoint directory on rank 0."""
         self._lead({"cmd": "checkpoint"})
-        return self._save_checkpoint()
-
-    def _save_checkpoint(self) -> Path | None:
-        cfg = self.config
-        if not cfg.checkpoint.dir:
-            raise ValueError("checkpoint.dir is not set")
-        weights = hf_state_dict(self.model)
-        adapter = lora_state_dict(self.model) if cfg.lora.enabled else None
-        optimizer = get_optimizer_state_dict(self.policy, self.optimizer, options=_FULL)
-        if not self.dist.is_main:
-            ddist.barrier(self.dist)
-            return None
-        state = {
-            "step": self.state.step,
-            "samples_trained": self.state.samples_trained,
-            "tokens_trained": self.state.tokens_trained,
-            "counters": dict(self.state.counters),
-            "ema": self.ema.state_dict(),
-            "seen_episodes": self.inbox.seen_ids(),
-            "config": asdict(cfg),
-        }
-        path = ckpt.save_training(
-            cfg.checkpoint.dir,
-            cfg.checkpoint.keep,
-            state,
-            optimizer,
-            lambda out: self._write_model(weights, out, adapter),
-            adapter,
-        )
-        log.info("checkpoint %s", path)
-        ddist.barrier(self.dist)
-        return path
-
-    def _write_model(
-        self,
-        weights: dict[str, torch.Tensor],
-        out: Path,
-        adapter: dict[str, torch.Tensor] | None = None,
-    ) -> None:
-        """The checkpoint's ``model/`` and, with named policies, its ``adapters/``; a shared
-        policy served as an adapter keeps it there too (``adapters/shared-lora``), so that
-        what reads the checkpoint in bf16 can play it unmerged, as it was served."""
-        save_hf(self.model, weights, self.tokenizer, out)
-        if self.adapters is not None:
-            self.adapters.save(out.parent)
-        if self.serves_adapter and adapter is not None:
-            shape = AdapterShape.of(self.config.lora)
-            path = out.parent / ADAPTERS_DIR / SHARED_ADAPTER
-            write_adapter(path, shape, adapter, self.config.model)
-
-    def _check_checkpoint_space(self, model: Any) -> None:
-        """Refuse to start without room for one checkpoint; warn without room for ``keep``."""
-        params = list(model.parameters())
-        one = ckpt.checkpoint_bytes(
-            sum(p.numel() for p in params), sum(p.numel() for p in params if p.requires_grad)
-        )
-        warning = ckpt.check_space(self.config.checkpoint.dir, one, self.config.checkpoint.keep)
-        if warning:
-            log.warning("%s", warning)
-            self.warnings.append(warning)
-
-    def _resume_path(self) -> Path | None:
-        cfg = self.config.checkpoint
-        return ckpt.latest_checkpoint(cfg.dir) if cfg.dir and cfg.resume else None
-
-    def _load_training_state(self, path: Path) -> None:
-        optimizer, saved = ckpt.load_training(path)
-        if self.adapters is None:
-            set_optimizer_state_dict(self.policy, self.optimizer, optimizer, options=_FULL)
-        else:
-            # An adapter that has not trained yet has no saved state. Loading fills one in (a
-            # zero step), which AdamW would then count as a step taken: drop it again.
-            options = replace(_FULL, strict=False)
-            set_optimizer_state_dict(self.policy, self.optimizer, optimizer, options=options)
-            saved_names = set(optimizer["state"])
-            for name, param in self.policy.named_parameters():
-                if param.requires_grad and name not in saved_names:
-                    self.optimizer.state.pop(param, None)
-        self.state.step = saved["step"]
-        self.state.samples_trained = saved["samples_trained"]
-        self.state.tokens_trained = saved["tokens_trained"]
-        self.state.counters.update(saved["counters"])  # the inbox shares this Counter
-        self.ema.load_state_dict(saved["ema"])
-        self.inbox.load_seen_ids(saved["seen_episodes"])
+        return checkpoints.save(self)
 
 
 def _seed_everything(seed: int) -> None:

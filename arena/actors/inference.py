@@ -65,13 +65,13 @@ import logging
 import os
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from typing import Any
 
-import numpy as np
 import torch
 
+from arena.actors.backend_watch import BackendWatch
+from arena.actors.batching import BatchQueue, Pending
 from arena.bus import Actor, BusError, Message
 from arena.policies.base import Policy
 from arena.policies.config import InferenceConfig, shared_settings
@@ -89,24 +89,7 @@ from arena.weights.buckets import NOT_NEWER
 from arena.weights.cuda_ipc import device_id
 from arena.weights.receiver import WeightReceiver
 
-T = TypeVar("T")
-
 log = logging.getLogger("arena.actors.inference")
-
-
-@dataclass
-class _Pending:
-    prompt: Prompt
-    params: SamplingParams
-    future: asyncio.Future[Any]
-    continuations: list[np.ndarray] | None = None
-    """Set for a scoring request (its result is a :class:`Scoring`, not a generation)."""
-
-
-HANG_FLOOR = 30.0
-"""Seconds a backend call may always run before the actor takes itself for hung (by default)."""
-HANG_MARGIN = 4.0
-"""By default a call may also run this many times the slowest one before it."""
 
 
 class InferenceActor:
@@ -126,14 +109,11 @@ class InferenceActor:
         batch or a weight update) to return before it gives up on it (:attr:`wedged`)."""
         self.policy = policy
         self.close_grace = close_grace
-        self.backend_since: float | None = None
-        """When the backend call in progress began (``time.monotonic``); None between calls."""
         self.config = config = config or InferenceConfig()
         self.name = name = config.name
         self.service = service_name(name)
         self.counters: Counter[str] = Counter()
         self.batch_sizes: deque[int] = deque(maxlen=1024)
-        self.paused = False
         self.actor = Actor(
             actor_name or f"inference-{name}-{os.getpid()}",
             address,
@@ -142,7 +122,7 @@ class InferenceActor:
         )
         self.actor.serve(self.service, self._on_request)
         self.actor.status["policy_version"] = lambda: self.policy.version
-        self.actor.status["queued"] = lambda: len(self._queue)
+        self.actor.status["queued"] = lambda: len(self.queue)
         # what the run compares with its inference section (arena/run/inference_settings.py)
         self.actor.status["settings"] = shared_settings(config)
         # a backend call stuck past inference.hang_timeout withholds the heartbeats, so the run
@@ -152,9 +132,9 @@ class InferenceActor:
         """(seconds, requests) of the slowest batch so far: ``arena train`` names a hang timeout
         that healthy batches this long come near (arena/run/hangs.py)."""
         self.actor.status["slowest_batch"] = lambda: list(self.slowest_batch)
-        self.slowest_call = 0.0
-        """Seconds of the slowest backend call so far (a batch or a weight update)."""
-        self.actor.status["hang_limit"] = lambda: self.hang_limit
+        self.backend = BackendWatch(config.hang_timeout)
+        """The backend call in progress and the slowest so far (the hang limit)."""
+        self.actor.status["hang_limit"] = lambda: self.backend.limit
         self.actor.serve(f"{self.service}:status", self._on_status)
         self.weights = WeightReceiver(
             self.actor,
@@ -170,18 +150,17 @@ class InferenceActor:
         self.actor.subscribe(f"control.policy.{name}", self._on_control)
         self.actor.on("control", self._on_control)
         self.actor.on("weights", self.weights.on_weights)
-        self._queue: deque[_Pending] = deque()
-        self._wakeup: asyncio.Event | None = None
-        self._resumed: asyncio.Event | None = None
+        self.queue = BatchQueue(config.max_batch, config.max_wait_ms)
         self._executor = concurrent.futures.ThreadPoolExecutor(
             1, thread_name_prefix=f"generate-{name}"
         )
         self._batcher: asyncio.Task[None] | None = None
+        self._replies: set[asyncio.Future[Any]] = set()
+        """The replies this actor owes: one per request it took and has not answered."""
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
-        self._wakeup, self._resumed = asyncio.Event(), asyncio.Event()
-        self._resumed.set()
+        self.queue.start()
         await self.actor.start()
         self._batcher = asyncio.get_running_loop().create_task(self._batch_loop())
 
@@ -194,26 +173,26 @@ class InferenceActor:
             await self.close()
 
     async def close(self) -> None:
+        """Answer every request taken, fail the queued ones and the batch being generated
+        (``shutting_down``), and close the bus; then wait up to ``close_grace`` for a backend
+        call in progress before closing the policy."""
         if self._batcher is not None:
             self._batcher.cancel()
-        for pending in self._queue:
-            if not pending.future.done():
-                pending.future.set_exception(
-                    BusError("shutting_down", f"{self.actor.name} is stopping")
-                )
-        self._queue.clear()
+        self.queue.fail_all(BusError("shutting_down", f"{self.actor.name} is stopping"))
+        if self._replies:  # their error replies are sent before the sockets close
+            await asyncio.wait(self._replies, timeout=1.0)
+            await asyncio.sleep(0)
         await self.actor.close()
         self._executor.shutdown(wait=False, cancel_futures=True)
         deadline = time.monotonic() + self.close_grace
-        while self.backend_since is not None and time.monotonic() < deadline:
+        while self.backend.since is not None and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
-        if self.wedged:
-            assert self.backend_since is not None
+        if self.backend.since is not None:
             log.error(
                 "%s: the backend has been in one call for %.0f s and has not returned; closing "
                 "without it (the process must exit without joining its thread)",
                 self.actor.name,
-                time.monotonic() - self.backend_since,
+                time.monotonic() - self.backend.since,
             )
             return  # closing the policy under a call in progress could crash the process
         self.policy.close()
@@ -222,44 +201,26 @@ class InferenceActor:
     def wedged(self) -> bool:
         """Whether a backend call is still in progress: after :meth:`close`, one that did not
         return within ``close_grace`` (a hung engine), which the interpreter's exit would wait
-        for forever (``arena inference`` then leaves with :func:`arena.core.process.exit_now`)."""
-        return self.backend_since is not None
+        for forever (``arena inference`` leaves with :func:`arena.core.process.exit_now`, 1)."""
+        return self.backend.since is not None
 
     def _answering(self) -> bool:
         """False while one backend call has run longer than ``inference.hang_timeout``: a
         wedged engine or a stuck batch, which the heartbeats (sent from the event loop, which
         still runs) must not hide."""
-        since = self.backend_since
-        if since is None or time.monotonic() - since <= self.hang_limit:
+        overdue = self.backend.overdue()
+        if overdue is None:
             return True
         if not self.counters["hung"]:
             log.error(
                 "%s: one backend call has run for %.0f s, past inference.hang_timeout (%g s): "
                 "heartbeats withheld, so the run declares this actor hung and replaces it",
                 self.actor.name,
-                time.monotonic() - since,
-                self.hang_limit,
+                overdue,
+                self.backend.limit,
             )
         self.counters["hung"] += 1
         return False
-
-    @property
-    def hang_limit(self) -> float:
-        """Seconds one backend call may run before this actor takes itself for hung:
-        ``inference.hang_timeout``, or by default :data:`HANG_FLOOR` or :data:`HANG_MARGIN`
-        times the slowest call so far, whichever is longer."""
-        if self.config.hang_timeout is not None:
-            return self.config.hang_timeout
-        return max(HANG_FLOOR, HANG_MARGIN * self.slowest_call)
-
-    def _in_backend(self, call: Callable[..., T], *args: Any) -> T:
-        """Run ``call(*args)`` on the generation thread, noting when it entered the backend."""
-        self.backend_since = start = time.monotonic()
-        try:
-            return call(*args)
-        finally:
-            self.slowest_call = max(self.slowest_call, time.monotonic() - start)
-            self.backend_since = None
 
     # -- requests ----------------------------------------------------------------------------
     def _on_request(self, msg: Message) -> asyncio.Future[Any]:
@@ -281,18 +242,19 @@ class InferenceActor:
         except PolicyError as err:
             self.counters[err.code] += 1
             raise BusError(err.code, str(err)) from None
-        if len(self._queue) >= self.config.max_queue:
+        if len(self.queue) >= self.config.max_queue:
             self.counters["busy"] += 1
             raise BusError(
                 "busy",
-                f"{self.actor.name} has {len(self._queue)} requests queued "
+                f"{self.actor.name} has {len(self.queue)} requests queued "
                 f"(max_queue={self.config.max_queue}); retry later",
             )
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._queue.append(_Pending(prompt, params, future, continuations))
-        assert self._wakeup is not None
-        self._wakeup.set()
-        return asyncio.ensure_future(self._reply(future))
+        self.queue.put(Pending(prompt, params, future, continuations))
+        reply = asyncio.ensure_future(self._reply(future))
+        self._replies.add(reply)
+        reply.add_done_callback(self._replies.discard)
+        return reply
 
     @staticmethod
     async def _reply(future: asyncio.Future[Any]) -> dict[str, Any]:
@@ -301,8 +263,8 @@ class InferenceActor:
     def _on_status(self, msg: Message) -> dict[str, Any]:
         return {
             "version": self.policy.version,
-            "paused": self.paused,
-            "queued": len(self._queue),
+            "paused": self.queue.paused,
+            "queued": len(self.queue),
             "batch_sizes": list(self.batch_sizes),
             "counters": dict(self.counters),
             "weights": self.weights.status(),
@@ -311,13 +273,10 @@ class InferenceActor:
     def _on_control(self, msg: Message) -> None:
         body = msg.body
         command = body.get("command") if isinstance(body, Mapping) else None
-        assert self._resumed is not None
         if command == "pause":
-            self.paused = True
-            self._resumed.clear()
+            self.queue.pause()
         elif command == "resume":
-            self.paused = False
-            self._resumed.set()
+            self.queue.resume()
         elif command == "load":
             self.weights.on_load(body)
         else:
@@ -326,32 +285,12 @@ class InferenceActor:
 
     # -- batching ----------------------------------------------------------------------------
     async def _batch_loop(self) -> None:
-        assert self._wakeup is not None and self._resumed is not None
-        loop = asyncio.get_running_loop()
         while True:
-            await self._resumed.wait()
-            if not self._queue:
-                self._wakeup.clear()
-                await self._wakeup.wait()
-                continue
-            # Give concurrent requesters max_wait_ms to join the first request's batch.
-            deadline = loop.time() + self.config.max_wait_ms / 1000
-            while len(self._queue) < self.config.max_batch and loop.time() < deadline:
-                self._wakeup.clear()
-                try:
-                    await asyncio.wait_for(self._wakeup.wait(), deadline - loop.time())
-                except TimeoutError:
-                    break
-            if not self._resumed.is_set():
-                continue
-            batch = [
-                self._queue.popleft() for _ in range(min(self.config.max_batch, len(self._queue)))
-            ]
-            batch = [p for p in batch if not p.future.done()]
+            batch = await self.queue.next_batch()
             if batch:
                 await self._generate(batch)
 
-    def _serve(self, batch: list[_Pending]) -> list[Generation | Scoring]:
+    def _serve(self, batch: list[Pending]) -> list[Generation | Scoring]:
         """Generate and score one batch on the generation thread: weight updates run on the same
         thread, between batches, so every result of a batch comes from one version."""
         generating = [p for p in batch if p.continuations is None]
@@ -371,12 +310,12 @@ class InferenceActor:
             results |= {id(p): r for p, r in zip(scoring, scored, strict=True)}
         return [results[id(p)] for p in batch]
 
-    async def _generate(self, batch: list[_Pending]) -> None:
+    async def _generate(self, batch: list[Pending]) -> None:
         loop = asyncio.get_running_loop()
         start = time.monotonic()
         try:
             results = await loop.run_in_executor(
-                self._executor, self._in_backend, self._serve, batch
+                self._executor, self.backend.call, self._serve, batch
             )
         except Exception as err:
             self.counters["batch_failed"] += 1
@@ -405,7 +344,7 @@ class InferenceActor:
     def _deliver(self, version: int, state: dict[str, torch.Tensor], transport: str) -> None:
         # The single generation thread runs this between two batches, never during one.
         future = asyncio.get_running_loop().run_in_executor(
-            self._executor, self._in_backend, self._apply, version, state
+            self._executor, self.backend.call, self._apply, version, state
         )
         future.add_done_callback(lambda f: self._applied(version, transport, f))
 

@@ -18,21 +18,9 @@ actor go peer to peer, and the broker keeps registration, heartbeats, death noti
 and the directory. ``auto`` (the default) falls back to the broker while a peer's connection
 is not up; ``brokered`` sends everything through the broker.
 
-**Liveness.** The broker heartbeats every actor. An actor that hears nothing for the broker's
-``heartbeat_timeout`` declares it lost: the requests pending through it fail with
-``broker_lost``, it reconnects, and it registers again as soon as a broker answers (a restarted
-broker tells an actor it does not know to register). Direct traffic keeps flowing meanwhile.
-A request that reaches a restarted broker before this actor registered again (it may get there
-before any heartbeat) fails with ``broker_lost``, and the actor registers again: sending it
-again is the caller's choice. A background task that fails (heartbeats, the request sweeper, a
+**Liveness** (heartbeats, a lost broker, registering again) and **hangs**:
+:mod:`arena.bus.liveness`. A background task that fails (heartbeats, the request sweeper, a
 re-registration) is logged, never lost silently.
-
-**Hangs.** Heartbeats come from the event loop, so they prove the loop runs, not that the work
-does: a process whose worker thread is stuck (a wedged engine, a batch that never returns)
-would beat forever. An actor that can tell sets :attr:`Actor.answering`; while it returns
-false the heartbeats are withheld, the broker declares the actor dead after its
-``heartbeat_timeout`` as it would a stopped process, and ``arena train`` kills and restarts it
-(:mod:`arena.run.hangs`).
 
 For threads that are not asyncio, :class:`~arena.bus.blocking.BlockingActor` runs an actor on a
 background loop and offers the same calls as blocking methods and ``concurrent.futures``.
@@ -55,6 +43,7 @@ from arena.bus.directory import Directory
 from arena.bus.errors import BusError, BusTimeout, ProtocolError
 from arena.bus.headers import DEFAULT_MAX_MESSAGE_BYTES
 from arena.bus.keys import Security
+from arena.bus.liveness import Liveness
 from arena.bus.security import curve_client, curve_server, resolve_security
 from arena.bus.serving import Handler, Serving
 from arena.bus.sockets import check_address, configure_socket, host_info
@@ -104,7 +93,8 @@ class Actor(Serving):
         """Sent with every heartbeat and listed by ``arena status`` (e.g. ``policy_version``); a
         callable value is called at each heartbeat."""
         self.answering: Callable[[], bool] | None = None
-        """Whether this actor's work still answers (see **Hangs** above); None: always."""
+        """Whether this actor's work still answers (**Hangs**, :mod:`arena.bus.liveness`); None:
+        always."""
         self._topic_handlers: dict[str, Handler] = {t: self._ignore for t in topics}
         self._pending: dict[str, tuple[asyncio.Future[Message], float, float]] = {}
         """Request id -> (future, deadline, timeout): one dict, one insert and one pop per call."""
@@ -119,8 +109,8 @@ class Actor(Serving):
         self.registrations = 0
         """Registrations the broker accepted: more than one means it restarted (or lost this
         actor) meanwhile, and what went through it at the time may be lost."""
-        self._registering = False
         self.directory = Directory(self, routing, listen)
+        self.liveness = Liveness(self)
 
     # -- configuration -----------------------------------------------------------------------
     def subscribe(self, topic: str, handler: Handler) -> None:
@@ -135,7 +125,7 @@ class Actor(Serving):
         self._connect_broker()
         self._background = [self._background_task(self._expire_requests())]
         await self._register(timeout)
-        self._background.append(self._background_task(self._heartbeat()))
+        self._background.append(self._background_task(self.liveness.heartbeats()))
 
     def _background_task(self, coro: Any) -> asyncio.Task[None]:
         task = self._running_loop().create_task(coro)
@@ -292,6 +282,16 @@ class Actor(Serving):
         for msg_id in [i for i in self._pending if which(i)]:
             self.fail(msg_id, error)
 
+    def fail_brokered(self, error: BusError) -> None:
+        """Fail every pending request that went through the broker (not peer to peer)."""
+        self._fail_pending(lambda i: not self.directory.is_direct(i), error)
+
+    def reconnect_broker(self) -> None:
+        """Drop the broker connection, and what is queued on it, and connect again."""
+        if self._broker is not None:
+            self._broker.close()
+        self._connect_broker()
+
     # -- receiving ---------------------------------------------------------------------------
     def _dispatch(self, frames: list[Any]) -> None:
         """A message from the broker."""
@@ -341,7 +341,7 @@ class Actor(Serving):
                 # before a heartbeat did: register again, and fail the request as lost with the
                 # old broker, which its caller may simply send again.
                 self.counters["error:not_registered"] += 1
-                self._register_again("the broker does not know this actor (it restarted)")
+                self.liveness.register_again("the broker does not know this actor (it restarted)")
                 code, text = "broker_lost", f"the broker did not know {self.name}: {text}"
             future.set_exception(BusError(code, text))
         else:
@@ -354,7 +354,7 @@ class Actor(Serving):
             code = None
         self.counters[f"error:{code}"] += 1
         if code == "not_registered" and msg.src == BROKER:
-            self._register_again("the broker does not know this actor (it restarted)")
+            self.liveness.register_again("the broker does not know this actor (it restarted)")
         else:
             log.warning("%s got error %r for message %r", self.name, code, msg.reply_to)
 
@@ -367,32 +367,10 @@ class Actor(Serving):
         if op == "directory":
             self.directory.update(body)
         elif op == "register":
-            self._register_again("the broker asked")
+            self.liveness.register_again("the broker asked")
         else:
             self.counters["bad_control"] += 1
             log.warning("%s got an unknown control op %r from the broker", self.name, op)
-
-    def _register_again(self, why: str) -> None:
-        if self._registering or self._loop is None:
-            return
-        log.warning("%s registers again: %s", self.name, why)
-        self._registering = True
-        # Whatever went through the old broker will never be answered: say so now.
-        error = BusError("broker_lost", "the broker restarted before answering")
-        self._fail_pending(lambda i: not self.directory.is_direct(i), error)
-
-        async def register() -> None:
-            try:
-                await self._register(timeout=max(self.heartbeat_timeout, 1.0))
-                self.counters["registered_again"] += 1
-                log.warning("%s registered again with the broker", self.name)
-                self.directory.refresh()
-            except BusError as err:
-                log.warning("%s could not register again: %s", self.name, err)
-            finally:
-                self._registering = False
-
-        self._spawn(register())
 
     def _match_topic(self, topic: str) -> Handler | None:
         best = max((t for t in self._topic_handlers if topic.startswith(t)), key=len, default=None)
@@ -401,56 +379,6 @@ class Actor(Serving):
     @staticmethod
     def _ignore(msg: Message) -> None:
         return None
-
-    # -- liveness ----------------------------------------------------------------------------
-    async def _heartbeat(self) -> None:
-        while True:
-            await asyncio.sleep(self.heartbeat_interval)
-            try:
-                if self.answering is not None and not self.answering():
-                    # hung: let the broker declare it dead. Its silence is then this actor's
-                    # doing, and reconnecting (registering again) would keep it alive.
-                    self.counters["heartbeats_withheld"] += 1
-                    continue
-                silent = time.monotonic() - self.broker_last_seen
-                if self.broker_up and silent > self.heartbeat_timeout:
-                    self._broker_lost(silent)
-                self.send_to_broker(self._heartbeat_frames())
-            except BusError as err:
-                log.warning("%s could not send a heartbeat: %s", self.name, err)
-            except Exception:  # the heartbeats must go on, or the broker declares this dead
-                self.counters["heartbeat_error"] += 1
-                log.exception("%s could not send a heartbeat", self.name)
-
-    def _heartbeat_frames(self) -> list[Any]:
-        body = {"load": self.load}
-        try:
-            for key, value in self.status.items():
-                body[key] = value() if callable(value) else value
-            return encode("heartbeat", body, src=self.name)[1]
-        except Exception:  # a status that cannot be read or sent: beat without it
-            self.counters["status_error"] += 1
-            if self.counters["status_error"] == 1:  # then counted only: it comes every beat
-                log.exception("%s cannot report its status; heartbeats go without it", self.name)
-            return encode("heartbeat", {"load": self.load}, src=self.name)[1]
-
-    def _broker_lost(self, silent: float) -> None:
-        """No word from the broker for longer than its timeout: fail what waits on it, drop
-        what is queued for it, and reconnect; its return is noticed by the heartbeats."""
-        self.broker_up = False
-        self.counters["broker_lost"] += 1
-        log.warning(
-            "%s heard nothing from the broker at %s for %.1fs; reconnecting (direct traffic "
-            "goes on)",
-            self.name,
-            self.address,
-            silent,
-        )
-        error = BusError("broker_lost", f"the broker at {self.address} stopped answering")
-        self._fail_pending(lambda i: not self.directory.is_direct(i), error)
-        if self._broker is not None:
-            self._broker.close()
-        self._connect_broker()
 
     # -- plumbing used by the serving side and the directory ----------------------------------
     def _spawn(self, coro: Any) -> None:

@@ -30,9 +30,8 @@
 - **Security.** With CURVE keys (:mod:`arena.bus.security`) only allow-listed public keys get
   through the handshake; without keys, binding a non-loopback ``tcp://`` address needs
   ``insecure``.
-- **Built-in services** answered by the broker itself: ``echo`` (for ``arena ping``),
-  ``broker.actors`` (the registry, for ``arena status``), ``broker.stats`` (the fault
-  counters) and ``broker.resolve`` (the directory).
+- **Built-in services** answered by the broker itself (:mod:`arena.bus.broker_services`):
+  ``echo``, ``broker.actors``, ``broker.stats`` and ``broker.resolve``.
 
 The broker never unpacks message bodies it routes; it forwards the original frames.
 """
@@ -46,11 +45,12 @@ from typing import Any
 
 import zmq
 
+from arena.bus.broker_services import BUILTIN_SERVICES, answer_builtin
 from arena.bus.codec import Message, encode, message_from_header
 from arena.bus.errors import ProtocolError
-from arena.bus.headers import DEFAULT_MAX_MESSAGE_BYTES, decode_header, validate_body
+from arena.bus.headers import DEFAULT_MAX_MESSAGE_BYTES, decode_header
 from arena.bus.keys import Security
-from arena.bus.registry import ActorInfo, Registry
+from arena.bus.registry import ActorInfo, Registry, actor_from_register
 from arena.bus.security import curve_server, resolve_security
 from arena.bus.sockets import RCVMORE, configure_socket, send
 from arena.core.limits import BROKER_PENDING_TTL
@@ -58,7 +58,6 @@ from arena.core.limits import BROKER_PENDING_TTL
 log = logging.getLogger("arena.broker")
 
 BROKER_NAME = "broker"
-BUILTIN_SERVICES = ("echo", "broker.actors", "broker.stats", "broker.resolve")
 _AUTO: Any = object()
 
 
@@ -88,9 +87,7 @@ class Broker:
         # the hot path's lookups, one attribute away (the registry mutates these dicts in place)
         self._by_identity = self.registry.by_identity
         self._actors = self.registry.actors
-        self._pending: dict[tuple[str, str], tuple[str, float]] = {}
-        """(requester, request id) -> (the actor it was routed to, when)."""
-        self._told_to_register: dict[bytes, float] = {}
+        self._pending = self.registry.pending
         self._stopping = False
         """Set by :meth:`stop`: a plain flag, see there."""
         self._ctx = context or zmq.Context.instance()
@@ -227,38 +224,17 @@ class Broker:
 
     def _register(self, identity: bytes, msg: Message) -> None:
         try:
-            body = msg.body
-            validate_body("register", body)
-            endpoint = _optional_str(body.get("endpoint"))
-            public_key = _optional_str(body.get("public_key"))
+            info = actor_from_register(identity, msg.body, time.monotonic())
         except ProtocolError as err:
             self._reject(identity, msg, err)
             return
-        name = body["name"]
-        if name.encode() != identity:
-            self._reject(
-                identity, msg, ProtocolError("schema", "actor name must equal its routing id")
-            )
-            return
+        name = info.name
         previous = self._actors.get(name)
         if previous is not None:
             # A restarted actor under the same name: its earlier life's work is lost, so the
             # requests pending on it fail now rather than at their timeouts.
             self._declare_dead(previous, reason="registered again (restarted)")
-        info = ActorInfo(
-            name=name,
-            kind=body["kind"],
-            services=[str(s) for s in body["services"]],
-            topics=[str(t) for t in body["topics"]],
-            host=body["host"],
-            pid=body["pid"],
-            identity=identity,
-            last_seen=time.monotonic(),
-            endpoint=endpoint,
-            public_key=public_key,
-        )
         self.registry.add(info)
-        self._told_to_register.pop(identity, None)
         self._tell_watchers(info)
         self.counters["registered"] += 1
         log.info("registered %s (%s) services=%s", name, info.kind, info.services)
@@ -277,17 +253,13 @@ class Broker:
 
     def _route_reply(self, identity: bytes, header: dict[str, Any], body_frames: list[Any]) -> None:
         key = (header["dst"], header["reply_to"])  # both checked non-empty by decode_header
-        entry = self._pending.pop(key, None)
-        if entry is None:
+        if not self.registry.answered(key):
             self._reject(
                 identity,
                 self._message(header, body_frames),
                 ProtocolError("unknown_request", f"no pending request {key[1]!r}"),
             )
             return
-        target = self._actors.get(entry[0])
-        if target is not None:
-            target.outstanding.discard(key)
         requester = self._actors.get(key[0])
         if requester is not None:
             self._forward(requester.identity, body_frames)
@@ -298,34 +270,10 @@ class Broker:
                 self._forward(actor.identity, body_frames)
 
     def _serve_builtin(self, identity: bytes, msg: Message) -> None:
-        if msg.type != "request":
-            self._reject(
-                identity, msg, ProtocolError("unknown_service", "broker takes requests only")
-            )
-            return
-        if msg.service == "broker.actors":
-            body: Any = [a.public() for a in self._actors.values()]
-        elif msg.service == "broker.stats":
-            body = dict(self.counters)
-        elif msg.service == "broker.resolve":
-            requester = self._by_identity.get(identity)
-            try:
-                if requester is None:
-                    raise ProtocolError("not_registered", "register before resolving")
-                body = self._resolve(requester, msg)
-            except ProtocolError as err:
-                self._reject(identity, msg, err)
-                return
-        elif msg.service == "echo":
-            try:
-                body = msg.body
-            except ProtocolError as err:
-                self._reject(identity, msg, err)
-                return
-        else:
-            self._reject(
-                identity, msg, ProtocolError("unknown_service", f"broker has no {msg.service!r}")
-            )
+        try:
+            body = answer_builtin(self.registry, self.counters, identity, msg)
+        except ProtocolError as err:
+            self._reject(identity, msg, err)
             return
         self._send(identity, "reply", body, dst=msg.src, reply_to=msg.id)
 
@@ -347,13 +295,6 @@ class Broker:
         self._tell_watchers(actor)
 
     # -- the directory -----------------------------------------------------------------------
-    def _resolve(self, requester: ActorInfo, msg: Message) -> Any:
-        key = msg.body.get("key") if isinstance(msg.body, dict) else None
-        instances = self.registry.resolve(requester, key)
-        if instances is None:
-            raise ProtocolError("schema", 'resolve takes {"key": "service:NAME" or "name:ACTOR"}')
-        return instances
-
     def _tell_watchers(self, actor: ActorInfo) -> None:
         """Tell everyone who resolved an entry that ``actor`` belongs to that it changed."""
         for watcher, body in self.registry.changes(actor):
@@ -380,12 +321,8 @@ class Broker:
         waits for one, and registers again on it); anything else at most once per heartbeat
         interval, so that a stream of heartbeats or episodes does not earn a stream of errors."""
         self.counters["not_registered"] += 1
-        last = self._told_to_register.get(identity, 0.0)
-        if header["type"] != "request" and now - last < self.heartbeat_interval:
+        if not self.registry.remind(identity, now, self.heartbeat_interval, header["type"]):
             return
-        self._told_to_register[identity] = now
-        if len(self._told_to_register) > 4096:
-            self._told_to_register.clear()
         msg = self._message(header, body_frames)
         log.warning("message from unknown actor %r: telling it to register", identity)
         self._send(
@@ -404,11 +341,7 @@ class Broker:
                 self._declare_dead(actor)
             else:
                 self._send(actor.identity, "heartbeat", None)
-        stale = [k for k, (_, t) in self._pending.items() if now - t > self.pending_ttl]
-        for key in stale:
-            target_name, _ = self._pending.pop(key)
-            if target_name in self._actors:
-                self._actors[target_name].outstanding.discard(key)
+        self.registry.expire(now, self.pending_ttl)
 
     def _declare_dead(self, actor: ActorInfo, reason: str | None = None) -> None:
         self.counters["actor_dead"] += 1
@@ -470,9 +403,3 @@ class Broker:
         except zmq.ZMQError as err:  # peer gone (ROUTER_MANDATORY) or its queue is full
             self.counters["undeliverable"] += 1
             log.warning("could not deliver to %r: %s", identity, err)
-
-
-def _optional_str(value: Any) -> str | None:
-    if value is not None and not isinstance(value, str):
-        raise ProtocolError("schema", f"expected a string or nil, got {type(value).__name__}")
-    return value

@@ -429,6 +429,6 @@ class Directory:
         for peer in list(self._peers.values()):
             self._drop(peer, "closed")
         if self._server is not None:
-            self._server.close()
+            self._server.close(linger=500)  # long enough to send the last replies to peers
             self._server = None
         remove_ipc_file(self.endpoint)

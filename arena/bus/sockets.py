@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import socket as pysocket
+import threading
 from typing import Any
 
 import zmq
@@ -28,6 +29,17 @@ def configure_socket(sock: zmq.Socket, max_message_bytes: int) -> None:
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.SNDHWM, 100_000)
     sock.setsockopt(zmq.RCVHWM, 100_000)
+
+
+def flush_context(timeout: float = 2.0) -> bool:
+    """Terminate this process's shared ZeroMQ context: wait, at most ``timeout`` seconds, until
+    every socket is closed and what closed sockets still hold within their linger is sent (an
+    actor's unregister, its last replies). For a process that then leaves with ``os._exit``,
+    which would drop them. True when the context terminated in time."""
+    done = threading.Thread(target=zmq.Context.instance().term, name="zmq-term", daemon=True)
+    done.start()
+    done.join(timeout)
+    return not done.is_alive()
 
 
 def host_info() -> dict[str, Any]:

@@ -165,6 +165,7 @@ def served_config(args: argparse.Namespace) -> tuple[Any, float]:
 def run(args: argparse.Namespace) -> int:
     apply_bus_arguments(args)
     from arena.actors.inference import InferenceActor
+    from arena.bus.sockets import flush_context
     from arena.core.errors import ConfigError
     from arena.core.process import exit_now, serve
     from arena.policies.factory import make_policy
@@ -196,6 +197,9 @@ def run(args: argparse.Namespace) -> int:
             await actor.close()
 
     serve(main)
-    if actor.wedged:
-        exit_now(1)  # the stuck backend thread would hold the interpreter's exit forever
-    return 0
+    # close() answered every request the actor took and closed its sockets. Left to Python,
+    # the exit would now join a backend thread stuck in a call (forever, if wedged) and tear
+    # down torch, which takes a second or more for nothing; instead send what the closed
+    # sockets hold (the unregister, the last replies) and leave at once.
+    flush_context()
+    exit_now(1 if actor.wedged else 0)

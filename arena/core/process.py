@@ -22,7 +22,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import NoReturn, TypeVar
 
 T = TypeVar("T")
@@ -32,6 +32,21 @@ PARENT_ENV = "ARENA_PARENT_PID"
 
 _PR_SET_PDEATHSIG = 1
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+PROCESS_KINDS = ("broker", "train", "inference", "learner", "rollout")
+"""Kinds of Arena process, in the order a deployment starts them: the broker first (everyone
+connects to it), the coordinator (``arena train``: it writes the run's config files), the
+inference actors (slow to load, need no file), then the learner and the rollout actors (they
+read the files the coordinator wrote). A process's name starts with its kind."""
+
+
+def kind_of(name: str, kinds: Sequence[str] = PROCESS_KINDS, known: str = "known kind") -> str:
+    """The kind of a process from its name (``inference-pool`` -> ``inference``), which must be
+    one of ``kinds`` (a ValueError names them, as ``known``: e.g. "kind Ray places")."""
+    kind = name.split("-", 1)[0]
+    if kind not in kinds:
+        raise ValueError(f"process {name!r} is of no {known} ({', '.join(kinds)})")
+    return kind
 
 
 def serve(

@@ -5,26 +5,17 @@
 and from :func:`arena.run.processes.actor_commands`, the command lines ``arena train`` starts
 locally, so a cluster runs exactly the programs a laptop does. This package imports nothing
 else of Arena: the import contract (``tests/test_layers.py``) gives ``arena.deploy`` no layer
-below it, and a renderer over plain data needs none.
+below it but :mod:`arena.core` (process kinds), and a renderer over plain data needs no more.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-KINDS = ("broker", "train", "inference", "learner", "rollout")
-"""Kinds of process, in the order a deployment starts them: the broker first (everyone connects
-to it), the coordinator (``arena train``: it writes the run's config files), the inference
-actors (slow to load, need no file), then the learner and the rollout actors (they read the
-files the coordinator wrote)."""
+from arena.core.process import PROCESS_KINDS, kind_of
 
-
-def kind_of(name: str) -> str:
-    """The kind of a process from its name: ``inference-pool`` -> ``inference``."""
-    kind = name.split("-", 1)[0]
-    if kind not in KINDS:
-        raise ValueError(f"process {name!r} is of no known kind ({', '.join(KINDS)})")
-    return kind
+KINDS = PROCESS_KINDS
+"""Kinds of process, in the order a deployment starts them (:data:`arena.core.process.PROCESS_KINDS`)."""
 
 
 @dataclass(frozen=True)

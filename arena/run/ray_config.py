@@ -10,9 +10,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from arena.core.errors import ConfigError
+from arena.core.process import PROCESS_KINDS
 
-KINDS = ("broker", "inference", "learner", "rollout")
-"""The kinds of process Ray places, each with its own resource request."""
+KINDS = tuple(k for k in PROCESS_KINDS if k != "train")
+"""The kinds of process Ray places, each with its own resource request: every kind but the
+coordinator (``arena train`` asks Ray to place the others; it is not placed itself)."""
 
 
 @dataclass

@@ -41,7 +41,7 @@ from typing import Any
 from arena.bus.peers import ADVERTISE_ENV
 from arena.bus.security import is_loopback, resolve_security
 from arena.core.errors import ConfigError
-from arena.core.process import PARENT_ENV
+from arena.core.process import PARENT_ENV, kind_of
 from arena.run.launcher import Child, ChildDied, Launcher
 from arena.run.ray_config import KINDS, RayConfig, RayResources
 
@@ -51,12 +51,9 @@ NOT_FORWARDED = {PARENT_ENV, ADVERTISE_ENV}
 """``ARENA_*`` variables of ``arena train`` that describe its own process or host, not the run."""
 
 
-def kind_of(name: str) -> str:
-    """The kind of a child from its name: ``inference-pool`` -> ``inference``."""
-    kind = name.split("-", 1)[0]
-    if kind not in KINDS:
-        raise ValueError(f"process {name!r} is of no kind Ray places ({', '.join(KINDS)})")
-    return kind
+def placed_kind(name: str) -> str:
+    """The kind of a child from its name (``inference-pool`` -> ``inference``): one Ray places."""
+    return kind_of(name, KINDS, "kind Ray places")
 
 
 def forwarded_env(environ: Mapping[str, str]) -> dict[str, str]:
@@ -211,7 +208,7 @@ class RayLauncher(Launcher):
 
     def resources(self, name: str) -> RayResources:
         """What the child ``name`` asks Ray for."""
-        return getattr(self.config.resources, kind_of(name))
+        return getattr(self.config.resources, placed_kind(name))
 
     def _spawn(self, child: Child) -> None:
         assert isinstance(child, RayChild)
@@ -219,7 +216,7 @@ class RayLauncher(Launcher):
             self.ray.kill(child.actor)
         resources = self.resources(child.name)
         options = actor_options(resources)
-        if kind_of(child.name) == "broker":  # its address is this node's
+        if placed_kind(child.name) == "broker":  # its address is this node's
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
@@ -267,12 +264,12 @@ class RayLauncher(Launcher):
     def _unplaced(self, child: RayChild) -> str:
         free, total = self.ray.available_resources(), self.ray.cluster_resources()
         have = ", ".join(f"{free.get(k, 0):g}/{total.get(k, 0):g} {k}" for k in ("CPU", "GPU"))
-        where = " on the node of arena train" if kind_of(child.name) == "broker" else ""
+        where = " on the node of arena train" if placed_kind(child.name) == "broker" else ""
         return (
             f"{child.name} was not placed by Ray within ray.placement_timeout="
             f"{self.config.placement_timeout:g}s: it asks for "
             f"{describe(self.resources(child.name))}{where} "
-            f"(ray.resources.{kind_of(child.name)}), and the cluster has {have} free"
+            f"(ray.resources.{placed_kind(child.name)}), and the cluster has {have} free"
         )
 
     def stop_all(self, timeout: float = 15.0) -> None:

@@ -23,7 +23,8 @@ import numpy as np
 from gymnasium import spaces
 
 from games.optional import require
-from games.text_env import TextGame, normalize
+from games.text import normalize
+from games.text_env import TextGame
 
 MAX_PLAYERS = 8
 PARSE_SCAN_LIMIT = 5000

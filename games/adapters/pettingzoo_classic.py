@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from games.text_env import TextGame, normalize
+from games.text import normalize
+from games.text_env import TextGame
 
 MARKS = (".", "X", "O")
 

@@ -24,7 +24,8 @@ import numpy as np
 from gymnasium import spaces
 
 from games.optional import require
-from games.text_env import CHARSET, TextGame, normalize
+from games.text import CHARSET, normalize
+from games.text_env import TextGame
 
 _MOVE = re.compile(r"\[([^\[\]]+)\]")
 

@@ -36,7 +36,8 @@ import numpy as np
 from gymnasium import spaces
 
 from games.mae.families import FAMILIES, KNOBS, Family, Task, make_families
-from games.text_env import CHARSET, TextGame, normalize
+from games.text import CHARSET, normalize
+from games.text_env import TextGame
 
 PROPOSAL_MAX_CHARS = 2000
 """Longer texts are not read as a problem at all (the seat is asked again)."""

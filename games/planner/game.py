@@ -53,7 +53,8 @@ from games.planner.calculator import CalculatorError, evaluate
 from games.planner.tasks import KINDS, Task, TaskSampler, check_answer
 from games.search.corpus import DEFAULT_ENTITIES
 from games.search.retrieval import format_results
-from games.text_env import CHARSET, TextGame, normalize
+from games.text import CHARSET, normalize
+from games.text_env import TextGame
 from games.tools import Tool, Toolbox, ToolError, ToolResult, call_json
 
 SEATS = ("planner", "executor", "verifier")

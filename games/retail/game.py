@@ -44,7 +44,8 @@ from gymnasium import spaces
 from games.formats import STOP_MARKER, TOOL_CALL_OR_MESSAGE, TagFormat
 from games.retail.db import generate
 from games.retail.tasks import KINDS, Task, expected_hash, sample_task
-from games.text_env import CHARSET, TextGame, normalize
+from games.text import CHARSET, normalize
+from games.text_env import TextGame
 from games.tools import call_json
 
 USER, AGENT, TOOLS = "user", "agent", "tools"

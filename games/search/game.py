@@ -48,7 +48,6 @@ from games.formats import (
     BOXED,
     QUESTION_ANSWER,
     TOOL_CALL,
-    parse_tool_call,
 )
 from games.search.answers import (
     ANSWER_MAX_CHARS,
@@ -60,7 +59,9 @@ from games.search.answers import (
 )
 from games.search.corpus import DEFAULT_ENTITIES, Corpus, Doc, build_corpus, read_answer
 from games.search.retrieval import Retriever, format_results
-from games.text_env import CHARSET, TextGame
+from games.text import CHARSET
+from games.text_env import TextGame
+from games.tool_calls import parse_tool_call
 from games.tools import Tool, Toolbox, call_json
 
 PROPOSER, VALIDATOR, SOLVER = "proposer", "validator", "solver"

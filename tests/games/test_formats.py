@@ -24,7 +24,6 @@ from games.formats import (
     TagsFormat,
     TextFormat,
     ToolCall,
-    parse_tool_call,
 )
 
 # -- TagFormat ---------------------------------------------------------------------------------
@@ -225,11 +224,7 @@ def test_tool_call_unclosed_and_missing() -> None:
     assert (TOOL_CALL.prefix, TOOL_CALL.stops) == ("<tool_call>", ("</tool_call>",))
 
 
-def test_parse_tool_call_is_the_games_strict_reader() -> None:
-    assert parse_tool_call('{"name": " f ", "arguments": {"x": [1, 2]}}') == (
-        ToolCall("f", {"x": [1, 2]}),
-        "",
-    )
+def test_tool_call_parse_refuses_other_tags() -> None:
     assert TOOL_CALL.parse("<answer>5</answer>") is None
     assert TOOL_CALL.parse("<message>hi</message>") is None  # no message alternative here
 

@@ -9,6 +9,7 @@ import networkx as nx
 import pytest
 
 from games.interaction import (
+    Interacting,
     Interaction,
     InteractionError,
     Post,
@@ -103,3 +104,24 @@ def test_render_lines() -> None:
     posts = [Post("proposer", "question", "Two lines:\nsecond"), Post("solver", "answer", "5")]
     assert render(posts) == "proposer (question): Two lines:\nsecond\nsolver (answer): 5"
     assert render([]) == ""
+
+
+class _Board(Interacting):
+    """A two-seat game with the default (public) graph and one secret each."""
+
+    def __init__(self) -> None:
+        self.possible_agents = ["player_0", "player_1"]
+        self.posts = []
+
+    def private_info(self, agent: str) -> list[str]:
+        return [f"card of {agent}"]
+
+
+def test_a_game_sees_public_actions_and_not_the_others_secrets() -> None:
+    game = _Board()
+    game._post("player_1", "action", "b2")
+    game._post("player_1", "note", "a private note")
+    assert game.seat_role("player_0") == "player-v0" and not game.simulatable("player_0")
+    assert game.history_text("player_0") == "player_1 (action): b2"
+    assert game.hidden_from("player_0") == ["card of player_1", "player_1 (note): a private note"]
+    assert game.hidden_from("player_1") == ["card of player_0"]

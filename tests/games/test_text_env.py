@@ -11,7 +11,7 @@ from gymnasium import spaces
 
 from games.liars_dice import LiarsDice
 from games.prisoners_dilemma import PrisonersDilemma
-from games.text_env import CHARSET, GameOverError, normalize, to_charset
+from games.text_env import GameOverError
 from games.tictactoe import TicTacToe
 
 
@@ -138,13 +138,6 @@ def test_observation_text_lives_in_the_text_space() -> None:
     assert isinstance(space["text"], spaces.Text) and " " in space["text"].character_set
     assert obs["action_mask"].dtype == np.int8 and obs["action_mask"].sum() == 9
     assert env.observe("player_1")["action_mask"].sum() == 0  # not its turn
-
-
-def test_text_helpers() -> None:
-    assert normalize("  Take 2\tfrom  HEAP 1\n") == "take 2 from heap 1"
-    assert to_charset("caf\u00e9 \u2713") == "caf? ?"
-    assert to_charset("abcdef", max_length=3) == "def"
-    assert set(to_charset("".join(map(chr, range(300))))) <= CHARSET
 
 
 def test_constructor_validation() -> None:

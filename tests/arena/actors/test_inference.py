@@ -570,7 +570,7 @@ def test_a_wedged_backend_does_not_hold_the_actor_open(broker: str) -> None:
         await client.start()
         pending = client.request({"prompt": CHAT}, service="policy:stuck", timeout=30)
         deadline = time.monotonic() + 10
-        while actor.backend_since is None:
+        while actor.backend.since is None:
             assert time.monotonic() < deadline, "the request never reached the backend"
             await asyncio.sleep(0.01)
         start = time.monotonic()
@@ -579,7 +579,7 @@ def test_a_wedged_backend_does_not_hold_the_actor_open(broker: str) -> None:
         wedged = actor.wedged
         pending.cancel()
         await client.close()
-        return wedged, closing, actor.backend_since is not None
+        return wedged, closing, actor.backend.since is not None
 
     try:
         wedged, closing, busy = asyncio.run(scenario())
@@ -587,6 +587,46 @@ def test_a_wedged_backend_does_not_hold_the_actor_open(broker: str) -> None:
         release.set()
     assert wedged and busy
     assert 0.5 <= closing < 3.0
+
+
+def test_closing_fails_the_batch_in_flight_and_the_queued_requests_clearly(broker: str) -> None:
+    """Stopping owes every request taken an answer: the one in the batch being generated and
+    the one queued behind it both get ``shutting_down`` at once (not a timeout, not
+    ``actor_dead``), though the backend call has not returned."""
+    release = threading.Event()
+
+    async def scenario() -> tuple[list[str], float]:
+        config = InferenceConfig(name="closing", max_wait_ms=1.0, max_batch=1)
+        actor = InferenceActor(StuckPolicy(release), broker, config, close_grace=0.2)
+        await actor.start()
+        client = Actor(f"closing-client-{time.monotonic_ns()}", broker)
+        await client.start()
+        body = {"prompt": CHAT}
+        in_flight = client.request(body, service="policy:closing", timeout=30)
+        while actor.backend.since is None:
+            await asyncio.sleep(0.01)
+        queued = client.request(body, service="policy:closing", timeout=30)
+        while not len(actor.queue):
+            await asyncio.sleep(0.01)
+        start = time.monotonic()
+        await actor.close()
+        codes = []
+        for pending in (in_flight, queued):
+            try:
+                await asyncio.wait_for(pending, 5)
+                codes.append("reply")
+            except BusError as err:
+                codes.append(err.code)
+        took = time.monotonic() - start
+        await client.close()
+        return codes, took
+
+    try:
+        codes, took = asyncio.run(scenario())
+    finally:
+        release.set()
+    assert codes == ["shutting_down", "shutting_down"]
+    assert took < 3.0  # close_grace (0.2 s) for the stuck call, not a request timeout
 
 
 def test_a_call_stuck_past_the_hang_timeout_withholds_heartbeats(broker: str) -> None:
@@ -603,7 +643,7 @@ def test_a_call_stuck_past_the_hang_timeout_withholds_heartbeats(broker: str) ->
         client = Actor(f"wedged-client-{time.monotonic_ns()}", broker)
         await client.start()
         pending = client.request({"prompt": CHAT}, service="policy:wedged", timeout=30)
-        while actor.backend_since is None:
+        while actor.backend.since is None:
             await asyncio.sleep(0.01)
         start = time.monotonic()
         while True:
@@ -626,20 +666,3 @@ def test_a_call_stuck_past_the_hang_timeout_withholds_heartbeats(broker: str) ->
     # 0.5 s of hang timeout, then the broker's 2 s of silence and its next sweep
     assert 2.0 <= took < 6.0, took
     assert withheld >= 1
-
-
-def test_the_default_hang_limit_grows_with_the_slowest_call() -> None:
-    """Unset, the hang timeout is 30 s or 4 times the slowest backend call so far; set, fixed."""
-    actor = InferenceActor(StuckPolicy(threading.Event()), "ipc:///tmp/arena-unused.sock")
-    assert actor.hang_limit == 30.0
-    actor._in_backend(time.sleep, 0.05)
-    assert 0.05 <= actor.slowest_call < 1.0 and actor.hang_limit == 30.0
-    actor.slowest_call = 12.5  # a slow batch on a loaded host
-    assert actor.hang_limit == 50.0
-    fixed = InferenceActor(
-        StuckPolicy(threading.Event()),
-        "ipc:///tmp/arena-unused.sock",
-        InferenceConfig(hang_timeout=5),
-    )
-    fixed.slowest_call = 12.5
-    assert fixed.hang_limit == 5.0

@@ -5,7 +5,10 @@ Run with ``.venv/bin/python -m pytest -q tests/arena/bus/test_registry.py``.
 
 from __future__ import annotations
 
-from arena.bus.registry import ActorInfo, Registry
+import pytest
+
+from arena.bus.errors import ProtocolError
+from arena.bus.registry import ActorInfo, Registry, actor_from_register
 
 
 def actor(name: str, services: tuple[str, ...] = (), endpoint: str | None = None) -> ActorInfo:
@@ -65,3 +68,58 @@ def test_watchers_are_told_of_changes_but_not_the_actor_itself() -> None:
     # a watcher that left is dropped, not told
     registry.remove(other)
     assert [w.name for w, _ in registry.changes(server)] == ["client"]
+
+
+REGISTER = {
+    "name": "a",
+    "kind": "rollout",
+    "services": ["gen"],
+    "topics": ["actor."],
+    "host": "h",
+    "pid": 7,
+    "endpoint": "ipc:///tmp/a.sock",
+    "public_key": None,
+}
+
+
+def test_a_register_body_becomes_an_actor_or_a_clear_protocol_error() -> None:
+    info = actor_from_register(b"a", REGISTER, 12.5)
+    assert (info.name, info.kind, info.services, info.topics, info.pid) == (
+        "a",
+        "rollout",
+        ["gen"],
+        ["actor."],
+        7,
+    )
+    assert (info.identity, info.last_seen, info.endpoint, info.public_key) == (
+        b"a",
+        12.5,
+        "ipc:///tmp/a.sock",
+        None,
+    )
+    with pytest.raises(ProtocolError, match="actor name must equal its routing id"):
+        actor_from_register(b"b", REGISTER, 0.0)
+    with pytest.raises(ProtocolError, match="expected a string or nil, got int"):
+        actor_from_register(b"a", {**REGISTER, "endpoint": 5}, 0.0)
+
+
+def test_routed_requests_are_forgotten_when_answered_or_expired() -> None:
+    registry = Registry()
+    target = actor("t", ("gen",))
+    registry.add(target)
+    for key, when in ((("r", "1"), 0.0), (("r", "2"), 8.0)):
+        registry.pending[key] = ("t", when)
+        target.outstanding.add(key)
+    assert registry.answered(("r", "1")) and not registry.answered(("r", "1"))
+    registry.expire(now=9.0, ttl=2.0)  # ("r", "2") is 1 s old: kept
+    assert target.outstanding == {("r", "2")}
+    registry.expire(now=10.5, ttl=2.0)
+    assert target.outstanding == set() and registry.pending == {}
+
+
+def test_an_unknown_sender_is_reminded_at_most_once_an_interval_unless_it_asks() -> None:
+    registry = Registry()
+    assert registry.remind(b"x", 10.0, 1.0, "heartbeat")
+    assert not registry.remind(b"x", 10.5, 1.0, "episode")
+    assert registry.remind(b"x", 10.6, 1.0, "request")  # a request always gets its answer
+    assert registry.remind(b"x", 11.7, 1.0, "heartbeat")

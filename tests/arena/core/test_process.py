@@ -13,6 +13,10 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
+from arena.core.process import kind_of
+
 ROOT = Path(__file__).resolve().parents[3]
 
 SERVE = """
@@ -159,3 +163,16 @@ def test_exit_now_leaves_a_thread_stuck_in_a_call_behind() -> None:
     finally:
         plain.kill()
         plain.wait()
+
+
+def test_a_process_kind_is_the_first_word_of_its_name() -> None:
+    assert [kind_of(n) for n in ("broker", "train", "inference-pool", "rollout-3")] == [
+        "broker",
+        "train",
+        "inference",
+        "rollout",
+    ]
+    with pytest.raises(ValueError, match=r"'watcher-1' is of no known kind \(broker, train, "):
+        kind_of("watcher-1")
+    with pytest.raises(ValueError, match=r"'train' is of no kind Ray places \(broker, inference\)"):
+        kind_of("train", ("broker", "inference"), "kind Ray places")

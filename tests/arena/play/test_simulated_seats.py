@@ -29,7 +29,8 @@ from arena.play.seats import EpisodeError, PolicySeat, SimulatorSeat
 from arena.play.stats import transcript
 from arena.policies.chat import ChatFormat
 from arena.policies.types import SamplingParams
-from games.text_env import CHARSET, TextGame
+from games.text import CHARSET
+from games.text_env import TextGame
 from simulators.base import Simulator, SimulatorView
 from tests.arena.play.test_episode import ScriptPolicy
 

@@ -39,7 +39,7 @@ from arena.run.ray_launcher import (
     actor_options,
     check_reachable,
     forwarded_env,
-    kind_of,
+    placed_kind,
     threads_for,
 )
 from arena.run.run_dir import resolve_for_run
@@ -116,7 +116,7 @@ def test_every_process_runs_the_local_command_line_with_its_kinds_resources(
     commands = actor_commands(config, tmp_path)
     names = [c.name for c in commands]
     assert names == ["broker", "inference-0", "inference-pool", "learner", "rollout-0", "rollout-1"]
-    assert [kind_of(n) for n in names] == [
+    assert [placed_kind(n) for n in names] == [
         "broker",
         "inference",
         "inference",
@@ -140,7 +140,7 @@ def test_every_process_runs_the_local_command_line_with_its_kinds_resources(
     assert threads_for(resources.rollout, 0) == "1"  # at least one thread
     assert threads_for(resources.rollout, 3) == "3"  # cpu_threads wins
     with pytest.raises(ValueError, match="train"):
-        kind_of("train")
+        placed_kind("train")
 
 
 def test_only_run_wide_variables_are_forwarded() -> None:

@@ -1,0 +1,122 @@
+"""The learner's checkpoints: what one holds, writing it (collectively), and resuming from it.
+
+A checkpoint (:mod:`trainers.checkpoint` writes and lists them) holds the policy's weights under
+transformers names in ``model/`` (and its LoRA adapter, and with named policies their adapters
+in ``adapters/``), the optimizer's full state, and the learner's progress: its step, what it
+trained, its counters, the EMA baseline, the episode ids it has seen and its config. Resuming
+restores all of it, so that a resumed run neither repeats nor skips a step.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_optimizer_state_dict,
+    set_optimizer_state_dict,
+)
+
+from arena.models.adapter_shape import SHARED_ADAPTER, AdapterShape
+from arena.models.lora_files import write_adapter
+from trainers import checkpoint as ckpt
+from trainers import distributed as ddist
+from trainers.checkpoint_dirs import ADAPTERS_DIR
+from trainers.config import CheckpointConfig
+from trainers.trained_model import hf_state_dict, lora_state_dict, save_hf
+
+log = logging.getLogger("arena.learner")
+_FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
+
+
+def resume_path(config: CheckpointConfig) -> Path | None:
+    """The checkpoint to resume from: the latest in ``dir`` when ``resume`` is set."""
+    return ckpt.latest_checkpoint(config.dir) if config.dir and config.resume else None
+
+
+def check_space(model: Any, config: CheckpointConfig) -> str | None:
+    """Refuse to start without room for one checkpoint; a warning without room for ``keep``."""
+    params = list(model.parameters())
+    one = ckpt.checkpoint_bytes(
+        sum(p.numel() for p in params), sum(p.numel() for p in params if p.requires_grad)
+    )
+    return ckpt.check_space(config.dir, one, config.keep)
+
+
+def save(learner: Any) -> Path | None:
+    """Save ``learner`` (a :class:`trainers.learner.Learner`) now; collective under torchrun.
+    Returns the checkpoint directory on rank 0."""
+    cfg = learner.config
+    if not cfg.checkpoint.dir:
+        raise ValueError("checkpoint.dir is not set")
+    weights = hf_state_dict(learner.model)
+    adapter = lora_state_dict(learner.model) if cfg.lora.enabled else None
+    optimizer = get_optimizer_state_dict(learner.policy, learner.optimizer, options=_FULL)
+    if not learner.dist.is_main:
+        ddist.barrier(learner.dist)
+        return None
+    state = {
+        "step": learner.state.step,
+        "samples_trained": learner.state.samples_trained,
+        "tokens_trained": learner.state.tokens_trained,
+        "counters": dict(learner.state.counters),
+        "ema": learner.ema.state_dict(),
+        "seen_episodes": learner.inbox.seen_ids(),
+        "config": asdict(cfg),
+    }
+    path = ckpt.save_training(
+        cfg.checkpoint.dir,
+        cfg.checkpoint.keep,
+        state,
+        optimizer,
+        lambda out: _write_model(learner, weights, out, adapter),
+        adapter,
+    )
+    log.info("checkpoint %s", path)
+    ddist.barrier(learner.dist)
+    return path
+
+
+def _write_model(
+    learner: Any,
+    weights: dict[str, torch.Tensor],
+    out: Path,
+    adapter: dict[str, torch.Tensor] | None = None,
+) -> None:
+    """The checkpoint's ``model/`` and, with named policies, its ``adapters/``; a shared
+    policy served as an adapter keeps it there too (``adapters/shared-lora``), so that
+    what reads the checkpoint in bf16 can play it unmerged, as it was served."""
+    save_hf(learner.model, weights, learner.tokenizer, out)
+    if learner.adapters is not None:
+        learner.adapters.save(out.parent)
+    if learner.serves_adapter and adapter is not None:
+        shape = AdapterShape.of(learner.config.lora)
+        path = out.parent / ADAPTERS_DIR / SHARED_ADAPTER
+        write_adapter(path, shape, adapter, learner.config.model)
+
+
+def load_training_state(learner: Any, path: Path) -> None:
+    """Restore the optimizer and the progress of ``learner`` from the checkpoint at ``path``
+    (its weights were loaded as the model was built)."""
+    optimizer, saved = ckpt.load_training(path)
+    if learner.adapters is None:
+        set_optimizer_state_dict(learner.policy, learner.optimizer, optimizer, options=_FULL)
+    else:
+        # An adapter that has not trained yet has no saved state. Loading fills one in (a
+        # zero step), which AdamW would then count as a step taken: drop it again.
+        options = replace(_FULL, strict=False)
+        set_optimizer_state_dict(learner.policy, learner.optimizer, optimizer, options=options)
+        saved_names = set(optimizer["state"])
+        for name, param in learner.policy.named_parameters():
+            if param.requires_grad and name not in saved_names:
+                learner.optimizer.state.pop(param, None)
+    learner.state.step = saved["step"]
+    learner.state.samples_trained = saved["samples_trained"]
+    learner.state.tokens_trained = saved["tokens_trained"]
+    learner.state.counters.update(saved["counters"])  # the inbox shares this Counter
+    learner.ema.load_state_dict(saved["ema"])
+    learner.inbox.load_seen_ids(saved["seen_episodes"])
