@@ -17,12 +17,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def tutorial(marker: str) -> tuple[str, str, str]:
-    """(module path, module code, pyproject snippet) of the tutorial after ``marker``."""
+def block(marker: str, language: str) -> str:
+    """The first ``language`` code block after ``marker`` in ``docs/plugins.md``."""
     text = (ROOT / "docs" / "plugins.md").read_text()
     after = text[text.index(marker) :]
-    python = re.search(r"```python\n(.*?)```", after, re.DOTALL).group(1)
-    toml = re.search(r"```toml\n(.*?)```", after, re.DOTALL).group(1)
+    return re.search(rf"```{language}\n(.*?)```", after, re.DOTALL).group(1)
+
+
+def tutorial(marker: str) -> tuple[str, str, str]:
+    """(module path, module code, pyproject snippet) of the tutorial after ``marker``."""
+    python, toml = block(marker, "python"), block(marker, "toml")
     path = python.splitlines()[0].removeprefix("# ").strip()
     return path, python, toml
 

@@ -5,9 +5,10 @@ evaluates its policy.
 PARTICIPANT is a checkpoint directory (``runs/selfplay/<time>/checkpoints/step-00000012``, or
 ``step-12`` for short), a run directory (its newest checkpoint, named on the first line), a
 Hugging Face directory, ``smollm2-135m``, ``tiny``, or a registered bot id; ``--model SPEC`` names
-a model instead. ``--adapter PATH`` plays a LoRA adapter (a peft directory, e.g. a run's
-``checkpoints/step-00000008/adapters/solver``) on that model, which must be the base it was made for
-(else exit 2, naming both). A checkpoint inside a run directory (the model's, else the
+a model instead, and ``--backend NAME`` the policy backend that serves it (``hf`` by default;
+``vllm``; or a plugin backend, which gets the model string as it is). ``--adapter PATH`` plays a
+LoRA adapter (a peft directory, e.g. a run's ``checkpoints/step-00000008/adapters/solver``) on
+that model, which must be the base it was made for (else exit 2, naming both). A checkpoint inside a run directory (the model's, else the
 adapter's) takes that run's games (with their ``kwargs`` and role settings) and its evaluation
 opponents, games and temperature unless the flags say otherwise. The participant plays every
 seat in turn; the code is :func:`arena.eval.evaluate.evaluate`, the one training's evaluations
@@ -86,6 +87,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "smollm2-135m or tiny",
     )
     parser.add_argument(
+        "--backend",
+        default=None,
+        metavar="NAME",
+        help="the policy backend that serves the model: hf (default), vllm, or a plugin "
+        "backend (arena plugins backends), which gets the model string as it is",
+    )
+    parser.add_argument(
         "--adapter",
         default=None,
         metavar="PATH",
@@ -161,6 +169,10 @@ def run(args: argparse.Namespace) -> int:
         ParticipantConfig(model=spec) if args.model is not None else parse_participant(spec)
     )
     participant.adapter = args.adapter
+    if args.backend is not None:
+        if participant.model is None:
+            raise ConfigError(f"--backend {args.backend} serves a model, not bot {spec!r}")
+        participant.backend = args.backend
     participant.sampling.temperature = (
         run_config.eval.temperature if args.temperature is None else args.temperature
     )

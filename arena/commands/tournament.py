@@ -4,8 +4,10 @@ CONFIG is a YAML file (see ``configs/tournament.yaml``); ``key=value`` overrides
 (``pairs=20``, ``out=runs/t1``, ``participants.0.sampling.temperature=0.7``). Participants are
 reference bots, checkpoints (or a glob over a run's checkpoints), Hugging Face directories, the
 embedded model, LoRA adapters on a base model (``model: smollm2-135m`` with ``adapter: PATH``, a
-peft directory or a glob over a run's ``checkpoints/step-*/adapters/<policy>``), or
-OpenAI-compatible endpoints; each has a name and its own sampling settings.
+peft directory or a glob over a run's ``checkpoints/step-*/adapters/<policy>``),
+OpenAI-compatible endpoints, or models of a plugin policy backend (``backend: NAME``, served by
+an inference actor as ``hf`` is; the ``model`` string is passed to it as is); each has a name
+and its own sampling settings.
 
 Two-player games are played in seat-swapped pairs with a shared seed; N-player games rotate the
 seats. Matches run concurrently, and each model participant's requests are batched across

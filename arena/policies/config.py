@@ -23,10 +23,17 @@ class PolicyConfig:
 
     backend: str = "hf"
     """Policy backend: ``hf`` (transformers), ``vllm``, ``remote`` (an inference actor over the
-    bus), ``openai`` (an HTTP endpoint) or ``scripted`` (a bot or a function)."""
+    bus), ``openai`` (an HTTP endpoint), ``scripted`` (a bot or a function), or a plugin's
+    (entry-point group ``arena.policies``, docs/plugins.md)."""
     model: str = "smollm2-135m"
     """Model spec for ``hf``/``vllm``: ``smollm2-135m`` (the embedded default), ``tiny`` (tests)
-    or a local Hugging Face directory; the model name sent to an ``openai`` endpoint."""
+    or a local Hugging Face directory; the model name sent to an ``openai`` endpoint; for a plugin
+    backend, whatever it makes of it (an API model name, a path...), passed as is."""
+    tokenizer: str = "smollm2-135m"
+    """A plugin backend: the model spec whose tokenizer and chat template rendered the token ids
+    of the prompts it is sent (``arena.models.load_tokenizer(config.tokenizer)`` reads them
+    back); a tournament participant's ``tokenizer`` is passed here. ``hf``/``vllm`` use
+    ``model``'s own."""
     name: str = "main"
     """Policy name: an inference actor serves it as ``policy:<name>``; ``remote`` calls that."""
     dtype: str = "auto"

@@ -55,6 +55,29 @@ TRAINABLE_BACKENDS = ("hf", "vllm")
 """Backends that take weight updates: the ones a run can train."""
 
 
+def check_trainable_backend(backend: str) -> None:
+    """``inference.backend`` must take weight updates (hf, vllm). A plugin backend cannot be
+    trained, but it can play: the error says where (one line, naming the backend)."""
+    if backend in TRAINABLE_BACKENDS:
+        return
+    from arena.core.registry import RegistryError
+    from arena.policies.factory import backends
+
+    try:
+        plugin = backends.entry(backend).plugin
+    except RegistryError:
+        plugin = None
+    if plugin is None:  # unknown, or built in (remote, scripted, openai): the nearest choice
+        check_choice("inference.backend", backend, TRAINABLE_BACKENDS)
+    raise ConfigError(
+        f"inference.backend = {backend!r} is a plugin policy backend (from {plugin}), but a run "
+        "trains its policy and only hf and vllm take weight updates; play it as a tournament "
+        f"participant (backend: {backend}), with `arena eval --model M --backend {backend}`, or "
+        f"as a simulator's policy in a run (`arena inference --connect ADDR --backend {backend} "
+        "--name NAME`, then simulators.SEAT.policy: NAME)"
+    )
+
+
 @dataclass
 class RolloutConfig:
     actors: int = 2
@@ -300,7 +323,7 @@ class RunConfig:
     def __post_init__(self) -> None:
         check_choice("mode", self.mode, MODES)
         check_choice("launcher", self.launcher, LAUNCHERS)
-        check_choice("inference.backend", self.inference.backend, TRAINABLE_BACKENDS)
+        check_trainable_backend(self.inference.backend)
         if self.bus.routing is not None:
             check_choice("bus.routing", self.bus.routing, ROUTINGS)
         if self.cpu_threads < 0:

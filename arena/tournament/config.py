@@ -11,6 +11,7 @@ config::
       - {name: smollm, model: smollm2-135m}
       - {name: run, model: "runs/selfplay/*/checkpoints/step-*"}   # one participant per match
       - {model: smollm2-135m, adapter: runs/roles/<time>/checkpoints/step-8/adapters/solver}
+      - {name: first-legal, model: any, backend: first-legal}    # a plugin policy backend
     games: [{id: tictactoe-v0}]
 """
 
@@ -27,6 +28,7 @@ from arena.play.config import GameConfig, SamplingConfig
 
 SCHEDULES = ("round-robin", "gauntlet")
 MODEL_BACKENDS = ("hf", "vllm", "openai")
+"""The built-in backends a model participant plays on; any plugin backend plays too."""
 
 
 def _greedy() -> SamplingConfig:
@@ -35,8 +37,9 @@ def _greedy() -> SamplingConfig:
 
 @dataclass
 class ParticipantConfig:
-    """One participant: a reference bot, a model (checkpoint, HF directory, the embedded model)
-    or an OpenAI-compatible endpoint. Exactly one of ``bot`` and ``model`` is set."""
+    """One participant: a reference bot, a model (checkpoint, HF directory, the embedded model),
+    an OpenAI-compatible endpoint, or a plugin policy backend's. Exactly one of ``bot`` and
+    ``model`` is set."""
 
     name: str | None = None
     """Shown in tables and written in ``matches.jsonl``; defaults to the bot id or the model.
@@ -52,27 +55,34 @@ class ParticipantConfig:
     """``smollm2-135m`` (embedded), ``tiny`` (tests), a Hugging Face directory, a checkpoint
     directory (``.../step-00000012``: its ``model/`` is played), or a glob over checkpoints
     (``runs/selfplay/*/checkpoints/step-*``: one participant each). For ``openai``: the model
-    name sent to the endpoint."""
+    name sent to the endpoint. For a plugin backend: passed to it as is, unchecked (it decides
+    what it means: an API model name, a path, a rule set...)."""
     adapter: str | None = None
     """A LoRA adapter played on ``model``: a peft adapter directory made for that base (what
     training writes as ``.../step-N/adapters/<policy>``), or a glob over such directories (one
     participant each, named as a checkpoint glob is). Adapters of different steps or roles then
     play each other on one base: every participant on one base and backend is served by one
     inference actor holding all their adapters, each request naming its own. One made for
-    another base is refused before any match, naming both. ``hf`` models only. Unnamed, the
+    another base is refused before any match, naming both. ``hf`` models only (``vllm``, ``openai``
+    and plugin backends are refused, naming the participant). Unnamed, the
     participant is ``<model>+<adapter>`` (``smollm2-135m+solver@step-8``)."""
     backend: str = "hf"
     """How a model is served: ``hf`` or ``vllm`` (an inference actor on the bus, batching every
-    match's requests), or ``openai`` (an HTTP endpoint at ``base_url``)."""
+    match's requests), ``openai`` (an HTTP endpoint at ``base_url``), or a plugin backend's name
+    (entry-point group ``arena.policies``; ``arena plugins backends`` lists them), served by an
+    inference actor on the bus as ``hf`` is. An unknown name is refused with the nearest ones.
+    Only ``hf`` models play adapters and have their exact strategy read (Kuhn, Leduc)."""
     dtype: str = "auto"
     """Weights dtype of ``hf``/``vllm`` models: float32, bfloat16, float16, or ``auto``
-    (bfloat16 where this machine computes it measurably faster, else float32)."""
+    (bfloat16 where this machine computes it measurably faster, else float32); passed to a
+    plugin backend as its ``dtype``."""
     base_url: str | None = None
     """``openai``: the endpoint root, e.g. ``http://127.0.0.1:8000/v1``."""
     api_key_env: str = "OPENAI_API_KEY"
     """``openai``: the environment variable holding the key."""
     tokenizer: str = "smollm2-135m"
-    """``openai``: the model spec whose tokenizer and chat template build the prompts."""
+    """``openai`` and plugin backends: the model spec whose tokenizer and chat template build
+    the prompts (a plugin backend gets it as its config's ``tokenizer``, to read them)."""
     act: str | None = None
     """How a model plays the games that list their legal actions: ``generate`` (free text its
     role reads) or ``choice`` (the likeliest-scored legal reply, sampled at ``sampling``'s
@@ -136,13 +146,36 @@ class TournamentConfig:
             where = f"participants[{index}]"
             if (participant.bot is None) == (participant.model is None):
                 raise ConfigError(f"{where}: set exactly one of bot and model")
-            check_choice(f"{where}.backend", participant.backend, MODEL_BACKENDS)
+            check_backend(f"{where}.backend", participant.backend)
             if participant.adapter is not None:
                 check_adapter_participant(where, participant)
             if participant.backend == "openai" and not participant.base_url:
                 raise ConfigError(f"{where}: backend openai needs base_url")
             if participant.act is not None:
                 check_choice(f"{where}.act", participant.act, ACTS)
+
+
+def check_backend(where: str, backend: str) -> None:
+    """A model participant's backend: a built-in one of :data:`MODEL_BACKENDS`, or any
+    registered plugin backend, imported now so that one that cannot be is named in one line
+    before anything starts (an unknown name gets the registry's nearest names; ``remote`` and
+    ``scripted`` are refused, saying what to use instead)."""
+    if backend in MODEL_BACKENDS:
+        return
+    from arena.core.registry import RegistryError
+    from arena.policies.factory import backends
+
+    try:
+        entry = backends.entry(backend)
+        if entry.plugin is not None:
+            backends.load(backend)
+    except RegistryError as err:
+        raise ConfigError(f"{where}: {err}") from None
+    if entry.plugin is None:
+        raise ConfigError(
+            f"{where} = {backend!r}: a tournament serves models on hf, vllm, openai or a plugin "
+            "backend (a bot plays as `bot:`, not as a scripted backend)"
+        )
 
 
 def check_adapter_participant(where: str, participant: ParticipantConfig) -> None:

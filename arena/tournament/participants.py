@@ -1,11 +1,12 @@
 """Participants: configs resolved into named players, checked before any match starts.
 
 A participant is a reference bot, a model served by an inference actor on the bus (``hf`` or
-``vllm``: a checkpoint, a Hugging Face directory, the embedded SmolLM2), or an OpenAI-compatible
-endpoint. :func:`resolve_participants` expands checkpoint globs, names every participant, and
-raises one :class:`~arena.core.errors.ConfigError` naming each participant that cannot be loaded:
-an unknown bot id (with the nearest one), a model path that is not a model, a glob that matches
-nothing, a duplicate name, or a bot that cannot play one of the tournament's games.
+``vllm``: a checkpoint, a Hugging Face directory, the embedded SmolLM2; or a plugin policy
+backend, whose ``model`` string is passed to it as is), or an OpenAI-compatible endpoint.
+:func:`resolve_participants` expands checkpoint globs, names every participant, and raises one
+:class:`~arena.core.errors.ConfigError` naming each participant that cannot be loaded: an unknown
+bot id (with the nearest one), a model path that is not a model, a glob that matches nothing, a
+duplicate name, or a bot that cannot play one of the tournament's games.
 :func:`parse_participant` reads the one-word form the command line takes (``minimax-v0``,
 ``smollm2-135m``, ``runs/x/checkpoints/step-00000012``).
 """
@@ -39,7 +40,8 @@ if TYPE_CHECKING:
     from arena.run.config import RunConfig
 
 SERVED_BACKENDS = ("hf", "vllm")
-"""Backends whose models an inference actor serves (and batches) on the bus."""
+"""Built-in backends whose models an inference actor serves (and batches) on the bus; a plugin
+backend is served so too, its ``model`` unchecked."""
 _STEP = re.compile(r"^step-0*(\d+)$")
 _BOT_ID = re.compile(r"-v\d+$")
 
@@ -51,22 +53,37 @@ class Participant:
     name: str
     config: ParticipantConfig
     model: str | None = None
-    """The model spec to load (a checkpoint resolved to its ``model/`` directory)."""
+    """The model spec to load (a checkpoint resolved to its ``model/`` directory); a plugin
+    backend's ``model`` as written."""
     adapter: str | None = None
     """The LoRA adapter directory played on ``model`` (checked to be made for it), if any."""
 
     @property
     def kind(self) -> str:
-        """``bot``, ``model`` (served on the bus) or ``endpoint`` (an OpenAI-compatible server)."""
+        """``bot``, ``model`` (served on the bus: ``hf``, ``vllm`` or a plugin backend) or
+        ``endpoint`` (an OpenAI-compatible server)."""
         if self.config.bot is not None:
             return "bot"
         return "endpoint" if self.config.backend == "openai" else "model"
 
     @property
-    def server_key(self) -> tuple[str, str, str]:
+    def plugin(self) -> bool:
+        """Played on a plugin policy backend (its tokenizer is ``config.tokenizer``)."""
+        return self.kind == "model" and self.config.backend not in SERVED_BACKENDS
+
+    @property
+    def tokenizer(self) -> str:
+        """The model spec whose tokenizer and chat template render this participant's prompts:
+        the model's own, or, for an endpoint or a plugin backend, ``config.tokenizer``."""
+        return (
+            str(self.model) if self.kind == "model" and not self.plugin else self.config.tokenizer
+        )
+
+    @property
+    def server_key(self) -> tuple[str, str, str, str]:
         """Participants with one key share one inference actor (sampling is per request, and
         so is the adapter: the actor holds every adapter of its participants)."""
-        return (str(self.model), self.config.backend, self.config.dtype)
+        return (str(self.model), self.config.backend, self.config.dtype, self.tokenizer)
 
     def sampling(self, adapter: str | None = None) -> SamplingParams:
         """The participant's sampling settings; ``adapter`` is the name its policy serves this
@@ -173,7 +190,8 @@ def _resolve(config: ParticipantConfig) -> list[Participant]:
             raise ConfigError(f"no bot {config.bot!r}{hint}")
         return [Participant(config.name or config.bot, config)]
     assert config.model is not None
-    if config.backend == "openai":
+    if config.backend not in SERVED_BACKENDS:
+        # an endpoint's model name, or a plugin backend's: what it means is the backend's
         return [Participant(config.name or config.model, config, config.model)]
     if config.adapter is not None:
         return _resolve_adapters(config)

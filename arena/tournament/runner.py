@@ -131,6 +131,12 @@ def run_tournament(
         missing = openspiel_missing() if readable else None
         if missing is None:
             report["exploitability"] = exploitabilities(participants, list(config.games))
+            unread = [f"{p.name} ({p.config.backend})" for p in participants if _unreadable(p)]
+            if readable and unread:
+                on_line(
+                    f"exploitability: not read for {', '.join(unread)}: only bots with a table "
+                    "and hf models can be read"
+                )
         else:  # one line; the ratings and the report are still written
             on_line(f"exploitability: not read in {', '.join(readable)}: {missing}")
     (out / "ratings.json").write_text(json.dumps(report, indent=2) + "\n")
@@ -178,6 +184,12 @@ async def _play(
     finally:
         writer.close()
         await seating.close()
+
+
+def _unreadable(participant: Participant) -> bool:
+    """A model whose strategy cannot be read exactly: any backend but ``hf`` (an endpoint, a
+    ``vllm`` or plugin backend cannot score every information state here)."""
+    return participant.kind != "bot" and participant.config.backend != "hf"
 
 
 def _plan_line(participants: list[Participant], matches: list[ScheduledMatch], done: int) -> str:

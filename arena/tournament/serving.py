@@ -1,7 +1,10 @@
 """Serving the model participants, and filling a match's seats.
 
-Every ``hf``/``vllm`` model participant is served by an ``arena inference`` actor on a private
-broker (both started as child processes, the same programs ``arena train`` starts). Participants
+Every ``hf``/``vllm`` model participant, and every participant on a plugin policy backend, is
+served by an ``arena inference`` actor on a private broker (both started as child processes, the
+same programs ``arena train`` starts). A plugin backend is built there by ``make_policy`` from the
+participant's ``model`` (as written), ``dtype`` and ``tokenizer`` (the spec whose chat template
+renders its prompts here, so that it can read their ids back). Participants
 that share a model, backend and dtype share one actor, since sampling settings travel with each
 request; the actor batches the requests of every match in flight. Participants that play LoRA
 adapters on that model share it too: the actor holds every one of their adapters (one base in
@@ -11,8 +14,9 @@ their endpoint from this process. Bots play in this process. On a CPU the actors
 so each gets its share of the cores as ``OMP_NUM_THREADS`` (unless the environment sets it):
 with every core each, their threads oversubscribe them (``bench/tournament_threads.py``).
 
-A model that fails to load stops the tournament before the first match, naming the participant
-and the end of its actor's log.
+A model that fails to load (a plugin backend whose ``from_config`` raises included) stops the
+tournament before the first match with :class:`ServerDied`, naming the participant and the end of
+its actor's log, which the command prints without a traceback (exit 2).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any
 
 import simulators
 from arena.bus import Actor, BusError
+from arena.core.errors import CannotStart
 from arena.eval.roles import reference_seat
 from arena.play.acting import resolve_act
 from arena.play.config import GameConfig, PlayConfig
@@ -47,6 +52,11 @@ HEARTBEAT_INTERVAL = 1.0
 HEARTBEAT_TIMEOUT = 10.0
 
 
+class ServerDied(ChildDied, CannotStart):
+    """An inference actor that died before the first match: the participants it serves cannot
+    play (``arena tournament`` and ``arena eval`` print it in place of a traceback, exit 2)."""
+
+
 class Seating:
     """Serves the participants of one tournament and builds the seats of its matches."""
 
@@ -65,9 +75,9 @@ class Seating:
         self.log_dir = log_dir
         self.launcher: Launcher | None = None
         self.actor: Actor | None = None
-        self._servers: dict[tuple[str, str, str], str] = {}
+        self._servers: dict[tuple[str, ...], str] = {}
         """Server key -> the policy name its inference actor serves."""
-        self._adapters: dict[tuple[str, str, str], dict[str, str]] = {}
+        self._adapters: dict[tuple[str, ...], dict[str, str]] = {}
         """Server key -> the adapters its actor holds: served name -> adapter directory."""
         self._adapter_of: dict[str, str] = {}
         """Participant name -> the name its adapter is served under (absent: the base)."""
@@ -90,10 +100,10 @@ class Seating:
                     self._servers[participant.server_key],
                     timeout=self.config.request_timeout,
                 )
-                tokenizer = participant.model
+                tokenizer = participant.tokenizer
             elif participant.kind == "endpoint":
                 c = participant.config
-                tokenizer = c.tokenizer
+                tokenizer = participant.tokenizer
                 # token-id prompts (built here with the chat template) and replies re-tokenized
                 # with the same tokenizer when the server sends no ids
                 policy = OpenAIPolicy(
@@ -145,6 +155,7 @@ class Seating:
             config = InferenceConfig(
                 backend=participant.config.backend,
                 model=str(participant.model),
+                tokenizer=participant.tokenizer,
                 name=policy_name,
                 dtype=participant.config.dtype,
                 device=device,
@@ -194,7 +205,7 @@ class Seating:
                 continue
             served = owners.get(child.name.removeprefix("inference-"), [])
             who = f" (participants {', '.join(map(repr, served))})" if served else ""
-            raise ChildDied(
+            raise ServerDied(
                 f"{child.name}{who} exited with code {code} before the first match; "
                 f"end of its log:\n{self.launcher.tail(child.name)}"
             )

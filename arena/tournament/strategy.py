@@ -6,7 +6,8 @@ random bot the uniform policy, and an ``hf`` model is read by scoring every lega
 sequence log-probability (:mod:`arena.eval.policy_reader`) under the participant's own sampling
 temperature; a greedy participant (temperature 0) is read as the most likely legal reply at every
 state (:func:`arena.eval.policy_reader.read_seat_at`), through its LoRA adapter where it plays one.
-Other bots, and endpoints, are not read.
+Other bots, endpoints, and ``vllm`` and plugin backends' models are not read (the tournament
+names those models in one line).
 """
 
 from __future__ import annotations

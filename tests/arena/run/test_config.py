@@ -42,6 +42,7 @@ def test_extends_and_overrides_merge_in_order() -> None:
         ("steps=many", "steps"),
         ("mode=asynch", "did you mean 'async'"),
         ("inference.backend=vlm", "did you mean 'vllm'"),
+        ("inference.backend=openai", "inference.backend = 'openai' is not one of ['hf', 'vllm']"),
         ("steps", "key=value"),
     ],
 )

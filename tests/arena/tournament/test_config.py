@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 from arena.core.errors import ConfigError
-from arena.tournament.config import load_tournament_config
+from arena.core.registry import Entry
+from arena.policies.factory import backends
+from arena.tournament.config import ParticipantConfig, TournamentConfig, load_tournament_config
 from arena.tournament.participants import parse_participant, resolve_participants
 
 CONFIGS = Path(__file__).resolve().parents[3] / "configs"
@@ -29,11 +31,42 @@ def test_every_shipped_tournament_config_resolves(name: str) -> None:
         (["participants.2.backend=openai"], "needs base_url"),
         (["pairz=3"], "did you mean 'pairs'"),
         (["participants.2.act=chose"], "participants\\[2\\].act"),
+        (["participants.2.backend=hff"], "unknown policy backend 'hff'; did you mean 'hf'"),
+        (["participants.2.backend=scripted"], "a bot plays as `bot:`, not as a scripted backend"),
     ],
 )
 def test_bad_configs_name_the_key(overrides: list[str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load_tournament_config(str(CONFIGS / "tournament.yaml"), overrides)
+
+
+class Rules:
+    """A stand-in plugin backend (never built here)."""
+
+
+@pytest.fixture
+def plugin_backend(monkeypatch: pytest.MonkeyPatch) -> str:
+    """A backend registered as a plugin's, for this test only."""
+    backends.ids()  # the installed plugins first, so that none is read after the patch
+    monkeypatch.setitem(backends._entries, "rules", Entry("rules", Rules, plugin="mypkg"))
+    return "rules"
+
+
+def test_a_plugin_backends_model_is_passed_as_is_and_served_on_the_bus(plugin_backend: str) -> None:
+    configs = [
+        ParticipantConfig(name=f"rules-{t}", model="gpt-x/not-a-path", backend="rules", tokenizer=t)
+        for t in ("smollm2-135m", "tiny")
+    ]
+    config = TournamentConfig(participants=[*configs, ParticipantConfig(bot="random-v0")])
+    first, second, _ = resolve_participants(config.participants, config.games)
+    assert (first.kind, first.model, first.plugin, first.tokenizer) == (
+        "model", "gpt-x/not-a-path", True, "smollm2-135m",
+    )  # fmt: skip
+    assert first.describe() == "rules model gpt-x/not-a-path"
+    # a plugin reads its prompts with its participant's tokenizer: one actor per tokenizer
+    assert second.server_key == ("gpt-x/not-a-path", "rules", "auto", "tiny") != first.server_key
+    with pytest.raises(ConfigError, match=r"adapter 'a' needs backend hf .*, not rules"):
+        TournamentConfig(participants=[ParticipantConfig(model="m", backend="rules", adapter="a")])
 
 
 def test_checkpoint_globs_become_one_participant_per_step(tmp_path: Path) -> None:
