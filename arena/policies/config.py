@@ -30,10 +30,11 @@ class PolicyConfig:
     or a local Hugging Face directory; the model name sent to an ``openai`` endpoint; for a plugin
     backend, whatever it makes of it (an API model name, a path...), passed as is."""
     tokenizer: str = "smollm2-135m"
-    """A plugin backend: the model spec whose tokenizer and chat template rendered the token ids
-    of the prompts it is sent (``arena.models.load_tokenizer(config.tokenizer)`` reads them
-    back); a tournament participant's ``tokenizer`` is passed here. ``hf``/``vllm`` use
-    ``model``'s own."""
+    """A plugin backend or ``openai``: the model spec whose tokenizer and chat template rendered
+    the token ids of the prompts it is sent (``arena.models.load_tokenizer(config.tokenizer)``
+    reads them back; ``openai`` counts the tokens of a reply sent without ids with it); a
+    tournament participant's ``tokenizer`` is passed here. ``hf``/``vllm`` use ``model``'s
+    own."""
     name: str = "main"
     """Policy name: an inference actor serves it as ``policy:<name>``; ``remote`` calls that."""
     dtype: str = "auto"

@@ -64,6 +64,8 @@ class OpenAIPolicy(Policy):
 
     @classmethod
     def from_config(cls, config: PolicyConfig) -> OpenAIPolicy:
+        from arena.models import load_tokenizer
+
         if not config.base_url:
             raise InvalidRequest("an openai policy needs 'base_url', e.g. http://127.0.0.1:8000/v1")
         return cls(
@@ -72,6 +74,7 @@ class OpenAIPolicy(Policy):
             api_key=os.environ.get(config.api_key_env),
             name=config.name,
             timeout=config.timeout,
+            tokenizer=load_tokenizer(config.tokenizer),  # to count a reply sent without ids
         )
 
     def generate(

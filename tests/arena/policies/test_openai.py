@@ -106,3 +106,14 @@ def test_http_and_network_errors_are_clear(server: str) -> None:
     with pytest.raises(PolicyError, match="cannot reach") as info:
         OpenAIPolicy("http://127.0.0.1:9/v1", "m", timeout=2).generate([[1, 2]])
     assert info.value.code == "unreachable"
+
+
+def test_built_from_a_config_it_counts_a_reply_without_ids_with_its_tokenizer(
+    server: str, tiny_tokenizer
+) -> None:
+    from arena.policies.factory import make_policy
+
+    config = {"backend": "openai", "base_url": server, "model": "smol", "tokenizer": "tiny"}
+    policy = make_policy(config)
+    (reply,) = policy.generate([np.array([1, 2, 3])])  # the stub answers " go" with no ids
+    assert reply.token_ids.tolist() == tiny_tokenizer.encode(" go", add_special_tokens=False)
