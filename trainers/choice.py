@@ -26,9 +26,10 @@ def element_logprobs(
     token_logprobs: torch.Tensor,
     token_entropy: torch.Tensor,
     mb: MicroBatch,
-    temperature: float,
+    temperature: float | torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``[N]`` logprobs and entropies of ``mb``'s loss elements from its ``[M]`` scored tokens."""
+    """``[N]`` logprobs and entropies of ``mb``'s loss elements from its ``[M]`` scored tokens;
+    ``temperature`` is every choice turn's, or each one's (``[C]``)."""
     logprobs = token_logprobs[mb.generated]
     entropy = token_entropy[mb.generated]
     if mb.chosen_reply.numel() == 0:
@@ -41,11 +42,14 @@ def element_logprobs(
 
 
 def legal_policy(
-    token_logprobs: torch.Tensor, mb: MicroBatch, temperature: float
+    token_logprobs: torch.Tensor, mb: MicroBatch, temperature: float | torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``[R]`` log pi of every legal reply of ``mb``'s choice turns (``mb.reply_turn`` says
     whose), and each turn's entropy: :func:`arena.models.scoring.reply_logprobs` on ``mb``'s
-    reply tokens (``token_logprobs`` are all ``[M]`` scored tokens)."""
+    reply tokens (``token_logprobs`` are all ``[M]`` scored tokens); ``temperature`` is every
+    turn's, or each one's (``[C]``)."""
+    if isinstance(temperature, torch.Tensor):
+        temperature = temperature[mb.reply_turn]  # each reply at its turn's
     return reply_logprobs(
         token_logprobs[mb.reply_tokens],
         mb.reply_of_token,

@@ -87,6 +87,10 @@ class LossConfig:
     temperature: float = 1.0
     """Sampling temperature the sampler used; learner logits are divided by it so its logprobs
     are comparable with the sampler's."""
+    adapter_temperatures: dict[str, float] = field(default_factory=dict)
+    """The temperature of each named adapter's turns where it is not ``temperature`` (a run
+    whose adapter policies sample at temperatures of their own: ``policies.NAME.sampling``);
+    each row is re-scored at the temperature of the adapter that played it."""
     ppo_epochs: int = 1
     """Passes over the batch's mini-batches: ppo_epochs * minibatches optimizer steps per
     learner step. With one step in all, the ratio is 1 and nothing is clipped (the loss is
@@ -112,6 +116,9 @@ class LossConfig:
             raise ValueError(
                 "loss.temperature must be > 0, loss.ppo_epochs >= 1 and loss.minibatches >= 1"
             )
+        for name, t in self.adapter_temperatures.items():
+            if not t > 0:
+                raise ValueError(f"loss.adapter_temperatures.{name} must be > 0, got {t}")
 
 
 @dataclass
@@ -123,6 +130,9 @@ class BatchConfig:
     """A turn whose prompt + response is longer is dropped (counted as overlong)."""
     max_response_tokens: int | None = None
     """The sampler's generation limit; a response that reached it was cut off (overlong)."""
+    adapter_max_response_tokens: dict[str, int] = field(default_factory=dict)
+    """The generation limit of each named adapter's turns where it is not
+    ``max_response_tokens`` (``policies.NAME.sampling.max_new_tokens``)."""
     max_batch_samples: int = 0
     """Most turns one step trains on, oldest first, in whole episodes and whole groups (so a
     step takes more when its first episode or group alone is larger); 0 takes every pending

@@ -44,7 +44,7 @@ def is_overlong(sample: Sample, config: BatchConfig) -> bool:
     """Longer than the learner's context, or cut off at the sampler's generation limit."""
     if sample.num_tokens > config.max_seq_len:
         return True
-    limit = config.max_response_tokens
+    limit = config.adapter_max_response_tokens.get(sample.adapter or "", config.max_response_tokens)
     return config.filter_overlong and limit is not None and len(sample.response_ids) >= limit
 
 

@@ -45,10 +45,13 @@ class TokenLogprobs(nn.Module):
         targets: torch.Tensor,
         choice_token: torch.Tensor,
         entropy_grad: bool = False,
+        token_temperature: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Legal-reply tokens of choice turns (``choice_token``) are scored at T = 1 (their
         sequence sums are tempered as a whole: trainers/choice.py), the others at
-        ``temperature``. An empty ``position_ids`` lets the model count positions itself."""
+        ``temperature``, or at ``token_temperature``'s (``[M]``, one per scored token: rows of
+        adapters sampled at temperatures of their own, :meth:`MicroBatch.temperatures`). An
+        empty ``position_ids`` lets the model count positions itself."""
         base = unwrap_peft(self.model)
         mask: torch.Tensor | None = attention_mask
         if attention_mask.ndim == 4:
@@ -71,7 +74,9 @@ class TokenLogprobs(nn.Module):
             ).logits
             logits = logits.reshape(-1, logits.shape[-1])[predict_at]
         temperature: float | torch.Tensor = self.temperature
-        if self.temperature != 1.0 and bool(choice_token.any()):
+        if token_temperature is not None:
+            temperature = torch.where(choice_token, 1.0, token_temperature)[:, None]
+        elif self.temperature != 1.0 and bool(choice_token.any()):
             temperature = torch.where(choice_token, 1.0, self.temperature)[:, None]
         return token_logprobs(logits, targets, temperature, entropy_grad)
 

@@ -100,6 +100,31 @@ class MicroBatch:
             self.choice_token,
         )
 
+    def temperatures(
+        self, default: float, by_adapter: dict[str, float]
+    ) -> tuple[float | torch.Tensor, float | torch.Tensor]:
+        """The temperature each scored token was sampled at (``[M]``; 1 for a legal reply's
+        token, whose sequence sum is tempered as a whole) and each choice turn's (``[C]``):
+        ``by_adapter`` for the rows of an adapter it names, ``default`` for the others. Both
+        plain ``default`` when every turn shares it."""
+        temps = [by_adapter.get(s.adapter or "", default) for s in self.samples]
+        if all(t == default for t in temps):
+            return default, default
+        device = self.targets.device
+        generated = [
+            (t, len(s.response_ids))
+            for t, s in zip(temps, self.samples, strict=True)
+            if not s.choices
+        ]
+        token = torch.ones(len(self.targets), device=device)
+        if generated:
+            t, n = zip(*generated, strict=True)
+            token[: sum(n)] = torch.repeat_interleave(
+                torch.tensor(t, device=device), torch.tensor(n, device=device)
+            )
+        turn = [t for t, s in zip(temps, self.samples, strict=True) if s.choices]
+        return token, torch.tensor(turn, device=device)
+
     def to(self, device: torch.device | str) -> MicroBatch:
         moved = {name: getattr(self, name) for name in self.__dataclass_fields__}
         for name, value in moved.items():

@@ -176,7 +176,9 @@ class PerStateUpdate(PolicyUpdate):
         mb = collate([state.sample], self.pad_id).to(self.device)
         with route(self.model, mb.row_adapters or []), self.autocast():
             tokens, _ = self.policy(*mb.forward_args())
-        log_pi, entropy = legal_policy(tokens, mb, self.config.loss.temperature)
+        loss = self.config.loss
+        _, temperature = mb.temperatures(loss.temperature, loss.adapter_temperatures)
+        log_pi, entropy = legal_policy(tokens, mb, temperature)
         log_odds = log_pi[1:] - log_pi[0]
         count = len(log_odds)
         # all of the state's rows in one batched backward (one vector-Jacobian product each)

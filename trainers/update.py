@@ -289,9 +289,12 @@ class PolicyUpdate:
         :class:`TokenLogprobs`): its scored tokens, choice turns reduced (trainers/choice.py).
         Each row goes through its turn's adapter, or through the base alone (``base``)."""
         rows = [] if base else (mb.row_adapters or [])
+        loss = self.config.loss
+        per_token, per_turn = mb.temperatures(loss.temperature, loss.adapter_temperatures)
+        tempered = {"token_temperature": per_token} if isinstance(per_token, torch.Tensor) else {}
         with route(self.model, rows):
-            tokens, entropy = module(*mb.forward_args(), entropy_grad=entropy_grad)
-        return element_logprobs(tokens, entropy, mb, self.config.loss.temperature)
+            tokens, entropy = module(*mb.forward_args(), entropy_grad=entropy_grad, **tempered)
+        return element_logprobs(tokens, entropy, mb, per_turn)
 
     def _reference_logprobs(self, mb: MicroBatch) -> torch.Tensor:
         with torch.no_grad(), self.autocast():

@@ -47,10 +47,11 @@ def reply_logprobs(
     reply_of_token: torch.Tensor,
     reply_turn: torch.Tensor,
     turns: int,
-    temperature: float,
+    temperature: float | torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``[R]`` log pi of every legal reply (``reply_turn[a]`` says whose turn), under the policy
     ``softmax(S / temperature)`` over each turn's replies, and each turn's ``[turns]`` entropy.
-    ``token_logprobs`` are the replies' tokens only, ``reply_of_token`` their replies."""
+    ``token_logprobs`` are the replies' tokens only, ``reply_of_token`` their replies;
+    ``temperature`` may be one per reply (``[R]``)."""
     sums = reply_sums(token_logprobs, reply_of_token, len(reply_turn))
     return legal_log_softmax(sums / temperature, reply_turn, turns)

@@ -6,11 +6,13 @@ and evaluation receive them as one :class:`PlayConfig`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from arena.core.config import from_dict
 from arena.core.errors import ConfigError, check_choice, did_you_mean
 from arena.play.acting import ACTS, DEFAULT_ACT
+from arena.policies.types import InvalidRequest, SamplingParams
 
 OPPONENT_MODES = ("self-play", "fixed", "population")
 ADAPTER_KINDS = ("lora",)
@@ -98,6 +100,34 @@ class SamplingConfig:
     max_new_tokens: int = 24
     """Longest reply per turn; a move needs only a handful of tokens."""
 
+    def params(self) -> SamplingParams:
+        """The request parameters these settings sample with (no seed, stop or adapter yet)."""
+        return SamplingParams(
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            max_new_tokens=self.max_new_tokens,
+        )
+
+    def check_trainable(self, where: str) -> None:
+        """What training refuses, named by ``where`` (``sampling``, or a trained policy's
+        ``policies.NAME.sampling``): greedy sampling, and top-p or top-k truncation."""
+        if not self.temperature > 0:
+            raise ConfigError(
+                f"{where}.temperature is {self.temperature}, but greedy sampling has "
+                "no policy gradient (every attempt from one start plays the same, so nothing "
+                "tells a better reply from a worse one): set it > 0 for training "
+                "(eval.temperature may stay 0; a frozen policy may sample greedily)"
+            )
+        if self.top_p < 1.0 or self.top_k > 0:
+            raise ConfigError(
+                f"{where}.top_p={self.top_p}, {where}.top_k={self.top_k}: "
+                "training samples from the whole tempered distribution, since the learner "
+                "recomputes log_softmax(logits / T) by teacher forcing and cannot know which "
+                "tokens a truncation removed (the importance weights would be biased); set "
+                "top_p: 1.0 and top_k: 0 (a frozen policy may truncate)"
+            )
+
 
 @dataclass
 class PolicySpec:
@@ -119,6 +149,15 @@ class PolicySpec:
     lora: dict[str, Any] | None = None
     """With a ``model`` of its own: train a LoRA adapter on it in this shape (``{r: 8}``; any
     field of ``learner.lora``, the rest from there) instead of every weight. None: full weights."""
+    sampling: dict[str, Any] = field(default_factory=dict)
+    """How this policy's seats sample, where it differs from the run: any fields of the run's
+    ``sampling`` section (``{temperature: 0.3}``, ``{max_new_tokens: 64}``); each field left out
+    takes the run's value, so an override of the run's ``sampling`` reaches every policy that
+    does not set that field itself (:meth:`PlayConfig.sampling_of`). Empty: the run's sampling.
+    A trained policy's sampling follows the run's training rules (temperature > 0, no top-p or
+    top-k), and its turns are re-scored at its own temperature (by its own learner, or, for an
+    adapter on the shared base, row by row in the run's learner); a frozen policy may be greedy
+    (``temperature: 0``) or truncate."""
 
     def __post_init__(self) -> None:
         check_choice("adapter", self.adapter, ADAPTER_KINDS)
@@ -150,6 +189,33 @@ class PolicySpec:
                 "drop the lora section or set train: true"
             )
 
+    def sampling_over(self, run: SamplingConfig, name: str) -> SamplingConfig:
+        """The policy's sampling: its own fields over the run's ``run`` (see ``sampling``); a
+        bad key or value is one line naming ``policies.NAME.sampling.KEY``."""
+        if not self.sampling:
+            return run
+        where = f"policies.{name}.sampling"
+        for key in self.sampling:
+            if key not in asdict(run):
+                fields = list(asdict(run))
+                raise ConfigError(
+                    f"{where}.{key} is not a sampling setting"
+                    f"{did_you_mean(key, fields, prefix=f'{where}.')} (valid: {', '.join(fields)})"
+                )
+        try:
+            merged = from_dict(SamplingConfig, {**asdict(run), **self.sampling}, where)
+        except ConfigError as err:  # "WHERE: temperature: Value 'x' ...": one dotted key
+            raise ConfigError(str(err).replace(f"{where}: ", f"{where}.", 1)) from None
+        try:
+            merged.params()
+        except InvalidRequest as err:  # "temperature must be in [0, 100]": name the key
+            message = str(err).removeprefix("invalid sampling params: ")
+            value = getattr(merged, message.split()[0], None)
+            raise ConfigError(f"{where}.{message}, got {value!r}") from None
+        if self.train:
+            merged.check_trainable(where)
+        return merged
+
 
 @dataclass
 class PlayConfig:
@@ -174,6 +240,8 @@ class PlayConfig:
 
     def __post_init__(self) -> None:
         check_seat_policies(self.policies, self.seat_policies)
+        for name in self.policies:
+            self.sampling_of(name)
 
     def seat_policy(self, game_id: str, agent: str | None, role_id: str, role: str) -> str | None:
         """The named policy a trained seat plays, or None for the run's shared policy (no named
@@ -204,6 +272,12 @@ class PlayConfig:
     def spec_of(self, policy: str | None) -> PolicySpec | None:
         """The named policy's spec; None for the shared policy."""
         return None if policy is None else self.policies[policy]
+
+    def sampling_of(self, policy: str | None) -> SamplingConfig:
+        """How ``policy``'s seats sample: its own ``sampling`` fields over the run's (None, an
+        undeclared name or a policy without a section: the run's ``sampling``)."""
+        spec = self.policies.get(policy) if policy is not None else None
+        return self.sampling if spec is None else spec.sampling_over(self.sampling, policy)
 
 
 def check_seat_policies(policies: dict[str, PolicySpec], seat_policies: dict[str, str]) -> None:

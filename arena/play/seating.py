@@ -9,6 +9,7 @@ and the seats a game config names under ``simulators`` are filled by simulators.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -103,18 +104,19 @@ class SeatFactory:
         with models of their own)."""
         self.chat_of = chat_of or (lambda name: chat)
         """The chat format of a named policy with a model of its own (its tokenizer's)."""
-        sampling = config.sampling
-        self.params = SamplingParams(
-            temperature=sampling.temperature,
-            top_p=sampling.top_p,
-            top_k=sampling.top_k,
-            max_new_tokens=sampling.max_new_tokens,
-        )
+        self.params = config.sampling.params()
+        """The run's sampling: the shared policy's, and every named policy's without its own."""
+        self._params_of = {name: config.sampling_of(name).params() for name in config.policies}
         self._games = {g.id: g for g in config.games}
         for game in config.games:
             check_act(
                 game.act, game.id, lambda g=game: games.make(g.id, **g.kwargs), game.simulators
             )
+
+    def params_of(self, policy: str | None) -> SamplingParams:
+        """How ``policy``'s seats sample: a named policy's own ``sampling`` over the run's
+        (:meth:`~arena.play.config.PlayConfig.sampling_of`); the run's for any other name."""
+        return self._params_of.get(policy or "", self.params)
 
     def policy_seat(
         self,
@@ -122,21 +124,28 @@ class SeatFactory:
         *,
         trained: bool = True,
         params: SamplingParams | None = None,
+        temperature: float | None = None,
         policy: Any = None,
         env: TextGame | None = None,
         agent: str | None = None,
     ) -> PolicySeat:
         """A role agent on a policy; with ``env`` and ``agent``, in the role the game gives the
         seat (see :func:`seat_role`). On the run's own policy, a seat plays the adapter
-        ``seat_policies`` gives it, when the run names its policies."""
+        ``seat_policies`` gives it, when the run names its policies, and samples with that
+        policy's sampling (:meth:`params_of`) unless ``params`` says otherwise; ``temperature``
+        replaces the temperature alone (an evaluation's)."""
         game = self._games[game_id]
         role = seat_role(game, env, agent)
-        params = params or self.params
+        named = None
+        if policy is None and self.config.policies:
+            named = seat_policy_name(self.config, game, env, agent)
+        params = params or self.params_of(named)
+        if temperature is not None:
+            params = dataclasses.replace(params, temperature=temperature)
         stop = tuple(dict.fromkeys((*params.stop, *role.stop_strings())))
         adapter = params.adapter
         policy_name, chat = self.config.policy_name, self.chat
         if policy is None and self.config.policies:
-            named = seat_policy_name(self.config, game, env, agent)
             spec = self.config.spec_of(named)
             if spec is not None and spec.own_base:  # its own model, served as policy:<name>
                 policy, policy_name, trained = self.remote(named), named, trained and spec.train
@@ -176,7 +185,7 @@ class SeatFactory:
             ) from err
         if simulator.needs_model:
             policy = self.remote(spec.policy or self.config.policy_name)
-            simulator.bind(generator(policy, self.chat, self.params))
+            simulator.bind(generator(policy, self.chat, self.params_of(spec.policy)))
         return SimulatorSeat(simulator, spec.id, timeout=spec.timeout)
 
     def seats(

@@ -22,7 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from arena.core.errors import ConfigError
-from arena.play.config import PlayConfig, PolicySpec
+from arena.play.config import PlayConfig, PolicySpec, SamplingConfig
 from trainers.config import LearnerConfig, LoRAConfig
 
 MAIN_SERVICE = "learner"
@@ -83,11 +83,19 @@ def policy_adapter_dir(run_dir: Path, name: str) -> Path:
 
 
 def policy_learner(
-    main: LearnerConfig, name: str, spec: PolicySpec, run_dir: Path, serve_adapter: bool
+    main: LearnerConfig,
+    name: str,
+    spec: PolicySpec,
+    run_dir: Path,
+    serve_adapter: bool,
+    sampling: SamplingConfig,
 ) -> LearnerConfig:
     """The learner config of ``name``'s own learner, from the run's resolved one: its name,
     service, model and adapter (``serve_adapter``: its updates carry the adapter alone, served
-    unmerged), its own checkpoints, and only its own seats' turns."""
+    unmerged), its own checkpoints, and only its own seats' turns. ``sampling`` is how the
+    policy samples (:meth:`~arena.play.config.PlayConfig.sampling_of`): its
+    learner re-scores the turns at that temperature, and its generation limit is the one the
+    overlong filter knows."""
     checkpoints = run_dir.resolve() / "checkpoints" / POLICIES_DIR / name
     lora = lora_of(spec, main.lora, f"policies.{name}")
     if lora.enabled:
@@ -99,6 +107,12 @@ def policy_learner(
         model=str(spec.model),
         lora=lora,
         adapters={},
-        batch=replace(main.batch, policy=name),
+        batch=replace(
+            main.batch,
+            policy=name,
+            max_response_tokens=sampling.max_new_tokens,
+        ),
+        # its turns were sampled at its own temperature (trainers/logprobs.py)
+        loss=replace(main.loss, temperature=sampling.temperature),
         checkpoint=replace(main.checkpoint, dir=str(checkpoints)),
     )

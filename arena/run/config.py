@@ -339,23 +339,9 @@ class RunConfig:
         if not self.games:
             raise ConfigError("games must list at least one game")
         self._check_groups()
+        self.sampling.check_trainable("sampling")
         self._check_policies()
         self._check_per_state()
-        if not self.sampling.temperature > 0:
-            raise ConfigError(
-                f"sampling.temperature is {self.sampling.temperature}, but greedy sampling has "
-                "no policy gradient (every attempt from one start plays the same, so nothing "
-                "tells a better reply from a worse one): set it > 0 for training "
-                "(eval.temperature may stay 0)"
-            )
-        if self.sampling.top_p < 1.0 or self.sampling.top_k > 0:
-            raise ConfigError(
-                f"sampling.top_p={self.sampling.top_p}, sampling.top_k={self.sampling.top_k}: "
-                "training samples from the whole tempered distribution, since the learner "
-                "recomputes log_softmax(logits / T) by teacher forcing and cannot know which "
-                "tokens a truncation removed (the importance weights would be biased); set "
-                "top_p: 1.0 and top_k: 0"
-            )
 
     def _check_actors(self) -> None:
         """Counts of actors: what the run starts may be 0, what it waits for may not."""
@@ -391,6 +377,8 @@ class RunConfig:
     def _check_policies(self) -> None:
         """Named policies: mapped seats, and the settings they work with."""
         check_seat_policies(self.policies, self.seat_policies)
+        for name, spec in self.policies.items():
+            spec.sampling_over(self.sampling, name)
         if not self.policies:
             return
         if self.learner.name in self.policies:

@@ -44,7 +44,6 @@ from arena.models.adapter_shape import SHARED_ADAPTER
 from arena.play.seating import SeatFactory, seat_policy_name
 from arena.play.seats import BotSeat, Seat
 from arena.policies.chat import ChatFormat
-from arena.policies.types import SamplingParams
 from arena.run.bases import POLICIES_DIR, shared_adapters
 from arena.run.config import RunConfig
 from arena.run.run_log import RunLog
@@ -75,14 +74,14 @@ async def evaluate_policy(
     if not c.eval.games:
         return []
     factory = policy_seats(actor, c, chat)
-    params = replace(factory.params, temperature=c.eval.temperature)
+    temperature = c.eval.temperature  # each seat's policy's sampling otherwise
     results = await _evaluate(
         c,
         log,
         label,
-        lambda g, env, agent: factory.policy_seat(g, params=params, env=env, agent=agent),
+        lambda g, env, agent: factory.policy_seat(g, temperature=temperature, env=env, agent=agent),
     )
-    roles = await evaluate_role_games(c, log, label, factory, params)
+    roles = await evaluate_role_games(c, log, label, factory, temperature)
     log.evaluation(label, step, results, roles)
     return [*results, *roles]
 
@@ -92,18 +91,20 @@ async def evaluate_role_games(
     log: RunLog,
     label: str,
     factory: SeatFactory,
-    params: SamplingParams,
+    temperature: float,
 ) -> list[RoleResult]:
     """Each role of each role game of the run against the game's references (the simulators
     its config names; else :func:`~arena.eval.roles.reference_seat`), ``eval.games`` tasks per
-    role."""
+    role, each seat at ``temperature`` with its policy's other sampling settings."""
     c = config
     role_games = [g for g in c.games if is_role_game(games.make(g.id, **g.kwargs))]
     if not role_games:
         return []
 
     def policy(game_id: str, env: TextGame, agent: str, seed: int) -> Seat:
-        return factory.policy_seat(game_id, trained=False, params=params, env=env, agent=agent)
+        return factory.policy_seat(
+            game_id, trained=False, temperature=temperature, env=env, agent=agent
+        )
 
     def reference(game_id: str, env: TextGame, agent: str, seed: int) -> Seat:
         if agent in factory.config_of(game_id).simulators:

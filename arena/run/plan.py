@@ -58,6 +58,9 @@ def plan(config: RunConfig, run_dir: Path | None = None) -> str:
             f"alpha={lora.alpha}, {'/'.join(lora.target_modules)}) on the frozen base, served "
             "by every inference actor, trained in one learner step (seat=role@policy above)"
         )
+        for name in adapters:
+            if note := sampling_note(config, name):
+                lines.append(f"  policy       {name}: an adapter on the shared base{note}")
     for name, spec in own_bases(config.play).items():
         shaped = lora_of(spec, config.learner.lora, f"policies.{name}")
         trains = (
@@ -68,7 +71,7 @@ def plan(config: RunConfig, run_dir: Path | None = None) -> str:
         )
         lines.append(
             f"  policy       {name}: its own model {spec.model}, served by inference-{name} as "
-            f"policy:{name}, {trains}"
+            f"policy:{name}, {trains}{sampling_note(config, name)}"
         )
     plans = memory_plan(config)
     lines.append("  memory       per base, all its processes (weights, optimizer, KV cache):")
@@ -96,6 +99,14 @@ def plan(config: RunConfig, run_dir: Path | None = None) -> str:
     lines.append(f"  cpu threads  {threads or 'from OMP_NUM_THREADS'}")
     lines.append(f"  launcher     {launcher_line(config)}")
     return "\n".join(lines)
+
+
+def sampling_note(config: RunConfig, name: str) -> str:
+    """``; samples with temperature=0.3 max_new_tokens=64 (...)`` where policy ``name``'s own sampling
+    differs from the run's (those fields only); empty where it samples as the run."""
+    own, run = vars(config.play.sampling_of(name)), vars(config.sampling)
+    differ = [f"{key}={value:g}" for key, value in own.items() if value != run[key]]
+    return f"; samples with {' '.join(differ)} (the run's sampling otherwise)" if differ else ""
 
 
 def launcher_line(config: RunConfig) -> str:

@@ -166,7 +166,14 @@ def policy_learners(config: RunConfig, run_dir: Path) -> dict[str, LearnerConfig
     bases = own_bases(config.play)
     serve_adapter = config.inference.backend == "hf"
     return {
-        name: policy_learner(config.learner, name, bases[name], run_dir, serve_adapter)
+        name: policy_learner(
+            config.learner,
+            name,
+            bases[name],
+            run_dir,
+            serve_adapter,
+            sampling=config.play.sampling_of(name),
+        )
         for name in trained_bases(config.play)
     }
 

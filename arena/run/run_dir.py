@@ -80,7 +80,23 @@ def resolve_for_run(config: RunConfig, run_dir: Path) -> RunConfig:
         # every process starts from the same adapters: the learner trains them, the
         # inference actors serve them until its first update
         adapters = write_initial_adapters(config, run_dir / "adapters", adapter_policies)
-        learner = replace(learner, adapters=adapters)
+        # an adapter sampled at its own temperature or length is re-scored and filtered by its
+        # own (trainers/microbatch.py MicroBatch.temperatures, trainers/filters.py)
+        own = {name: config.play.sampling_of(name) for name in adapter_policies}
+        temperatures = {
+            n: s.temperature for n, s in own.items() if s.temperature != config.sampling.temperature
+        }
+        lengths = {
+            n: s.max_new_tokens
+            for n, s in own.items()
+            if s.max_new_tokens != config.sampling.max_new_tokens
+        }
+        learner = replace(
+            learner,
+            adapters=adapters,
+            loss=replace(learner.loss, adapter_temperatures=temperatures),
+            batch=replace(learner.batch, adapter_max_response_tokens=lengths),
+        )
         inference = replace(inference, adapters=adapters)
     elif learner.lora.enabled and inference.backend == "hf":
         # The shared policy's adapter is served unmerged on the frozen base, as named policies'

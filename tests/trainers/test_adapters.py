@@ -235,3 +235,43 @@ def test_the_learner_actor_sends_deltas_and_everything_again_when_a_delta_is_ref
             server.close()
             client.close()
         assert server.error is None
+
+
+def test_each_adapters_rows_are_rescored_at_its_own_temperature() -> None:
+    """Rows of an adapter sampled at its own temperature (loss.adapter_temperatures, from its
+    policies.NAME.sampling) are scored as a learner at that temperature scores them, and the
+    other rows at loss.temperature: generated tokens and choice turns alike, in one batch."""
+    import numpy as np
+    from test_microbatch import generated
+
+    from trainers.microbatch import collate
+
+    rng = np.random.default_rng(1)
+
+    def ids(n: int) -> np.ndarray:
+        return rng.integers(5, 400, n).astype(np.int32)
+
+    samples = [generated(ids(6), ids(4), "a"), generated(ids(5), ids(3), "b")]
+    for name in ("c", "d"):
+        choice = generated(ids(7), ids(2), name)
+        choice.choices, choice.choice_index = [ids(2), ids(1), ids(3)], 0
+        choice.response_ids = choice.choices[0]
+        choice.sampler_logprobs = np.array([-0.5], np.float32)
+        samples.append(choice)
+    for sample, adapter in zip(samples, ["first", "second", "first", "second"], strict=True):
+        sample.adapter = adapter
+    mb = collate(samples, pad_id=0)
+
+    def elements(**loss: object) -> torch.Tensor:
+        trainer = learner(loss=loss)
+        with torch.no_grad():
+            return trainer.update._elements(trainer.update.policy, mb)[0]
+
+    mixed = elements(temperature=1.0, adapter_temperatures={"first": 0.5})
+    half, one = elements(temperature=0.5), elements(temperature=1.0)
+    # elements: 4 tokens of "a" (first), 3 of "b" (second), then turns "c" (first), "d" (second)
+    first = torch.tensor([0, 1, 2, 3, 7])
+    second = torch.tensor([4, 5, 6, 8])
+    torch.testing.assert_close(mixed[first], half[first], rtol=0, atol=1e-6)
+    torch.testing.assert_close(mixed[second], one[second], rtol=0, atol=1e-6)
+    assert (half[first] - one[first]).abs().min() > 1e-3  # the temperature matters here

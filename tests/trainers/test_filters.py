@@ -76,3 +76,20 @@ def test_downweight_by_hand_with_the_default_decay() -> None:
     )
     kept, counts = apply_staleness(samples, 10, BatchConfig(stale_mode="downweight"))
     assert [s.weight for s in kept] == [1.0, 0.25] and counts == {"stale_downweighted": 1}
+
+
+def test_an_adapter_with_a_longer_limit_is_cut_off_at_its_own() -> None:
+    # four-token responses: cut off at the run's limit 4, not at "long"'s own limit 8
+    samples = episode_samples(
+        episode("e", [turn("e", k, "p", response=[4, 5, 6, 7]) for k in range(3)]), 1.0
+    )
+    for s, adapter in zip(samples, [None, "long", "short"], strict=True):
+        s.advantage, s.adapter = 1.0, adapter
+    config = BatchConfig(
+        max_seq_len=20,
+        micro_batch_tokens=64,
+        max_response_tokens=4,
+        adapter_max_response_tokens={"long": 8},
+    )
+    kept, counts, _ = filter_samples(samples, config)
+    assert [s.adapter for s in kept] == ["long"] and counts == {"overlong": 2}

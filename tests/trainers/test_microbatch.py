@@ -82,3 +82,32 @@ def test_units_split_a_group_too_wide_for_the_budget() -> None:
     assert [len(mb.samples) for mb in batches] == [3] and batches[0].input_ids.shape == (1, 15)
     with pytest.raises(ValueError, match="exceeds the micro-batch budget"):
         pack(mixed_batch()[3:4], token_budget=8, pad_id=0)  # 7 + 1 + 0 + 2 = 10 > 8
+
+
+def test_each_turn_is_tempered_as_its_adapter_sampled() -> None:
+    # mixed_batch: responses of 3, 1 and 5 tokens, a choice turn (replies of 2, 1, 3 tokens)
+    # and one of 4 tokens; the 5-token response and the choice turn were played by "hot"
+    samples = mixed_batch()
+    for sample, adapter in zip(samples, [None, "cold", "hot", "hot", None], strict=True):
+        sample.adapter = adapter
+    mb = collate(samples, pad_id=0)
+    assert mb.temperatures(1.0, {"cold": 1.0}) == (1.0, 1.0)  # nobody differs: plain floats
+    token, turn = mb.temperatures(1.0, {"hot": 0.5, "cold": 2.0})
+    # generated tokens first, in sample order (3 + 1 + 5 + 4), then the 6 legal-reply tokens
+    assert token.tolist() == [1.0] * 3 + [2.0] + [0.5] * 5 + [1.0] * 4 + [1.0] * 6
+    assert turn.tolist() == [0.5]
+    # logits (0, ln 3) at T = 0.5 and at T = 1: p = 9/10 and 3/4 for the second token; the
+    # choice turn's replies with sums (0, -ln 3, -ln 3) at its T = 0.5: pi = (9, 1, 1) / 11
+    import math
+
+    from trainers.logprobs import token_logprobs
+
+    logits = torch.tensor([[0.0, math.log(3.0)]] * 2)
+    lp, _ = token_logprobs(logits, torch.tensor([1, 1]), torch.tensor([[0.5], [1.0]]))
+    torch.testing.assert_close(lp, torch.tensor([math.log(0.9), math.log(0.75)]))
+    from trainers.choice import legal_policy
+
+    tokens = torch.zeros(len(mb.targets))
+    tokens[mb.reply_tokens] = torch.tensor([0.0, 0.0, -math.log(3.0), -math.log(3.0), 0.0, 0.0])
+    log_pi, _ = legal_policy(tokens, mb, turn)
+    torch.testing.assert_close(log_pi.exp(), torch.tensor([9 / 11, 1 / 11, 1 / 11]))

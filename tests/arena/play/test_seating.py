@@ -16,7 +16,7 @@ from collections import Counter
 import pytest
 
 import games
-from arena.play.config import GameConfig, OpponentConfig, PlayConfig, SamplingConfig
+from arena.play.config import GameConfig, OpponentConfig, PlayConfig, PolicySpec, SamplingConfig
 from arena.play.seating import Opponent, SeatFactory, resolve_opponent
 from arena.play.seats import BotSeat, PolicySeat
 from arena.policies.chat import ChatFormat
@@ -179,3 +179,48 @@ def test_policy_seats_carry_the_config(chat: ChatFormat) -> None:
     assert mine.params.stop == ("\n\n", "</answer>") and not mine.trained
     with pytest.raises(KeyError):
         f.policy_seat("nim-v0")  # not in this config's game mixture
+
+
+def test_each_seat_samples_with_its_policys_own_sampling(chat: ChatFormat) -> None:
+    # Kuhn's second seat plays a trained model of its own at T = 0.5 with longer replies, and
+    # tic-tac-toe's second seat a frozen one that samples greedily with top-k; their other
+    # fields, and every other seat, take the run's sampling (T = 0.9, top-p 1, 12 tokens).
+    policies = {
+        "hot": PolicySpec(model="tiny", sampling={"temperature": 0.5, "max_new_tokens": 40}),
+        "cold": PolicySpec(model="tiny", train=False, sampling={"temperature": 0, "top_k": 3}),
+    }
+    f = factory(
+        chat,
+        sampling=SamplingConfig(temperature=0.9, max_new_tokens=12),
+        policies=policies,
+        seat_policies={"kuhn-poker-v0:player_1": "hot", "tictactoe-v0:player_1": "cold"},
+    )
+    seats = f.seats("kuhn-poker-v0", env("kuhn-poker-v0"), random.Random(0), 0)
+    seats |= {
+        f"ttt_{a}": s
+        for a, s in f.seats("tictactoe-v0", env("tictactoe-v0"), random.Random(0), 0).items()
+    }
+    got = {
+        agent: (
+            s.policy.name,
+            s.params.temperature,
+            s.params.top_p,
+            s.params.top_k,
+            s.params.max_new_tokens,
+            s.trained,
+        )
+        for agent, s in seats.items()
+    }
+    assert got == {
+        "player_0": ("main", 0.9, 1.0, 0, 12, True),
+        "player_1": ("hot", 0.5, 1.0, 0, 40, True),
+        "ttt_player_0": ("main", 0.9, 1.0, 0, 12, True),
+        "ttt_player_1": ("cold", 0.0, 1.0, 3, 12, False),
+    }
+    assert seats["player_1"].params.stop == ("</answer>",)  # the role's stop still comes on top
+    # an evaluation's temperature replaces the temperature alone, not the policy's length
+    evaluated = f.policy_seat(
+        "kuhn-poker-v0", temperature=0.0, env=env("kuhn-poker-v0"), agent="player_1"
+    )
+    assert (evaluated.params.temperature, evaluated.params.max_new_tokens) == (0.0, 40)
+    assert f.params_of("hot").temperature == 0.5 and f.params_of(None) == f.params

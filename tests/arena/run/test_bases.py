@@ -1,7 +1,8 @@
 """Several models in one run, through ``arena train``: Kuhn's second seat on a model of its own
 with a learner of its own, mae-v0's judge on a frozen model of its own, the rest on the shared
 policy; each learner trains only its own policy's turns, both checkpoint, and a resume continues
-both; Kuhn's exploitability is read with each seat on its own policy's weights.
+both; Kuhn's exploitability is read with each seat on its own policy's weights; the responder
+samples at a temperature of its own and its learner re-scores its turns at it.
 
 Run with ``.venv/bin/python -m pytest -q tests/arena/run/test_bases.py``.
 """
@@ -27,6 +28,9 @@ extends: {ROOT}/configs/two_models.yaml
 model: tiny
 rollout: {{actors: 1, episodes_per_step: 8}}
 eval: {{exploitability: true, temperature: 1.0}}  # one read per point: T as sampled
+policies:
+  responder: {{sampling: {{temperature: 0.5}}}}  # its learner re-scores its turns at T = 0.5
+  judge: {{sampling: {{temperature: 0}}}}        # frozen: greedy
 """
 
 
@@ -161,3 +165,23 @@ def test_kuhn_is_read_with_each_seat_on_its_own_policys_weights(run: Path) -> No
         assert int(path.parent.name.removeprefix("step-")) <= reading["step"]
         assert Path(reading["model"]).parent.parent == run / "checkpoints"
     assert max(r["step"] for r in by_label["after"]) == 3
+
+
+@pytest.mark.e2e
+def test_each_policy_samples_and_is_rescored_at_its_own_temperature(run: Path) -> None:
+    out = (run / "first.out").read_text()
+    assert "full weights); samples with temperature=0.5 (the run's sampling otherwise)" in out
+    assert "its turns are not trained); samples with temperature=0 (the run's" in out
+    # the responder's learner re-scores its Kuhn turns at the T = 0.5 they were sampled at;
+    # the run's learner stays at the run's T = 1
+    assert "temperature: 0.5\n" in (run / "learner-responder.yaml").read_text()
+    assert "temperature: 1.0\n" in (run / "learner.yaml").read_text()
+    # so the sampler's and the learner's logprobs of the played replies agree (before any
+    # update of the step): 0.0 here; a learner at T = 1 for these T = 0.5 samples measured
+    # 0.0018 (and a mean importance weight of 0.94 where it is 1 here)
+    kl = [
+        r["learner/responder/sampler_kl"]
+        for r in lines(run / "metrics.jsonl")
+        if "learner/responder/sampler_kl" in r
+    ]
+    assert kl and max(kl) < 1e-4, kl

@@ -7,17 +7,22 @@ Run with ``.venv/bin/python -m pytest -q tests/arena/run/test_bases_config.py``.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
+import torch
 
 from arena.core.errors import ConfigError
+from arena.play.config import SamplingConfig
 from arena.run.bases import learner_services, own_bases, shared_adapters, trained_bases
 from arena.run.config import load_run_config
 from arena.run.memory_plan import check_fits, count_params, memory_plan, model_shape
+from arena.run.plan import plan
 from arena.run.processes import actor_commands, policy_learners
 from arena.run.run_dir import resolve_for_run
 from tests.cli import ROOT
+from trainers.logprobs import token_logprobs
 
 TWO = str(ROOT / "configs" / "two_models.yaml")
 
@@ -140,3 +145,108 @@ def test_a_policy_whose_model_cannot_be_loaded_fails_at_start_naming_it(tmp_path
         validate(load_run_config(TWO, [f"policies.responder.model={missing}"]))
     (missing / "config.json").write_text("{}")
     validate(load_run_config(TWO, [f"policies.responder.model={missing}"]))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            ["policies.responder.sampling.temperature=0"],
+            "policies.responder.sampling.temperature is 0.0, but greedy sampling has no policy",
+        ),
+        (
+            ["policies.responder.sampling.top_k=5"],
+            "policies.responder.sampling.top_p=1.0, policies.responder.sampling.top_k=5: training",
+        ),
+        (
+            ["policies.judge.sampling.temprature=0.3"],
+            "policies.judge.sampling.temprature is not a sampling setting; did you mean "
+            "'policies.judge.sampling.temperature'",
+        ),
+        (
+            ["policies.judge.sampling.temperature=200"],
+            r"policies.judge.sampling.temperature must be in \[0, 100\], got 200.0",
+        ),
+        (
+            ["policies.judge.sampling.max_new_tokens=0"],
+            "policies.judge.sampling.max_new_tokens must be an int >= 1, got 0",
+        ),
+        (
+            ["policies.judge.sampling.temperature=hot"],
+            "policies.judge.sampling.temperature: Value 'hot' of type 'str' could not be",
+        ),
+        (  # an adapter on the shared base trains too
+            ["policies.first={sampling: {top_p: 0.9}}", "seat_policies.proposer=first"],
+            "policies.first.sampling.top_p=0.9, policies.first.sampling.top_k=0: training",
+        ),
+    ],
+)
+def test_bad_policy_sampling_is_named_by_its_key(overrides: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as caught:
+        load_run_config(TWO, overrides)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_policys_sampling_takes_the_runs_fields_it_leaves_out(tmp_path: Path) -> None:
+    config = load_run_config(
+        TWO,
+        [
+            "model=tiny",
+            "sampling.temperature=0.8",
+            "policies.responder.sampling.temperature=0.5",
+            "policies.responder.sampling.max_new_tokens=12",
+            "policies.judge.sampling={temperature: 0, top_p: 0.9}",  # frozen: greedy, truncated
+        ],
+    )
+    play = config.play
+    assert play.sampling_of("responder") == SamplingConfig(0.5, 1.0, 0, 12)
+    assert play.sampling_of("judge") == SamplingConfig(0.0, 0.9, 0, 6)  # smoke.yaml's length
+    assert play.sampling_of(None) == play.sampling == SamplingConfig(0.8, 1.0, 0, 6)
+    # each learner re-scores its turns at the temperature they were sampled at, and its
+    # overlong filter knows its own generation limit; the plan shows what differs
+    resolved = resolve_for_run(config, tmp_path)
+    responder = policy_learners(resolved, tmp_path)["responder"]
+    assert (responder.loss.temperature, responder.batch.max_response_tokens) == (0.5, 12)
+    assert (resolved.learner.loss.temperature, resolved.learner.batch.max_response_tokens) == (
+        0.8,
+        6,
+    )
+    # logits (0, ln 3): at T = 1 the second token has p = 3/4; at T = 0.5 the logits are
+    # (0, ln 9) and p = 9/10: the responder's learner scores the second, the run's the first
+    logits, target = torch.tensor([[0.0, math.log(3.0)]]), torch.tensor([1])
+    ours = token_logprobs(logits, target, responder.loss.temperature)[0]
+    at_one = token_logprobs(logits, target, 1.0)[0]
+    assert ours.item() == pytest.approx(math.log(0.9)) and at_one.item() == pytest.approx(
+        math.log(0.75)
+    )
+    shown = plan(config)
+    assert (
+        "policy:responder, trained by learner-responder (service learner:responder, full "
+        "weights); samples with temperature=0.5 max_new_tokens=12 (the run's sampling "
+        "otherwise)" in shown
+    )
+    assert (
+        "frozen (train: false; its turns are not trained); samples with temperature=0 "
+        "top_p=0.9 (the run's" in shown
+    )
+
+
+def test_adapters_on_the_shared_base_tell_the_learner_their_own_sampling(tmp_path: Path) -> None:
+    config = load_run_config(
+        str(ROOT / "configs" / "kuhn_lora_seats.yaml"),
+        [
+            "model=tiny",
+            "policies.responder.sampling={temperature: 0.5, max_new_tokens: 9}",
+            "policies.poker.sampling.temperature=1.0",  # the run's own value: nothing to say
+        ],
+    )
+    learner = resolve_for_run(config, tmp_path).learner
+    assert (learner.loss.temperature, learner.loss.adapter_temperatures) == (
+        1.0,
+        {"responder": 0.5},
+    )
+    assert learner.batch.adapter_max_response_tokens == {"responder": 9}
+    assert (
+        "policy       responder: an adapter on the shared base; samples with "
+        "temperature=0.5 max_new_tokens=9 (the run's sampling otherwise)" in plan(config)
+    )
