@@ -10,7 +10,8 @@ a model instead, and ``--backend NAME`` the policy backend that serves it (``hf`
 LoRA adapter (a peft directory, e.g. a run's ``checkpoints/step-00000008/adapters/solver``) on
 that model, which must be the base it was made for (else exit 2, naming both). A checkpoint inside a run directory (the model's, else the
 adapter's) takes that run's games (with their ``kwargs`` and role settings) and its evaluation
-opponents, games and temperature unless the flags say otherwise. The participant plays every
+opponents, games, temperature and reply length (a named policy's own ``max_new_tokens`` for
+its checkpoint, ``RUN:POLICY``, or its adapter) unless the flags say otherwise. The participant plays every
 seat in turn; the code is :func:`arena.eval.evaluate.evaluate`, the one training's evaluations
 call, and a model is served by an inference actor on a private broker as in a tournament.
 
@@ -138,6 +139,7 @@ def run(args: argparse.Namespace) -> int:
         parse_participant,
         resolve_participants,
         run_config_of,
+        trained_sampling,
     )
     from arena.tournament.serving import Seating
 
@@ -178,8 +180,9 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.max_new_tokens is not None:
         participant.sampling.max_new_tokens = args.max_new_tokens
-    elif participant.model is not None:
-        participant.sampling.max_new_tokens = run_config.sampling.max_new_tokens
+    elif participant.model is not None:  # as long as the policy's replies were in training
+        trained = trained_sampling(run_config, spec, args.adapter)
+        participant.sampling.max_new_tokens = trained.max_new_tokens
     config = TournamentConfig(participants=[participant], games=games)
     (resolved,) = resolve_participants([participant], games, minimum=1)
     print(f"evaluating {resolved.name} ({resolved.describe()})", flush=True)

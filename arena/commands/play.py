@@ -8,7 +8,7 @@ exactly as in a tournament: the rules and its view of the board as a prompt, a r
 ``<answer>`` is its move. Its raw reply is shown, and the game's own retry and forfeit rules
 apply to it. A checkpoint inside a run directory is prompted as it was trained: that run's
 settings for GAME (its ``kwargs``, role and role kwargs, such as a prefilled answer tag) and its
-reply length, unless ``--game-arg``, ``--role-arg`` or ``--max-new-tokens`` say otherwise. The
+reply length (a named policy's own ``max_new_tokens`` for its checkpoint, ``RUN:POLICY``), unless ``--game-arg``, ``--role-arg`` or ``--max-new-tokens`` say otherwise. The
 opponent fills every seat but yours, each in the role the game gives it, except the seats that
 are simulated: those of the run's simulators (a checkpoint of ``configs/user_tool_use.yaml``:
 the retail user is ``scripted-user-v0``), or those ``--simulator SEAT=ID`` (``--simulator ID``:
@@ -143,7 +143,7 @@ def trained_defaults(spec: str, game_id: str) -> tuple[GameConfig, int | None]:
     tag and no rules in its prompt plays far worse when prompted any other way. Plain defaults
     for anything else (a bot, a Hugging Face directory, a checkpoint outside a run)."""
     from arena.play.config import GameConfig
-    from arena.tournament.participants import run_config_of
+    from arena.tournament.participants import run_config_of, trained_sampling
 
     try:
         run_config = run_config_of(spec)
@@ -153,7 +153,7 @@ def trained_defaults(spec: str, game_id: str) -> tuple[GameConfig, int | None]:
     if run_config is None:
         return GameConfig(id=game_id), None
     trained = next((g for g in run_config.games if g.id == game_id), None)
-    max_new_tokens = run_config.sampling.max_new_tokens
+    max_new_tokens = trained_sampling(run_config, spec).max_new_tokens
     if trained is None:
         print(f"note: {spec} was not trained on {game_id}; playing with the default role")
         return GameConfig(id=game_id), max_new_tokens

@@ -88,6 +88,10 @@ def eval_rows(line: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     for r in line.get("readings", []):
         temperature = "greedy" if r["temperature"] == 0 else f"T={r['temperature']:g}"
         where = ", training sampling" if r.get("sampling") else ""
+        if r.get("seat_temperatures"):  # seats read at their own policies' temperatures
+            from arena.eval.summary import seats_at
+
+            where += seats_at(r["seat_temperatures"])
         out.append(
             (
                 "exploitability",

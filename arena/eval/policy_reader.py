@@ -27,7 +27,8 @@ the reader puts the canonical reply of each earlier action there, as play with t
 
 The agents of a game need not play one policy: :func:`read_seats` reads each agent's
 information states with that agent's own seat (its policy's model, tokenizer, chat template and
-adapter), and the game's table is the union of every agent's rows; a run whose seats play models
+adapter, and, where ``seat_temperatures`` gives one, its own temperature), and the game's table is
+the union of every agent's rows; a run whose seats play models
 of their own is read so (:func:`arena.run.evaluation.read_strategy`). :func:`read_seat` is the
 case of one seat playing every agent.
 
@@ -76,8 +77,14 @@ class PolicyReading:
     exploitability: float = float("nan")
     """Of :attr:`table`, in chips per hand; computed on construction."""
     temperature: float = 1.0
+    """The temperature the read's seats play at (0: greedy), but those in
+    :attr:`seat_temperatures`."""
     seconds: float = 0.0
     """Wall time of the read."""
+    seat_temperatures: dict[str, float] = field(default_factory=dict)
+    """Agent -> the temperature its rows were read at, for each agent read at a temperature
+    other than :attr:`temperature` (seats whose policies sample at temperatures of their own);
+    empty where every agent was."""
 
     def __post_init__(self) -> None:
         if math.isnan(self.exploitability):
@@ -157,13 +164,16 @@ def read_seats(
     *,
     models: Mapping[str, Any] | None = None,
     temperature: float = 1.0,
+    seat_temperatures: Mapping[str, float] | None = None,
     batch_size: int = 16,
 ) -> PolicyReading:
     """Read a game whose agents may play different policies: each agent's information states
     are read with its own seat in ``seats`` (agent -> seat; every agent of the game), scored by
     that seat's model (``models[agent]``, by default the seat's policy's ``model``) through the
-    adapter the seat names. The table is the union of every agent's rows, and its
-    exploitability is that of the policies played together.
+    adapter the seat names, at ``temperature`` or, for an agent in ``seat_temperatures``, at
+    its own (every temperature > 0; :func:`read_seat_at` reads greedy seats). The table is the
+    union of every agent's rows, and its exploitability is that of the policies played
+    together.
 
     Each seat's tokenizer must be the one in its ``chat``, which renders its prompts. A seat
     that acts by choice (:mod:`arena.play.choice`) is read as it plays: the softmax at
@@ -177,6 +187,16 @@ def read_seats(
     missing = [a for a in agents if a not in seats]
     if missing:
         raise ValueError(f"{game_id}: no seat to read agent {missing[0]!r} with")
+    temperatures = {a: float((seat_temperatures or {}).get(a, temperature)) for a in agents}
+    unknown = [a for a in seat_temperatures or {} if a not in agents]
+    if unknown:
+        raise ValueError(f"{game_id} has no agent {unknown[0]!r} to read at a temperature")
+    cold = [a for a, t in temperatures.items() if not t > 0]
+    if cold:
+        raise ValueError(
+            f"{game_id}: agent {cold[0]!r} read at temperature {temperatures[cold[0]]}: a read "
+            "needs a temperature > 0 (read_seat_at reads a greedy seat)"
+        )
     models = dict(models or {})
     for agent, seat in seats.items():
         models.setdefault(agent, getattr(seat.policy, "model", None))
@@ -188,16 +208,16 @@ def read_seats(
     prompts = [
         state_prompt(game_id, seats[agents[s.player]], s) for s in information_states(game_id)
     ]
-    # one scoring pass per model and way of acting: a seat shared by every agent scores every
-    # state in one batched pass, as one seat always did
-    groups: dict[tuple[int, str, int], list[int]] = {}
+    # one scoring pass per model, way of acting and temperature: a seat shared by every agent
+    # scores every state in one batched pass, as one seat always did
+    groups: dict[tuple[int, str, int, float], list[int]] = {}
     for i, p in enumerate(prompts):
         seat = seats[p.agent]
-        key = (id(models[p.agent]), seat.act, id(seat.chat.tokenizer))
+        key = (id(models[p.agent]), seat.act, id(seat.chat.tokenizer), temperatures[p.agent])
         groups.setdefault(key, []).append(i)
     scores: list[np.ndarray] = [np.empty(0)] * len(prompts)
-    for members in groups.values():
-        scored = _scores(prompts, members, seats, models, temperature, batch_size)
+    for (*_, t), members in groups.items():
+        scored = _scores(prompts, members, seats, models, t, batch_size)
         for i, logprobs in zip(members, scored, strict=True):
             scores[i] = logprobs
     actions = openspiel_game(game_id).num_distinct_actions()
@@ -206,7 +226,7 @@ def read_seats(
     for p, logprobs in zip(prompts, scores, strict=True):
         choosing = seats[p.agent].act == CHOICE
         legal = p.state.legal_actions
-        policy = np.exp(choice_logprobs(logprobs, temperature if choosing else 1.0))
+        policy = np.exp(choice_logprobs(logprobs, temperatures[p.agent] if choosing else 1.0))
         row = [0.0] * actions
         for action, w in zip(legal, policy, strict=True):
             row[action] = float(w)
@@ -222,6 +242,7 @@ def read_seats(
         state_invalid_mass=invalid,
         temperature=temperature,
         seconds=time.monotonic() - started,
+        seat_temperatures={a: t for a, t in temperatures.items() if t != temperature},
     )
 
 
@@ -234,7 +255,7 @@ def _scores(
     batch_size: int,
 ) -> list[np.ndarray]:
     """The replies' log-probabilities at ``prompts[members]``, whose seats share one model,
-    tokenizer and way of acting."""
+    tokenizer, way of acting and ``temperature``."""
     group = [prompts[i] for i in members]
     seat = seats[group[0].agent]
     choosing = seat.act == CHOICE
@@ -277,26 +298,49 @@ def read_seat_at(
     *,
     model: Any = None,
     temperature: float,
+    seat_temperatures: Mapping[str, float] | None = None,
     batch_size: int = 16,
 ) -> PolicyReading:
     """:func:`read_seat` (or, given a seat per agent, :func:`read_seats`) at the temperature
-    the seats play at, 0 (greedy) included: a greedy seat is read at temperature 1 and its
-    table made :func:`greedy` (the most likely legal reply as a whole, which token-by-token
-    greedy decoding approximates); the invalid mass stays that of the temperature-1 read. The
-    reading's ``temperature`` is the one asked."""
+    the seats play at, 0 (greedy) included: ``temperature``, or, for an agent in
+    ``seat_temperatures``, its own (a run's seats on policies that sample at temperatures of
+    their own). A greedy seat is read at temperature 1 and its rows made :func:`greedy` (the
+    most likely legal reply as a whole, which token-by-token greedy decoding approximates); the
+    invalid mass stays that of the temperature-1 read. The reading's ``temperature`` and
+    ``seat_temperatures`` are the ones asked."""
+    asked = {a: float(t) for a, t in (seat_temperatures or {}).items() if t != temperature}
+    agents = games.make(game_id).possible_agents
+    models: dict[str, Any] | None = None
+    if isinstance(seat, PolicySeat):
+        seats = dict.fromkeys(agents, seat)
+        models = None if model is None else dict.fromkeys(agents, model)
+    elif model is not None:
+        raise TypeError("read_seat_at: with a seat per agent, each seat's policy scores")
+    else:
+        seats = dict(seat)
 
-    def read(t: float) -> PolicyReading:
-        if isinstance(seat, PolicySeat):
-            return read_seat(game_id, seat, model=model, temperature=t, batch_size=batch_size)
-        if model is not None:
-            raise TypeError("read_seat_at: with a seat per agent, each seat's policy scores")
-        return read_seats(game_id, seat, temperature=t, batch_size=batch_size)
+    def read(t: float, own: dict[str, float]) -> PolicyReading:
+        return read_seats(
+            game_id,
+            seats,
+            models=models,
+            temperature=t,
+            seat_temperatures=own,
+            batch_size=batch_size,
+        )
 
-    if temperature > 0:
-        return read(temperature)
-    reading = read(1.0)
+    greedy_agents = {a for a in agents if asked.get(a, temperature) == 0}
+    if not greedy_agents:
+        return read(temperature, asked)
+    reading = read(temperature or 1.0, {a: t or 1.0 for a, t in asked.items()})
+    of_greedy = {s.key for s in information_states(game_id) if agents[s.player] in greedy_agents}
+    made = greedy({k: row for k, row in reading.table.items() if k in of_greedy})
     return dataclasses.replace(
-        reading, table=greedy(reading.table), exploitability=float("nan"), temperature=0.0
+        reading,
+        table={k: made.get(k, row) for k, row in reading.table.items()},
+        exploitability=float("nan"),
+        temperature=temperature,
+        seat_temperatures=asked,
     )
 
 

@@ -27,7 +27,9 @@ blunders and strategy, so the summary sets beside it measures of strategy alone:
   evaluation's, 0 = greedy), ``kuhn_exploitability_after_step`` (the checkpoint read) and, when
   the training sampling temperature differs, ``kuhn_exploitability_sampling_before``/``_after``,
   ``kuhn_invalid_mass_sampling_before``/``_after`` and
-  ``kuhn_exploitability_sampling_temperature``; Leduc hold'em the same with ``leduc_``.
+  ``kuhn_exploitability_sampling_temperature`` (the run's ``sampling.temperature``), with
+  ``kuhn_exploitability_sampling_seat_temperatures`` (seat -> temperature) where seats were
+  read at their policies' own temperatures; Leduc hold'em the same with ``leduc_``.
 
 "Improved" means the after value lies beyond the 95% interval of the before value (in the
 better direction); an exploitability is exact, so there it means strictly lower.
@@ -101,7 +103,8 @@ class StrategyReading:
     model: str
     """What was read: the model spec or the checkpoint's ``model/`` directory."""
     sampling: bool = False
-    """Read at the training sampling temperature rather than the evaluation's."""
+    """Read at the training sampling temperature rather than the evaluation's (each seat at
+    its policy's: ``temperature``, the run's, but those in ``seat_temperatures``)."""
     seconds: float = 0.0
     policy: dict[str, list[float]] = field(default_factory=dict)
     """The policy read: information-state string (OpenSpiel's) -> probability of each action
@@ -111,6 +114,11 @@ class StrategyReading:
     """What was read for each policy with a model of its own that plays a seat of the game:
     name -> its model spec or its checkpoint's ``model/`` directory (``model`` is the shared
     policy's). Empty where every seat plays the shared policy."""
+    seat_temperatures: dict[str, float] = field(default_factory=dict)
+    """Seat (agent) -> the temperature its rows were read at, for each seat read at another
+    than ``temperature``: in a read at the training sampling temperatures, the seats whose
+    policies sample at temperatures of their own (``policies.NAME.sampling``). Empty where
+    every seat was read at ``temperature``."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -220,6 +228,8 @@ def _exploitability(row: dict[str, Any], game: str, readings: list[dict[str, Any
         row[f"{prefix}_exploitability{kind}_{r['label']}"] = r["exploitability"]
         row[f"{prefix}_invalid_mass{kind}_{r['label']}"] = r["invalid_mass"]
         row[f"{prefix}_exploitability{kind}_temperature"] = r["temperature"]
+        if r.get("seat_temperatures"):
+            row[f"{prefix}_exploitability{kind}_seat_temperatures"] = r["seat_temperatures"]
         if r["label"] == "after" and not kind:
             row[f"{prefix}_exploitability_after_step"] = r["step"]
     before, after = (row.get(f"{prefix}_exploitability_{x}") for x in ("before", "after"))
@@ -244,6 +254,11 @@ def _yes(flag: bool | None) -> str:
 
 def _temperature(t: float) -> str:
     return "greedy" if t == 0 else f"T={t:g}"
+
+
+def seats_at(seat_temperatures: dict[str, float] | None) -> str:
+    """``, player_1 at T=0.5``: the seats a reading read at temperatures of their own."""
+    return "".join(f", {a} at {_temperature(t)}" for a, t in (seat_temperatures or {}).items())
 
 
 def markdown(summary: dict[str, dict[str, Any]]) -> str:
@@ -335,6 +350,7 @@ def _exploitability_rows(
         t = row.get(f"{prefix}_exploitability{kind}_temperature")
         if t is None:
             continue
+        what = what + seats_at(row.get(f"{prefix}_exploitability{kind}_seat_temperatures"))
         before = row.get(f"{prefix}_exploitability{kind}_before")
         after = row.get(f"{prefix}_exploitability{kind}_after")
         mass_before = row.get(f"{prefix}_invalid_mass{kind}_before")

@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 
 SAMPLING_READ_STATES = 100
 """Games with at most this many information states (Kuhn: 12; not Leduc: 936) are also read at
-the training sampling temperature: a second read is cheap there, minutes on a CPU in Leduc."""
+the training sampling temperatures: a second read is cheap there, minutes on a CPU in Leduc."""
 
 
 def policy_seats(actor: Actor, config: RunConfig, chat: ChatFormat) -> SeatFactory:
@@ -248,10 +248,14 @@ def read_strategy(
     default its ``model`` spec) and that model's tokenizer and chat template. The game's table
     is the union of every seat's rows.
 
-    Each game is read at the evaluation's temperature (0: greedy) and, when it differs and the
-    game is small (:data:`SAMPLING_READ_STATES`), at the training sampling temperature: the
-    policy as evaluated and as trained. The seat is built as evaluation builds it (the game's
-    role and settings, the run's chat template). Blocking: call it off the event loop.
+    Each game is read at the evaluation's temperature (``eval.temperature``, every seat; 0:
+    greedy) and, when the game is small (:data:`SAMPLING_READ_STATES`) and a seat samples at
+    another temperature in training, at the training sampling temperatures: each seat at its
+    policy's (``policies.NAME.sampling.temperature``, else the run's ``sampling.temperature``;
+    a frozen policy's may be 0, greedy), recorded as the run's ``sampling.temperature`` with the
+    seats read at another in ``seat_temperatures``. The policy as evaluated, and as trained. The
+    seat is built as evaluation builds it (the game's role and settings, the run's chat
+    template). Blocking: call it off the event loop.
 
     Cost, SmolLM2-135M in bf16 on 2 busy CPU cores: Kuhn (12 states) about 3 s a read, Leduc
     (936 states, ~160-token prompts) about 13 minutes a read, plus a second or two per load.
@@ -285,14 +289,18 @@ def read_strategy(
         read_with = {
             s.policy_name: own[s.policy_name] for s in seats.values() if s.policy_name in own
         }
-        temperatures = [(config.eval.temperature, False)]
+        # each seat as its policy samples in training: its own sampling's temperature
+        sampled = {agent: seat.params.temperature for agent, seat in seats.items()}
+        reads: list[tuple[float, bool, dict[str, float]]] = [(config.eval.temperature, False, {})]
         if (
-            config.sampling.temperature != config.eval.temperature
+            any(t != config.eval.temperature for t in sampled.values())
             and len(information_states(game_id)) <= SAMPLING_READ_STATES
         ):
-            temperatures.append((config.sampling.temperature, True))
-        for temperature, sampling in temperatures:
-            reading = read_seat_at(game_id, seats, temperature=temperature)
+            reads.append((config.sampling.temperature, True, sampled))
+        for temperature, sampling, seat_temperatures in reads:
+            reading = read_seat_at(
+                game_id, seats, temperature=temperature, seat_temperatures=seat_temperatures
+            )
             out.append(
                 StrategyReading(
                     game=game_id,
@@ -306,6 +314,7 @@ def read_strategy(
                     seconds=reading.seconds,
                     policy=reading.table,
                     policies=read_with,
+                    seat_temperatures=reading.seat_temperatures,
                 )
             )
     return out

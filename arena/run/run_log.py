@@ -31,7 +31,7 @@ from rich.markup import escape
 from arena.eval.evaluate import MatchResult
 from arena.eval.progress import Progress
 from arena.eval.roles import RoleResult
-from arena.eval.summary import StrategyReading
+from arena.eval.summary import StrategyReading, seats_at
 from arena.run.config import RunConfig
 
 
@@ -197,7 +197,7 @@ class RunLog:
         """Log exploitability readings: a line each on the console, a row in ``evals.jsonl``."""
         for r in readings:
             temperature = "greedy" if r.temperature == 0 else f"T={r.temperature:g}"
-            what = " (training sampling)" if r.sampling else ""
+            what = f" (training sampling{seats_at(r.seat_temperatures)})" if r.sampling else ""
             self.console.print(
                 f"strategy {r.label}: {r.game} exploitability {r.exploitability:.4f} at "
                 f"{temperature}{what}, invalid reply mass {r.invalid_mass:.3f}  "

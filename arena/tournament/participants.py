@@ -24,7 +24,7 @@ import games
 import games.bots
 from arena.core.errors import ConfigError, did_you_mean
 from arena.core.registry import RegistryError, load_object
-from arena.play.config import GameConfig
+from arena.play.config import GameConfig, SamplingConfig
 from arena.policies.types import SamplingParams
 from arena.tournament.checkpoint_paths import (
     POLICIES,
@@ -131,6 +131,32 @@ def run_config_of(spec: str) -> RunConfig | None:
     if folder.name != "checkpoints" or not config_file.is_file():
         return None
     return load_run_config(str(config_file), [])
+
+
+def policy_of(spec: str, adapter: str | None = None) -> str | None:
+    """The named policy whose weights these are: the adapter's (``<run>/checkpoints/step-N/
+    adapters/<policy>``), else the checkpoint's (``<run>/checkpoints/policies/<policy>/
+    step-N``, what ``RUN:POLICY`` resolves to; its ``adapters/shared-lora`` too); None for the
+    run's shared policy or anything else (:func:`trained_sampling`)."""
+    from arena.models.adapter_shape import SHARED_ADAPTER
+
+    if adapter is not None and _in_checkpoint(Path(adapter).expanduser()):
+        if Path(adapter).name != SHARED_ADAPTER:
+            return Path(adapter).expanduser().name
+        spec = str(Path(adapter).expanduser().parent.parent)
+    folder = Path(spec).expanduser().parent
+    if folder.parent.name == POLICIES and folder.parent.parent.name == "checkpoints":
+        return folder.name
+    return None
+
+
+def trained_sampling(
+    run_config: RunConfig, spec: str, adapter: str | None = None
+) -> SamplingConfig:
+    """How the policy whose weights ``spec`` (and ``adapter``) are sampled in ``run_config``'s
+    run: a named policy's own ``sampling`` over the run's (:func:`policy_of`), else the run's.
+    ``arena eval`` and ``arena play`` take their reply length from it."""
+    return run_config.play.sampling_of(policy_of(spec, adapter))
 
 
 def adapter_run_config(adapter: str) -> RunConfig | None:

@@ -166,6 +166,46 @@ def test_a_checkpoint_is_prompted_as_its_run_trained_it(tmp_path: Path) -> None:
     assert (game.kwargs, game.role_kwargs, max_new_tokens) == ({}, {}, None)
 
 
+def test_a_named_policys_checkpoint_replies_as_long_as_that_policy_did(tmp_path: Path) -> None:
+    """``arena play --against RUN:POLICY`` and ``arena eval`` of a named policy's checkpoint or
+    adapter take that policy's own ``max_new_tokens`` (``policies.NAME.sampling``), the
+    shared policy's checkpoint the run's."""
+    from arena.commands.play import trained_defaults
+    from arena.tournament.checkpoint_paths import checkpoint_of
+    from arena.tournament.participants import policy_of, run_config_of, trained_sampling
+
+    run_dir = tmp_path / "run"
+    own = run_dir / "checkpoints" / "policies" / "responder" / "step-00000003"
+    shared = run_dir / "checkpoints" / "step-00000003"
+    for step in (own, shared):
+        (step / "model").mkdir(parents=True)
+        (step / "model" / "config.json").write_text("{}")
+    (run_dir / "config.yaml").write_text(
+        "model: tiny\n"
+        "games: [{id: kuhn-poker-v0}]\n"
+        "sampling: {temperature: 1.0, max_new_tokens: 6}\n"
+        "policies:\n"
+        "  responder: {model: tiny, sampling: {max_new_tokens: 12, temperature: 0.5}}\n"
+        "  solver: {sampling: {max_new_tokens: 9}}\n"
+        "seat_policies: {'kuhn-poker-v0:player_1': responder, player_0: solver}\n"
+    )
+    spec, _ = checkpoint_of(f"{run_dir}:responder")  # what `arena play` does first
+    assert (spec, policy_of(spec)) == (str(own), "responder")
+    assert trained_defaults(spec, "kuhn-poker-v0")[1] == 12
+    assert trained_defaults(str(shared), "kuhn-poker-v0")[1] == 6
+    config = run_config_of(spec)
+    assert config is not None
+    sampled = trained_sampling(config, spec)
+    assert (sampled.max_new_tokens, sampled.temperature) == (12, 0.5)
+    # an adapter on the shared base plays its policy's; the shared checkpoint the run's
+    solver = shared / "adapters" / "solver"
+    assert trained_sampling(config, "tiny", str(solver)).max_new_tokens == 9
+    assert trained_sampling(config, str(shared)).max_new_tokens == 6
+    # a policy of its own that trains an adapter: its checkpoint's adapters/shared-lora
+    assert policy_of("tiny", str(own / "adapters" / "shared-lora")) == "responder"
+    assert policy_of("tiny", str(tmp_path / "elsewhere" / "solver")) is None
+
+
 @pytest.mark.e2e
 def test_a_role_game_checkpoint_plays_against_its_runs_simulator(
     tmp_path: Path, tiny_model

@@ -21,14 +21,17 @@ import games
 import roles
 from arena.eval.exploitability import exploitability, information_states
 from arena.eval.policy_reader import (
+    greedy,
     read_policy,
     read_seat,
+    read_seat_at,
     read_seats,
     state_prompt,
     token_extensions,
 )
 from arena.models.adapter_shape import AdapterShape
 from arena.models.lora import adapter_state, add_adapters
+from arena.play.acting import CHOICE
 from arena.play.episode import play_episode
 from arena.play.seats import BotSeat, PolicySeat
 from arena.policies.base import Policy
@@ -236,6 +239,55 @@ def test_each_agent_is_read_with_its_own_seats_model(tiny_model, tiny_tokenizer)
     assert both.exploitability != pytest.approx(only_a.exploitability, abs=1e-4)
     with pytest.raises(ValueError, match="player_1"):
         read_seats(KUHN, {"player_0": seat_a})
+
+
+def test_each_seat_is_read_at_its_own_temperature(tiny_model) -> None:
+    """Seats whose policies sample at temperatures of their own (``policies.NAME.sampling``):
+    each agent's rows are those of a one-seat read at its temperature; a greedy seat's are the
+    greedy rows of its temperature-1 read; a choice seat's temperature divides its scores."""
+    policy = HFPolicy(*tiny_model)
+    seat = PolicySeat(policy, roles.make("player-v0", **CONFIG_ROLE), policy.chat, SamplingParams())
+    half, one = read_seat(KUHN, seat, temperature=0.5), read_seat(KUHN, seat, temperature=1.0)
+    states = information_states(KUHN)
+    own = {"player_1": 0.5}
+    both = read_seats(KUHN, dict.fromkeys(("player_0", "player_1"), seat), seat_temperatures=own)
+    assert (both.temperature, both.seat_temperatures) == (1.0, {"player_1": 0.5})
+    mixed = {s.key: (one if s.player == 0 else half).table[s.key] for s in states}
+    for state in states:
+        assert both.table[state.key] == pytest.approx(mixed[state.key], abs=1e-6)
+        assert both.state_invalid_mass[state.key] == pytest.approx(
+            (one if state.player == 0 else half).state_invalid_mass[state.key], abs=1e-6
+        )
+    assert any(half.table[s.key] != pytest.approx(one.table[s.key], abs=1e-3) for s in states)
+    assert both.exploitability == pytest.approx(exploitability(KUHN, mixed), abs=1e-6)
+    # one seat for both agents, the same: read_seat_at with seat temperatures
+    at = read_seat_at(KUHN, seat, temperature=1.0, seat_temperatures=own)
+    assert at.table == both.table and at.seat_temperatures == {"player_1": 0.5}
+    # a frozen greedy seat beside a sampled one: greedy rows of its T=1 read
+    cold = read_seat_at(KUHN, seat, temperature=0.5, seat_temperatures={"player_0": 0.0})
+    assert (cold.temperature, cold.seat_temperatures) == (0.5, {"player_0": 0.0})
+    flat = greedy(one.table)
+    for state in states:
+        want = flat[state.key] if state.player == 0 else half.table[state.key]
+        assert cold.table[state.key] == pytest.approx(want, abs=1e-6)
+    # greedy for all but one seat at its own T
+    warm = read_seat_at(KUHN, seat, temperature=0.0, seat_temperatures={"player_1": 0.5})
+    for state in states:
+        want = flat[state.key] if state.player == 0 else half.table[state.key]
+        assert warm.table[state.key] == pytest.approx(want, abs=1e-6)
+    # a choice seat: softmax(S / T) at its own T
+    chooser = dataclasses.replace(seat, act=CHOICE)
+    alone = read_seat(KUHN, chooser, temperature=0.5)
+    chosen = read_seats(KUHN, {"player_0": seat, "player_1": chooser}, seat_temperatures=own)
+    for state in (s for s in states if s.player == 1):
+        assert chosen.table[state.key] == pytest.approx(alone.table[state.key], abs=1e-6)
+        assert chosen.state_invalid_mass[state.key] == 0.0
+    with pytest.raises(ValueError, match="'player_1' read at temperature 0.0"):
+        read_seats(
+            KUHN, dict.fromkeys(("player_0", "player_1"), seat), seat_temperatures={"player_1": 0}
+        )
+    with pytest.raises(ValueError, match="no agent 'player_2'"):
+        read_seat_at(KUHN, seat, temperature=1.0, seat_temperatures={"player_2": 0.5})
 
 
 @pytest.mark.slow

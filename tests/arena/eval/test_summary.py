@@ -174,6 +174,22 @@ def test_markdown_has_one_row_per_measure_with_the_references(tmp_path: Path) ->
     assert saved[KUHN]["kuhn_exploitability_after_step"] == 12
 
 
+def test_seats_read_at_their_own_temperatures_are_named() -> None:
+    """A sampling read whose seats' policies sample at temperatures of their own: the summary
+    keeps them beside the run's temperature, and the table's row names them."""
+    own = {"player_0": 0.0, "player_1": 0.5}
+    readings = [{**r, "seat_temperatures": own} if r["sampling"] else r for r in READINGS]
+    kuhn = before_after(BEFORE, AFTER, BASELINE, readings)[KUHN]
+    assert kuhn["kuhn_exploitability_sampling_temperature"] == 0.7
+    assert kuhn["kuhn_exploitability_sampling_seat_temperatures"] == own
+    assert "kuhn_exploitability_seat_temperatures" not in kuhn  # the evaluation's: one T
+    assert (
+        "| kuhn-poker-v0 | exploitability, T=0.7, training sampling, player_0 at greedy, "
+        "player_1 at T=0.5 (chips/hand, lower is better) | 0.3900 | 0.4200 | no | 0.4583 |"
+        in markdown({KUHN: kuhn}).splitlines()
+    )
+
+
 def role(seat: str, metric: str, mean: float | None, ci: list[float] | None, **extra: Any) -> dict:
     return {
         "game": "retail-v0",

@@ -27,7 +27,7 @@ CONFIG = f"""
 extends: {ROOT}/configs/two_models.yaml
 model: tiny
 rollout: {{actors: 1, episodes_per_step: 8}}
-eval: {{exploitability: true, temperature: 1.0}}  # one read per point: T as sampled
+eval: {{exploitability: true, temperature: 1.0}}  # and a read with the responder at T = 0.5
 policies:
   responder: {{sampling: {{temperature: 0.5}}}}  # its learner re-scores its turns at T = 0.5
   judge: {{sampling: {{temperature: 0}}}}        # frozen: greedy
@@ -149,6 +149,12 @@ def test_kuhn_is_read_with_each_seat_on_its_own_policys_weights(run: Path) -> No
     for reading in readings:
         by_label.setdefault(reading["label"], []).append(reading)
     assert {"before", "after"} <= set(by_label), sorted(by_label)
+    # every seat at eval.temperature, then each at its policy's: the responder's T = 0.5
+    for label in ("before", "after"):
+        assert {r["sampling"] for r in by_label[label]} == {False, True}, label
+    for reading in readings:
+        own = {"player_1": 0.5} if reading["sampling"] else {}
+        assert (reading["temperature"], reading["seat_temperatures"]) == (1.0, own), reading
     for reading in readings:
         assert 0.0 <= reading["exploitability"] <= 1.0, reading["exploitability"]
         assert reading["invalid_mass"] == 0.0  # Kuhn acts by choice here

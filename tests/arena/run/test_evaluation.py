@@ -228,6 +228,55 @@ def test_a_seat_on_a_model_of_its_own_is_read_with_that_model(tiny_model) -> Non
     assert before.exploitability == pytest.approx(TINY_EXPLOITABILITY, abs=1e-4)
 
 
+def test_each_seat_is_read_at_its_policys_sampling_temperature(
+    tiny_model, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The responder samples at T=0.5, the frozen judge greedily, the run at T=1 (the
+    evaluation's too): the evaluation's read has every seat at T=1; the sampling read, made
+    now though the run's two temperatures agree, has each seat at its policy's, and
+    ``evals.jsonl`` says which seat was read at what."""
+    model, tokenizer = tiny_model
+    config = _two_models(
+        responder=PolicySpec(model="tiny", sampling={"temperature": 0.5}),
+        judge=PolicySpec(model="tiny", train=False, sampling={"temperature": 0.0}),
+    )
+    evaluated, sampled = read_strategy(config, ChatFormat(tokenizer), "before", "tiny", 0)
+    assert (evaluated.temperature, evaluated.sampling, evaluated.seat_temperatures) == (
+        1.0,
+        False,
+        {},
+    )
+    assert (sampled.temperature, sampled.sampling) == (1.0, True)
+    assert sampled.seat_temperatures == {"player_0": 0.0, "player_1": 0.5}
+    seat = PolicySeat(
+        HFPolicy(model, tokenizer),
+        roles.make("player-v0", **CONFIG_ROLE),
+        ChatFormat(tokenizer),
+        SamplingParams(),
+    )
+    # every policy here is the seed-0 tiny model: the seats differ by temperature alone
+    one = read_seat(KUHN, seat, temperature=1.0).table
+    half = read_seat(KUHN, seat, temperature=0.5).table
+    assert evaluated.exploitability == pytest.approx(TINY_EXPLOITABILITY, abs=1e-4)
+    firsts = [k for k in one if len(k) % 2 == 1]  # player 0's (the judge's) states
+    mixed = {k: greedy(one)[k] if k in firsts else half[k] for k in one}
+    for key in one:
+        assert evaluated.policy[key] == pytest.approx(one[key], abs=1e-5), key
+        assert sampled.policy[key] == pytest.approx(mixed[key], abs=1e-5), key
+    assert any(half[k] != pytest.approx(one[k], abs=1e-3) for k in one if k not in firsts)
+    assert sampled.exploitability == pytest.approx(exploitability(KUHN, mixed), abs=1e-5)
+    log = RunLog(tmp_path, config)
+    log.strategy([evaluated, sampled])
+    line = json.loads((tmp_path / "evals.jsonl").read_text())
+    assert [r["seat_temperatures"] for r in line["readings"]] == [
+        {},
+        {"player_0": 0.0, "player_1": 0.5},
+    ]
+    assert "T=1 (training sampling, player_0 at greedy, player_1 at T=0.5)" in (
+        capsys.readouterr().out
+    )
+
+
 def test_a_policy_of_its_own_is_read_at_its_newest_checkpoint_up_to_the_step(
     tmp_path: Path,
 ) -> None:
