@@ -2,7 +2,8 @@
 
 Self-play fills every seat with a trained seat of the served policy; ``fixed`` mode seats one
 trained seat, drawn uniformly, and bots elsewhere; ``population`` mode puts the remote policy an
-:class:`Opponent` names in the other seats, recorded under its label; ``strongest`` resolves to
+:class:`Opponent` names in the other seats, recorded under its label (each through its own seat's
+named policy, with named policies); ``strongest`` resolves to
 each game's strongest reference bot. Seats are built, not played (no model, no bus).
 
 Run with `.venv/bin/python -m pytest -q tests/arena/play/test_seating.py`.
