@@ -44,6 +44,11 @@ Services and topics for a policy named ``NAME``:
   directory's safetensors weights as ``version`` (checked like any update: names, shapes,
   dtypes, floats cast to the served dtype; applied between batches). A load need not be newer than what is served (population
   play goes back to old checkpoints) and leaves the bus updates' version order alone.
+  ``{"command": "load", "adapters": {"<name>": "<peft adapter directory>", ...}, "version": int}``:
+  serve each directory under its adapter's name (each one the actor serves already; the base
+  stays), as ``version``, between batches: the pool actor of a population run with named
+  policies (:mod:`arena.run.population`). A name it does not serve, or a directory that is no
+  adapter or was made for another base, is refused before any adapter changes.
 - Every update's outcome is announced as a ``control`` message on topic ``weights_ack.NAME``:
   ``{"actor", "version", "applied": bool, "reason", "serving": the version now served,
   "transport": "shm" | "bus" | "fetch" | "cuda_ipc" | "load", "device": the served weights'
@@ -73,6 +78,7 @@ import torch
 from arena.actors.backend_watch import BackendWatch
 from arena.actors.batching import BatchQueue, Pending
 from arena.bus import Actor, BusError, Message
+from arena.models.lora_files import read_adapter
 from arena.policies.base import Policy
 from arena.policies.config import InferenceConfig, shared_settings
 from arena.policies.remote import service_name
@@ -277,6 +283,8 @@ class InferenceActor:
             self.queue.pause()
         elif command == "resume":
             self.queue.resume()
+        elif command == "load" and isinstance(body, Mapping) and "adapters" in body:
+            self._load_adapters(body)
         elif command == "load":
             self.weights.on_load(body)
         else:
@@ -370,6 +378,46 @@ class InferenceActor:
             future.result(),
         )
         self._ack(version, True, "", transport)
+
+    def _load_adapters(self, body: Mapping[str, Any]) -> None:
+        """``load`` with ``adapters``: checked here, read and applied on the generation thread
+        (between batches, so a batch plays one step's adapters), acknowledged as ``load``."""
+        version, adapters = body.get("version"), body.get("adapters")
+        if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+            self._refuse(-1, f"load needs an integer 'version' >= 0, got {version!r}", "load")
+            return
+        held = self.policy.adapters()
+        if (
+            not isinstance(adapters, Mapping)
+            or not adapters
+            or not all(isinstance(p, str) and p for p in adapters.values())
+        ):
+            self._refuse(
+                version, f"load needs 'adapters': name -> directory, got {adapters!r}", "load"
+            )
+            return
+        unknown = [name for name in adapters if name not in held]
+        if unknown:
+            self._refuse(
+                version,
+                f"load names adapter {unknown[0]!r}, which {self.name} does not serve "
+                f"(held: {', '.join(held) or 'none'})",
+                "load",
+            )
+            return
+        future = asyncio.get_running_loop().run_in_executor(
+            self._executor, self.backend.call, self._apply_adapters, version, dict(adapters)
+        )
+        future.add_done_callback(lambda f: self._applied(version, "load", f))
+
+    def _apply_adapters(self, version: int, adapters: dict[str, str]) -> float:
+        start = time.monotonic()
+        for path in adapters.values():  # every directory readable and for this base, first
+            read_adapter(path, self.config.model)
+        for name, path in adapters.items():
+            self.policy.load_adapter(name, path, base=self.config.model)  # type: ignore[attr-defined]
+        self.policy.version = version
+        return time.monotonic() - start
 
     def _refuse(self, version: int, reason: str, transport: str) -> None:
         self.counters["weights_rejected"] += 1

@@ -41,8 +41,8 @@ when none failed), which ``arena train`` shows on the step line and in ``events.
 collect order gets an error reply; the actor goes on.
 
 Seats are randomized: in ``fixed`` and ``population`` modes the trained seat is drawn from the
-episode seed (uniformly over seeds, the same within a group), so the policy plays first and
-second alike. Population opponents are served by a second inference actor (``policy:pool``)
+episode seed (uniformly over seeds, the same within a group; among the seats whose policy
+trains, with named policies), so the policy plays first and second alike. Population opponents are served by a second inference actor (``policy:pool``)
 that the coordinator loads with a past checkpoint per collect.
 Run it as ``arena rollout --address ADDR --config run.yaml --index 0``.
 """

@@ -75,7 +75,9 @@ class OpponentConfig:
     mode: str = "self-play"
     """``self-play``: every seat is the trained policy; ``fixed``: one seat is the trained
     policy and the others are ``fixed`` (not trained); ``population``: the others are drawn
-    from past checkpoints (or the latest policy with probability ``latest_prob``)."""
+    from past checkpoints (or the latest policy with probability ``latest_prob``), one draw per
+    step; with named policies each such seat plays its own policy's snapshot of that checkpoint
+    (``docs/training.md``, "Opponents")."""
     fixed: str = "random-v0"
     """Bot id for ``fixed`` mode, or ``strongest`` for each game's strongest reference bot."""
     latest_prob: float = 0.5

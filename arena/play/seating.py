@@ -5,6 +5,11 @@ the served policy; the other seats follow the opponent mode (the trained policy 
 self-play, a reference bot in ``fixed`` mode, a past checkpoint in ``population`` mode). Each
 seat plays the role its game declares (``TextGame.seat_role``; the run config may override it),
 and the seats a game config names under ``simulators`` are filled by simulators.
+
+With named policies (``seat_policies``), a population opponent's seat plays the snapshot of
+*its own* policy: the adapter its seat maps to, from the checkpoint the collect drew (served by
+the pool actor) or from the current weights; a seat on a frozen model of its own plays that
+model, which never changes (a trained one is refused at config time, arena/run/config.py).
 """
 
 from __future__ import annotations
@@ -128,22 +133,25 @@ class SeatFactory:
         policy: Any = None,
         env: TextGame | None = None,
         agent: str | None = None,
+        adapter: str | None = None,
     ) -> PolicySeat:
         """A role agent on a policy; with ``env`` and ``agent``, in the role the game gives the
         seat (see :func:`seat_role`). On the run's own policy, a seat plays the adapter
         ``seat_policies`` gives it, when the run names its policies, and samples with that
         policy's sampling (:meth:`params_of`) unless ``params`` says otherwise; ``temperature``
-        replaces the temperature alone (an evaluation's)."""
+        replaces the temperature alone (an evaluation's). With ``policy`` given, ``adapter``
+        names the named policy (an adapter on the shared base) it plays and samples as: a
+        population opponent's snapshot of it."""
         game = self._games[game_id]
         role = seat_role(game, env, agent)
-        named = None
+        named = adapter
         if policy is None and self.config.policies:
             named = seat_policy_name(self.config, game, env, agent)
         params = params or self.params_of(named)
         if temperature is not None:
             params = dataclasses.replace(params, temperature=temperature)
         stop = tuple(dict.fromkeys((*params.stop, *role.stop_strings())))
-        adapter = params.adapter
+        adapter = adapter or params.adapter
         policy_name, chat = self.config.policy_name, self.chat
         if policy is None and self.config.policies:
             spec = self.config.spec_of(named)
@@ -162,6 +170,44 @@ class SeatFactory:
             invalid_penalty=self.config.invalid_penalty,
             act=self._games[game_id].act,
         )
+
+    def opponent_seat(
+        self, game_id: str, env: TextGame, agent: str, opponent: Opponent
+    ) -> PolicySeat:
+        """An untrained seat of a population collect, recorded under the opponent's label: the
+        policy ``opponent`` names (a past checkpoint, or the current weights), through the
+        adapter of the named policy the seat maps to, if any. A seat on a frozen model of its
+        own plays that model as in any mode: it has no other snapshot."""
+        named = None
+        if self.config.policies:
+            named = seat_policy_name(self.config, self._games[game_id], env, agent)
+        spec = self.config.spec_of(named)
+        if spec is not None and spec.own_base:
+            return self.policy_seat(game_id, trained=False, env=env, agent=agent)
+        seat = self.policy_seat(
+            game_id,
+            trained=False,
+            policy=self.remote(opponent.policy),
+            env=env,
+            agent=agent,
+            adapter=named,
+        )
+        seat.policy_name = opponent.label
+        return seat
+
+    def _trainable(self, game_id: str, env: TextGame, agents: list[str]) -> list[str]:
+        """The seats the trained seat is drawn from: those whose policy trains (a seat on a
+        frozen model of its own would train nothing), or every one where none does."""
+        if not self.config.policies:
+            return agents
+        game = self._games[game_id]
+        trains = [
+            a
+            for a in agents
+            if (spec := self.config.spec_of(seat_policy_name(self.config, game, env, a))) is None
+            or spec.train
+        ]
+        return trains or agents
 
     def config_of(self, game_id: str) -> GameConfig:
         """The game's section of the play config."""
@@ -207,21 +253,13 @@ class SeatFactory:
         mode = self.config.opponents.mode
         if mode == "self-play":
             return seats | {a: self.policy_seat(game_id, env=env, agent=a) for a in agents}
-        trained = rng.choice(agents)
+        trained = rng.choice(self._trainable(game_id, env, agents))
         seats[trained] = self.policy_seat(game_id, env=env, agent=trained)
         for agent in agents:
             if agent == trained:
                 continue
             if mode == "population" and opponent is not None:
-                seat = self.policy_seat(
-                    game_id,
-                    trained=False,
-                    policy=self.remote(opponent.policy),
-                    env=env,
-                    agent=agent,
-                )
-                seat.policy_name = opponent.label
-                seats[agent] = seat
+                seats[agent] = self.opponent_seat(game_id, env, agent, opponent)
             else:
                 bot_id = resolve_opponent(self.config.opponents.fixed, game_id)
                 seats[agent] = BotSeat(games.bots.make(bot_id, seed=seed), bot_id)

@@ -391,10 +391,14 @@ class RunConfig:
                 "learner of its own, and a frozen one none. Rename one of them"
             )
         if self.opponents.mode == "population":
-            raise ConfigError(
-                "policies: named policies play self-play or fixed opponents; population mode "
-                "(past checkpoints as opponents) does not serve their adapters yet"
-            )
+            trained = [n for n, s in self.policies.items() if s.own_base and s.train]
+            if trained:
+                raise ConfigError(
+                    f"policies.{trained[0]}: opponents.mode=population plays past snapshots of "
+                    "adapters on the shared base (and frozen models as they are), not of a "
+                    f"trained model of its own like {trained[0]}'s: make it an adapter (drop "
+                    "its model), freeze it (train: false), or use self-play or fixed opponents"
+                )
         if not any(not spec.own_base for spec in self.policies.values()):
             return  # models of their own only: the shared policy trains as without policies
         if self.learner.lora.enabled:

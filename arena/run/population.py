@@ -3,18 +3,46 @@
 With ``opponents.latest_prob`` the opponent is the current policy (frozen for that step);
 otherwise a checkpoint drawn from the last ``opponents.pool_size`` (or the initial model),
 loaded into the pool inference actor that serves ``policy:pool``.
+
+With named policies that are adapters on the shared base, the base is frozen, so the pool
+actor keeps it and loads the drawn checkpoint's adapters (``step-N/adapters/<name>``, or the
+run's starts under ``adapters/<name>`` for the initial model), each under its policy's name:
+every opponent seat then plays its own policy's snapshot of that one step
+(:meth:`arena.play.seating.SeatFactory.opponent_seat`).
 """
 
 from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 from arena.bus import Actor
 from arena.models import model_dir
+from arena.run.bases import shared_adapters
 from arena.run.config import RunConfig
 from arena.run.processes import POOL
 from arena.run.weight_sync import WeightSync
+
+
+def draw(config: RunConfig, run_dir: Path, seed: int) -> tuple[str, dict[str, Any] | None]:
+    """The opponent label drawn with ``seed`` (``latest``, ``initial`` or ``step-N``) and, for
+    a past one, the ``load`` control message that makes the pool actor serve it."""
+    c = config.opponents
+    rng = random.Random(seed)
+    if rng.random() < c.latest_prob:
+        return "latest", None
+    checkpoints = sorted((run_dir / "checkpoints").glob("step-*/model"))[-c.pool_size :]
+    pool = [("initial", None), *((p.parent.name, p.parent) for p in checkpoints)]
+    label, step_dir = rng.choice(pool)
+    version = int(label.split("-")[1]) if step_dir is not None else 0
+    adapters = shared_adapters(config.play)
+    if adapters:
+        where = step_dir / "adapters" if step_dir is not None else run_dir.resolve() / "adapters"
+        paths = {name: str(where / name) for name in adapters}
+        return label, {"command": "load", "adapters": paths, "version": version}
+    path = str(step_dir / "model") if step_dir is not None else str(model_dir(config.model))
+    return label, {"command": "load", "path": path, "version": version}
 
 
 class Population:
@@ -29,23 +57,13 @@ class Population:
 
     async def choose(self, seed: int, version: int) -> dict[str, str] | None:
         """The opponent of the next collect, or None outside population mode."""
-        c = self.config.opponents
-        if c.mode != "population":
+        if self.config.opponents.mode != "population":
             return None
-        rng = random.Random(seed)
-        if rng.random() < c.latest_prob:
+        label, load = draw(self.config, self.run_dir, seed)
+        if load is None:
             return {"policy": self.config.learner.name, "label": f"main@{version}"}
-        checkpoints = sorted((self.run_dir / "checkpoints").glob("step-*/model"))[-c.pool_size :]
-        pool = [("initial", None), *((p.parent.name, p) for p in checkpoints)]
-        label, path = rng.choice(pool)
         if label != self._loaded:
-            loaded = int(label.split("-")[1]) if path is not None else 0
-            target = str(path) if path is not None else str(model_dir(self.config.model))
-            self.actor.send(
-                "control",
-                {"command": "load", "path": target, "version": loaded},
-                dst="inference-pool",
-            )
-            await self.weights.wait_applied("inference-pool", loaded, exact=True)
+            self.actor.send("control", load, dst="inference-pool")
+            await self.weights.wait_applied("inference-pool", load["version"], exact=True)
             self._loaded = label
         return {"policy": POOL, "label": f"{POOL}@{label}"}

@@ -29,6 +29,7 @@ from arena.run.bases import (
     own_bases,
     policy_adapter_dir,
     policy_learner,
+    shared_adapters,
     trained_bases,
 )
 from arena.run.config import RunConfig
@@ -82,8 +83,9 @@ def actor_commands(config: RunConfig, run_dir: Path) -> list[ActorCommand]:
             model=c.model,
             seed=seed,
             device=device_for(c.inference.device),
-            adapters=c.inference.adapters if policy_name != POOL else {},
-            # the pool plays past checkpoints' merged model/ directories, adapters of none
+            adapters=pool_adapters(c) if policy_name == POOL else c.inference.adapters,
+            # the pool plays past checkpoints' merged model/ directories, or their named
+            # policies' adapters/ on the frozen base (arena/run/population.py)
             default_adapter=c.inference.default_adapter if policy_name != POOL else "",
         )
         argv = inference_argv(actor_name, address, served, c.bus.heartbeat_interval)
@@ -120,6 +122,13 @@ def actor_commands(config: RunConfig, run_dir: Path) -> list[ActorCommand]:
             )
         )
     return commands
+
+
+def pool_adapters(config: RunConfig) -> dict[str, str]:
+    """What the pool actor serves beside the base: the named policies' adapters on the shared
+    base, from their starts (each collect then loads the drawn checkpoint's); none without."""
+    names = shared_adapters(config.play)
+    return {name: path for name, path in config.inference.adapters.items() if name in names}
 
 
 def inference_command(

@@ -1,12 +1,15 @@
 """One inference actor serving its base and named LoRA adapters (``--adapter NAME=PATH``), in a
 real process behind a real broker: requests pick an adapter, a request for one the actor does
-not hold fails alone, and an adapter made for another base stops the actor with both names.
+not hold fails alone, an adapter made for another base stops the actor with both names, and a
+``load`` control message swaps the adapters served (the population pool actor's).
 
 Run with ``.venv/bin/python -m pytest -q tests/arena/actors/test_inference_adapters.py``.
 """
 
 from __future__ import annotations
 
+import json
+import queue
 import shutil
 import subprocess
 import sys
@@ -22,7 +25,7 @@ from arena.bus import BlockingActor, BusError
 from arena.models import tiny_model
 from arena.models.adapter_shape import AdapterShape
 from arena.models.lora import adapter_parameters, add_adapters
-from arena.models.lora_files import save_adapter
+from arena.models.lora_files import CONFIG_FILE, save_adapter
 from arena.policies.remote import RemotePolicy
 from arena.policies.types import Generation, SamplingParams
 from tests.arena.bus.conftest import spawn, spawn_broker, stop, wait_for_service
@@ -98,3 +101,53 @@ def test_an_adapter_for_another_base_stops_the_actor_naming_both(adapter_dir: Pa
     assert done.returncode != 0
     assert "made for base model 'tiny', but the served base is 'smollm2-135m'" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_load_serves_other_adapters_under_their_names_as_a_version(
+    served: str, adapter_dir: Path, tmp_path: Path
+) -> None:
+    """The pool actor of a population run with named policies: ``load`` with ``adapters``
+    serves a checkpoint's adapters under their names (any version, older ones too); an
+    adapter it does not serve, or one made for another base, is refused and nothing changes."""
+    model, _ = tiny_model(seed=0)
+    add_adapters(model, ["solver"], AdapterShape(r=4, alpha=8.0))
+    save_adapter(tmp_path / "fresh", model, "solver", base="tiny")  # B = 0: the base exactly
+    other = tmp_path / "other"
+    shutil.copytree(adapter_dir, other)
+    config = json.loads((other / CONFIG_FILE).read_text())
+    (other / CONFIG_FILE).write_text(json.dumps({**config, "base_model_name_or_path": "x"}))
+    acks: queue.Queue[dict] = queue.Queue()
+
+    def ack(version: int) -> dict:
+        while (body := acks.get(timeout=60))["version"] != version:
+            pass
+        return body
+
+    client = BlockingActor("pool-loader", served)
+    client.actor.subscribe("weights_ack.main", lambda m: acks.put(m.body))
+    with client:
+        base, solver = ask(client), ask(client, adapter="solver")
+
+        def load(version: int, **adapters: Path) -> dict:
+            paths = {name: str(path) for name, path in adapters.items()}
+            body = {"command": "load", "adapters": paths, "version": version}
+            client.publish("control.policy.main", body)
+            return ack(version)
+
+        done = load(5, solver=tmp_path / "fresh")
+        assert (done["applied"], done["transport"], done["serving"]) == (True, "load", 5)
+        fresh = ask(client, adapter="solver")
+        assert fresh.version == 5 and fresh.token_ids.tolist() == base.token_ids.tolist()
+        for version, adapters, reason in [
+            (6, {"judge": tmp_path / "fresh"}, "adapter 'judge', which main does not serve"),
+            (7, {"solver": other}, "made for base model 'x', but the served base is 'tiny'"),
+            (8, {"solver": tmp_path / "missing"}, "is not an adapter"),
+        ]:
+            refused = load(version, **adapters)
+            assert (refused["applied"], refused["serving"]) == (False, 5), refused
+            assert reason in refused["reason"], refused
+        assert ask(client, adapter="solver").token_ids.tolist() == base.token_ids.tolist()
+        back = load(2, solver=adapter_dir)  # an older version is served as asked
+        assert back["applied"] and back["serving"] == 2
+        again = ask(client, adapter="solver")
+        assert again.version == 2 and again.token_ids.tolist() == solver.token_ids.tolist()

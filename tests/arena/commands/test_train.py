@@ -207,11 +207,21 @@ def test_resume_after_kill_continues_without_lost_or_repeated_steps(tmp_path: Pa
 
 @pytest.mark.e2e
 def test_population_mode_draws_opponents_from_past_checkpoints(tmp_path: Path) -> None:
+    """Population play with a LoRA adapter per Kuhn seat (played by choice, so every episode
+    reaches both seats): the trained seat plays its own adapter on the current weights, and the
+    other seat its own adapter from the drawn checkpoint, served by the pool actor. Seed 16
+    draws the initial adapters, then step 1's, then the initial ones again, which the pool
+    actor serves as version 0 while the trained seat plays version 2 (arena/run/population.py)."""
     result = arena(
         "train",
         SMOKE,
         f"output_dir={tmp_path}",
         "steps=3",
+        "seed=16",
+        "games=[{id: kuhn-poker-v0, act: choice, role_kwargs: {prefill: true}}]",
+        "policies={first: {}, second: {}}",
+        "seat_policies={player_0: first, player_1: second}",
+        "learner.lora={r: 4, alpha: 8, target_modules: [q_proj, v_proj]}",
         "opponents.mode=population",
         "opponents.latest_prob=0.0",
         "rollout.transcripts_every=1",
@@ -223,15 +233,24 @@ def test_population_mode_draws_opponents_from_past_checkpoints(tmp_path: Path) -
         json.loads(line) for line in (run_dir / "transcripts.jsonl").read_text().splitlines()
     ]
     assert len(transcripts) == 3
-    for transcript in transcripts:
-        seats = transcript["seats"].values()
-        assert sum(policy == "main" for policy in seats) == 1  # one trained seat
-        opponents = [p for p in seats if p != "main"]
-        assert opponents and all(
-            p.startswith("pool@") and p.endswith("(not trained)") for p in opponents
-        )
-    labels = {p.split()[0] for t in transcripts for p in t["seats"].values() if p != "main"}
-    assert labels <= {"pool@initial", "pool@step-00000001", "pool@step-00000002"}, labels
+    drawn = ["initial", "step-00000001", "initial"]
+    for step, (transcript, label) in enumerate(zip(transcripts, drawn, strict=True)):
+        seats = transcript["seats"]
+        (trained,) = [a for a, p in seats.items() if p.startswith("main@")]
+        (other,) = set(seats) - {trained}
+        own = {"player_0": "first", "player_1": "second"}
+        # each seat plays its own policy: the trained one current, the other the drawn snapshot
+        assert seats[trained] == f"main@{own[trained]}"
+        assert seats[other] == f"pool@{label}@{own[other]} (not trained)"
+        turns = transcript["turns"]
+        assert {t["seat"] for t in turns} == {trained, other}
+        for turn in turns:  # only the trained seat's turns are trained, on this step's weights
+            mine = turn["seat"] == trained
+            assert turn["trained"] is mine
+            assert turn["version"] == (step if mine else 0 if label == "initial" else 1), turn
+    steps = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    for name in ("first", "second"):  # both seats are drawn to train over the run
+        assert sum(m[f"learner/policy/{name}/turns"] for m in steps) > 0
 
 
 def sometimes_legal_model(path: Path) -> Path:

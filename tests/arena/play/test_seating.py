@@ -2,7 +2,8 @@
 
 Self-play fills every seat with a trained seat of the served policy; ``fixed`` mode seats one
 trained seat, drawn uniformly, and bots elsewhere; ``population`` mode puts the remote policy an
-:class:`Opponent` names in the other seats, recorded under its label; ``strongest`` resolves to
+:class:`Opponent` names in the other seats, recorded under its label (each through its own seat's
+named policy, with named policies); ``strongest`` resolves to
 each game's strongest reference bot. Seats are built, not played (no model, no bus).
 
 Run with `.venv/bin/python -m pytest -q tests/arena/play/test_seating.py`.
@@ -224,3 +225,68 @@ def test_each_seat_samples_with_its_policys_own_sampling(chat: ChatFormat) -> No
     )
     assert (evaluated.params.temperature, evaluated.params.max_new_tokens) == (0.0, 40)
     assert f.params_of("hot").temperature == 0.5 and f.params_of(None) == f.params
+
+
+def test_population_opponents_play_their_own_seats_policy_snapshot(chat: ChatFormat) -> None:
+    # Two adapters on the shared base, one per Kuhn seat; "second" samples at T = 0.5. The
+    # trained seat plays its own adapter on the current weights; the other seat plays *its*
+    # adapter on the drawn snapshot (the pool actor), at its own sampling, untrained, labelled.
+    f = factory(
+        chat,
+        mode="population",
+        sampling=SamplingConfig(temperature=0.9),
+        policies={"first": PolicySpec(), "second": PolicySpec(sampling={"temperature": 0.5})},
+        seat_policies={"player_0": "first", "player_1": "second"},
+    )
+    pool = Opponent(policy="pool", label="pool@step-00000002")
+    got = set()
+    for seed in range(10):
+        seats = f.seats("kuhn-poker-v0", env("kuhn-poker-v0"), random.Random(seed), seed, pool)
+        got.add(
+            tuple(
+                (a, s.policy.name, s.policy_name, s.params.adapter, s.params.temperature, s.trained)
+                for a, s in sorted(seats.items())
+            )
+        )
+    assert got == {
+        (
+            ("player_0", "main", "main", "first", 0.9, True),
+            ("player_1", "pool", "pool@step-00000002", "second", 0.5, False),
+        ),
+        (
+            ("player_0", "pool", "pool@step-00000002", "first", 0.9, False),
+            ("player_1", "main", "main", "second", 0.5, True),
+        ),
+    }
+    # The current weights as the opponent: the served policy, still each seat's own adapter.
+    latest = Opponent("main", "main@3")
+    seats = f.seats("kuhn-poker-v0", env("kuhn-poker-v0"), random.Random(0), 0, latest)
+    (other,) = [s for s in seats.values() if not s.trained]
+    (mine,) = [s for s in seats.values() if s.trained]
+    assert other.policy.name == "main" and other.policy_name == "main@3"
+    assert {other.params.adapter, mine.params.adapter} == {"first", "second"}
+
+
+def test_a_frozen_model_of_its_own_is_never_the_trained_seat_nor_a_snapshot(
+    chat: ChatFormat,
+) -> None:
+    # Liar's dice, three seats: player_2 is a frozen model of its own; the others adapters.
+    f = factory(
+        chat,
+        mode="population",
+        policies={"hero": PolicySpec(), "judge": PolicySpec(model="tiny", train=False)},
+        seat_policies={"player_0": "hero", "player_1": "hero", "player_2": "judge"},
+    )
+    pool = Opponent(policy="pool", label="pool@initial")
+    trained = Counter()
+    for seed in range(20):
+        seats = f.seats("liars-dice-v0", env("liars-dice-v0", 3), random.Random(seed), seed, pool)
+        (mine,) = [a for a, s in seats.items() if s.trained]
+        trained[mine] += 1
+        frozen = seats["player_2"]
+        assert (frozen.policy.name, frozen.policy_name, frozen.trained) == ("judge", "judge", False)
+        assert frozen.params.adapter is None
+        (other,) = {"player_0", "player_1"} - {mine}
+        assert (seats[other].policy.name, seats[other].params.adapter) == ("pool", "hero")
+    # the trained seat is drawn from the two seats whose policy trains, never the judge's
+    assert set(trained) == {"player_0", "player_1"}

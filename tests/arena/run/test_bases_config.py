@@ -43,6 +43,10 @@ TWO = str(ROOT / "configs" / "two_models.yaml")
         (["learner.name=judge"], "learner.name='judge' names a policy of policies (a frozen one"),
         (["seat_policies.mae-v0:judge=responder"], "claimed by two policies, judge and responder"),
         (["seat_policies.nobody=responder"], None),  # a key that maps no seat is harmless
+        (
+            ["opponents.mode=population"],
+            "policies.responder: opponents.mode=population plays past snapshots of adapters",
+        ),
     ],
 )
 def test_bad_policy_settings_name_the_key(overrides: list[str], message: str | None) -> None:
