@@ -13,16 +13,23 @@ every opponent seat then plays its own policy's snapshot of that one step
 
 from __future__ import annotations
 
+import asyncio
 import random
+import time
 from pathlib import Path
 from typing import Any
 
-from arena.bus import Actor
+from arena.bus import Actor, BusError
 from arena.models import model_dir
 from arena.run.bases import shared_adapters
 from arena.run.config import RunConfig
-from arena.run.processes import POOL
-from arena.run.weight_sync import WeightSync
+from arena.run.processes import POOL, POOL_ACTOR
+from arena.run.weight_sync import WeightSync, WeightSyncTimeout
+
+STATUS_TIMEOUT = 10.0
+"""Seconds one status request to the pool actor may take."""
+STATUS_RETRY = 0.5
+"""Seconds between two status requests while the pool actor is away."""
 
 
 def draw(config: RunConfig, run_dir: Path, seed: int) -> tuple[str, dict[str, Any] | None]:
@@ -46,14 +53,18 @@ def draw(config: RunConfig, run_dir: Path, seed: int) -> tuple[str, dict[str, An
 
 
 class Population:
-    """Chooses the opponent of each step and keeps the pool actor loaded with it."""
+    """Chooses the opponent of each step and keeps the pool actor loaded with it.
+
+    What the pool actor serves is asked, not remembered: a pool actor that was restarted since
+    the last load serves the initial weights again (version 0), and a collect labelled with the
+    step it served before would be mislabelled. A snapshot's version names it (``initial`` 0,
+    ``step-N`` N), so the served version tells whether the drawn one must be loaded."""
 
     def __init__(self, config: RunConfig, run_dir: Path, actor: Actor, weights: WeightSync) -> None:
         self.config = config
         self.run_dir = run_dir
         self.actor = actor
         self.weights = weights
-        self._loaded = "initial"
 
     async def choose(self, seed: int, version: int) -> dict[str, str] | None:
         """The opponent of the next collect, or None outside population mode."""
@@ -62,8 +73,25 @@ class Population:
         label, load = draw(self.config, self.run_dir, seed)
         if load is None:
             return {"policy": self.config.learner.name, "label": f"main@{version}"}
-        if label != self._loaded:
-            self.actor.send("control", load, dst="inference-pool")
-            await self.weights.wait_applied("inference-pool", load["version"], exact=True)
-            self._loaded = label
+        if await self.served_version() != load["version"]:
+            self.actor.send("control", load, dst=POOL_ACTOR)
+            await self.weights.wait_applied(POOL_ACTOR, load["version"], exact=True)
         return {"policy": POOL, "label": f"{POOL}@{label}"}
+
+    async def served_version(self) -> int:
+        """The version the pool actor serves now, waiting (up to ``wait.weights_timeout``) while
+        it is away: a restarting one answers once it serves again."""
+        deadline = time.monotonic() + self.config.wait.weights_timeout
+        while True:
+            try:
+                status = await self.actor.request(
+                    service=f"policy:{POOL}:status", dst=POOL_ACTOR, timeout=STATUS_TIMEOUT
+                )
+                return int(status.body["version"])
+            except BusError as err:
+                if time.monotonic() > deadline:
+                    raise WeightSyncTimeout(
+                        f"{POOL_ACTOR} did not answer its status in "
+                        f"{self.config.wait.weights_timeout:g}s: {err}"
+                    ) from err
+                await asyncio.sleep(STATUS_RETRY)

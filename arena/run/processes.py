@@ -39,6 +39,8 @@ from trainers.config import LearnerConfig
 
 POOL = "pool"
 """Policy name of the population opponents' inference actor."""
+POOL_ACTOR = "inference-pool"
+"""The inference actor that serves :data:`POOL`."""
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,7 @@ def actor_commands(config: RunConfig, run_dir: Path) -> list[ActorCommand]:
         )
     inference = [(f"inference-{i}", c.learner.name, c.seed + i) for i in range(c.inference.actors)]
     if c.opponents.mode == "population":
-        inference.append(("inference-pool", POOL, c.seed + 99))
+        inference.append((POOL_ACTOR, POOL, c.seed + 99))
     for actor_name, policy_name, seed in inference:
         served = replace(
             c.inference,

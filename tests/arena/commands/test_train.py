@@ -206,6 +206,48 @@ def test_resume_after_kill_continues_without_lost_or_repeated_steps(tmp_path: Pa
 
 
 @pytest.mark.e2e
+def test_population_mode_plays_the_shared_policy_against_its_past_checkpoints(
+    tmp_path: Path,
+) -> None:
+    """Without named policies the pool actor loads a drawn checkpoint's whole model; the
+    opponent's turns carry the version it serves, which is the drawn step's number. Kuhn played
+    by choice reaches both seats in every hand."""
+    result = arena(
+        "train",
+        SMOKE,
+        f"output_dir={tmp_path}",
+        "steps=3",
+        "seed=16",  # draws the initial model, then step 1's, then the initial one again
+        "games=[{id: kuhn-poker-v0, act: choice, role_kwargs: {prefill: true}}]",
+        "opponents.mode=population",
+        "opponents.latest_prob=0.0",
+        "rollout.transcripts_every=1",
+        *NO_EVAL,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    run_dir = run_dir_of(tmp_path)
+    transcripts = [
+        json.loads(line) for line in (run_dir / "transcripts.jsonl").read_text().splitlines()
+    ]
+    assert len(transcripts) == 3
+    opponent_turns, labels = 0, []
+    for transcript in transcripts:
+        seats = transcript["seats"]
+        (trained,) = [a for a, p in seats.items() if p == "main"]  # one trained seat
+        for seat, policy in seats.items():
+            if seat == trained:
+                continue
+            label = policy.removesuffix(" (not trained)")
+            labels.append(label)
+            step = 0 if label == "pool@initial" else int(label[-1])
+            turns = [t for t in transcript["turns"] if t["seat"] == seat]
+            assert all(t["version"] == step and not t["trained"] for t in turns), turns
+            opponent_turns += len(turns)
+    assert labels == ["pool@initial", "pool@step-00000001", "pool@initial"]
+    assert opponent_turns > 0
+
+
+@pytest.mark.e2e
 def test_population_mode_draws_opponents_from_past_checkpoints(tmp_path: Path) -> None:
     """Population play with a LoRA adapter per Kuhn seat (played by choice, so every episode
     reaches both seats): the trained seat plays its own adapter on the current weights, and the

@@ -6,12 +6,17 @@ Run with ``.venv/bin/python -m pytest -q tests/arena/run/test_population.py``.
 
 from __future__ import annotations
 
+import asyncio
 import random
 from pathlib import Path
+from types import SimpleNamespace
 
+import pytest
+
+from arena.bus import BusError
 from arena.models import model_dir
 from arena.run.config import load_run_config
-from arena.run.population import draw
+from arena.run.population import Population, draw
 from arena.run.processes import actor_commands
 from arena.run.run_dir import resolve_for_run
 from tests.cli import ROOT
@@ -77,3 +82,45 @@ def test_named_adapters_load_each_policys_adapter_of_the_drawn_step(tmp_path: Pa
         f"--adapter=second={tmp_path.resolve() / 'adapters' / 'second'}",
     ]
     assert pool[pool.index("--name") + 1] == "pool"
+
+
+class PoolActor:
+    """The pool actor as the coordinator's bus sees it: a status service, a restart (it serves
+    the initial weights, version 0, again) and a spell away from the bus."""
+
+    def __init__(self) -> None:
+        self.serving = 0
+        self.away = 0  # status requests still to fail
+        self.loads: list[int] = []
+
+    async def request(self, *, service: str, dst: str, timeout: float) -> SimpleNamespace:
+        assert (service, dst) == ("policy:pool:status", "inference-pool")
+        if self.away:
+            self.away -= 1
+            raise BusError("actor_dead", "inference-pool is restarting")
+        return SimpleNamespace(body={"version": self.serving})
+
+    def send(self, mtype: str, body: dict, dst: str) -> None:
+        assert (mtype, dst) == ("control", "inference-pool")
+        self.serving = body["version"]
+        self.loads.append(body["version"])
+
+    async def wait_applied(self, actor: str, version: int, exact: bool) -> None:
+        assert (actor, exact) == ("inference-pool", True) and self.serving == version
+
+
+def test_a_restarted_pool_actor_is_loaded_again_not_trusted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = run_with_checkpoints(tmp_path, "opponents.latest_prob=0", "opponents.pool_size=1")
+    pool = PoolActor()
+    population = Population(config, tmp_path, pool, pool)  # type: ignore[arg-type]
+    monkeypatch.setattr("arena.run.population.STATUS_RETRY", 0.0)
+    seed = next(s for s in range(50) if draw(config, tmp_path, s)[0] == "step-00000003")
+    choose = lambda: asyncio.run(population.choose(seed, 7))  # noqa: E731
+    assert choose() == {"policy": "pool", "label": "pool@step-00000003"}
+    assert choose() == {"policy": "pool", "label": "pool@step-00000003"}
+    assert pool.loads == [3]  # served already: loaded once
+    pool.serving, pool.away = 0, 2  # restarted: away for two asks, then the initial weights
+    assert choose() == {"policy": "pool", "label": "pool@step-00000003"}
+    assert pool.loads == [3, 3] and pool.away == 0
