@@ -7,8 +7,7 @@ failure: ``wilson(wins, games)``), else a percentile bootstrap over the log's cl
 replacement, and scores ``a``'s summed score over the drawn clusters divided by their games; the
 interval is the 2.5th and 97.5th percentiles of those draws (NaN with ``resamples`` 0). A pair
 whose clusters all score alike (every game drawn) gets a zero-width interval, ``[0.5, 0.5]``:
-the resamples cannot vary, so read it with the row's games (tables print ``n too small`` under
-:data:`arena.eval.intervals.MIN_N`). The
+the resamples cannot vary, so read it with the row's number of games. The
 invalid rate, mean length and tokens need fields a log may leave out (``invalid``, ``moves`` or
 ``turns``, ``tokens``): a row gives each only when every match in it records what it needs, and
 ``None`` (JSON ``null``, "n/a" in the tables) otherwise, so no figure describes fewer games than
