@@ -5,7 +5,9 @@ coordinator of ``arena train``::
 
     {"op": "collect", "episodes": 16, "seed": 1234, "group_size": 4,   # group_size: default 1
      "lease": "rollout-3-1234",                                  # optional: the job's id
-     "opponent": {"policy": "pool", "label": "pool@step-4"}}     # population mode only
+     "opponent": {"policy": "pool", "label": "pool@step-4",     # population mode only
+                  "own": {"responder": {"policy": "pool-responder",  # trained models of
+                                        "label": "pool-responder@step-4"}}}}  # their own only
       -> {"episodes": 16, "failed": 0, "error": "", "seconds": 3.2, "stats": {...},
           "transcript": {...} | None}
 
@@ -43,7 +45,8 @@ collect order gets an error reply; the actor goes on.
 Seats are randomized: in ``fixed`` and ``population`` modes the trained seat is drawn from the
 episode seed (uniformly over seeds, the same within a group; among the seats whose policy
 trains, with named policies), so the policy plays first and second alike. Population opponents are served by a second inference actor (``policy:pool``)
-that the coordinator loads with a past checkpoint per collect.
+that the coordinator loads with a past checkpoint per collect (and, for each trained policy with a
+model of its own, by ``policy:pool-<policy>`` loaded with that policy's checkpoint, ``own``).
 Run it as ``arena rollout --address ADDR --config run.yaml --index 0``.
 """
 

@@ -8,8 +8,10 @@ and the seats a game config names under ``simulators`` are filled by simulators.
 
 With named policies (``seat_policies``), a population opponent's seat plays the snapshot of
 *its own* policy: the adapter its seat maps to, from the checkpoint the collect drew (served by
-the pool actor) or from the current weights; a seat on a frozen model of its own plays that
-model, which never changes (a trained one is refused at config time, arena/run/config.py).
+the pool actor) or from the current weights; a seat on a trained model of its own plays that
+policy's snapshot of the same draw, from a pool actor of its own (``policy:pool-<policy>``,
+:class:`Opponent` ``own``; arena/run/population.py), and a seat on a frozen model of its own
+plays that model, which never changes.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import games
@@ -88,6 +90,11 @@ class Opponent:
     """The served policy name (``main``: the current policy; ``pool``: a past checkpoint)."""
     label: str
     """Recorded as the seats' policy, e.g. ``main@7`` or ``pool@step-4``."""
+    own: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Per trained policy with a model of its own: the ``policy`` its seats play and their
+    ``label`` (``pool-responder`` / ``pool-responder@step-4``, or ``responder`` /
+    ``responder@3`` for its current weights). A policy of its own not named here plays its
+    model as served (a frozen one)."""
 
 
 class SeatFactory:
@@ -176,14 +183,19 @@ class SeatFactory:
     ) -> PolicySeat:
         """An untrained seat of a population collect, recorded under the opponent's label: the
         policy ``opponent`` names (a past checkpoint, or the current weights), through the
-        adapter of the named policy the seat maps to, if any. A seat on a frozen model of its
-        own plays that model as in any mode: it has no other snapshot."""
+        adapter of the named policy the seat maps to, if any. A seat on a model of its own
+        plays the snapshot ``opponent.own`` names for its policy, with that policy's chat and
+        sampling; one it does not name (a frozen one) plays its model as in any mode."""
         named = None
         if self.config.policies:
             named = seat_policy_name(self.config, self._games[game_id], env, agent)
         spec = self.config.spec_of(named)
-        if spec is not None and spec.own_base:
-            return self.policy_seat(game_id, trained=False, env=env, agent=agent)
+        if named is not None and spec is not None and spec.own_base:
+            seat = self.policy_seat(game_id, trained=False, env=env, agent=agent)
+            own = opponent.own.get(named)
+            if own is not None:
+                seat.policy, seat.policy_name = self.remote(own["policy"]), own["label"]
+            return seat
         seat = self.policy_seat(
             game_id,
             trained=False,

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from arena.core.errors import ConfigError
 from arena.play.config import PlayConfig, PolicySpec, SamplingConfig
+from trainers.checkpoint_dirs import list_checkpoints
 from trainers.config import LearnerConfig, LoRAConfig
 
 MAIN_SERVICE = "learner"
@@ -44,6 +45,13 @@ def shared_adapters(play: PlayConfig) -> list[str]:
 def trained_bases(play: PlayConfig) -> list[str]:
     """The policies with a model and a learner of their own."""
     return [name for name, spec in own_bases(play).items() if spec.train]
+
+
+def pooled_bases(play: PlayConfig) -> list[str]:
+    """The policies with a model of their own whose past snapshots population opponents play,
+    each from a pool actor of its own (``inference-pool-<policy>``): those that train, in
+    ``population`` mode (a frozen one has no snapshot but its model)."""
+    return trained_bases(play) if play.opponents.mode == "population" else []
 
 
 def learner_service(policy: str | None) -> str:
@@ -82,6 +90,22 @@ def policy_adapter_dir(run_dir: Path, name: str) -> Path:
     return run_dir.resolve() / "adapters" / POLICIES_DIR / name
 
 
+def policy_checkpoints(run_dir: Path, name: str) -> Path:
+    """Where ``name``'s own learner keeps its checkpoints (``step-N/`` as the run's step N)."""
+    return run_dir.resolve() / "checkpoints" / POLICIES_DIR / name
+
+
+def policy_checkpoint(run_dir: Path, name: str, step: int) -> tuple[int, Path] | None:
+    """(step, directory) of ``name``'s newest complete checkpoint with a ``model/`` at or before
+    the run's ``step``, or None where it has none: what the policy played at that step."""
+    found = [
+        (s, p)
+        for s, p in list_checkpoints(policy_checkpoints(run_dir, name))
+        if s <= step and (p / "model").is_dir()
+    ]
+    return found[-1] if found else None
+
+
 def policy_learner(
     main: LearnerConfig,
     name: str,
@@ -96,7 +120,7 @@ def policy_learner(
     policy samples (:meth:`~arena.play.config.PlayConfig.sampling_of`): its
     learner re-scores the turns at that temperature, and its generation limit is the one the
     overlong filter knows."""
-    checkpoints = run_dir.resolve() / "checkpoints" / POLICIES_DIR / name
+    checkpoints = policy_checkpoints(run_dir, name)
     lora = lora_of(spec, main.lora, f"policies.{name}")
     if lora.enabled:
         lora = replace(lora, serve="adapter" if serve_adapter else "merged")

@@ -138,7 +138,7 @@ class Collector:
         self.watchdog: Watchdog | None = None
         """Reports collects that run long (set by the coordinator)."""
         """Seconds a collect waits for a rollout actor when there is none on the bus."""
-        self.opponent: dict[str, str] | None = None
+        self.opponent: dict[str, Any] | None = None
         """Population mode: who fills the untrained seats (sent with every order)."""
         self.lease_timeout = lease_timeout
         """Seconds an order may take before its job is leased to another actor."""

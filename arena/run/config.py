@@ -376,6 +376,11 @@ class RunConfig:
 
     def _check_policies(self) -> None:
         """Named policies: mapped seats, and the settings they work with."""
+        if self.opponents.mode == "population" and "pool" in self.policies:
+            raise ConfigError(
+                "policies.pool: with opponents.mode=population, policy:pool is the name the "
+                "population's inference actor serves past checkpoints under: rename the policy"
+            )
         check_seat_policies(self.policies, self.seat_policies)
         for name, spec in self.policies.items():
             spec.sampling_over(self.sampling, name)
@@ -390,15 +395,6 @@ class RunConfig:
                 "own learner trains the shared policy; a policy with a model of its own gets a "
                 "learner of its own, and a frozen one none. Rename one of them"
             )
-        if self.opponents.mode == "population":
-            trained = [n for n, s in self.policies.items() if s.own_base and s.train]
-            if trained:
-                raise ConfigError(
-                    f"policies.{trained[0]}: opponents.mode=population plays past snapshots of "
-                    "adapters on the shared base (and frozen models as they are), not of a "
-                    f"trained model of its own like {trained[0]}'s: make it an adapter (drop "
-                    "its model), freeze it (train: false), or use self-play or fixed opponents"
-                )
         if not any(not spec.own_base for spec in self.policies.values()):
             return  # models of their own only: the shared policy trains as without policies
         if self.learner.lora.enabled:

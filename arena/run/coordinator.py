@@ -262,7 +262,7 @@ class RunCoordinator:
 
     async def _choose_opponent(self) -> None:
         self.collector.opponent = await self.population.choose(
-            self.config.seed * 7 + self.step, self.version
+            self.config.seed * 7 + self.step, self.version, self.policy_learners.versions()
         )
 
     async def _train_sync(self) -> int:

@@ -44,7 +44,7 @@ from arena.models.adapter_shape import SHARED_ADAPTER
 from arena.play.seating import SeatFactory, seat_policy_name
 from arena.play.seats import BotSeat, Seat
 from arena.policies.chat import ChatFormat
-from arena.run.bases import POLICIES_DIR, shared_adapters
+from arena.run.bases import policy_checkpoint, shared_adapters
 from arena.run.config import RunConfig
 from arena.run.run_log import RunLog
 from games.bots.random_bot import RandomBot
@@ -209,10 +209,9 @@ def base_weights(
         weights[name] = str(spec.model)
         if step is None or not spec.train:
             continue
-        root = run_dir / "checkpoints" / POLICIES_DIR / name
-        found = [p for s, p in list_checkpoints(root) if s <= step and (p / "model").is_dir()]
+        found = policy_checkpoint(run_dir, name, step)
         if found:
-            weights[name] = str(found[-1] / "model")
+            weights[name] = str(found[1] / "model")
         else:
             missing.append(name)
     return weights, missing

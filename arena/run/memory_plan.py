@@ -25,7 +25,7 @@ from pathlib import Path
 
 from arena.core.errors import ConfigError
 from arena.models.specs import SHAPES
-from arena.run.bases import lora_of, own_bases
+from arena.run.bases import lora_of, own_bases, pooled_bases
 from arena.run.config import RunConfig
 
 PLANNED_CONTEXT = 1024
@@ -128,11 +128,14 @@ def memory_plan(config: RunConfig) -> list[BasePlan]:
     shared_trained: tuple[int, list[str]] | None = None  # (rank, targets) for adapters
     if adapters or lora.enabled:
         shared_trained = (lora.r, list(lora.target_modules) * max(1, len(adapters)))
-    bases = [(c.learner.name, c.model, c.inference.actors, True, shared_trained)]
+    # the population's pool actors hold a copy each (arena/run/population.py)
+    pool = c.opponents.mode == "population"
+    bases = [(c.learner.name, c.model, c.inference.actors + pool, True, shared_trained)]
+    pooled = pooled_bases(c.play)
     for name, spec in own_bases(c.play).items():
         shaped = lora_of(spec, lora, f"policies.{name}")
         on = (shaped.r, list(shaped.target_modules)) if shaped.enabled else None
-        bases.append((name, str(spec.model), 1, spec.train, on))
+        bases.append((name, str(spec.model), 1 + (name in pooled), spec.train, on))
     out = []
     for policy, model, actors, trains, adapter in bases:
         shape = model_shape(model)

@@ -9,9 +9,10 @@ from pathlib import Path
 from arena.play.acting import CHOICE
 from arena.play.config import GameConfig, PlayConfig
 from arena.run.addresses import broker_hint, own_address, own_broker
-from arena.run.bases import lora_of, own_bases, shared_adapters
+from arena.run.bases import lora_of, own_bases, pooled_bases, shared_adapters
 from arena.run.config import RunConfig
 from arena.run.memory_plan import gib, host_memory, memory_plan
+from arena.run.processes import pool_actor, pool_policy
 from arena.run.resources import cpu_threads
 from trainers.config import LearnerConfig
 
@@ -72,6 +73,18 @@ def plan(config: RunConfig, run_dir: Path | None = None) -> str:
         lines.append(
             f"  policy       {name}: its own model {spec.model}, served by inference-{name} as "
             f"policy:{name}, {trains}{sampling_note(config, name)}"
+        )
+    if config.opponents.mode == "population":
+        o = config.opponents
+        lines.append(
+            f"  pool         {pool_actor()} serves policy:{pool_policy()}: one draw per collect "
+            f"(latest_prob={o.latest_prob:g}, else the initial model or one of the last "
+            f"{o.pool_size} checkpoints)"
+        )
+    for name in pooled_bases(config.play):
+        lines.append(
+            f"  pool         {pool_actor(name)} serves policy:{pool_policy(name)}: {name}'s own "
+            f"checkpoint of the drawn step (checkpoints/policies/{name}/)"
         )
     plans = memory_plan(config)
     lines.append("  memory       per base, all its processes (weights, optimizer, KV cache):")

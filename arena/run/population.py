@@ -9,6 +9,17 @@ actor keeps it and loads the drawn checkpoint's adapters (``step-N/adapters/<nam
 run's starts under ``adapters/<name>`` for the initial model), each under its policy's name:
 every opponent seat then plays its own policy's snapshot of that one step
 (:meth:`arena.play.seating.SeatFactory.opponent_seat`).
+
+A trained policy with a model of its own (:mod:`arena.run.bases`) has a pool actor of its own,
+``inference-pool-<policy>`` serving ``policy:pool-<policy>`` on its model (started by the run,
+:mod:`arena.run.processes`). The one draw of a collect holds for it too: for ``step-N`` it
+loads the policy's own checkpoint of the run's step N, ``checkpoints/policies/<policy>/step-N/
+model`` (LoRA merged), or, where the policy has none at N (its learner skipped that step, or
+its checkpoints were pruned), its newest one before N, else its initial model. Its seats are
+labelled with the snapshot they play: ``pool-<policy>@step-M`` (M the step of the checkpoint
+loaded) or ``pool-<policy>@initial``; when the draw is the current policy, ``<policy>@V`` with
+V its learner's current version, as the shared policy's ``main@V``. A frozen one plays its model
+as in any mode.
 """
 
 from __future__ import annotations
@@ -16,14 +27,15 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from arena.bus import Actor, BusError
 from arena.models import model_dir
-from arena.run.bases import shared_adapters
+from arena.run.bases import own_bases, policy_checkpoint, pooled_bases, shared_adapters
 from arena.run.config import RunConfig
-from arena.run.processes import POOL, POOL_ACTOR
+from arena.run.processes import POOL, pool_actor, pool_policy
 from arena.run.weight_sync import WeightSync, WeightSyncTimeout
 
 STATUS_TIMEOUT = 10.0
@@ -52,6 +64,31 @@ def draw(config: RunConfig, run_dir: Path, seed: int) -> tuple[str, dict[str, An
     return label, {"command": "load", "path": path, "version": version}
 
 
+def base_loads(
+    config: RunConfig, run_dir: Path, label: str
+) -> dict[str, tuple[str, dict[str, Any]]]:
+    """For each trained policy with a model of its own, the snapshot it plays when the draw is
+    ``label`` (``initial`` or ``step-N``): its label and the ``load`` message that makes its pool
+    actor serve it (see the module docstring)."""
+    step = 0 if label == "initial" else int(label.split("-")[1])
+    out = {}
+    for name in pooled_bases(config.play):
+        found = policy_checkpoint(run_dir, name, step) if step else None
+        if found is None:
+            path, version, played = str(model_dir(own_bases(config.play)[name].model)), 0, "initial"
+        else:
+            path, version, played = str(found[1] / "model"), found[0], found[1].name
+        load = {"command": "load", "path": path, "version": version}
+        out[name] = (f"{pool_policy(name)}@{played}", load)
+    return out
+
+
+def opponent(policy: str, label: str, own: dict[str, dict[str, str]]) -> dict[str, Any]:
+    """An opponent as a collect's orders carry it (:class:`arena.play.seating.Opponent`);
+    ``own`` only where there are policies with models of their own to seat."""
+    return {"policy": policy, "label": label, **({"own": own} if own else {})}
+
+
 class Population:
     """Chooses the opponent of each step and keeps the pool actor loaded with it.
 
@@ -66,32 +103,53 @@ class Population:
         self.actor = actor
         self.weights = weights
 
-    async def choose(self, seed: int, version: int) -> dict[str, str] | None:
-        """The opponent of the next collect, or None outside population mode."""
+    async def choose(
+        self, seed: int, version: int, versions: Mapping[str, int] | None = None
+    ) -> dict[str, Any] | None:
+        """The opponent of the next collect, or None outside population mode: the policy the
+        shared base's seats play and its label, and under ``own`` the same for each trained
+        policy with a model of its own (``versions``: their learners' current versions)."""
         if self.config.opponents.mode != "population":
             return None
         label, load = draw(self.config, self.run_dir, seed)
         if load is None:
-            return {"policy": self.config.learner.name, "label": f"main@{version}"}
-        if await self.served_version() != load["version"]:
-            self.actor.send("control", load, dst=POOL_ACTOR)
-            await self.weights.wait_applied(POOL_ACTOR, load["version"], exact=True)
-        return {"policy": POOL, "label": f"{POOL}@{label}"}
+            own = {
+                name: {"policy": name, "label": f"{name}@{(versions or {}).get(name, 0)}"}
+                for name in pooled_bases(self.config.play)
+            }
+            return opponent(self.config.learner.name, f"main@{version}", own)
+        loads = {None: (f"{POOL}@{label}", load), **base_loads(self.config, self.run_dir, label)}
+        sent = []
+        for name, (_, message) in loads.items():
+            if await self.served_version(name) != message["version"]:
+                self.actor.send("control", message, dst=pool_actor(name))
+                sent.append((pool_actor(name), message["version"]))
+        await asyncio.gather(
+            *(self.weights.wait_applied(actor, v, exact=True) for actor, v in sent)
+        )
+        own = {
+            name: {"policy": pool_policy(name), "label": played}
+            for name, (played, _) in loads.items()
+            if name is not None
+        }
+        return opponent(POOL, f"{POOL}@{label}", own)
 
-    async def served_version(self) -> int:
-        """The version the pool actor serves now, waiting (up to ``wait.weights_timeout``) while
-        it is away: a restarting one answers once it serves again."""
+    async def served_version(self, name: str | None = None) -> int:
+        """The version the pool actor of ``name`` (None: the shared base's) serves now, waiting
+        (up to ``wait.weights_timeout``) while it is away: a restarting one answers once it
+        serves again."""
+        actor = pool_actor(name)
         deadline = time.monotonic() + self.config.wait.weights_timeout
         while True:
             try:
                 status = await self.actor.request(
-                    service=f"policy:{POOL}:status", dst=POOL_ACTOR, timeout=STATUS_TIMEOUT
+                    service=f"policy:{pool_policy(name)}:status", dst=actor, timeout=STATUS_TIMEOUT
                 )
                 return int(status.body["version"])
             except BusError as err:
                 if time.monotonic() > deadline:
                     raise WeightSyncTimeout(
-                        f"{POOL_ACTOR} did not answer its status in "
+                        f"{actor} did not answer its status in "
                         f"{self.config.wait.weights_timeout:g}s: {err}"
                     ) from err
                 await asyncio.sleep(STATUS_RETRY)

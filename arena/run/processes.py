@@ -8,8 +8,10 @@ broker when ``bus.address`` is unset (restartable: the actors register again wit
 ``inference.actors`` inference actors (restartable: they load the learner's current weights
 when they join), the learner unless ``start_learner`` is false (restartable: it resumes from
 its last checkpoint, and the run from that step), one inference actor per named policy with a
-model of its own and one learner per such policy that trains (:mod:`arena.run.bases`), and
-``rollout.actors`` rollout actors. Whatever it does not start may join from elsewhere with the
+model of its own and one learner per such policy that trains (:mod:`arena.run.bases`), in
+``population`` mode the pool actors that serve past snapshots (``inference-pool`` for the
+shared base, ``inference-pool-<policy>`` for each such policy that trains:
+:mod:`arena.run.population`), and ``rollout.actors`` rollout actors. Whatever it does not start may join from elsewhere with the
 same command lines and the files :func:`write_configs` puts in the run directory.
 """
 
@@ -29,6 +31,7 @@ from arena.run.bases import (
     own_bases,
     policy_adapter_dir,
     policy_learner,
+    pooled_bases,
     shared_adapters,
     trained_bases,
 )
@@ -41,6 +44,18 @@ POOL = "pool"
 """Policy name of the population opponents' inference actor."""
 POOL_ACTOR = "inference-pool"
 """The inference actor that serves :data:`POOL`."""
+
+
+def pool_policy(name: str | None = None) -> str:
+    """The policy name under which population opponents play past snapshots: :data:`POOL` for
+    the shared base, ``pool-<name>`` for ``name``, a trained policy with a model of its own
+    (a policy's name is an identifier, so it never has the dash)."""
+    return POOL if name is None else f"{POOL}-{name}"
+
+
+def pool_actor(name: str | None = None) -> str:
+    """The inference actor that serves :func:`pool_policy` (``inference-pool[-<name>]``)."""
+    return f"inference-{pool_policy(name)}"
 
 
 @dataclass(frozen=True)
@@ -96,6 +111,10 @@ def actor_commands(config: RunConfig, run_dir: Path) -> list[ActorCommand]:
         served = base_inference(c, run_dir, name, spec, seed=c.seed + 100 + offset)
         argv = inference_argv(f"inference-{name}", address, served, c.bus.heartbeat_interval)
         commands.append(inference_command(f"inference-{name}", argv, inference_env, c))
+    for offset, name in enumerate(pooled_bases(c.play)):
+        served = pool_inference(c, name, own_bases(c.play)[name], seed=c.seed + 200 + offset)
+        argv = inference_argv(pool_actor(name), address, served, c.bus.heartbeat_interval)
+        commands.append(inference_command(pool_actor(name), argv, inference_env, c))
     if c.start_learner:
         for policy in (None, *trained_bases(c.play)):
             commands.append(
@@ -169,6 +188,21 @@ def base_inference(
         device=device_for(c.inference.device),
         adapters=adapters,
         default_adapter=default,
+    )
+
+
+def pool_inference(config: RunConfig, name: str, spec: PolicySpec, seed: int) -> InferenceConfig:
+    """What ``inference-pool-<name>`` serves: ``name``'s model as ``policy:pool-<name>``, with
+    no adapter: each collect loads a checkpoint's ``model/`` (LoRA merged) or the model itself
+    (arena/run/population.py)."""
+    return replace(
+        config.inference,
+        name=pool_policy(name),
+        model=str(spec.model),
+        seed=seed,
+        device=device_for(config.inference.device),
+        adapters={},
+        default_adapter="",
     )
 
 

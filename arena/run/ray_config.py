@@ -37,7 +37,7 @@ class RayResourcesConfig:
     broker: RayResources = field(default_factory=RayResources)
     """The run's own broker (``bus.address`` unset); it runs on the node of ``arena train``."""
     inference: RayResources = field(default_factory=RayResources)
-    """Each inference actor (``inference-<i>``, and ``inference-pool`` in population mode)."""
+    """Each inference actor (``inference-<i>``, and ``inference-pool[-<policy>]`` in population mode)."""
     learner: RayResources = field(default_factory=RayResources)
     """The learner (when ``start_learner``)."""
     rollout: RayResources = field(default_factory=RayResources)

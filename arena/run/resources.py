@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from arena.run.bases import own_bases, trained_bases
+from arena.run.bases import own_bases, pooled_bases, trained_bases
 from arena.run.config import RunConfig
 
 
@@ -22,6 +22,7 @@ def cpu_threads(config: RunConfig, cores: int | None = None) -> dict[str, int]:
         config.inference.actors
         + (config.opponents.mode == "population")
         + len(own_bases(config.play))
+        + len(pooled_bases(config.play))
     )
     learners = (1 + len(trained_bases(config.play))) * config.start_learner
     if config.mode == "async":  # generation and training run at once (here: those started here)

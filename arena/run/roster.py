@@ -1,7 +1,8 @@
 """The actors a run waits for before it starts, and the commands that start the missing ones.
 
 A run needs the learner, ``wait.inference_actors`` inference actors serving
-``policy:<learner.name>`` (plus ``policy:pool`` in population mode), an inference actor for
+``policy:<learner.name>`` (plus ``policy:pool`` in population mode, and ``policy:pool-<policy>``
+for each trained policy with a model of its own there), an inference actor for
 every other policy a simulator talks through (``simulators.<seat>.policy``: the run never starts
 those) and ``wait.rollout_actors`` rollout actors. They may be its own children or processes started elsewhere that joined through
 an external broker; the broker's directory (:mod:`arena.run.directory`) says which are there.
@@ -23,11 +24,11 @@ from typing import Any
 
 from arena.bus import Actor
 from arena.bus.security import INSECURE_ENV, KEYS_ENV
-from arena.run.bases import learner_service, own_bases, trained_bases
+from arena.run.bases import learner_service, own_bases, pooled_bases, trained_bases
 from arena.run.config import RunConfig
 from arena.run.directory import listing, rollout_names, serving
 from arena.run.plan import simulator_policies
-from arena.run.processes import POOL, learner_argv
+from arena.run.processes import POOL, learner_argv, pool_policy
 
 
 class ActorsMissing(TimeoutError):
@@ -88,6 +89,12 @@ def missing(
             )
     if c.opponents.mode == "population" and not serving(actors, f"policy:{POOL}"):
         out.append(f"the population's inference actor serving policy:{POOL}")
+    for name in pooled_bases(c.play):
+        if not serving(actors, f"policy:{pool_policy(name)}"):
+            out.append(
+                f"the population's inference actor serving policy:{pool_policy(name)} (past "
+                f"snapshots of {name}'s own model)"
+            )
     for name, seats in simulator_policies(c).items():
         if not serving(actors, f"policy:{name}"):
             out.append(

@@ -249,11 +249,14 @@ def test_population_mode_plays_the_shared_policy_against_its_past_checkpoints(
 
 @pytest.mark.e2e
 def test_population_mode_draws_opponents_from_past_checkpoints(tmp_path: Path) -> None:
-    """Population play with a LoRA adapter per Kuhn seat (played by choice, so every episode
-    reaches both seats): the trained seat plays its own adapter on the current weights, and the
-    other seat its own adapter from the drawn checkpoint, served by the pool actor. Seed 16
-    draws the initial adapters, then step 1's, then the initial ones again, which the pool
-    actor serves as version 0 while the trained seat plays version 2 (arena/run/population.py)."""
+    """Population play with Kuhn's first seat on a LoRA adapter on the shared base and its
+    second on a trained model of its own (played by choice, so every episode reaches both
+    seats): the trained seat plays its own policy's current weights, and the other seat its
+    own policy's snapshot of the drawn step, the adapter from the shared pool actor, the model
+    of its own from its pool actor (inference-pool-second), checkpointed by its own learner.
+    Seed 16 draws the initial snapshots, then step 1's, then the initial ones again, which the
+    pool actors serve as version 0 while the trained seat plays version 2
+    (arena/run/population.py)."""
     result = arena(
         "train",
         SMOKE,
@@ -261,7 +264,7 @@ def test_population_mode_draws_opponents_from_past_checkpoints(tmp_path: Path) -
         "steps=3",
         "seed=16",
         "games=[{id: kuhn-poker-v0, act: choice, role_kwargs: {prefill: true}}]",
-        "policies={first: {}, second: {}}",
+        "policies={first: {}, second: {model: tiny}}",
         "seat_policies={player_0: first, player_1: second}",
         "learner.lora={r: 4, alpha: 8, target_modules: [q_proj, v_proj]}",
         "opponents.mode=population",
@@ -270,20 +273,24 @@ def test_population_mode_draws_opponents_from_past_checkpoints(tmp_path: Path) -
         *NO_EVAL,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "inference-pool-second serves policy:pool-second" in result.stdout
     run_dir = run_dir_of(tmp_path)
     transcripts = [
         json.loads(line) for line in (run_dir / "transcripts.jsonl").read_text().splitlines()
     ]
     assert len(transcripts) == 3
     drawn = ["initial", "step-00000001", "initial"]
+    # the current seat's record, and the drawn snapshot's, per policy
+    current = {"first": "main@first", "second": "second"}
+    snapshot = {"first": "pool@{}@first", "second": "pool-second@{}"}
     for step, (transcript, label) in enumerate(zip(transcripts, drawn, strict=True)):
         seats = transcript["seats"]
-        (trained,) = [a for a, p in seats.items() if p.startswith("main@")]
-        (other,) = set(seats) - {trained}
         own = {"player_0": "first", "player_1": "second"}
+        (trained,) = [a for a, p in seats.items() if not p.endswith("(not trained)")]
+        (other,) = set(seats) - {trained}
         # each seat plays its own policy: the trained one current, the other the drawn snapshot
-        assert seats[trained] == f"main@{own[trained]}"
-        assert seats[other] == f"pool@{label}@{own[other]} (not trained)"
+        assert seats[trained] == current[own[trained]]
+        assert seats[other] == snapshot[own[other]].format(label) + " (not trained)"
         turns = transcript["turns"]
         assert {t["seat"] for t in turns} == {trained, other}
         for turn in turns:  # only the trained seat's turns are trained, on this step's weights
@@ -291,8 +298,11 @@ def test_population_mode_draws_opponents_from_past_checkpoints(tmp_path: Path) -
             assert turn["trained"] is mine
             assert turn["version"] == (step if mine else 0 if label == "initial" else 1), turn
     steps = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    for name in ("first", "second"):  # both seats are drawn to train over the run
-        assert sum(m[f"learner/policy/{name}/turns"] for m in steps) > 0
+    assert (run_dir / "checkpoints" / "policies" / "second" / "step-00000001" / "model").is_dir()
+    # both seats are drawn to train over the run: the adapter by the run's learner, the model
+    # of its own by its own (learner-second)
+    assert sum(m.get("learner/policy/first/turns", 0) for m in steps) > 0
+    assert sum(m.get("learner/second/adv/kuhn-poker-v0/player_1/count", 0) for m in steps) > 0
 
 
 def sometimes_legal_model(path: Path) -> Path:

@@ -290,3 +290,69 @@ def test_a_frozen_model_of_its_own_is_never_the_trained_seat_nor_a_snapshot(
         assert (seats[other].policy.name, seats[other].params.adapter) == ("pool", "hero")
     # the trained seat is drawn from the two seats whose policy trains, never the judge's
     assert set(trained) == {"player_0", "player_1"}
+
+
+def test_a_trained_model_of_its_own_plays_its_own_snapshot_of_the_draw(chat: ChatFormat) -> None:
+    # Kuhn: player_1 is the responder, a trained model of its own sampling at T = 0.5 with a
+    # tokenizer of its own; player_0 the shared policy. As the opponent, the responder's seat
+    # plays the snapshot the collect's Opponent names under `own` (its pool actor), in its own
+    # chat and sampling, untrained; the shared seat plays the shared pool's snapshot.
+    config = PlayConfig(
+        games=[GameConfig("kuhn-poker-v0", role_kwargs={"prefill": True})],
+        opponents=OpponentConfig(mode="population"),
+        sampling=SamplingConfig(temperature=0.9),
+        policies={"responder": PolicySpec(model="tiny", sampling={"temperature": 0.5})},
+        seat_policies={"player_1": "responder"},
+    )
+    own_chat = ChatFormat(chat.tokenizer)
+    remotes: dict[str, Named] = {}
+    f = SeatFactory(
+        config,
+        Named("main"),
+        chat,
+        lambda name: remotes.setdefault(name, Named(name)),
+        lambda name: own_chat,
+    )
+    # as a collect order carries it (arena/run/population.py -> arena/actors/rollout.py)
+    pool = Opponent(
+        **{
+            "policy": "pool",
+            "label": "pool@step-00000002",
+            "own": {
+                "responder": {"policy": "pool-responder", "label": "pool-responder@step-00000001"}
+            },
+        }
+    )
+    got = set()
+    for seed in range(10):
+        seats = f.seats("kuhn-poker-v0", env("kuhn-poker-v0"), random.Random(seed), seed, pool)
+        got.add(
+            tuple(
+                (
+                    a,
+                    s.policy.name,
+                    s.policy_name,
+                    s.params.temperature,
+                    s.trained,
+                    s.chat is own_chat,
+                )
+                for a, s in sorted(seats.items())
+            )
+        )
+    assert got == {
+        (
+            ("player_0", "main", "main", 0.9, True, False),
+            ("player_1", "pool-responder", "pool-responder@step-00000001", 0.5, False, True),
+        ),
+        (
+            ("player_0", "pool", "pool@step-00000002", 0.9, False, False),
+            ("player_1", "responder", "responder", 0.5, True, True),
+        ),
+    }
+    # without `own` (an order from before, or a frozen model) it plays its model as served
+    seats = f.seats("kuhn-poker-v0", env("kuhn-poker-v0"), random.Random(0), 0, Opponent("a", "b"))
+    assert {(s.policy.name, s.policy_name) for s in seats.values()} <= {
+        ("responder", "responder"),
+        ("main", "main"),
+        ("a", "b"),
+    }

@@ -43,9 +43,10 @@ TWO = str(ROOT / "configs" / "two_models.yaml")
         (["learner.name=judge"], "learner.name='judge' names a policy of policies (a frozen one"),
         (["seat_policies.mae-v0:judge=responder"], "claimed by two policies, judge and responder"),
         (["seat_policies.nobody=responder"], None),  # a key that maps no seat is harmless
+        (["opponents.mode=population"], None),  # the responder's snapshots: a pool actor's
         (
-            ["opponents.mode=population"],
-            "policies.responder: opponents.mode=population plays past snapshots of adapters",
+            ["opponents.mode=population", "policies.pool={model: tiny}"],
+            "policies.pool: with opponents.mode=population, policy:pool is the name",
         ),
     ],
 )

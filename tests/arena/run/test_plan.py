@@ -55,20 +55,23 @@ def test_cores_are_split_among_processes_that_compute_at_once(
 
 
 @pytest.mark.parametrize(
-    ("mode", "expected"),
+    ("overrides", "expected"),
     [
         # sync: 3 inference actors generate together (the run's, the responder's and the
         # judge's): 8 // 3 = 2 each; 2 learners step together (the run's, the responder's; the
         # judge is frozen): 8 // 2 = 4 each
-        ("sync", {"inference": 2, "learner": 4}),
+        (["mode=sync"], {"inference": 2, "learner": 4}),
         # async: all 5 at once, 8 // 5 = 1 each
-        ("async", {"inference": 1, "learner": 1}),
+        (["mode=async"], {"inference": 1, "learner": 1}),
+        # population: the two pool actors too (the shared base's, the responder's; the frozen
+        # judge has none), 5 generating: 8 // 5 = 1 each
+        (["mode=sync", "opponents.mode=population"], {"inference": 1, "learner": 4}),
     ],
 )
 def test_policies_on_models_of_their_own_count_among_those_that_compute(
-    mode: str, expected: dict[str, int]
+    overrides: list[str], expected: dict[str, int]
 ) -> None:
-    config = load_run_config("configs/two_models.yaml", [f"mode={mode}"])
+    config = load_run_config("configs/two_models.yaml", overrides)
     assert cpu_threads(config, 8) == expected
 
 

@@ -1,5 +1,6 @@
-"""Population play's draw (arena/run/population.py) and the pool actor it loads, with and
-without named policies: which snapshot a collect draws, and what the pool actor is told to load.
+"""Population play's draw (arena/run/population.py) and the pool actors it loads, with and
+without named policies: which snapshot a collect draws, and what each pool actor is told to load
+(the shared base's, and that of each trained policy with a model of its own).
 
 Run with ``.venv/bin/python -m pytest -q tests/arena/run/test_population.py``.
 """
@@ -16,8 +17,10 @@ import pytest
 from arena.bus import BusError
 from arena.models import model_dir
 from arena.run.config import load_run_config
-from arena.run.population import Population, draw
+from arena.run.plan import plan
+from arena.run.population import Population, base_loads, draw
 from arena.run.processes import actor_commands
+from arena.run.roster import missing
 from arena.run.run_dir import resolve_for_run
 from tests.cli import ROOT
 
@@ -124,3 +127,109 @@ def test_a_restarted_pool_actor_is_loaded_again_not_trusted(
     pool.serving, pool.away = 0, 2  # restarted: away for two asks, then the initial weights
     assert choose() == {"policy": "pool", "label": "pool@step-00000003"}
     assert pool.loads == [3, 3] and pool.away == 0
+
+
+# -- a trained policy with a model of its own: a pool actor of its own --------------------------
+TWO = str(ROOT / "configs" / "two_models.yaml")
+
+
+def own_base_run(tmp_path: Path, *overrides: str):
+    """two_models.yaml in population mode, the run's checkpoints at steps 1-3 and the
+    responder's (trained, a model of its own) at steps 1 and 3 only; the judge is frozen."""
+    config = load_run_config(TWO, ["model=tiny", "opponents.mode=population", *overrides])
+    config = resolve_for_run(config, tmp_path)
+    for step in (1, 2, 3):
+        (tmp_path / "checkpoints" / f"step-{step:08d}" / "model").mkdir(parents=True)
+    for step in (1, 3):
+        found = tmp_path / "checkpoints" / "policies" / "responder" / f"step-{step:08d}"
+        (found / "model").mkdir(parents=True)
+        (found / "state.json").write_text("{}")
+    return config
+
+
+def test_an_own_model_plays_its_own_checkpoint_of_the_drawn_step(tmp_path: Path) -> None:
+    config = own_base_run(tmp_path, "opponents.latest_prob=0")
+    own = tmp_path.resolve() / "checkpoints" / "policies" / "responder"
+    # step 2 has no checkpoint of the responder's: it plays its newest before, step 1's
+    played = {
+        "initial": ("pool-responder@initial", str(model_dir("tiny")), 0),
+        "step-00000001": ("pool-responder@step-00000001", str(own / "step-00000001/model"), 1),
+        "step-00000002": ("pool-responder@step-00000001", str(own / "step-00000001/model"), 1),
+        "step-00000003": ("pool-responder@step-00000003", str(own / "step-00000003/model"), 3),
+    }
+    for label, (named, path, version) in played.items():
+        load = {"command": "load", "path": path, "version": version}
+        assert base_loads(config, tmp_path, label) == {"responder": (named, load)}
+    # the pool actor of its own starts on its model, with no adapter; the frozen judge has none
+    commands = {c.name: c.argv for c in actor_commands(config, tmp_path)}
+    assert [n for n in commands if n.startswith("inference-pool")] == [
+        "inference-pool",
+        "inference-pool-responder",
+    ]
+    argv = commands["inference-pool-responder"]
+    assert argv[argv.index("--name") + 1] == "pool-responder"
+    assert argv[argv.index("--model") + 1] == "tiny"
+    assert argv[argv.index("--actor-name") + 1] == "inference-pool-responder"
+    assert not any(a.startswith("--adapter") for a in argv)
+    # --dry-run names both pool actors; the roster waits for both
+    text = plan(config, tmp_path)
+    assert "inference-pool serves policy:pool: one draw per collect" in text
+    assert "inference-pool-responder serves policy:pool-responder: responder's own" in text
+    lacking = missing(config, [], tmp_path, "ipc:///x")
+    assert any("serving policy:pool-responder (past snapshots of responder's" in m for m in lacking)
+    # outside population mode: neither
+    config = load_run_config(TWO, ["model=tiny"])
+    assert not any("pool" in c.name for c in actor_commands(config, tmp_path))
+
+
+class PoolActors:
+    """Both pool actors on the coordinator's bus: a status service each, loads, acks."""
+
+    def __init__(self) -> None:
+        self.serving = {"inference-pool": 0, "inference-pool-responder": 0}
+        self.loads: list[tuple[str, str, int]] = []
+
+    async def request(self, *, service: str, dst: str, timeout: float) -> SimpleNamespace:
+        assert service == f"policy:{dst.removeprefix('inference-')}:status"
+        return SimpleNamespace(body={"version": self.serving[dst]})
+
+    def send(self, mtype: str, body: dict, dst: str) -> None:
+        assert mtype == "control" and body["command"] == "load"
+        self.serving[dst] = body["version"]
+        self.loads.append((dst, Path(body["path"]).parent.name, body["version"]))
+
+    async def wait_applied(self, actor: str, version: int, exact: bool) -> None:
+        assert exact and self.serving[actor] == version
+
+
+def test_choose_loads_each_pool_actor_that_serves_another_snapshot(tmp_path: Path) -> None:
+    config = own_base_run(tmp_path, "opponents.latest_prob=0")
+    pools = PoolActors()
+    population = Population(config, tmp_path, pools, pools)  # type: ignore[arg-type]
+    seeds = {draw(config, tmp_path, s)[0]: s for s in range(60)}
+    choose = lambda label: asyncio.run(population.choose(seeds[label], 7, {"responder": 4}))  # noqa: E731
+    assert choose("step-00000002") == {
+        "policy": "pool",
+        "label": "pool@step-00000002",
+        "own": {"responder": {"policy": "pool-responder", "label": "pool-responder@step-00000001"}},
+    }
+    assert pools.loads == [
+        ("inference-pool", "step-00000002", 2),
+        ("inference-pool-responder", "step-00000001", 1),
+    ]
+    # step 1: the responder's pool actor serves its step 1 already; only the shared one loads
+    assert choose("step-00000001")["own"]["responder"]["label"] == "pool-responder@step-00000001"
+    assert pools.loads[2:] == [("inference-pool", "step-00000001", 1)]
+    choose("initial")
+    assert [(actor, v) for actor, _, v in pools.loads[3:]] == [
+        ("inference-pool", 0),
+        ("inference-pool-responder", 0),
+    ]
+    # the current policy drawn: each plays its current weights, labelled with its version
+    latest = own_base_run(tmp_path / "latest", "opponents.latest_prob=1")
+    population = Population(latest, tmp_path / "latest", pools, pools)  # type: ignore[arg-type]
+    assert asyncio.run(population.choose(0, 7, {"responder": 4})) == {
+        "policy": "main",
+        "label": "main@7",
+        "own": {"responder": {"policy": "responder", "label": "responder@4"}},
+    }
