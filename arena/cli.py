@@ -22,12 +22,17 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from arena.core.commands import commands, load, summary
 from arena.core.errors import EXIT_REFUSED, CannotStart, ConfigError
 from arena.core.process import die_with_parent
 from arena.core.registry import RegistryError
+
+EXIT_BROKEN_PIPE = 141
+"""What a shell reports for a process that SIGPIPE ended (128 + 13): Python ignores SIGPIPE, so a
+command whose reader closed the pipe (`| head`) exits with it instead of a traceback."""
 
 
 def build_parser(summaries: bool = False) -> argparse.ArgumentParser:
@@ -78,7 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     module.add_arguments(command_parser)  # type: ignore[attr-defined]
     try:
-        return int(module.run(command_parser.parse_intermixed_args(rest)) or 0)  # type: ignore[attr-defined]
+        code = int(module.run(command_parser.parse_intermixed_args(rest)) or 0)  # type: ignore[attr-defined]
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at the interpreter's exit
+        return code
     except ConfigError as err:
         print(f"{prog}: bad config: {err}", file=sys.stderr)
         return EXIT_REFUSED
@@ -88,6 +95,10 @@ def main(argv: list[str] | None = None) -> int:
     except CannotStart as err:
         print(f"{prog}: cannot start: {err}", file=sys.stderr)
         return EXIT_REFUSED
+    except BrokenPipeError:  # `arena ratings ... | head`: the reader has what it wanted
+        # stdout is gone: point it at /dev/null so that Python's exit, flushing it, raises nothing
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":

@@ -170,7 +170,8 @@ def main() -> None:
     before_dir = Path(args.before).resolve() if args.before else None
     out = judge(run_dir, seconds, args.game, args.seat, args.metric, before_dir)
     if before_dir is not None:
-        out["before_from"] = str(before_dir.relative_to(ROOT))
+        inside = before_dir.is_relative_to(ROOT)
+        out["before_from"] = str(before_dir.relative_to(ROOT) if inside else before_dir)
     out["load_1min"] = [round(load, 2), round(os.getloadavg()[0], 2)]  # at start and at end
     print(json.dumps(out))
 

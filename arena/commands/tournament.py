@@ -16,7 +16,7 @@ their adapters (each request names its own). Written to the output directory
 (``runs/tournaments/<name>`` unless ``out`` is set):
 
 - ``matches.jsonl``: one line per match (game, seed, seats, scores, returns, moves, termination,
-  tokens, seconds, invalid, forfeit), appended as each finishes;
+  tokens, seconds, invalid, turns, forfeit), appended as each finishes;
 - ``ratings.json``: the ``arena ratings --json`` object (Bradley-Terry ratings with 95%
   bootstrap intervals, the first-mover term, per-pairing tables);
 - ``report.md`` and ``report.html`` (self-contained), with ``winrate.png`` and ``ratings.png``.
