@@ -1,5 +1,5 @@
 # The two README commands. Each bootstraps a project-local .venv by itself, idempotently:
-# the stamp file is rebuilt only when pyproject.toml changes.
+# the stamp file is rebuilt only when pyproject.toml or this Makefile changes.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
