@@ -73,12 +73,10 @@ from collections import Counter, deque
 from collections.abc import Mapping
 from typing import Any
 
-import torch
-
 from arena.actors.backend_watch import BackendWatch
 from arena.actors.batching import BatchQueue, Pending
+from arena.actors.weight_intake import WeightIntake
 from arena.bus import Actor, BusError, Message
-from arena.models.lora_files import read_adapter
 from arena.policies.base import Policy
 from arena.policies.config import InferenceConfig, shared_settings
 from arena.policies.remote import service_name
@@ -91,15 +89,15 @@ from arena.policies.types import (
     Scoring,
     check_keys,
 )
-from arena.weights.buckets import NOT_NEWER
 from arena.weights.cuda_ipc import device_id
 from arena.weights.receiver import WeightReceiver
 
 log = logging.getLogger("arena.actors.inference")
 
 
-class InferenceActor:
-    """Serves ``policy`` as ``policy:<name>`` on the broker at ``address``."""
+class InferenceActor(WeightIntake):
+    """Serves ``policy`` as ``policy:<name>`` on the broker at ``address``; weight and adapter
+    updates are applied and acknowledged by :class:`~arena.actors.weight_intake.WeightIntake`."""
 
     def __init__(
         self,
@@ -347,102 +345,3 @@ class InferenceActor:
         for pending, result in zip(batch, results, strict=True):
             if not pending.future.done():
                 pending.future.set_result(result)
-
-    # -- weights -----------------------------------------------------------------------------
-    def _deliver(self, version: int, state: dict[str, torch.Tensor], transport: str) -> None:
-        # The single generation thread runs this between two batches, never during one.
-        future = asyncio.get_running_loop().run_in_executor(
-            self._executor, self.backend.call, self._apply, version, state
-        )
-        future.add_done_callback(lambda f: self._applied(version, transport, f))
-
-    def _apply(self, version: int, state: dict[str, torch.Tensor]) -> float:
-        start = time.monotonic()
-        self.policy.update_weights(state, version)
-        return time.monotonic() - start
-
-    def _applied(self, version: int, transport: str, future: asyncio.Future[float]) -> None:
-        if future.cancelled():
-            return
-        err = future.exception()
-        if err is not None:
-            log.error("%s could not apply weights %d: %r", self.actor.name, version, err)
-            self._refuse(version, repr(err), transport)
-            return
-        self.counters["weights_applied"] += 1
-        log.info(
-            "%s serves version %d (%s, applied in %.2fs)",
-            self.actor.name,
-            version,
-            transport,
-            future.result(),
-        )
-        self._ack(version, True, "", transport)
-
-    def _load_adapters(self, body: Mapping[str, Any]) -> None:
-        """``load`` with ``adapters``: checked here, read and applied on the generation thread
-        (between batches, so a batch plays one step's adapters), acknowledged as ``load``."""
-        version, adapters = body.get("version"), body.get("adapters")
-        if not isinstance(version, int) or isinstance(version, bool) or version < 0:
-            self._refuse(-1, f"load needs an integer 'version' >= 0, got {version!r}", "load")
-            return
-        held = self.policy.adapters()
-        if (
-            not isinstance(adapters, Mapping)
-            or not adapters
-            or not all(isinstance(p, str) and p for p in adapters.values())
-        ):
-            self._refuse(
-                version, f"load needs 'adapters': name -> directory, got {adapters!r}", "load"
-            )
-            return
-        unknown = [name for name in adapters if name not in held]
-        if unknown:
-            self._refuse(
-                version,
-                f"load names adapter {unknown[0]!r}, which {self.name} does not serve "
-                f"(held: {', '.join(held) or 'none'})",
-                "load",
-            )
-            return
-        future = asyncio.get_running_loop().run_in_executor(
-            self._executor, self.backend.call, self._apply_adapters, version, dict(adapters)
-        )
-        future.add_done_callback(lambda f: self._applied(version, "load", f))
-
-    def _apply_adapters(self, version: int, adapters: dict[str, str]) -> float:
-        start = time.monotonic()
-        for path in adapters.values():  # every directory readable and for this base, first
-            read_adapter(path, self.config.model)
-        for name, path in adapters.items():
-            self.policy.load_adapter(name, path, base=self.config.model)  # type: ignore[attr-defined]
-        self.policy.version = version
-        return time.monotonic() - start
-
-    def _refuse(self, version: int, reason: str, transport: str) -> None:
-        self.counters["weights_rejected"] += 1
-        # a learner's start publish of the version 0 every receiver loaded is no news
-        repeat = version == self.policy.version and NOT_NEWER in reason
-        (log.info if repeat else log.warning)(
-            "%s refused weights %s, version %d keeps serving: %s",
-            self.actor.name,
-            version,
-            self.policy.version,
-            reason,
-        )
-        self._ack(version, False, reason, transport)
-
-    def _ack(self, version: int, applied: bool, reason: str, transport: str) -> None:
-        body = {
-            "actor": self.actor.name,
-            "version": version,
-            "applied": applied,
-            "reason": reason,
-            "serving": self.policy.version,
-            "transport": transport,
-            "device": self.weights.device,
-        }
-        try:
-            self.actor.publish(f"weights_ack.{self.name}", body)
-        except BusError as err:
-            log.warning("%s could not announce weights %s: %s", self.actor.name, version, err)
