@@ -1,6 +1,7 @@
 """``arena train``: one training run, from its config to its processes and their coordination.
 
-- :mod:`arena.run.config`: the run config (every section, one docstring per field).
+- :mod:`arena.run.config`: the run config (every section, one docstring per field), and
+  :mod:`arena.run.config_checks`: its checks that read several sections at once.
 - :mod:`arena.run.run_dir`: the run directory and the settings that depend on it;
   :mod:`arena.run.addresses`: where the run's broker is; :mod:`arena.run.resources`: threads
   and devices; :mod:`arena.run.validation`: the checks before anything starts;

@@ -17,16 +17,20 @@ from pathlib import Path
 from arena.bus.peers import ROUTINGS
 from arena.core.config import load_config, to_yaml
 from arena.core.errors import ConfigError, check_choice
-from arena.play.acting import CHOICE
 from arena.play.config import (
     GameConfig,
     OpponentConfig,
     PlayConfig,
     PolicySpec,
     SamplingConfig,
-    check_seat_policies,
 )
 from arena.policies.config import InferenceConfig
+from arena.run.config_checks import (
+    check_groups,
+    check_per_state,
+    check_policies,
+    check_trainable_backend,
+)
 from arena.run.ray_config import RayConfig, RayResources, RayResourcesConfig
 from trainers.config import LearnerConfig
 
@@ -51,31 +55,6 @@ __all__ = [
 MODES = ("sync", "async")
 LAUNCHERS = ("local", "ray")
 """What starts a run's processes: local children, or Ray actors on a cluster."""
-TRAINABLE_BACKENDS = ("hf", "vllm")
-"""Backends that take weight updates: the ones a run can train."""
-
-
-def check_trainable_backend(backend: str) -> None:
-    """``inference.backend`` must take weight updates (hf, vllm). A plugin backend cannot be
-    trained, but it can play: the error says where (one line, naming the backend)."""
-    if backend in TRAINABLE_BACKENDS:
-        return
-    from arena.core.registry import RegistryError
-    from arena.policies.factory import backends
-
-    try:
-        plugin = backends.entry(backend).plugin
-    except RegistryError:
-        plugin = None
-    if plugin is None:  # unknown, or built in (remote, scripted, openai): the nearest choice
-        check_choice("inference.backend", backend, TRAINABLE_BACKENDS)
-    raise ConfigError(
-        f"inference.backend = {backend!r} is a plugin policy backend (from {plugin}), but a run "
-        "trains its policy and only hf and vllm take weight updates; play it as a tournament "
-        f"participant (backend: {backend}), with `arena eval --model M --backend {backend}`, or "
-        f"as a simulator's policy in a run (`arena inference --connect ADDR --backend {backend} "
-        "--name NAME`, then simulators.SEAT.policy: NAME)"
-    )
 
 
 @dataclass
@@ -338,10 +317,18 @@ class RunConfig:
         )
         if not self.games:
             raise ConfigError("games must list at least one game")
-        self._check_groups()
+        check_groups(
+            self.rollout.group_size, self.rollout.episodes_per_step, self.learner.advantage.mode
+        )
         self.sampling.check_trainable("sampling")
-        self._check_policies()
-        self._check_per_state()
+        check_policies(
+            self.policies,
+            self.seat_policies,
+            opponents=self.opponents,
+            sampling=self.sampling,
+            learner=self.learner,
+        )
+        check_per_state(self.learner, self.games)
 
     def _check_actors(self) -> None:
         """Counts of actors: what the run starts may be 0, what it waits for may not."""
@@ -373,64 +360,6 @@ class RunConfig:
             max(1, self.rollout.actors) if rollout is None else rollout,
             max(1, self.inference.actors) if inference is None else inference,
         )
-
-    def _check_policies(self) -> None:
-        """Named policies: mapped seats, and the settings they work with."""
-        if self.opponents.mode == "population" and "pool" in self.policies:
-            raise ConfigError(
-                "policies.pool: with opponents.mode=population, policy:pool is the name the "
-                "population's inference actor serves past checkpoints under: rename the policy"
-            )
-        check_seat_policies(self.policies, self.seat_policies)
-        for name, spec in self.policies.items():
-            spec.sampling_over(self.sampling, name)
-        if not self.policies:
-            return
-        if self.learner.name in self.policies:
-            frozen = (
-                "" if self.policies[self.learner.name].train else " (a frozen one, train: false)"
-            )
-            raise ConfigError(
-                f"learner.name={self.learner.name!r} names a policy of policies{frozen}: the run's "
-                "own learner trains the shared policy; a policy with a model of its own gets a "
-                "learner of its own, and a frozen one none. Rename one of them"
-            )
-        if not any(not spec.own_base for spec in self.policies.values()):
-            return  # models of their own only: the shared policy trains as without policies
-        if self.learner.lora.enabled:
-            raise ConfigError(
-                "policies: named policies train a LoRA adapter each on a frozen base; "
-                "learner.lora.enabled (one peft adapter for the shared policy) cannot be on too"
-            )
-
-    def _check_per_state(self) -> None:
-        """The per-state step moves choice turns only (trainers/per_state.py)."""
-        if not self.learner.per_state.enabled:
-            return
-        for game in self.games:
-            if game.act != CHOICE:
-                raise ConfigError(
-                    f"learner.per_state trains choice turns only, but {game.id} is played with "
-                    f"act: {game.act}: give it act: choice, or turn learner.per_state.enabled off"
-                )
-
-    def _check_groups(self) -> None:
-        """Groups are whole within a learner step, and the group modes have groups to compare."""
-        r = self.rollout
-        if r.group_size < 1:
-            raise ConfigError(f"rollout.group_size must be >= 1, got {r.group_size}")
-        if r.episodes_per_step < 1 or r.episodes_per_step % r.group_size:
-            raise ConfigError(
-                f"rollout.episodes_per_step ({r.episodes_per_step}) must be a positive multiple "
-                f"of rollout.group_size ({r.group_size}): a step trains on whole groups"
-            )
-        mode = self.learner.advantage.mode
-        if mode in ("group", "broadcast") and r.group_size < 2:
-            raise ConfigError(
-                f"learner.advantage.mode={mode} normalizes over the episodes of a group: set "
-                "rollout.group_size >= 2 (with 1, a group is one trajectory and every "
-                "advantage is 0)"
-            )
 
     @property
     def play(self) -> PlayConfig:
