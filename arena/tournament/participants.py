@@ -8,7 +8,8 @@ backend, whose ``model`` string is passed to it as is), or an OpenAI-compatible 
 bot id (with the nearest one), a model path that is not a model, a glob that matches nothing, a
 duplicate name, or a bot that cannot play one of the tournament's games.
 :func:`parse_participant` reads the one-word form the command line takes (``minimax-v0``,
-``smollm2-135m``, ``runs/x/checkpoints/step-00000012``).
+``smollm2-135m``, ``runs/x/checkpoints/step-00000012``). The names participants get from
+their paths come from :mod:`arena.tournament.participant_names`.
 """
 
 from __future__ import annotations
@@ -34,6 +35,15 @@ from arena.tournament.checkpoint_paths import (
     run_and_policy,
 )
 from arena.tournament.config import ParticipantConfig
+from arena.tournament.participant_names import (
+    adapter_label,
+    adapter_match_names,
+    adapter_order,
+    default_name,
+    in_checkpoint,
+    match_names,
+    step_order,
+)
 from games.bots.base import Bot
 
 if TYPE_CHECKING:
@@ -42,7 +52,6 @@ if TYPE_CHECKING:
 SERVED_BACKENDS = ("hf", "vllm")
 """Built-in backends whose models an inference actor serves (and batches) on the bus; a plugin
 backend is served so too, its ``model`` unchecked."""
-_STEP = re.compile(r"^step-0*(\d+)$")
 _BOT_ID = re.compile(r"-v\d+$")
 
 
@@ -140,7 +149,7 @@ def policy_of(spec: str, adapter: str | None = None) -> str | None:
     run's shared policy or anything else (:func:`trained_sampling`)."""
     from arena.models.adapter_shape import SHARED_ADAPTER
 
-    if adapter is not None and _in_checkpoint(Path(adapter).expanduser()):
+    if adapter is not None and in_checkpoint(Path(adapter).expanduser()):
         if Path(adapter).name != SHARED_ADAPTER:
             return Path(adapter).expanduser().name
         spec = str(Path(adapter).expanduser().parent.parent)
@@ -163,7 +172,7 @@ def adapter_run_config(adapter: str) -> RunConfig | None:
     """The config of the run an adapter was saved by (``<run>/checkpoints/step-N/adapters/
     <policy>``), if any: it was trained under that run's prompts, as a checkpoint was."""
     path = Path(adapter).expanduser()
-    return run_config_of(str(path.parent.parent)) if _in_checkpoint(path) else None
+    return run_config_of(str(path.parent.parent)) if in_checkpoint(path) else None
 
 
 def resolve_participants(
@@ -178,7 +187,7 @@ def resolve_participants(
     for index, config in enumerate(configs):
         label = config.name or config.bot or config.model or f"participants[{index}]"
         if config.name is None and config.model is not None and config.adapter is not None:
-            label = f"{_default_name(config.model)}+{_adapter_label(Path(config.adapter))}"
+            label = f"{default_name(config.model)}+{adapter_label(Path(config.adapter))}"
         try:
             resolved.extend(_resolve(config))
         except ConfigError as err:
@@ -222,7 +231,7 @@ def _resolve(config: ParticipantConfig) -> list[Participant]:
     if config.adapter is not None:
         return _resolve_adapters(config)
     if glob.has_magic(config.model):
-        matches = sorted(glob.glob(config.model), key=_step_order)
+        matches = sorted(glob.glob(config.model), key=step_order)
         if not matches:
             raise ConfigError(f"the glob {config.model!r} matches nothing")
         base = config.name or "checkpoint"
@@ -232,7 +241,7 @@ def _resolve(config: ParticipantConfig) -> list[Participant]:
             out.append(Participant(name, replace(config, name=name), _model_path(path)))
         return out
     return [
-        Participant(config.name or _default_name(config.model), config, _model_path(config.model))
+        Participant(config.name or default_name(config.model), config, _model_path(config.model))
     ]
 
 
@@ -250,18 +259,16 @@ def _resolve_adapters(config: ParticipantConfig) -> list[Participant]:
     if not glob.has_magic(config.adapter):
         config = replace(config, adapter=on_disk(config.adapter))
         check_adapter(config.adapter, model)
-        name = (
-            config.name or f"{_default_name(config.model)}+{_adapter_label(Path(config.adapter))}"
-        )
+        name = config.name or f"{default_name(config.model)}+{adapter_label(Path(config.adapter))}"
         return [Participant(name, config, model, config.adapter)]
-    matches = sorted(glob.glob(config.adapter), key=_adapter_order)
+    matches = sorted(glob.glob(config.adapter), key=adapter_order)
     if not matches:
         raise ConfigError(f"the adapter glob {config.adapter!r} matches nothing")
     for path in matches:
         check_adapter(path, model)
     pattern = Path(config.adapter).name
     role = "adapter" if glob.has_magic(pattern) else pattern
-    base = config.name or f"{_default_name(config.model)}+{role}"
+    base = config.name or f"{default_name(config.model)}+{role}"
     out = []
     for path, suffix in zip(matches, adapter_match_names(matches), strict=True):
         name = f"{base}@{suffix}"
@@ -277,97 +284,6 @@ def check_adapter(path: str, model: str) -> None:
     if not Path(path).expanduser().exists():
         raise ConfigError(f"no adapter directory {path!r}")
     read_adapter(Path(path).expanduser(), model)  # an AdapterError is a ConfigError
-
-
-def adapter_match_names(paths: Sequence[str]) -> list[str]:
-    """What tells each match of an adapter glob apart: the step of the checkpoint it was saved
-    in (``.../step-N/adapters/<policy>``, named as :func:`match_names` names checkpoints), with
-    the policy's name too where one step holds several (``step-8/solver``); else its directory,
-    as :func:`match_names` names any other path."""
-    items = [Path(p) for p in paths]
-    if not all(_in_checkpoint(p) for p in items):
-        return match_names(paths)
-    checkpoints = list(dict.fromkeys(str(p.parent.parent) for p in items))
-    named = dict(zip(checkpoints, match_names(checkpoints), strict=True))
-    steps = [named[str(p.parent.parent)] for p in items]
-    if len(set(steps)) == len(steps):
-        return steps
-    return [f"{step}/{p.name}" for step, p in zip(steps, items, strict=True)]
-
-
-def _in_checkpoint(path: Path) -> bool:
-    """A checkpoint's adapter: ``<checkpoint>/adapters/<policy>``."""
-    return path.parent.name == "adapters" and _STEP.match(path.parent.parent.name) is not None
-
-
-def _adapter_label(path: Path) -> str:
-    """An adapter's short name in a participant's default name: its directory, and the step of
-    its checkpoint (``solver@step-8``), so adapters of two steps on one base differ."""
-    if _in_checkpoint(path):
-        return f"{path.name}@{_short(path.parent.parent)}"
-    return path.name or str(path)
-
-
-def _adapter_order(path: str) -> tuple[str, int, str]:
-    """Checkpoint adapters in step order (then by policy), other paths by name."""
-    p = Path(path)
-    if _in_checkpoint(p):
-        checkpoint = p.parent.parent
-        folder, step = _step_order(str(checkpoint))
-        return (folder, step, p.name)
-    return (str(p.parent), -1, p.name)
-
-
-def match_names(paths: Sequence[str]) -> list[str]:
-    """What tells each match of a glob apart: ``step-N`` (a checkpoint) or the directory's name,
-    and, only where those repeat (a glob over several runs), the run's directory first, as
-    few of its parts as make every name unique, counted from where the runs' paths part:
-    ``learning-s0/step-12`` for ``runs/learning-s0/<time>/checkpoints/step-00000012``, or
-    ``<time>/step-12`` for two runs of one config."""
-    items = [Path(p) for p in paths]
-    short = [_short(p) for p in items]
-    if len(set(short)) == len(short):
-        return short
-    owners = [_owner(p).parts for p in items]
-    common = 0
-    while all(len(o) > common and o[common] == owners[0][common] for o in owners):
-        common += 1
-    longest = max(len(o) for o in owners) - common
-    for depth in range(1, longest + 1):
-        named = [
-            "/".join(o[common : common + depth] + (s,)) for o, s in zip(owners, short, strict=True)
-        ]
-        if len(set(named)) == len(named):
-            return named
-    # one run, two directories of the same step (step-12 and step-00000012): their own names
-    return ["/".join(o[common:] + (p.name,)) for o, p in zip(owners, items, strict=True)]
-
-
-def _short(path: Path) -> str:
-    step = _STEP.match(path.name)
-    return f"step-{int(step.group(1))}" if step else path.name
-
-
-def _owner(path: Path) -> Path:
-    """The run directory of a checkpoint (``<run>/checkpoints/step-N``), else the parent."""
-    return path.parent.parent if path.parent.name == "checkpoints" else path.parent
-
-
-def _step_order(path: str) -> tuple[str, int]:
-    match = _STEP.match(Path(path).name)
-    return (str(Path(path).parent), int(match.group(1)) if match else -1)
-
-
-def _default_name(spec: str) -> str:
-    if run_and_policy(spec)[1] is not None:  # RUN:POLICY is named for its newest checkpoint
-        spec = str(newest_checkpoint(spec))
-    path = Path(spec)
-    step = _STEP.match(path.name)
-    if step:
-        # <run>/checkpoints/step-N is the run's; <run>/checkpoints/policies/P/step-N is P's
-        owner = path.parent.name if path.parent.parent.name == POLICIES else path.parent.parent.name
-        return f"{owner}@step-{int(step.group(1))}"
-    return path.name or spec
 
 
 def _model_path(spec: str) -> str:
