@@ -122,6 +122,8 @@ class Population:
         sent = []
         for name, (_, message) in loads.items():
             if await self.served_version(name) != message["version"]:
+                # no await from expect() to send(): the acknowledgement may come at once
+                self.weights.expect(pool_actor(name))
                 self.actor.send("control", message, dst=pool_actor(name))
                 sent.append((pool_actor(name), message["version"]))
         await asyncio.gather(

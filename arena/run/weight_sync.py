@@ -196,14 +196,21 @@ class WeightSync:
             self._expired(f"the learner did not publish weights again in {self.timeout:g}s")
         self._registrations = registrations
 
+    def expect(self, actor: str) -> None:
+        """Forget what ``actor`` acknowledged so far: call it just before sending the load that
+        :meth:`wait_applied` then waits for, with no await between the two, so that an earlier
+        acknowledgement cannot satisfy the wait and the new one, however soon it comes, is kept
+        (several loads may be sent before any is waited for)."""
+        self.acks.pop(actor, None)
+
     async def wait_applied(
         self, actor: str, version: int, exact: bool, timeout: float | None = None
     ) -> None:
-        """Until ``actor`` acknowledges applying ``version`` (exactly, or it or a newer one);
-        :class:`WeightSyncTimeout` past ``timeout`` (None: :attr:`timeout`)."""
+        """Until ``actor`` acknowledges applying ``version`` (exactly, or it or a newer one)
+        since :meth:`expect`; :class:`WeightSyncTimeout` past ``timeout`` (None:
+        :attr:`timeout`)."""
         timeout = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + timeout
-        self.acks.pop(actor, None)
         while self.acks.get(actor) != version if exact else self.acks.get(actor, -1) < version:
             if time.monotonic() > deadline:
                 self._expired(f"{actor} did not load weights v{version} in {timeout:g}s")

@@ -22,6 +22,7 @@ from arena.run.population import Population, base_loads, draw
 from arena.run.processes import actor_commands
 from arena.run.roster import missing
 from arena.run.run_dir import resolve_for_run
+from arena.run.weight_sync import WeightSync
 from tests.cli import ROOT
 
 SMOKE = str(ROOT / "configs" / "smoke.yaml")
@@ -107,6 +108,9 @@ class PoolActor:
         assert (mtype, dst) == ("control", "inference-pool")
         self.serving = body["version"]
         self.loads.append(body["version"])
+
+    def expect(self, actor: str) -> None:
+        assert actor == "inference-pool"
 
     async def wait_applied(self, actor: str, version: int, exact: bool) -> None:
         assert (actor, exact) == ("inference-pool", True) and self.serving == version
@@ -198,6 +202,9 @@ class PoolActors:
         self.serving[dst] = body["version"]
         self.loads.append((dst, Path(body["path"]).parent.name, body["version"]))
 
+    def expect(self, actor: str) -> None:
+        assert actor in self.serving
+
     async def wait_applied(self, actor: str, version: int, exact: bool) -> None:
         assert exact and self.serving[actor] == version
 
@@ -233,3 +240,31 @@ def test_choose_loads_each_pool_actor_that_serves_another_snapshot(tmp_path: Pat
         "label": "main@7",
         "own": {"responder": {"policy": "responder", "label": "responder@4"}},
     }
+
+
+class AckingPoolActors(PoolActors):
+    """Pool actors whose acknowledgement reaches the real WeightSync the moment a load is
+    sent, before the coordinator asks the next pool actor what it serves."""
+
+    def __init__(self, sync: WeightSync) -> None:
+        super().__init__()
+        self.sync = sync
+
+    def send(self, mtype: str, body: dict, dst: str) -> None:
+        super().send(mtype, body, dst)
+        ack = {"actor": dst, "applied": True, "version": body["version"]}
+        self.sync._on_ack(SimpleNamespace(topic=f"weights_ack.{dst}", body=ack))  # type: ignore[arg-type]
+
+
+def test_an_acknowledgement_that_comes_before_its_wait_is_kept(tmp_path: Path) -> None:
+    # Both pool actors are loaded before either is waited for; the shared pool's ack arrives
+    # while the coordinator asks the second actor its status. A wait that forgot earlier acks
+    # when it began dropped that one and waited out wait.weights_timeout (a 600 s hang in CI).
+    config = own_base_run(tmp_path, "opponents.latest_prob=0", "wait.weights_timeout=2")
+    sync = WeightSync("main", lambda event: None, timeout=config.wait.weights_timeout)
+    pools = AckingPoolActors(sync)
+    population = Population(config, tmp_path, pools, sync)  # type: ignore[arg-type]
+    seed = next(s for s in range(60) if draw(config, tmp_path, s)[0] == "step-00000002")
+    chosen = asyncio.run(asyncio.wait_for(population.choose(seed, 7, {"responder": 4}), 10))
+    assert chosen is not None and chosen["label"] == "pool@step-00000002"
+    assert [dst for dst, _, _ in pools.loads] == ["inference-pool", "inference-pool-responder"]
