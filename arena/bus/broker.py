@@ -45,6 +45,7 @@ from typing import Any
 
 import zmq
 
+from arena.bus import zap
 from arena.bus.broker_services import BUILTIN_SERVICES, answer_builtin
 from arena.bus.codec import Message, encode, message_from_header
 from arena.bus.errors import ProtocolError
@@ -270,6 +271,8 @@ class Broker:
                 self._forward(actor.identity, body_frames)
 
     def _serve_builtin(self, identity: bytes, msg: Message) -> None:
+        if self.security is not None and msg.service == "broker.stats":
+            self.counters["keys_refused"] = zap.denied(self._ctx)  # counted on the ZAP thread
         try:
             body = answer_builtin(self.registry, self.counters, identity, msg)
         except ProtocolError as err:

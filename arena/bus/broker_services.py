@@ -2,7 +2,8 @@
 
 - ``echo``: the request's body back (``arena ping``);
 - ``broker.actors``: every registered actor's public record (``arena status``);
-- ``broker.stats``: the broker's fault counters;
+- ``broker.stats``: the broker's fault counters (with keys on, ``keys_refused``: handshakes
+  that ZAP refused because the peer's key is not allow-listed);
 - ``broker.resolve``: a directory entry (body ``{"key": "service:NAME"}`` or
   ``{"key": "name:ACTOR"}``), which the asker then watches (:mod:`arena.bus.registry`).
 
