@@ -2,8 +2,11 @@
 
 One row per actor: name, kind, host and pid, the services it offers, its direct endpoint (``-``:
 reached through the broker only), the policy version it serves, its queue load (requests in
-service at its last heartbeat) and how long ago the broker last heard from it. ``--json``
-prints the broker's registry as JSON instead (the ``broker.actors`` service).
+service at its last heartbeat) and how long ago the broker last heard from it; then the
+broker's fault counters (the ``broker.stats`` service: ``actor_dead`` for actors it declared
+dead, ``keys_refused`` for handshakes whose key it does not admit, one per kind of rejected
+message...). ``--json`` prints the broker's registry as JSON instead (the ``broker.actors``
+service).
 
 Exit codes: 0, or 1 when no broker answers.
 """
@@ -42,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
         # --timeout bounds the registration too, not only the listing request
         actor.start(timeout=args.timeout)
         actors = actor.call(service="broker.actors", timeout=args.timeout)
+        counters = {} if args.json else actor.call(service="broker.stats", timeout=args.timeout)
     except (BusError, TimeoutError) as err:
         print(f"arena status: no broker at {args.address}: {err}", file=sys.stderr)
         return 1
@@ -51,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(actors, indent=2))
     else:
-        print(format_table(actors))
+        print(format_table(actors, counters))
     return 0
 
 
@@ -74,12 +78,17 @@ def row(actor: dict[str, Any]) -> tuple[str, ...]:
     )
 
 
-def format_table(actors: list[dict[str, Any]]) -> str:
+def format_table(actors: list[dict[str, Any]], counters: dict[str, int] | None = None) -> str:
+    """The table, the actor count, what the trainer says of its run, and the broker's counters
+    (``registered`` first: how many registrations it took, restarts included)."""
     rows = [COLUMNS, *(row(a) for a in sorted(actors, key=lambda a: (a["kind"], a["name"])))]
     widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)) for r in rows]
     lines.append(f"{len(actors)} actors")
     lines += run_state(actors)
+    if counters:
+        order = sorted(counters, key=lambda k: (k != "registered", k))
+        lines.append("broker: " + ", ".join(f"{k} {counters[k]}" for k in order))
     return "\n".join(line.rstrip() for line in lines)
 
 

@@ -57,6 +57,8 @@ def test_the_table_lists_every_actor_then_the_run() -> None:
     assert lines[2].split()[:2] == ["trainer", "trainer"]
     assert lines[3] == "2 actors"
     assert lines[4].startswith("trainer: episode jobs leased 9")
+    counted = format_table([ROLLOUT], {"schema": 2, "registered": 5, "actor_dead": 1})
+    assert counted.splitlines()[-1] == "broker: registered 5, actor_dead 1, schema 2"
 
 
 def test_the_timeout_bounds_the_wait_for_a_broker_that_never_answers(tmp_path: Path) -> None:
