@@ -257,7 +257,7 @@ class Actor(Serving):
             self.send_to_broker(frames)
 
     def _reply_direct(self, identity: bytes, frames: list[Any]) -> None:
-        self.directory.reply(identity, frames)
+        self.directory.server.reply(identity, frames)
 
     async def _expire_requests(self) -> None:
         # One sweeper instead of a timer per request: timers cost more than the sends they guard.

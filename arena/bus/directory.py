@@ -1,13 +1,9 @@
 """An actor's side of the direct data plane (see :mod:`arena.bus.peers` for the design).
 
-:class:`Directory` owns the actor's own ROUTER (requests addressed to it straight from peers),
-the cache of resolved services and names, the DEALERs to peers, and the routing decision for
-each outgoing request or message: peer to peer, or through the broker.
-
-**Bad input on the direct socket** gets what the broker gives: an ``error`` reply, a counter and
-a logged warning. The socket enforces the size limit (libzmq's hard cap, then the codec's soft
-one) and the schema; it takes ``request``, ``episode``, ``weights`` and ``control`` only, and a
-message whose ``src`` is not the sender's routing id is refused (``schema``).
+:class:`Directory` owns the cache of resolved services and names, the DEALERs to peers, and the
+routing decision for each outgoing request or message: peer to peer, or through the broker. It
+also holds the actor's own ROUTER, where peers' requests come in (:class:`DirectSocket`, bound
+unless routing is ``brokered``).
 """
 
 from __future__ import annotations
@@ -15,59 +11,36 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import Counter, deque
+from collections import deque
 from typing import Any, Protocol
 
 import zmq
 from zmq.utils.monitor import parse_monitor_message
 
 from arena.bus.channel import Channel
-from arena.bus.codec import decode, encode
+from arena.bus.codec import decode
+from arena.bus.direct_socket import DirectSocket, Host
 from arena.bus.errors import BusError, ProtocolError
 from arena.bus.keys import Security
-from arena.bus.peers import (
-    Instance,
-    Peer,
-    advertised,
-    check_routing,
-    listen_address,
-    pick,
-    remove_ipc_file,
-)
-from arena.bus.sockets import configure_socket
+from arena.bus.peers import Instance, Peer, check_routing, pick
 
 log = logging.getLogger("arena.bus")
 
-DIRECT_TYPES = frozenset({"request", "episode", "weights", "control"})
-"""What a peer may send to an actor's own socket; everything else goes through the broker."""
 
+class Owner(Host, Protocol):
+    """What :class:`Directory` needs of its actor (:class:`arena.bus.actor.Actor`), on top of
+    what its :class:`DirectSocket` needs."""
 
-class Owner(Protocol):
-    """What :class:`Directory` needs of its actor (:class:`arena.bus.actor.Actor`)."""
-
-    name: str
-    address: str
-    max_message_bytes: int
-    serves: bool
-    _type_handlers: dict[str, Any]
     heartbeat_interval: float
     heartbeat_timeout: float
     broker_up: bool
     security: Security | None
-    counters: Counter[str]
 
-    @property
-    def context(self) -> zmq.Context: ...
-
-    def server_security(self, sock: zmq.Socket) -> None: ...
     def send_to_broker(self, frames: list[Any]) -> None: ...
     def fail(self, msg_id: str, error: BusError) -> None: ...
     def resolve(self, msg: Any) -> None: ...
     def request(self, body: Any = None, **route: Any) -> asyncio.Future[Any]: ...
-    def _running_loop(self) -> asyncio.AbstractEventLoop: ...
     def _spawn(self, coro: Any) -> None: ...
-    def handle_request(self, msg: Any, origin: bytes | None) -> None: ...
-    def call_handler(self, handler: Any, msg: Any) -> None: ...
 
 
 class Directory:
@@ -76,15 +49,13 @@ class Directory:
     def __init__(self, actor: Owner, routing: str | None, listen: str | None) -> None:
         self.actor = actor
         self.routing = check_routing(routing)
-        self.listen = listen
-        self.endpoint: str | None = None
-        """Where peers reach this actor (None: it does not serve, or routing is brokered)."""
+        self.server = DirectSocket(actor, listen)
+        """This actor's own socket, where peers' requests come in."""
         self.connect_timeout = 10.0
         """``direct`` routing: how long a message waits for a peer's connection to come up."""
         self.auto_grace = 0.25
         """``auto`` routing: how long a first contact waits for the name to resolve and the
         connection to come up before it goes through the broker instead."""
-        self._server: Channel | None = None
         self._entries: dict[str, list[Instance]] = {}
         self._candidates: dict[str, list[Peer]] = {}
         """Key -> the peers of its instances (what :func:`pick` chooses from), kept in step with
@@ -102,61 +73,14 @@ class Directory:
 
     # -- this actor's own socket ---------------------------------------------------------------
     def bind(self) -> None:
-        actor = self.actor
-        if self.routing == "brokered" or not actor.serves:
-            return
-        sock = actor.context.socket(zmq.ROUTER)
-        configure_socket(sock, actor.max_message_bytes)
-        sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
-        sock.setsockopt(zmq.ROUTER_HANDOVER, 1)  # a restarted client takes its name back
-        actor.server_security(sock)
-        sock.bind(self.listen or listen_address(actor.address, actor.name))
-        bound = sock.getsockopt_string(zmq.LAST_ENDPOINT)
-        self.endpoint = advertised(bound, actor.address)
-        loop = actor._running_loop()
-        self._server = Channel(sock, self._on_direct, loop, f"{actor.name}/direct", actor.counters)
-        log.info("%s takes direct requests at %s", actor.name, self.endpoint)
+        """Bind this actor's own socket, unless every message goes through the broker."""
+        if self.routing != "brokered":
+            self.server.bind()
 
-    def _on_direct(self, frames: list[Any]) -> None:
-        actor = self.actor
-        identity = frames[0]
-        try:
-            msg = decode(frames[1:], actor.max_message_bytes)
-            if msg.type not in DIRECT_TYPES:
-                raise ProtocolError("schema", f"a direct socket takes no {msg.type!r} messages")
-            if msg.src.encode() != identity:
-                raise ProtocolError("schema", "src must equal the sender's routing id")
-        except ProtocolError as err:
-            actor.counters[err.code] += 1
-            log.warning("%s rejected a direct message from %r: %s", actor.name, identity, err)
-            self._reject(identity, frames, err)
-            return
-        if msg.type == "request":
-            actor.handle_request(msg, identity)
-        else:
-            actor.call_handler(actor._type_handlers.get(msg.type), msg)
-
-    def _reject(self, identity: bytes, frames: list[Any], err: ProtocolError) -> None:
-        try:
-            header_id = decode(frames[1:], self.actor.max_message_bytes).id
-        except ProtocolError:
-            header_id = ""
-        _, reply = encode(
-            "error",
-            {"code": err.code, "message": err.message},
-            src=self.actor.name,
-            dst=identity.decode(errors="replace"),
-            reply_to=header_id,
-        )
-        self.reply(identity, reply)
-
-    def reply(self, identity: bytes, frames: list[Any]) -> None:
-        if self._server is None:
-            raise BusError("closed", f"{self.actor.name} has no direct socket")
-        try:
-            self._server.send([identity, *frames])
-        except zmq.ZMQError as err:  # the peer left (ROUTER_MANDATORY) or its queue is full
-            raise BusError("undeliverable", f"{identity!r}: {err}") from None
+    @property
+    def endpoint(self) -> str | None:
+        """Where peers reach this actor (None: it does not serve, or routing is brokered)."""
+        return self.server.endpoint
 
     # -- routing outgoing messages ---------------------------------------------------------------
     def route(
@@ -428,7 +352,4 @@ class Directory:
     def close(self) -> None:
         for peer in list(self._peers.values()):
             self._drop(peer, "closed")
-        if self._server is not None:
-            self._server.close(linger=500)  # long enough to send the last replies to peers
-            self._server = None
-        remove_ipc_file(self.endpoint)
+        self.server.close()

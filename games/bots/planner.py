@@ -14,7 +14,8 @@ a yardstick for evaluation and tests, never a partner to learn the game's secret
 from __future__ import annotations
 
 from games.bots.base import ErringBot, unsupported
-from games.planner.game import PlannerExecutor, canonical_call, plan_text
+from games.planner.actions import canonical_call, plan_text
+from games.planner.game import PlannerExecutor
 from games.text_env import TextGame
 
 

@@ -2,6 +2,8 @@
 
 - :mod:`games.planner.calculator`: a safe exact calculator (``ast``, never ``eval``);
 - :mod:`games.planner.tasks`: tasks that need the tools (arithmetic, corpus look-ups, both);
+- :mod:`games.planner.actions`: what the seats write (a plan, a tool call, a verdict), read into
+  canonical actions;
 - :mod:`games.planner.game`: :class:`PlannerExecutor`, the game (seats ``planner``,
   ``executor``, ``verifier``).
 """

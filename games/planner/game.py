@@ -48,12 +48,13 @@ import networkx as nx
 import numpy as np
 from gymnasium import spaces
 
-from games.formats import SUBGOAL_TOOL, VERDICT
+from games.formats import SUBGOAL_TOOL
+from games.planner.actions import ACTION_MAX_CHARS, canonical_call, plan_text, read_action
 from games.planner.calculator import CalculatorError, evaluate
 from games.planner.tasks import KINDS, Task, TaskSampler, check_answer
 from games.search.corpus import DEFAULT_ENTITIES
 from games.search.retrieval import format_results
-from games.text import CHARSET, normalize
+from games.text import CHARSET
 from games.text_env import TextGame
 from games.tools import Tool, Toolbox, ToolError, ToolResult, call_json
 
@@ -63,28 +64,8 @@ TASK = "task"
 """The non-seat node that posts the task, which every seat sees."""
 TOOLS_NODE = "tools"
 """The non-seat node that posts each call's output (``tool_result``)."""
-ACTION_MAX_CHARS = 2000
 SUBGOAL_MAX_CHARS = 500
 REWARD_MODES = ("outcome", "zero")
-
-
-def plan_text(subgoal: str, tool: str) -> str:
-    """The canonical plan: ``<subgoal>s</subgoal>\\n<tool>t</tool>`` (content case-folded)."""
-    return SUBGOAL_TOOL.wrap({"subgoal": normalize(subgoal), "tool": normalize(tool)})
-
-
-def canonical_call(obj: Mapping[str, Any]) -> str:
-    """A call object as the game's canonical text: keys, the tool name and string arguments
-    case-folded (with spacing collapsed), keys sorted. Case never changes what a tool does here
-    (numbers, BM25 queries and answers are all read without case)."""
-    folded = {str(k).casefold(): v for k, v in obj.items()}
-    folded["name"] = normalize(str(folded.get("name", "")))
-    args = folded.setdefault("arguments", {})
-    if isinstance(args, dict):
-        folded["arguments"] = {
-            str(k).casefold(): normalize(v) if isinstance(v, str) else v for k, v in args.items()
-        }
-    return json.dumps(folded, sort_keys=True, ensure_ascii=False)
 
 
 class PlannerExecutor(TextGame):
@@ -253,25 +234,9 @@ class PlannerExecutor(TextGame):
         return {"query": (mine[0] if mine else self.task.text, "unknown")[i]}
 
     def parse_action(self, agent: str, text: str) -> str | None:
-        """The canonical action, or None when ``text`` is malformed (see the module docstring)."""
-        if not isinstance(text, str) or len(text) > ACTION_MAX_CHARS:
-            return None
-        if agent == "planner":
-            fields = SUBGOAL_TOOL.fields(text)
-            return None if fields is None else plan_text(fields["subgoal"], fields["tool"])
-        if agent == "verifier":
-            word = normalize(text).upper()
-            return word if word in VERDICT.choices else VERDICT.extract(text)
-        try:
-            obj = json.loads(text)
-        except (ValueError, RecursionError):
-            return None
-        if not isinstance(obj, dict):
-            return None
-        name = next((v for k, v in obj.items() if str(k).casefold() == "name"), None)
-        if not isinstance(name, str) or not name.strip():
-            return None
-        return canonical_call(obj)
+        """The canonical action, or None when ``text`` is malformed
+        (:func:`~games.planner.actions.read_action`)."""
+        return read_action(agent, text)
 
     def _is_legal(self, agent: str, action: str) -> bool:
         if agent != "planner":
@@ -412,4 +377,4 @@ def _answer(text: str) -> str:
     return f"answer recorded: {text}"
 
 
-__all__ = ["SEATS", "TOOLS", "PlannerExecutor", "canonical_call", "plan_text"]
+__all__ = ["SEATS", "TOOLS", "PlannerExecutor"]

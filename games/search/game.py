@@ -35,8 +35,6 @@ tool name or arguments is played: it uses up a search and returns an error.
 from __future__ import annotations
 
 import functools
-import json
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -44,32 +42,25 @@ import networkx as nx
 import numpy as np
 from gymnasium import spaces
 
-from games.formats import (
-    BOXED,
-    QUESTION_ANSWER,
-    TOOL_CALL,
-)
+from games.formats import QUESTION_ANSWER
 from games.search.answers import (
-    ANSWER_MAX_CHARS,
-    ANSWER_MAX_WORDS,
+    ACTION_MAX_CHARS,
     SEARCH_OR_BOXED,
     SEARCH_OR_QUESTION,
     answer_key,
     contains_answer,
+    read_action,
 )
 from games.search.corpus import DEFAULT_ENTITIES, Corpus, Doc, build_corpus, read_answer
 from games.search.retrieval import Retriever, format_results
 from games.text import CHARSET
 from games.text_env import TextGame
-from games.tool_calls import parse_tool_call
 from games.tools import Tool, Toolbox, call_json
 
 PROPOSER, VALIDATOR, SOLVER = "proposer", "validator", "solver"
 RETRIEVER = "retriever"
 """The non-seat node that posts the validator's documents."""
 PHASES = ("propose", "validate", "solve", "over")
-QUESTION_MAX_CHARS = 300
-ACTION_MAX_CHARS = 1000
 
 
 @functools.lru_cache(maxsize=4)
@@ -233,57 +224,9 @@ class SearchSelfPlay(TextGame):
 
     # -- reading actions -------------------------------------------------------------------------
     def parse_action(self, agent: str, text: str) -> str | None:
-        """The canonical action: a tool call's JSON (sorted keys, the query spelled by
-        :meth:`Corpus.spell`), a proposal as ``<question>q</question>\\n<answer>a</answer>``, or
-        an answer alone; texts are spelled by :meth:`Corpus.spell`, so case and spacing never
-        matter. None when the text is malformed."""
-        if not isinstance(text, str) or len(text) > ACTION_MAX_CHARS:
-            return None
-        text = text.strip()
-        if re.match(r"<tool_call>", text, flags=re.IGNORECASE):
-            text = TOOL_CALL.extract(text) or ""
-        if text.startswith("{"):
-            return self._parse_call(text)
-        if agent == PROPOSER:
-            return self._parse_proposal(text)
-        return self._parse_answer(text)
-
-    def _parse_call(self, text: str) -> str | None:
-        call, _ = parse_tool_call(text.casefold())
-        if call is None:
-            return None
-        args = dict(call.arguments)
-        if isinstance(args.get("query"), str):
-            args["query"] = self.corpus.spell(args["query"])
-        return json.dumps(
-            {"arguments": args, "name": call.name}, sort_keys=True, ensure_ascii=False
-        )
-
-    def _parse_proposal(self, text: str) -> str | None:
-        fields = QUESTION_ANSWER.fields(text)
-        if fields is None:
-            return None
-        question = self.corpus.spell(fields["question"])
-        answer = self._parse_answer(fields["answer"])
-        if (
-            answer is None
-            or len(question) > QUESTION_MAX_CHARS
-            or not re.search("[a-z]", question, re.I)
-        ):
-            return None
-        return QUESTION_ANSWER.wrap({"question": question, "answer": answer})
-
-    def _parse_answer(self, text: str) -> str | None:
-        boxed = BOXED.extract(text) if text.startswith("\\boxed{") else None
-        answer = self.corpus.spell(boxed or text)
-        if (
-            not answer_key(answer)
-            or len(answer.split()) > ANSWER_MAX_WORDS
-            or len(answer) > ANSWER_MAX_CHARS
-            or re.search(r"[<>{}\\]", answer)
-        ):
-            return None
-        return answer
+        """The canonical action (:func:`~games.search.answers.read_action`, spelled by
+        :meth:`Corpus.spell`), or None when the text is malformed."""
+        return read_action(text, self.corpus.spell, proposer=agent == PROPOSER)
 
     # -- playing ---------------------------------------------------------------------------------
     def _search(self, query: str) -> str:

@@ -12,7 +12,6 @@ import pytest
 
 from games.bots.search import SearchBot
 from games.conformance import check_game
-from games.search.answers import SEARCH_OR_BOXED, SEARCH_OR_QUESTION, answer_key, contains_answer
 from games.search.corpus import Fact, Question
 from games.search.game import PROPOSER, SOLVER, VALIDATOR, SearchSelfPlay
 
@@ -197,25 +196,6 @@ def test_a_bad_tool_call_uses_a_search_and_reports_the_error() -> None:
     assert env.infos[PROPOSER]["tool_error"] == "no document matched the query"
     play(env, search(question.subject))  # no searches left
     assert env.infos[PROPOSER]["invalid"] and "no searches left" in env.infos[PROPOSER]["feedback"]
-
-
-def test_the_output_formats_take_the_reply_that_ends_last() -> None:
-    call = '<tool_call>{"name": "search", "arguments": {"query": "Kast"}}</tool_call>'
-    proposal = "<question>Where is Kast?</question><answer>Vel</answer>"
-    assert SEARCH_OR_QUESTION.read(call).content is not None
-    canonical = "<question>Where is Kast?</question>\n<answer>Vel</answer>"
-    assert SEARCH_OR_QUESTION.read(f"{call}\n{proposal}").content == canonical
-    assert SEARCH_OR_QUESTION.read(f"{proposal}\n{call}").content.startswith("{")
-    assert json.loads(SEARCH_OR_BOXED.read(f"\\boxed{{Vel}} {call}").content)["name"] == "search"
-    assert SEARCH_OR_BOXED.read("\\boxed{Vel}").content == "Vel"
-    assert SEARCH_OR_BOXED.read("no idea").content is None
-
-
-def test_answers_compare_apart_from_case_punctuation_and_an_article() -> None:
-    assert answer_key("The  Kast-Vel.") == answer_key("kast vel") == "kast vel"
-    assert answer_key("the") == "the"
-    assert contains_answer("Was Ann born in Kast?", "kast")
-    assert not contains_answer("Was Ann born in Kastor?", "Kast")
 
 
 # -- the scripted bot and conformance --------------------------------------------------------------

@@ -1,0 +1,67 @@
+"""An actor's own direct socket: bad input gets error replies and counters, good requests and
+episodes reach their handlers, with a real broker and a rogue peer.
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/bus/test_direct_socket.py``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import msgpack
+import zmq
+
+from arena.bus import BlockingActor, encode
+from tests.arena.bus.conftest import spawn_broker, stop
+
+
+def test_bad_input_on_a_direct_socket_gets_error_replies(address: str) -> None:
+    broker = spawn_broker(address)
+    seen: list[object] = []
+    try:
+        with BlockingActor(
+            "target",
+            address,
+            services={"test.echo": lambda m: m.body},
+            max_message_bytes=1 << 16,
+        ) as target:
+            target.actor.on("episode", lambda m: seen.append(m.body))
+            endpoint = target.actor.directory.endpoint
+            assert endpoint is not None
+            rogue = zmq.Context.instance().socket(zmq.DEALER)
+            rogue.setsockopt(zmq.ROUTING_ID, b"rogue")
+            rogue.connect(endpoint)
+
+            def answer(*frames: object) -> dict[str, object]:
+                rogue.send_multipart(list(frames))
+                assert rogue.poll(5000), "no error reply"
+                header = msgpack.unpackb(rogue.recv_multipart()[0])
+                assert header["type"] == "error", header
+                return msgpack.unpackb(header["body"])
+
+            assert answer(b"\xc1 not msgpack")["code"] == "malformed"
+            _, spoofed = encode("request", 1, src="someone-else", service="test.echo")
+            assert answer(*spoofed)["code"] == "schema"
+            _, heartbeat = encode("heartbeat", None, src="rogue")
+            assert answer(*heartbeat)["code"] == "schema"
+            _, big = encode("request", b"x" * (1 << 17), src="rogue", service="test.echo")
+            assert answer(*big)["code"] == "too_large"
+            _, good = encode("request", {"ok": 1}, src="rogue", service="test.echo")
+            rogue.send_multipart(good)
+            assert rogue.poll(5000)
+            header = msgpack.unpackb(rogue.recv_multipart()[0])
+            assert header["type"] == "reply" and msgpack.unpackb(header["body"]) == {"ok": 1}
+            rogue.close(linger=0)
+            counters = target.actor.counters
+            assert counters["malformed"] == 1 and counters["schema"] == 2
+            assert counters["too_large"] == 1
+            # Episodes reach their handler peer to peer as well.
+            with BlockingActor("sender", address, routing="direct") as sender:
+                sender.call(0, service="test.echo")
+                sender.send("episode", {"id": "e-1"}, dst="target")
+                deadline = time.monotonic() + 5
+                while not seen and time.monotonic() < deadline:
+                    time.sleep(0.01)
+            assert seen == [{"id": "e-1"}]
+    finally:
+        stop(broker)
