@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,9 +51,12 @@ def install(site: Path, marker: str, group: str) -> dict[str, str]:
     return points
 
 
-def python(site: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    """``python ARGS`` in the repository root with ``site`` on ``PYTHONPATH``."""
-    env = {**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{ROOT}"}
+def python(
+    site: Path, *args: str, stdin: str = "", env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python ARGS`` in the repository root with ``site`` on ``PYTHONPATH`` (``env``: more
+    environment variables)."""
+    env = {**os.environ, **(env or {}), "PYTHONPATH": f"{site}{os.pathsep}{ROOT}"}
     return subprocess.run(
         [sys.executable, *args],
         input=stdin,

@@ -6,7 +6,8 @@ PARTICIPANT is a checkpoint directory (``runs/selfplay/<time>/checkpoints/step-0
 ``step-12`` for short), a run directory (its newest checkpoint, named on the first line), a
 Hugging Face directory, ``smollm2-135m``, ``tiny``, or a registered bot id; ``--model SPEC`` names
 a model instead, and ``--backend NAME`` the policy backend that serves it (``hf`` by default;
-``vllm``; or a plugin backend, which gets the model string as it is). ``--adapter PATH`` plays a
+``vllm``; or a plugin backend, which gets the model string as it is; ``openai``, ``remote``,
+``scripted`` and an unknown name are refused, exit 2). ``--adapter PATH`` plays a
 LoRA adapter (a peft directory, e.g. a run's ``checkpoints/step-00000008/adapters/solver``) on
 that model, which must be the base it was made for (else exit 2, naming both). A checkpoint inside a run directory (the model's, else the
 adapter's) takes that run's games (with their ``kwargs`` and role settings) and its evaluation
@@ -47,6 +48,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from arena.play.config import GameConfig
+    from arena.tournament.config import ParticipantConfig
 
 
 def add_seat_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,6 +74,52 @@ def add_seat_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+UNSERVED_BACKENDS = {
+    "openai": "an endpoint plays as a tournament participant (backend: openai, base_url: ...)",
+    "remote": "remote is the client of a policy an inference actor already serves",
+    "scripted": "a bot plays as its id (arena plugins bots)",
+}
+"""Registered backends that ``--backend`` cannot serve a model on, and what to do instead."""
+
+
+def add_backend_argument(parser: argparse.ArgumentParser) -> None:
+    """``--backend NAME``, the policy backend that serves a model participant: shared by
+    ``arena eval`` and ``arena play`` (read by :func:`participant_config`)."""
+    parser.add_argument(
+        "--backend",
+        default=None,
+        metavar="NAME",
+        help="the policy backend that serves the model: hf (default), vllm, or a plugin "
+        "backend (arena plugins backends), which gets the model string as it is",
+    )
+
+
+def participant_config(spec: str, backend: str | None, *, model: bool = False) -> ParticipantConfig:
+    """The participant ``spec`` names (a bot id or a model spec; with ``model``, a model spec
+    whatever it looks like), served by ``backend`` (``--backend``; None keeps ``hf``): shared by
+    ``arena eval`` and ``arena play``. A bad ``--backend`` is a :class:`ConfigError` in one line
+    before any model loads: given with a bot; an unknown name (the nearest registered ones) or
+    a plugin that cannot be imported; a backend a command line cannot serve a model on
+    (``remote``, ``scripted``; ``openai``, whose endpoint only a tournament config names)."""
+    from arena.core.errors import ConfigError
+    from arena.tournament.config import ParticipantConfig, check_backend
+    from arena.tournament.participants import parse_participant
+
+    participant = ParticipantConfig(model=spec) if model else parse_participant(spec)
+    if backend is None:
+        return participant
+    if participant.model is None:
+        raise ConfigError(f"--backend {backend} serves a model, not bot {spec!r}")
+    if backend in UNSERVED_BACKENDS:
+        raise ConfigError(
+            f"--backend {backend}: a model is served here by hf, vllm or a plugin backend "
+            f"(arena plugins backends); {UNSERVED_BACKENDS[backend]}"
+        )
+    check_backend("--backend", backend)  # an unknown name, or a plugin that cannot import
+    participant.backend = backend
+    return participant
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "participant",
@@ -87,13 +135,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the model to evaluate, instead of PARTICIPANT: checkpoint dir, HF dir, "
         "smollm2-135m or tiny",
     )
-    parser.add_argument(
-        "--backend",
-        default=None,
-        metavar="NAME",
-        help="the policy backend that serves the model: hf (default), vllm, or a plugin "
-        "backend (arena plugins backends), which gets the model string as it is",
-    )
+    add_backend_argument(parser)
     parser.add_argument(
         "--adapter",
         default=None,
@@ -133,10 +175,9 @@ def run(args: argparse.Namespace) -> int:
     from arena.play.config import GameConfig
     from arena.run.config import RunConfig
     from arena.tournament.checkpoint_paths import checkpoint_of, on_disk
-    from arena.tournament.config import ParticipantConfig, TournamentConfig
+    from arena.tournament.config import TournamentConfig
     from arena.tournament.participants import (
         adapter_run_config,
-        parse_participant,
         resolve_participants,
         run_config_of,
         trained_sampling,
@@ -167,14 +208,8 @@ def run(args: argparse.Namespace) -> int:
     n = run_config.eval.games if args.n is None else args.n
     if n < 1 or args.tries < 1:
         raise ConfigError(f"--n and --tries must be >= 1, got {n} and {args.tries}")
-    participant = (
-        ParticipantConfig(model=spec) if args.model is not None else parse_participant(spec)
-    )
+    participant = participant_config(spec, args.backend, model=args.model is not None)
     participant.adapter = args.adapter
-    if args.backend is not None:
-        if participant.model is None:
-            raise ConfigError(f"--backend {args.backend} serves a model, not bot {spec!r}")
-        participant.backend = args.backend
     participant.sampling.temperature = (
         run_config.eval.temperature if args.temperature is None else args.temperature
     )

@@ -3,17 +3,28 @@
 PARTICIPANT is a reference bot (``minimax-v0``, see ``arena games`` for each game's strongest),
 the embedded model (``smollm2-135m``), the tiny test model (``tiny``), a Hugging Face model
 directory, or a checkpoint directory (``runs/<run>/checkpoints/step-00000012``: its ``model/``
-plays). A model is loaded in this process (transformers, float32) and plays through its role
-exactly as in a tournament: the rules and its view of the board as a prompt, a reply whose
-``<answer>`` is its move. Its raw reply is shown, and the game's own retry and forfeit rules
-apply to it. A checkpoint inside a run directory is prompted as it was trained: that run's
-settings for GAME (its ``kwargs``, role and role kwargs, such as a prefilled answer tag) and its
-reply length (a named policy's own ``max_new_tokens`` for its checkpoint, ``RUN:POLICY``), unless ``--game-arg``, ``--role-arg`` or ``--max-new-tokens`` say otherwise. The
-opponent fills every seat but yours, each in the role the game gives it, except the seats that
-are simulated: those of the run's simulators (a checkpoint of ``configs/user_tool_use.yaml``:
-the retail user is ``scripted-user-v0``), or those ``--simulator SEAT=ID`` (``--simulator ID``:
-every seat a simulator may fill) names. The first line says what fills each seat:
-``You play agent, against simulator scripted-user-v0 (user)``.
+plays; its run directory: the newest; ``RUN:POLICY``: that policy's newest). A model is loaded
+in this process by its backend and plays through its role exactly as in a tournament: the rules
+and its view of the board as a prompt, a reply whose ``<answer>`` is its move. Its raw reply is
+shown, and the game's own retry and forfeit rules apply to it. A checkpoint inside a run
+directory is prompted as it was trained: that run's settings for GAME (its ``kwargs``, role and
+role kwargs, such as a prefilled answer tag) and its reply length (a named policy's own
+``max_new_tokens`` for its checkpoint, ``RUN:POLICY``), unless ``--game-arg``, ``--role-arg`` or
+``--max-new-tokens`` say otherwise. The opponent fills every seat but yours, each in the role
+the game gives it, except the seats that are simulated: those of the run's simulators (a
+checkpoint of ``configs/user_tool_use.yaml``: the retail user is ``scripted-user-v0``), or those
+``--simulator SEAT=ID`` (``--simulator ID``: every seat a simulator may fill) names. The first
+line says what fills each seat: ``You play agent, against simulator scripted-user-v0 (user)``.
+
+``--backend NAME`` serves the model, read as ``arena eval`` reads it (one definition:
+:func:`arena.commands.eval.participant_config`): ``hf`` (the default: transformers, float32),
+``vllm`` (the model directory, a checkpoint's ``model/``, in the ``auto`` dtype as ``arena eval``
+loads it: bfloat16 where this machine computes it faster, else float32), or a plugin policy
+backend (``arena plugins backends``; docs/plugins.md), which gets PARTICIPANT as it is, except
+that a run directory or ``RUN:POLICY`` becomes its newest checkpoint's directory (whose
+``model/`` holds the weights, and whose run's prompt settings apply), with the ``auto`` dtype
+and SmolLM2's tokenizer rendering its prompts. ``--backend`` with a bot, an unknown name (the
+nearest are named), ``openai``, ``remote`` or ``scripted`` is refused before anything loads.
 
 The rules are shown once; before each of your moves, your view of the board and the legal
 moves. Type a move at ``your move>``: one that cannot be read or played now is explained and
@@ -27,9 +38,12 @@ Examples:
     arena play connect-four-v0 --against runs/selfplay/x/checkpoints/step-00000012 --seat random
     arena play nim-v0 --against smollm2-135m --temperature 0.7 --game-arg max_retries=0
     arena play retail-v0 --against tiny --seat agent --simulator user=scripted-user-v0
+    arena play tictactoe-v0 --against runs/selfplay/x --backend vllm
+    arena play tictactoe-v0 --against rules --backend first-legal   # docs/plugins.md's backend
 
-Exit status: 0 when the game ends or you resign; 2 for an unknown game, a bad --game-arg or
---seat, or a participant that cannot be loaded (named, before the game starts).
+Exit status: 0 when the game ends or you resign; 2 for an unknown game, a bad --game-arg,
+--seat or --backend, or a participant that cannot be loaded (named with its backend, before the
+game starts).
 """
 
 from __future__ import annotations
@@ -40,11 +54,12 @@ import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from arena.commands.eval import add_seat_arguments
+from arena.commands.eval import add_backend_argument, add_seat_arguments
 
 if TYPE_CHECKING:
     from arena.play.config import GameConfig
     from arena.play.seats import Seat
+    from arena.policies.config import PolicyConfig
     from arena.tournament.participants import Participant
     from games.text_env import TextGame
 
@@ -55,8 +70,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--against",
         required=True,
         metavar="PARTICIPANT",
-        help="a bot id, smollm2-135m, tiny, a Hugging Face directory or a checkpoint directory",
+        help="a bot id, smollm2-135m, tiny, a Hugging Face directory, a checkpoint directory "
+        "(or its run directory: the newest; RUN:POLICY), or what --backend NAME loads",
     )
+    add_backend_argument(parser)
     parser.add_argument(
         "--seat",
         default="first",
@@ -123,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
     game = with_simulators(game, args.simulator)
     seed = args.seed if args.seed is not None else random.randrange(2**31)
     human = pick_seat(args.seat, env.possible_agents, random.Random(seed))
-    participant = resolve_one(args.against, game)
+    participant = resolve_one(args.against, game, args.backend)
     fill = seat_filler(participant, game, args, seed, env)
     opponents = {agent: fill(agent) for agent in env.possible_agents if agent != human}
     print(f"{game.id} against {participant.describe()}, seed {seed}")
@@ -191,13 +208,16 @@ def make_env(game: GameConfig) -> TextGame:
         raise ConfigError(f"{game.id} with --game-arg {game.kwargs}: {err}") from None
 
 
-def resolve_one(text: str, game: GameConfig) -> Participant:
-    """The opponent, checked as a tournament checks its participants (an unknown bot names the
-    nearest, a path must be a model, a bot must be able to play the game)."""
+def resolve_one(text: str, game: GameConfig, backend: str | None = None) -> Participant:
+    """The opponent on ``backend`` (``--backend``, as ``arena eval`` reads it:
+    :func:`arena.commands.eval.participant_config`), checked as a tournament checks its
+    participants (an unknown bot names the nearest, a path must be a model, a bot must be able
+    to play the game; a plugin backend's model string is its own business)."""
+    from arena.commands.eval import participant_config
     from arena.core.errors import ConfigError
-    from arena.tournament.participants import parse_participant, resolve_participants
+    from arena.tournament.participants import resolve_participants
 
-    config = parse_participant(text)
+    config = participant_config(text, backend)
     resolved = resolve_participants([config], [game], minimum=1)
     if len(resolved) != 1:
         names = ", ".join(p.name for p in resolved)
@@ -213,8 +233,8 @@ def seat_filler(
     env: TextGame,
 ) -> Callable[[str], Seat]:
     """A function from an agent to a fresh seat: the simulator ``game`` names for it, else
-    ``participant`` in the seat's role. A model is loaded once, here, and a model that fails to
-    load is a config error naming it."""
+    ``participant`` in the seat's role. A model is loaded once, here, by its backend
+    (:func:`policy_config`), and a model that fails to load is a config error naming it."""
     import games.bots
     import roles
     import simulators
@@ -243,9 +263,9 @@ def seat_filler(
     from arena.models import load_tokenizer
     from arena.play.seating import SeatFactory
     from arena.policies.chat import ChatFormat
-    from arena.policies.config import PolicyConfig
     from arena.policies.factory import make_policy
     from arena.policies.types import SamplingParams
+    from arena.run.failures import one_line
 
     try:
         roles.make(game.role, **game.role_kwargs)
@@ -258,15 +278,16 @@ def seat_filler(
         )
     except (TypeError, ValueError) as err:
         raise ConfigError(f"--temperature/--max-new-tokens: {err}") from None
-    print(f"loading {participant.model} ...", flush=True)
+    config = policy_config(participant, seed)
+    on = "" if config.backend == "hf" else f" on backend {config.backend}"
+    print(f"loading {participant.model}{on} ...", flush=True)
     try:
-        policy = make_policy(
-            PolicyConfig(backend="hf", model=str(participant.model), dtype="float32", seed=seed)
-        )
-        chat = ChatFormat(load_tokenizer(str(participant.model)))
+        policy = make_policy(config)
+        chat = ChatFormat(load_tokenizer(participant.tokenizer))
     except Exception as err:
         raise ConfigError(
-            f"participant {participant.name!r}: cannot load {participant.model}: {err}"
+            f"participant {participant.name!r}: cannot load {participant.model}{on}: "
+            f"{one_line(str(err))}"
         ) from None
     factory = SeatFactory(PlayConfig(games=[game], policy_name=participant.name), policy, chat)
 
@@ -276,3 +297,22 @@ def seat_filler(
         return factory.policy_seat(game.id, trained=False, params=params, env=env, agent=agent)
 
     return model_seat
+
+
+def policy_config(participant: Participant, seed: int) -> PolicyConfig:
+    """How this process builds the opponent's policy: on its backend, with the participant's
+    tokenizer (a plugin backend reads its prompts' ids with it). ``hf`` loads float32 (a
+    person waits on one reply at a time, and float32 replies are the ones a CPU run evaluated);
+    ``vllm`` and plugin backends get the participant's ``dtype``, ``auto`` as in ``arena eval``
+    (bfloat16 where this machine computes it faster, else float32)."""
+    from arena.policies.config import PolicyConfig
+
+    backend = participant.config.backend
+    return PolicyConfig(
+        backend=backend,
+        model=str(participant.model),
+        tokenizer=participant.tokenizer,
+        name=participant.name,
+        dtype="float32" if backend == "hf" else participant.config.dtype,
+        seed=seed,
+    )

@@ -4,7 +4,9 @@ Its module and entry point are installed as a real distribution (``tests/tutoria
 fresh process builds the backend by name and checks what ``generate`` returns for each prompt
 form and what ``score`` says, a run refuses it as its trained backend in one line saying where it
 can play, and ``arena tournament`` plays the tutorial's tournament against ``random-v0``, the
-backend served by a real inference actor process.
+backend served by a real inference actor process. ``arena play --against rules --backend
+first-legal`` plays it with moves piped to stdin (and a named policy's checkpoint given to it),
+and refuses a bad ``--backend`` or a backend that cannot load in one line.
 
 Here, not in ``tests/games``: those tests give every process an empty model cache, and the
 backend reads its prompts with SmolLM2's tokenizer, which an empty cache extracts first.
@@ -34,8 +36,10 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return site
 
 
-def arena(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return python(site, "-m", "arena", *args)
+def arena(
+    site: Path, *args: str, stdin: str = "", env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return python(site, "-m", "arena", *args, stdin=stdin, env=env)
 
 
 CONTRACT = """
@@ -103,3 +107,122 @@ def test_the_tutorials_backend_plays_its_tournament_against_random(
         assert record["tokens"][seat] == 7 * record["turns"][seat]  # "<answer>N</answer>"
     ratings = json.loads((tmp_path / "out" / "ratings.json").read_text())["ratings"]
     assert set(ratings) == {"first-legal", "random"}
+
+
+def test_a_person_plays_the_tutorials_backend_in_the_terminal(site: Path) -> None:
+    """``arena play --against rules --backend first-legal``: the backend moves first and always
+    names the lowest free cell (1, 2, 4), so O at 5, 3 and 7 wins on the anti-diagonal."""
+    done = arena(
+        site,
+        "play",
+        "tictactoe-v0",
+        "--against",
+        "rules",
+        "--backend",
+        "first-legal",
+        "--seat",
+        "second",
+        "--seed",
+        "0",
+        stdin="5\n3\n7\n",
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert out.startswith("loading rules on backend first-legal ...\n")
+    assert "tictactoe-v0 against first-legal model rules, seed 0" in out
+    replies = [line for line in out.splitlines() if line.startswith("model replied: ")]
+    assert replies == [f"model replied: <answer>{cell}</answer>" for cell in (1, 2, 4)]
+    assert "rules (player_0) played: 4" in out
+    assert "result: you win; returns: rules -1, you +1 (ended: win)" in out
+
+
+@pytest.mark.parametrize(
+    ("against", "backend", "error"),
+    [
+        ("minimax-v0", "first-legal", "--backend first-legal serves a model, not bot 'minimax-v0'"),
+        (
+            "rules",
+            "first-legall",
+            "--backend: unknown policy backend 'first-legall'; did you mean 'first-legal'?",
+        ),
+        ("rules", "openai", "--backend openai: a model is served here by hf, vllm or a plugin"),
+    ],
+)
+def test_arena_play_refuses_a_bad_backend_in_one_line(
+    site: Path, against: str, backend: str, error: str
+) -> None:
+    done = arena(site, "play", "tictactoe-v0", "--against", against, "--backend", backend)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"arena play: bad config: {error}"), done.stderr
+    assert done.stderr.count("\n") == 1
+    assert "loading" not in done.stdout  # refused before any model loads
+
+
+def test_arena_play_names_a_backend_that_cannot_load_its_model(site: Path, tmp_path: Path) -> None:
+    """The tutorial's backend fails to build where its tokenizer cannot be extracted (a model
+    cache under a file): one line naming the participant, the model and the backend."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    done = arena(
+        site,
+        "play",
+        "tictactoe-v0",
+        "--against",
+        "rules",
+        "--backend",
+        "first-legal",
+        env={"ARENA_CACHE_DIR": str(blocker / "cache")},
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(
+        "arena play: bad config: participant 'rules': cannot load rules on backend first-legal: "
+        "policy backend 'first-legal' (mypkg.first_legal:FirstLegal, plugin mypkg): failed to "
+        "build: NotADirectoryError"
+    ), done.stderr
+    assert done.stderr.count("\n") == 1
+    assert "your move>" not in done.stdout
+
+
+def test_arena_play_gives_a_plugin_backend_a_named_policys_checkpoint(
+    site: Path, tmp_path: Path
+) -> None:
+    """``--against RUN:POLICY --backend first-legal``: as ``arena eval`` does, the backend gets
+    the newest checkpoint's directory of that policy, prompted with the run's game settings and
+    replying as long as that policy did (12 tokens; the run's 6 would cut the 7 of
+    ``<answer>1</answer>``)."""
+    run_dir = tmp_path / "run"
+    for step in ("step-00000001", "step-00000003"):
+        model = run_dir / "checkpoints" / "policies" / "responder" / step / "model"
+        model.mkdir(parents=True)
+        (model / "config.json").write_text("{}")
+    (run_dir / "config.yaml").write_text(
+        "model: tiny\n"
+        "games: [{id: tictactoe-v0, kwargs: {max_retries: 1}}]\n"
+        "sampling: {max_new_tokens: 6}\n"
+        "policies:\n"
+        "  responder: {model: tiny, sampling: {max_new_tokens: 12}}\n"
+        "seat_policies: {player_0: responder}\n"
+    )
+    checkpoint = run_dir / "checkpoints" / "policies" / "responder" / "step-00000003"
+    done = arena(
+        site,
+        "play",
+        "tictactoe-v0",
+        "--against",
+        f"{run_dir}:responder",
+        "--backend",
+        "first-legal",
+        "--seat",
+        "second",
+        "--seed",
+        "0",
+        stdin="quit\n",
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"{run_dir}:responder: its newest checkpoint, step-00000003 ({checkpoint})"
+    assert lines[1] == (
+        "as trained: game {'max_retries': 1}, role player-v0 {}, replies of at most 12 tokens"
+    )
+    assert f"tictactoe-v0 against first-legal model {checkpoint}, seed 0" in done.stdout
+    assert "model replied: <answer>1</answer>" in done.stdout
