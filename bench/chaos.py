@@ -10,6 +10,8 @@ every kind):
 - ``stop_actor``: SIGSTOP of a random rollout actor, the inference actor or the learner for
   30-60 s (seeded; ``--stop-seconds``), then SIGCONT; detected when the run names it hung (:mod:`arena.run.hangs`);
   its detection times give ``hang_detect_s_max``;
+- ``stop_broker``: SIGSTOP of the run's own broker for as long, then SIGCONT; detected when the
+  run names it hung and kills it to restart it (its time counts in ``hang_detect_s_max`` too);
 - ``disk_full``, last: the run directory is on a tmpfs of ``--disk-mb`` mounted for the run,
   and the fault fills it and keeps it full. No run recovers from that: it must end with a clear
   message naming the disk and a non-zero exit status (``disk_full_end``), its last checkpoint
@@ -37,7 +39,7 @@ Prints one JSON line: faults injected by kind, recoveries, detection and recover
 and the median per kind), ``episodes_lost``, ``episodes_trained_twice``, ``hang_detect_s_max``.
 
 Usage: nice python bench/chaos.py --minutes 10 --every 90 --seed 1 [--out DIR] [--rollouts 3]
-       [--faults N] (at most N faults: ``--faults 6 --every 1`` is one of each kind, back to
+       [--faults N] (at most N faults: ``--faults 7 --every 1`` is one of each kind, back to
        back, each after the previous one recovered: ``tests/bench/test_chaos.py``)
 """
 
@@ -62,7 +64,14 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")
-KINDS = ("kill_rollout", "kill_inference", "kill_learner", "kill_broker", "stop_actor")
+KINDS = (
+    "kill_rollout",
+    "kill_inference",
+    "kill_learner",
+    "kill_broker",
+    "stop_actor",
+    "stop_broker",
+)
 """Faults the run recovers from, in a seeded order; ``disk_full`` comes last (see below)."""
 SKIPPED = {"simulator_never_returns": "no injection point outside the game's own code"}
 RECOVERY_LIMIT = 240.0
@@ -191,6 +200,15 @@ class Chaos:
             name = self.rng.choice(names)
             os.kill(kids[name], signal.SIGKILL)
             record |= {"target": name, "marker": f"{name} (pid {kids[name]}) exited with code -9"}
+        elif kind == "stop_broker":
+            # the broker is on no bus: it is the bus. The run kills it once silent (hangs.py)
+            record |= {
+                "target": "broker",
+                "pid": kids["broker"],
+                "until": time.time() + self.rng.uniform(*self.args.stop_seconds),
+                "marker": f"broker (pid {kids['broker']}) is hung",
+            }
+            os.kill(kids["broker"], signal.SIGSTOP)
         elif kind == "stop_actor":
             # a hang is of an actor on the bus: one restarted by an earlier fault and still
             # starting up has no heartbeat to miss yet (and a stopped start-up is named by the
@@ -230,7 +248,7 @@ class Chaos:
         self.records.append(record)
 
     def release(self, record: dict[str, Any]) -> None:
-        if record["kind"] == "stop_actor":
+        if record["kind"] in ("stop_actor", "stop_broker"):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(record["pid"], signal.SIGCONT)
 
@@ -339,7 +357,7 @@ class Chaos:
         hangs = [
             r["detected"] - r["at"]
             for r in self.records
-            if r["kind"] == "stop_actor" and "detected" in r
+            if r["kind"] in ("stop_actor", "stop_broker") and "detected" in r
         ]
         return {
             "minutes": self.args.minutes,

@@ -169,6 +169,16 @@ class Actor(Serving):
         self.broker_up = True
         self.registrations += 1
 
+    async def broker_back(self, timeout: float) -> bool:
+        """Wait until the broker answers again after it was lost (``broker_lost``): True when it
+        does, False if not within ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while not self.broker_up:
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(0.1)
+        return True
+
     async def close(self) -> None:
         """Stop heartbeats, fail pending requests, and close the sockets."""
         for task in [*self._background, *self._tasks]:
@@ -308,7 +318,9 @@ class Actor(Serving):
         elif mtype == "request":
             self.handle_request(msg, None)
         elif mtype == "heartbeat":
-            return
+            # the broker beats only actors it knows: one lost and back (a pause, a partition
+            # shorter than its timeout) still knows this one, and nothing else would say so
+            self.broker_up = True
         elif msg.topic is not None:
             self.call_handler(self._match_topic(msg.topic), msg)
         elif mtype == "control" and msg.src == BROKER:

@@ -12,7 +12,11 @@
   an ``actor_dead`` error, and a ``control`` message on topic ``actor.dead`` (with the ids of
   those requests and of the episodes/weights it was sent) tells subscribers, so work can be
   re-queued. An actor that closes cleanly sends ``control`` ``{"op": "unregister"}`` to
-  ``broker`` instead, and subscribers see ``actor.left``.
+  ``broker`` instead, and subscribers see ``actor.left``. Time the broker itself did not run
+  (stopped, starved of CPU, swapped out: a gap of over :data:`STALL` seconds between two turns
+  of its loop) counts against nobody: every actor's silence is shortened by it, so a broker
+  that wakes does not declare dead the actors whose heartbeats wait unread in its queue
+  (``stalls`` in its counters).
 - **Bad input** never stops the broker: it counts the fault in :attr:`Broker.counters`, logs a
   warning and, where the sender can be addressed, sends it an ``error`` reply (``too_large``
   for a message over ``max_message_bytes``). A frame over that limit plus 1 MiB never reaches
@@ -55,6 +59,10 @@ from arena.bus.registry import ActorInfo, Registry, actor_from_register
 from arena.bus.security import curve_server, resolve_security
 from arena.bus.sockets import RCVMORE, configure_socket, send
 from arena.core.limits import BROKER_PENDING_TTL
+
+STALL = 1.0
+"""Seconds between two turns of the broker's loop that mean it did not run (a turn takes at
+most its 0.1 s receive timeout and one message's handling)."""
 
 log = logging.getLogger("arena.broker")
 
@@ -126,19 +134,21 @@ class Broker:
         sock.setsockopt(zmq.RCVTIMEO, max(1, round(min(self.heartbeat_interval, 0.1) * 1000)))
         recv, more, monotonic = sock.recv, sock.getsockopt, time.monotonic
         next_tick = monotonic() + self.heartbeat_interval
+        last = monotonic()
         try:
             while not self._stopping:
                 try:
                     frames = [recv(), recv()]  # routing id, header: small, so copied
                 except zmq.Again:
                     frames = None
+                now = monotonic()
+                if now - last > STALL:
+                    self._stalled(now - last)
+                last = now
                 if frames is not None:
                     while more(RCVMORE):
                         frames.append(recv(copy=False))  # binary frames are forwarded uncopied
-                    now = monotonic()
                     self._handle(frames, now)
-                else:
-                    now = monotonic()
                 if now >= next_tick:
                     self._tick()
                     next_tick = monotonic() + self.heartbeat_interval
@@ -337,6 +347,14 @@ class Broker:
         )
 
     # -- liveness ----------------------------------------------------------------------------
+    def _stalled(self, seconds: float) -> None:
+        """The loop did not run for ``seconds``: nobody could be heard meanwhile, so nobody's
+        silence grows by it."""
+        self.counters["stalls"] += 1
+        log.warning("the broker did not run for %.1fs; that time counts against no actor", seconds)
+        for actor in self._actors.values():
+            actor.last_seen += seconds
+
     def _tick(self) -> None:
         now = time.monotonic()
         for actor in list(self._actors.values()):

@@ -108,6 +108,8 @@ class RunCoordinator:
         while True:
             for event in self.launcher.check():
                 self.log.event(event)
+            if self.own_broker and hasattr(self, "actor"):
+                self.hangs.broker_silent(self.actor)
             ticks += 1
             if ticks % 10 == 0 and hasattr(self, "actor"):  # every 5 s: batch times vs timeout
                 with contextlib.suppress(BusError):

@@ -41,18 +41,30 @@ def serving(actors: list[dict[str, Any]], service: str) -> list[str]:
     return sorted(a["name"] for a in actors if service in a.get("services", ()))
 
 
-async def listing(actor: Actor, timeout: float = 5.0, attempts: int = 4) -> list[dict[str, Any]]:
+BROKER_WAIT = 120.0
+"""Seconds a run waits for a broker that stopped answering to answer again: one that is
+restarting, or one that was stopped (the run's own is killed and restarted once silent for
+``bus.heartbeat_timeout``, :mod:`arena.run.hangs`), or across a network partition."""
+
+
+async def listing(
+    actor: Actor, timeout: float = 5.0, attempts: int = 4, broker_wait: float = BROKER_WAIT
+) -> list[dict[str, Any]]:
     """The broker's directory: one dict per registered actor (name, kind, services, ...).
 
     Asked again when a request fails or goes unanswered (up to ``attempts`` times): a request
-    sent while the broker restarts is lost with it, and asking twice is harmless."""
+    sent while the broker restarts is lost with it, and asking twice is harmless. A lost broker
+    (``broker_lost``) is waited for, up to ``broker_wait`` seconds, before asking again."""
     for attempt in range(attempts):
         try:
             return list((await actor.request(service="broker.actors", timeout=timeout)).body)
-        except BusError:
+        except BusError as err:
             if attempt == attempts - 1:
                 raise
-            await asyncio.sleep(0.5)
+            if err.code != "broker_lost":
+                await asyncio.sleep(0.5)
+            elif not await actor.broker_back(broker_wait):
+                raise
     raise AssertionError("unreachable")
 
 

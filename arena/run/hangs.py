@@ -14,7 +14,10 @@ What it was doing is redone elsewhere: a rollout actor's job is leased again
 (:mod:`arena.run.collection`), an inference actor's requests are sent again by the rollout
 actors once one serves again (:mod:`arena.policies.remote`), a learner resumes from its last
 checkpoint. A killed process sends nothing late, and episodes that a stopped rollout actor had
-sent before are trained once, by id (the learner drops copies).
+sent before are trained once, by id (the learner drops copies). The run's own broker cannot be
+declared dead by itself: the run kills it when the trainer has heard nothing from it for
+``bus.heartbeat_timeout`` while its process lives (:meth:`HangWatch.broker_silent`), and every
+actor registers with the restarted one.
 
 **Bad input.** A detector must not kill healthy actors. Liveness and progress are bounded
 apart: the heartbeat timeout (seconds of silence; it must span three heartbeats,
@@ -28,10 +31,12 @@ naming the measured time and the keys to change.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import socket
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -66,6 +71,8 @@ class HangWatch:
         """Inference actors already named for a batch over half their hang timeout."""
         self.killed: list[tuple[str, int]] = []
         """(child name, pid) of every hung process killed, oldest first."""
+        self._broker_seen: dict[int, float] = {}
+        """When :meth:`broker_silent` first saw each pid of the run's own broker."""
 
     def attach(self, actor: Actor) -> None:
         """Listen to the broker's death notices (call before the actor starts)."""
@@ -95,6 +102,29 @@ class HangWatch:
         except ProcessLookupError:
             return False
         self.killed.append((str(name), pid))
+        return True
+
+    def broker_silent(self, actor: Actor) -> bool:
+        """The run's own broker, as ``actor`` (the trainer) hears it: lost and silent for over
+        ``heartbeat_timeout`` while its process lives, it is hung (stopped, or its loop stuck)
+        and is killed to be restarted; the actors register with the new one. True if killed."""
+        child = self.launcher.children.get("broker")
+        process = getattr(child, "process", None)
+        if process is None or process.poll() is not None or ("broker", process.pid) in self.killed:
+            return False  # not the run's own, or dead already: the launcher restarts it
+        now = time.monotonic()
+        # a restarted broker is given its own heartbeat timeout to be heard from
+        since = max(actor.broker_last_seen, self._broker_seen.setdefault(process.pid, now))
+        silent = now - since
+        if actor.broker_up or silent <= self.heartbeat_timeout:
+            return False
+        self.on_event(
+            f"broker (pid {process.pid}) is hung: the run heard nothing from it for {silent:.0f} s "
+            "(bus.heartbeat_timeout) while its process lives; killing it (SIGKILL) to restart it"
+        )
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGKILL)
+        self.killed.append(("broker", process.pid))
         return True
 
     def check(self, actors: list[dict[str, Any]]) -> None:

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_one_fault_of_each_kind_loses_nothing_and_trains_nothing_twice(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "chaos.py"), "--minutes", "15", "--every", "1",
-         "--faults", "6", "--seed", "0", "--stop-seconds", "8", "12", "--rollouts", "2",
+         "--faults", "7", "--seed", "0", "--stop-seconds", "8", "12", "--rollouts", "2",
          "--out", str(tmp_path)],
         capture_output=True, text=True, cwd=ROOT, timeout=1200,
     )  # fmt: skip
@@ -28,7 +28,8 @@ def test_one_fault_of_each_kind_loses_nothing_and_trains_nothing_twice(tmp_path:
     result = json.loads(done.stdout.strip().splitlines()[-1])
     injected = set(result["faults"])
     assert injected | set(result["skipped"]) >= {
-        "kill_rollout", "kill_inference", "kill_learner", "kill_broker", "stop_actor", "disk_full"
+        "kill_rollout", "kill_inference", "kill_learner", "kill_broker", "stop_actor",
+        "stop_broker", "disk_full"
     }, result  # fmt: skip
     assert result["recovered"] == result["faults"], result
     assert result["steps_missing"] == [] and result["resume_ok"], result

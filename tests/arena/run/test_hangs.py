@@ -1,12 +1,15 @@
-"""Hung children are killed (and then restarted by the launcher); heartbeat timeouts too short
-for the run are refused. The end-to-end case (a SIGSTOPped inference actor in a real run) is
-tests/arena/commands/test_train.py::test_an_async_run_steps_without_skipping_and_replaces_a_hung_inference_actor."""
+"""Hung children are killed (and then restarted by the launcher), the run's own broker
+included; heartbeat timeouts too short for the run are refused. The end-to-end cases (a
+SIGSTOPped rollout actor, inference actor, learner or broker in a real run) are the chaos run's:
+tests/bench/test_chaos.py."""
 
 from __future__ import annotations
 
 import socket
 import sys
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -52,6 +55,33 @@ def test_a_live_child_declared_dead_is_killed_and_then_restarted(tmp_path: Path)
         child.process.kill()
         child.process.wait()
         assert not watch.dead({"name": "inference-0", "pid": child.pid, "host": host})
+    finally:
+        launcher.stop_all(timeout=1)
+
+
+def test_the_runs_own_broker_silent_past_the_timeout_is_killed_once_per_life(
+    tmp_path: Path,
+) -> None:
+    events: list[str] = []
+    launcher = SleepLauncher(tmp_path)
+    child = launcher.start("broker", [], restartable=True, max_restarts=3)
+    watch = HangWatch(launcher, 5.0, events.append)
+    trainer = SimpleNamespace(broker_up=True, broker_last_seen=time.monotonic() - 60)
+    first = child.pid
+    try:
+        assert not watch.broker_silent(trainer)  # it answers: the trainer has not lost it
+        trainer.broker_up = False
+        assert not watch.broker_silent(trainer)  # first seen now: its timeout starts now
+        watch._broker_seen[first] -= 6.0  # as if first seen 6 s ago, heard from a minute ago
+        assert watch.broker_silent(trainer)
+        assert child.process.wait(timeout=10) == -9
+        assert events[0].startswith(f"broker (pid {first}) is hung: the run heard nothing from")
+        assert not watch.broker_silent(trainer)  # dead: the launcher's to restart
+        (restart,) = launcher.check()
+        assert "restarting (1/3)" in restart and child.pid != first
+        # the restarted broker gets a timeout of its own before it can be taken for hung
+        assert not watch.broker_silent(trainer) and child.process.poll() is None
+        assert len(events) == 1
     finally:
         launcher.stop_all(timeout=1)
 
