@@ -92,14 +92,17 @@ def missing(
                 f"the learner of policy {name}: arena "
                 + shlex.join(learner_argv(address, run_dir, name)[1:])
             )
-    pools = [pool_actor(), *map(pool_actor, pooled_bases(c.play))]
+    pools = {pool_actor(): "the shared base's past snapshots"}
+    pools.update(
+        {pool_actor(n): f"past snapshots of {n}'s own model" for n in pooled_bases(c.play)}
+    )
     for name, served in named_inference(c, run_dir).items():
         found = serving(actors, f"policy:{served.name}")
         # a pool actor by its name too: the coordinator tells it by name what to load
         if not found or (name in pools and name not in found):
-            what = "the population's past snapshots" if name in pools else "a model of its own"
+            what = pools.get(name, f"{served.name}'s own model")
             command = start_command(c, run_dir, address, "inference", name)
-            out.append(f"{name}, serving policy:{served.name} ({what}): {command}")
+            out.append(f"{name} serving policy:{served.name} ({what}): {command}")
     for name, seats in simulator_policies(c).items():
         if not serving(actors, f"policy:{name}"):
             out.append(
