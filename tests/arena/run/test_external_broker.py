@@ -37,6 +37,7 @@ from arena.run.run_dir import make_run_dir, resolve_for_run
 ROOT = Path(__file__).resolve().parents[3]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")
 RECIPE_MARKER = "<!-- multi-host recipe:"
+POPULATION_MARKER = "<!-- population recipe:"
 
 
 def free_port() -> int:
@@ -314,11 +315,11 @@ def test_no_broker_at_the_address_fails_fast_and_says_how_to_start_one(tmp_path:
     assert not list((tmp_path / "run" / "logs").glob("*.log"))  # nothing was started
 
 
-def deploy_recipe() -> list[str]:
+def deploy_recipe(marker: str = RECIPE_MARKER) -> list[str]:
     """The command lines of the multi-host recipe in ``docs/deploy.md`` (the fenced block after
-    its marker), without their comments."""
+    its ``marker``), without their comments."""
     text = (ROOT / "docs" / "deploy.md").read_text()
-    after = text[text.index(RECIPE_MARKER) :]
+    after = text[text.index(marker) :]
     block = re.search(r"```bash\n(.*?)```", after, re.S)
     assert block is not None, "no ```bash block after the recipe marker"
     lines = []
@@ -348,6 +349,9 @@ def wait_until(predicate, timeout: float, what: str) -> None:
 
 @pytest.mark.slow
 def test_the_documented_multi_host_recipe_trains_through_an_external_broker(tmp_path: Path) -> None:
+    """The recipe as a population run, as its docs say (``opponents.mode=population`` on the
+    train line, and the pool actor's line): every opponent a past snapshot (``latest_prob=0``),
+    served by the pool actor started by hand."""
     recipe = deploy_recipe()
     assert [shlex.split(line)[1] for line in recipe] == [
         "keys",
@@ -358,6 +362,10 @@ def test_the_documented_multi_host_recipe_trains_through_an_external_broker(tmp_
         "learner",
         "rollout",
     ]
+    (pool_line,) = deploy_recipe(POPULATION_MARKER)
+    train = next(i for i, line in enumerate(recipe) if shlex.split(line)[1] == "train")
+    recipe[train] += " opponents.mode=population opponents.latest_prob=0"
+    recipe.insert(train + 1, pool_line)
     port = free_port()
     logs: dict[str, Path] = {}
     background: dict[str, subprocess.Popen] = {}
@@ -422,6 +430,8 @@ def test_the_documented_multi_host_recipe_trains_through_an_external_broker(tmp_
     assert f"tcp://127.0.0.1:{port}" in out and "waiting up to" in out
     # the waiting message gives the --config form, and the actor started with it is not named
     assert f"arena inference --connect tcp://127.0.0.1:{port} --config" in out
+    # the pool actor too, by its name: the run started none (inference.actors=0)
+    assert re.search(r"inference-pool serving policy:pool \(.*--actor-name inference-pool", out)
     assert "settings unlike the run's" not in out
     assert not list((run_dir / "logs").glob("*.log")), "train started a process itself"
     rows = [json.loads(r) for r in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -429,6 +439,10 @@ def test_the_documented_multi_host_recipe_trains_through_an_external_broker(tmp_
     assert all(r["episodes"] >= 8 and "learner/loss" in r for r in rows)
     transcripts = [json.loads(r) for r in (run_dir / "transcripts.jsonl").read_text().splitlines()]
     assert transcripts and all(t["id"].startswith("rollout-0-") for t in transcripts)
+    opponents = {p for t in transcripts for p in t["seats"].values() if p != "main"}
+    assert opponents and all(
+        re.fullmatch(r"pool@(initial|step-0+1) \(not trained\)", p) for p in opponents
+    )
     assert sorted(p.name for p in (run_dir / "checkpoints").glob("step-*"))[-1].endswith("2")
     assert (run_dir / "eval_summary.json").exists()
 
