@@ -7,10 +7,15 @@ are the fields of :class:`arena.policies.config.InferenceConfig`, with the same 
 defaults as the ``inference`` section of a run config (``--max-batch`` is ``max_batch``).
 
 ``--config`` reads a run config (the ``config.yaml`` that ``arena train`` writes into its run
-directory, as ``arena rollout --config`` does) and serves as the run's own inference actors do:
-its ``inference`` section, the run's ``model``, the learner's policy name and the run's seed.
-A flag given beside it overrides that value, and a setting that then differs from the run's is
-named in a warning here and, once the actor joins, by the run (arena/run/inference_settings.py).
+directory, as ``arena rollout --config`` does) and serves exactly what the run's own inference
+actor named by ``--actor-name`` serves (:mod:`arena.run.inference_actors`, the function
+``arena train`` itself uses): ``inference-<N>`` (the default ``inference-0``) the run's
+``inference`` section, its ``model``, the learner's policy name and the seed ``seed + N``;
+``inference-pool`` and ``inference-pool-<policy>`` the population's past snapshots;
+``inference-<policy>`` (or ``--policy NAME``) a policy's own model. A name that is none of the
+run's actors is refused, naming them. A flag given beside it overrides that value, and a setting
+that then differs from the run's is named in a warning here and, once the actor joins, by the
+run (arena/run/inference_settings.py).
 """
 
 from __future__ import annotations
@@ -33,8 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--config",
         default=None,
         metavar="RUN.yaml",
-        help="serve as a run's inference actors do: its inference section, model, policy name "
-        "and seed (e.g. runs/x/y/config.yaml); flags given beside it override those",
+        help="serve as the run's inference actor --actor-name does (default inference-0): its "
+        "inference section, model, policy name, adapters and seed (e.g. runs/x/y/config.yaml); "
+        "flags given beside it override those",
     )
     parser.add_argument(
         "--policy",
@@ -44,7 +50,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(policies.NAME.model), as the run's inference-NAME actor does",
     )
     parser.add_argument(
-        "--actor-name", default=None, help="name on the bus (default inference-NAME-PID)"
+        "--actor-name",
+        default=None,
+        help="name on the bus (default inference-NAME-PID); with --config, one of the run's "
+        "inference actors (inference-N, inference-pool, inference-POLICY, inference-pool-POLICY)",
     )
     parser.add_argument(
         "--heartbeat-interval",
@@ -93,22 +102,30 @@ def adapter_assignments(items: list[str]) -> dict[str, str]:
     return out
 
 
-def own_base_served(run: Any, config_path: str, policy: str) -> Any:
-    """What the run's ``inference-<policy>`` actor serves (arena/run/bases.py)."""
+def run_served(run: Any, config_path: str, actor_name: str | None, policy: str | None) -> Any:
+    """What the run's inference actor ``actor_name`` serves (``inference-0``, the shared base's
+    first, when None), or with ``--policy``, its ``inference-<policy>``: one answer with what
+    ``arena train`` starts (:func:`arena.run.inference_actors.served_inference`)."""
     from pathlib import Path
 
     from arena.core.errors import ConfigError, did_you_mean
     from arena.run.bases import own_bases
-    from arena.run.processes import base_inference
+    from arena.run.inference_actors import served_inference
 
-    bases = own_bases(run.play)
-    if policy not in bases:
-        raise ConfigError(
-            f"--policy {policy}: the run has no policy with a model of its own by that name "
-            f"({', '.join(bases) or 'none'}){did_you_mean(policy, list(bases))}"
-        )
-    run_dir = Path(config_path).parent
-    return base_inference(run, run_dir, policy, bases[policy], seed=run.seed + 100)
+    if policy is not None:
+        bases = own_bases(run.play)
+        if policy not in bases:
+            raise ConfigError(
+                f"--policy {policy}: the run has no policy with a model of its own by that name "
+                f"({', '.join(bases) or 'none'}){did_you_mean(policy, list(bases))}"
+            )
+        if actor_name not in (None, f"inference-{policy}"):
+            raise ConfigError(
+                f"--policy {policy} serves as the run's inference-{policy}, but --actor-name "
+                f"names {actor_name}: give one of them"
+            )
+        actor_name = f"inference-{policy}"
+    return served_inference(run, Path(config_path).parent, actor_name or "inference-0")
 
 
 def served_config(args: argparse.Namespace) -> tuple[Any, float]:
@@ -134,12 +151,8 @@ def served_config(args: argparse.Namespace) -> tuple[Any, float]:
         from arena.run.inference_settings import differences, run_settings
 
         run = load_run_config(args.config)
-        base = dataclasses.replace(
-            run.inference, name=run.learner.name, model=run.model, seed=run.seed
-        )
+        base = run_served(run, args.config, args.actor_name, args.policy)
         heartbeat = run.bus.heartbeat_interval
-        if args.policy is not None:
-            base = own_base_served(run, args.config, args.policy)
         changed = {k: v for k, v in given.items() if k not in PER_ACTOR}
         found = differences(
             run_settings(run), {**changed, **({"engine": engine} if engine else {})}

@@ -101,9 +101,11 @@ class InferenceConfig(PolicyConfig):
     """An inference actor: the policy it serves, how it batches, how it takes weights."""
 
     actors: int = 1
-    """In a run config: how many inference actors ``arena train`` starts itself (requests are
-    balanced across every one on the bus, those started elsewhere included). One process is
-    one actor."""
+    """In a run config: how many inference actors of the shared base ``arena train`` starts
+    itself (requests are balanced across every one on the bus, those started elsewhere
+    included). One process is one actor. With 0 it starts no inference actor at all, neither
+    a named policy's own nor a population's pool actors: they join from elsewhere
+    (``arena/run/inference_actors.py``)."""
     max_wait_ms: float = 20.0
     """How long the first request of a batch waits for others to join it."""
     max_queue: int = 4096

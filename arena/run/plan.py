@@ -11,8 +11,8 @@ from arena.play.config import GameConfig, PlayConfig
 from arena.run.addresses import broker_hint, own_address, own_broker
 from arena.run.bases import lora_of, own_bases, pooled_bases, shared_adapters
 from arena.run.config import RunConfig
+from arena.run.inference_actors import pool_actor, pool_policy
 from arena.run.memory_plan import gib, host_memory, memory_plan
-from arena.run.processes import pool_actor, pool_policy
 from arena.run.resources import cpu_threads
 from trainers.config import LearnerConfig
 
@@ -72,18 +72,21 @@ def plan(config: RunConfig, run_dir: Path | None = None) -> str:
         )
         lines.append(
             f"  policy       {name}: its own model {spec.model}, served by inference-{name} as "
-            f"policy:{name}, {trains}{sampling_note(config, name)}"
+            f"policy:{name}{joins(config, address, where, f'inference-{name}')}, "
+            f"{trains}{sampling_note(config, name)}"
         )
     if config.opponents.mode == "population":
         o = config.opponents
         lines.append(
-            f"  pool         {pool_actor()} serves policy:{pool_policy()}: one draw per collect "
+            f"  pool         {pool_actor()} serves policy:{pool_policy()}"
+            f"{joins(config, address, where, pool_actor())}: one draw per collect "
             f"(latest_prob={o.latest_prob:g}, else the initial model or one of the last "
             f"{o.pool_size} checkpoints)"
         )
     for name in pooled_bases(config.play):
         lines.append(
-            f"  pool         {pool_actor(name)} serves policy:{pool_policy(name)}: {name}'s own "
+            f"  pool         {pool_actor(name)} serves policy:{pool_policy(name)}"
+            f"{joins(config, address, where, pool_actor(name))}: {name}'s own "
             f"checkpoint of the drawn step (checkpoints/policies/{name}/)"
         )
     plans = memory_plan(config)
@@ -112,6 +115,15 @@ def plan(config: RunConfig, run_dir: Path | None = None) -> str:
     lines.append(f"  cpu threads  {threads or 'from OMP_NUM_THREADS'}")
     lines.append(f"  launcher     {launcher_line(config)}")
     return "\n".join(lines)
+
+
+def joins(config: RunConfig, address: str, where: str, actor: str) -> str:
+    """Empty where the run starts ``actor`` (one of its named inference actors) itself; else
+    `` (not started here, joins: <its command line>)`` (arena/run/inference_actors.py)."""
+    if config.inference.actors:
+        return ""
+    command = f"arena inference --connect {address} --config {where}/config.yaml"
+    return f" (not started here, joins: {command} --actor-name {actor})"
 
 
 def sampling_note(config: RunConfig, name: str) -> str:

@@ -35,7 +35,7 @@ from arena.bus import Actor, BusError
 from arena.models import model_dir
 from arena.run.bases import own_bases, policy_checkpoint, pooled_bases, shared_adapters
 from arena.run.config import RunConfig
-from arena.run.processes import POOL, pool_actor, pool_policy
+from arena.run.inference_actors import POOL, pool_actor, pool_policy
 from arena.run.weight_sync import WeightSync, WeightSyncTimeout
 
 STATUS_TIMEOUT = 10.0

@@ -5,14 +5,15 @@ multi-host deployment starts by hand.
 without starting anything; :func:`start_processes` hands them to a
 :class:`~arena.run.launcher.Launcher`. A run starts only what its config asks for: its own
 broker when ``bus.address`` is unset (restartable: the actors register again with the new one),
-``inference.actors`` inference actors (restartable: they load the learner's current weights
-when they join), the learner unless ``start_learner`` is false (restartable: it resumes from
-its last checkpoint, and the run from that step), one inference actor per named policy with a
-model of its own and one learner per such policy that trains (:mod:`arena.run.bases`), in
-``population`` mode the pool actors that serve past snapshots (``inference-pool`` for the
-shared base, ``inference-pool-<policy>`` for each such policy that trains:
-:mod:`arena.run.population`), and ``rollout.actors`` rollout actors. Whatever it does not start may join from elsewhere with the
-same command lines and the files :func:`write_configs` puts in the run directory.
+its inference actors unless ``inference.actors`` is 0 (restartable: they load the learner's
+current weights when they join): ``inference.actors`` of the shared base, one per named policy
+with a model of its own (:mod:`arena.run.bases`) and, in ``population`` mode, the pool actors
+that serve past snapshots (:mod:`arena.run.inference_actors` names them all and says what each
+serves), the learners unless ``start_learner`` is false (restartable: each resumes from its
+last checkpoint, and the run's from that step): the run's own and one per such policy that
+trains, and ``rollout.actors`` rollout actors. Whatever it does not start may join from
+elsewhere with the same command lines and the files :func:`write_configs` puts in the run
+directory.
 """
 
 from __future__ import annotations
@@ -22,40 +23,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from arena.core.config import to_arguments, to_yaml
-from arena.models.adapter_shape import SHARED_ADAPTER
-from arena.play.config import PolicySpec
 from arena.policies.config import NOT_FLAGS, InferenceConfig
 from arena.run.addresses import bus_address, own_broker
-from arena.run.bases import (
-    learner_file,
-    own_bases,
-    policy_adapter_dir,
-    policy_learner,
-    pooled_bases,
-    shared_adapters,
-    trained_bases,
-)
+from arena.run.bases import learner_file, own_bases, policy_learner, trained_bases
 from arena.run.config import RunConfig
+from arena.run.inference_actors import started_inference
 from arena.run.launcher import Launcher
 from arena.run.resources import cpu_threads, device_for
 from trainers.config import LearnerConfig
-
-POOL = "pool"
-"""Policy name of the population opponents' inference actor."""
-POOL_ACTOR = "inference-pool"
-"""The inference actor that serves :data:`POOL`."""
-
-
-def pool_policy(name: str | None = None) -> str:
-    """The policy name under which population opponents play past snapshots: :data:`POOL` for
-    the shared base, ``pool-<name>`` for ``name``, a trained policy with a model of its own
-    (a policy's name is an identifier, so it never has the dash)."""
-    return POOL if name is None else f"{POOL}-{name}"
-
-
-def pool_actor(name: str | None = None) -> str:
-    """The inference actor that serves :func:`pool_policy` (``inference-pool[-<name>]``)."""
-    return f"inference-{pool_policy(name)}"
 
 
 @dataclass(frozen=True)
@@ -90,31 +65,10 @@ def actor_commands(config: RunConfig, run_dir: Path) -> list[ActorCommand]:
         commands.append(
             ActorCommand("broker", argv, restartable=True, max_restarts=c.bus.max_restarts)
         )
-    inference = [(f"inference-{i}", c.learner.name, c.seed + i) for i in range(c.inference.actors)]
-    if c.opponents.mode == "population":
-        inference.append((POOL_ACTOR, POOL, c.seed + 99))
-    for actor_name, policy_name, seed in inference:
-        served = replace(
-            c.inference,
-            name=policy_name,
-            model=c.model,
-            seed=seed,
-            device=device_for(c.inference.device),
-            adapters=pool_adapters(c) if policy_name == POOL else c.inference.adapters,
-            # the pool plays past checkpoints' merged model/ directories, or their named
-            # policies' adapters/ on the frozen base (arena/run/population.py)
-            default_adapter=c.inference.default_adapter if policy_name != POOL else "",
-        )
+    for actor_name, served in started_inference(c, run_dir).items():
+        served = replace(served, device=device_for(served.device))
         argv = inference_argv(actor_name, address, served, c.bus.heartbeat_interval)
         commands.append(inference_command(actor_name, argv, inference_env, c))
-    for offset, (name, spec) in enumerate(own_bases(c.play).items()):
-        served = base_inference(c, run_dir, name, spec, seed=c.seed + 100 + offset)
-        argv = inference_argv(f"inference-{name}", address, served, c.bus.heartbeat_interval)
-        commands.append(inference_command(f"inference-{name}", argv, inference_env, c))
-    for offset, name in enumerate(pooled_bases(c.play)):
-        served = pool_inference(c, name, own_bases(c.play)[name], seed=c.seed + 200 + offset)
-        argv = inference_argv(pool_actor(name), address, served, c.bus.heartbeat_interval)
-        commands.append(inference_command(pool_actor(name), argv, inference_env, c))
     if c.start_learner:
         for policy in (None, *trained_bases(c.play)):
             commands.append(
@@ -145,13 +99,6 @@ def actor_commands(config: RunConfig, run_dir: Path) -> list[ActorCommand]:
     return commands
 
 
-def pool_adapters(config: RunConfig) -> dict[str, str]:
-    """What the pool actor serves beside the base: the named policies' adapters on the shared
-    base, from their starts (each collect then loads the drawn checkpoint's); none without."""
-    names = shared_adapters(config.play)
-    return {name: path for name, path in config.inference.adapters.items() if name in names}
-
-
 def inference_command(
     name: str, argv: list[str], env: dict[str, str], config: RunConfig
 ) -> ActorCommand:
@@ -168,42 +115,6 @@ def learner_argv(address: str, run_dir: Path, policy: str | None = None) -> list
     name = [] if policy is None else ["--name", f"learner-{policy}"]
     config = str(run_dir / learner_file(policy))
     return ["-v", "learner", "--address", address, *name, "--config", config]
-
-
-def base_inference(
-    config: RunConfig, run_dir: Path, name: str, spec: PolicySpec, seed: int
-) -> InferenceConfig:
-    """What the inference actors of ``name``, a policy with a model of its own, serve: its
-    model as ``policy:<name>``, with its fresh adapter by default where it trains one unmerged."""
-    c = config
-    adapters, default = {}, ""
-    if spec.train and spec.lora is not None and c.inference.backend == "hf":
-        adapters = {SHARED_ADAPTER: str(policy_adapter_dir(run_dir, name) / SHARED_ADAPTER)}
-        default = SHARED_ADAPTER
-    return replace(
-        c.inference,
-        name=name,
-        model=str(spec.model),
-        seed=seed,
-        device=device_for(c.inference.device),
-        adapters=adapters,
-        default_adapter=default,
-    )
-
-
-def pool_inference(config: RunConfig, name: str, spec: PolicySpec, seed: int) -> InferenceConfig:
-    """What ``inference-pool-<name>`` serves: ``name``'s model as ``policy:pool-<name>``, with
-    no adapter: each collect loads a checkpoint's ``model/`` (LoRA merged) or the model itself
-    (arena/run/population.py)."""
-    return replace(
-        config.inference,
-        name=pool_policy(name),
-        model=str(spec.model),
-        seed=seed,
-        device=device_for(config.inference.device),
-        adapters={},
-        default_adapter="",
-    )
 
 
 def policy_learners(config: RunConfig, run_dir: Path) -> dict[str, LearnerConfig]:

@@ -17,13 +17,14 @@ def cpu_threads(config: RunConfig, cores: int | None = None) -> dict[str, int]:
         return {}
     cores = cores or len(os.sched_getaffinity(0))
     # policies on models of their own: an inference actor each, generating beside the run's,
-    # and a learner each (unless frozen), stepping with the run's (arena/run/bases.py)
-    generating = (
-        config.inference.actors
-        + (config.opponents.mode == "population")
+    # and a learner each (unless frozen), stepping with the run's (arena/run/bases.py); with
+    # inference.actors 0 the run starts no inference actor (arena/run/inference_actors.py)
+    named = (
+        (config.opponents.mode == "population")
         + len(own_bases(config.play))
         + len(pooled_bases(config.play))
     )
+    generating = (config.inference.actors + named) * (config.inference.actors > 0)
     learners = (1 + len(trained_bases(config.play))) * config.start_learner
     if config.mode == "async":  # generation and training run at once (here: those started here)
         share = core_share(generating + learners, cores)

@@ -1,14 +1,19 @@
 """The actors a run waits for before it starts, and the commands that start the missing ones.
 
-A run needs the learner, ``wait.inference_actors`` inference actors serving
-``policy:<learner.name>`` (plus ``policy:pool`` in population mode, and ``policy:pool-<policy>``
-for each trained policy with a model of its own there), an inference actor for
-every other policy a simulator talks through (``simulators.<seat>.policy``: the run never starts
-those) and ``wait.rollout_actors`` rollout actors. They may be its own children or processes started elsewhere that joined through
-an external broker; the broker's directory (:mod:`arena.run.directory`) says which are there.
+A run needs the learner (and each policy's own), ``wait.inference_actors`` inference actors
+serving ``policy:<learner.name>``, the run's other inference actors
+(:func:`arena.run.inference_actors.named_inference`: one serving ``policy:<policy>`` for each
+policy with a model of its own, and in population mode the pool actors ``inference-pool`` and
+``inference-pool-<policy>``, by those names), an inference actor for every other policy a
+simulator talks through (``simulators.<seat>.policy``: the run never starts those) and
+``wait.rollout_actors`` rollout actors. A pool actor is not counted among
+``wait.inference_actors``: it serves ``policy:pool``, not ``policy:<learner.name>``. They may be
+its own children or processes started elsewhere that joined through an external broker; the
+broker's directory (:mod:`arena.run.directory`) says which are there.
 When some are missing, the run prints the exact command line that starts each kind (the one a
 run would start itself, with ``--connect`` to its broker; an inference actor's reads the run's
-``config.yaml`` with ``--config`` instead of spelling its settings out as flags), so a
+``config.yaml`` with ``--config`` instead of spelling its settings out as flags, and names the
+run's actor it stands for with ``--actor-name`` where it is one of the named ones), so a
 hand-started deployment never has to guess a flag.
 """
 
@@ -24,20 +29,25 @@ from typing import Any
 
 from arena.bus import Actor
 from arena.bus.security import INSECURE_ENV, KEYS_ENV
-from arena.run.bases import learner_service, own_bases, pooled_bases, trained_bases
+from arena.run.bases import learner_service, pooled_bases, trained_bases
 from arena.run.config import RunConfig
 from arena.run.directory import listing, rollout_names, serving
+from arena.run.inference_actors import named_inference, pool_actor
 from arena.run.plan import simulator_policies
-from arena.run.processes import POOL, learner_argv, pool_policy
+from arena.run.processes import learner_argv
 
 
 class ActorsMissing(TimeoutError):
     """The actors a run waits for (``wait.*``, the learner) were not all on the bus in time."""
 
 
-def start_command(config: RunConfig, run_dir: Path, address: str, kind: str) -> str:
+def start_command(
+    config: RunConfig, run_dir: Path, address: str, kind: str, actor: str | None = None
+) -> str:
     """The command line that starts one more ``kind`` (``learner``, ``inference``,
-    ``rollout``) actor for the run in ``run_dir``, connecting to ``address``."""
+    ``rollout``) actor for the run in ``run_dir``, connecting to ``address``; for an inference
+    actor, ``actor`` is the run's actor it stands for (:mod:`arena.run.inference_actors`;
+    None: one more of the shared base's)."""
     c = config
     if kind == "learner":
         argv = learner_argv(address, run_dir)
@@ -45,6 +55,7 @@ def start_command(config: RunConfig, run_dir: Path, address: str, kind: str) -> 
         # the run's own settings, from its config (arena/run/inference_settings.py): flags
         # spelled out here would be one more copy of them to drift
         argv = ["inference", "--address", address, "--config", str(run_dir / "config.yaml")]
+        argv += ["--actor-name", actor] if actor is not None else []
     else:
         config_path = str(run_dir / "config.yaml")
         argv = ["rollout", "--address", address, "--config", config_path]
@@ -81,20 +92,17 @@ def missing(
                 f"the learner of policy {name}: arena "
                 + shlex.join(learner_argv(address, run_dir, name)[1:])
             )
-    for name in own_bases(c.play):
-        if not serving(actors, f"policy:{name}"):
-            out.append(
-                f"an inference actor serving policy:{name} (its own model): arena inference "
-                f"--connect {address} --config {run_dir / 'config.yaml'} --policy {name}"
-            )
-    if c.opponents.mode == "population" and not serving(actors, f"policy:{POOL}"):
-        out.append(f"the population's inference actor serving policy:{POOL}")
-    for name in pooled_bases(c.play):
-        if not serving(actors, f"policy:{pool_policy(name)}"):
-            out.append(
-                f"the population's inference actor serving policy:{pool_policy(name)} (past "
-                f"snapshots of {name}'s own model)"
-            )
+    pools = {pool_actor(): "the shared base's past snapshots"}
+    pools.update(
+        {pool_actor(n): f"past snapshots of {n}'s own model" for n in pooled_bases(c.play)}
+    )
+    for name, served in named_inference(c, run_dir).items():
+        found = serving(actors, f"policy:{served.name}")
+        # a pool actor by its name too: the coordinator tells it by name what to load
+        if not found or (name in pools and name not in found):
+            what = pools.get(name, f"{served.name}'s own model")
+            command = start_command(c, run_dir, address, "inference", name)
+            out.append(f"{name} serving policy:{served.name} ({what}): {command}")
     for name, seats in simulator_policies(c).items():
         if not serving(actors, f"policy:{name}"):
             out.append(

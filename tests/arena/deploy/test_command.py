@@ -5,11 +5,16 @@ Run with ``.venv/bin/python -m pytest -q tests/arena/deploy/test_command.py``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+
+from arena.run.config import load_run_config
+from arena.run.processes import actor_commands
 
 ROOT = Path(__file__).resolve().parents[3]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")
@@ -139,18 +144,30 @@ def test_each_model_of_a_run_gets_its_inference_and_learner_processes(
     deploy: Callable[..., Result], tmp_path: Path
 ) -> None:
     two = str(ROOT / "configs" / "two_models.yaml")
-    result = deploy("k8s", two, "model=tiny", "--out", str(tmp_path / "k8s"), "--insecure")
+    population = "opponents.mode=population"  # and the pool actors (the shared base's, its own)
+    result = deploy(
+        "k8s", two, "model=tiny", population, "--out", str(tmp_path / "k8s"), "--insecure"
+    )
     assert result.code == 0, result.err
-    assert "3 inference, 2 learner" in result.out
+    assert "5 inference, 2 learner" in result.out
+    # arena train, the coordinator, starts none of them beside the cluster's (same names)
+    coordinator = yaml.safe_load((tmp_path / "k8s" / "01-config.yaml").read_text())
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.yaml").write_text(coordinator["data"]["config.yaml"])
+    config = load_run_config(tmp_path / "run" / "config.yaml")
+    assert actor_commands(config, tmp_path / "run") == []
     config_map = (tmp_path / "k8s" / "01-config.yaml").read_text()
     # the responder's learner reads the file arena train would write for it
     assert "  learner-responder.yaml: |" in config_map
     learners = (tmp_path / "k8s" / "30-learner.yaml").read_text()
     assert "/etc/arena/config/learner-responder.yaml" in learners
     inference = (tmp_path / "k8s" / "20-inference.yaml").read_text()
-    assert "inference-responder" in inference and "inference-judge" in inference
+    names = ["inference-0", "inference-pool", "inference-responder", "inference-judge"]
+    names.append("inference-pool-responder")
+    assert re.findall(r"--actor-name\n\s+- (\S+)", inference) == names
     script = tmp_path / "job.sh"
-    result = deploy("slurm", two, "model=tiny", "--out", str(script), "--insecure")
+    result = deploy("slurm", two, "model=tiny", population, "--out", str(script), "--insecure")
     assert result.code == 0, result.err
     text = script.read_text()
     assert "--name learner-responder --config" in text and "learner-responder.yaml" in text
+    assert re.findall(r"--actor-name (\S+)", text) == names

@@ -8,6 +8,7 @@ is marked ``slow``: about a minute).
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import shlex
@@ -21,11 +22,14 @@ from pathlib import Path
 import pytest
 
 from arena.bus.peers import IPC_PATH_LIMIT
+from arena.commands import inference as inference_command
+from arena.core.config import from_arguments, parse_assignments
 from arena.core.errors import ConfigError
+from arena.policies.config import InferenceConfig
 from arena.run.addresses import bus_address, local_address, own_broker
 from arena.run.config import load_run_config
 from arena.run.plan import plan
-from arena.run.processes import actor_commands
+from arena.run.processes import actor_commands, write_configs
 from arena.run.resources import cpu_threads
 from arena.run.roster import missing, start_command
 from arena.run.run_dir import make_run_dir, resolve_for_run
@@ -33,6 +37,7 @@ from arena.run.run_dir import make_run_dir, resolve_for_run
 ROOT = Path(__file__).resolve().parents[3]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")
 RECIPE_MARKER = "<!-- multi-host recipe:"
+POPULATION_MARKER = "<!-- population recipe:"
 
 
 def free_port() -> int:
@@ -125,6 +130,155 @@ def test_missing_actors_are_named_with_the_command_that_starts_them(
     assert start_command(config, tmp_path, address, "learner").endswith(" --keys /secure/keys")
 
 
+POPULATION = [
+    "games=[{id: kuhn-poker-v0, act: choice, role_kwargs: {prefill: true}}]",
+    "policies={first: {}, second: {model: tiny, lora: {r: 4}}}",
+    "seat_policies={player_0: first, player_1: second}",
+    "learner.lora={r: 4, alpha: 8, target_modules: [q_proj, v_proj]}",
+    "opponents.mode=population",
+]
+"""A population run with every kind of inference actor: the shared base's, its pool (with the
+adapter ``first`` on the base), a policy on a model of its own (``second``, a LoRA adapter on it)
+and that policy's pool."""
+
+
+def by_hand(tmp_path: Path, *overrides: str):
+    """A population run that starts no actor itself (its config.yaml written, as arena train
+    writes it), and the same run as one that starts its inference actors."""
+    hand = smoke(
+        "bus.address=tcp://127.0.0.1:5555",
+        "rollout.actors=0",
+        "inference.actors=0",
+        "start_learner=false",
+        *POPULATION,
+        *overrides,
+    )
+    hand = resolve_for_run(hand, tmp_path)
+    write_configs(hand, tmp_path)
+    return hand, replace(hand, inference=replace(hand.inference, actors=1))
+
+
+def parsed(argv: list[str]) -> InferenceConfig:
+    """What ``arena inference`` serves, given ``argv`` (after ``inference``)."""
+    parser = argparse.ArgumentParser()
+    inference_command.add_arguments(parser)
+    args = parser.parse_args(argv)
+    if args.config is not None:
+        return inference_command.served_config(args)[0]
+    return from_arguments(
+        InferenceConfig,
+        args,
+        address=args.address,
+        engine=parse_assignments(args.engine),
+        adapters=inference_command.adapter_assignments(args.adapter),
+    )
+
+
+def test_a_hand_started_actor_serves_what_the_runs_own_of_that_name_serves(
+    tmp_path: Path,
+) -> None:
+    hand, own = by_hand(tmp_path)
+    assert actor_commands(hand, tmp_path) == []  # inference.actors=0: no pool actor either
+    commands = {c.name: c.argv for c in actor_commands(own, tmp_path)}
+    inference = [n for n in commands if n.startswith("inference-")]
+    assert inference == [
+        "inference-0",
+        "inference-pool",
+        "inference-second",
+        "inference-pool-second",
+    ]
+    config = str(tmp_path / "config.yaml")
+    address = "tcp://127.0.0.1:5555"
+    for name in inference:
+        run_own = parsed(commands[name][2:])
+        hand_started = parsed(["--connect", address, "--config", config, "--actor-name", name])
+        # the device is resolved on each host, and actors is the run's count, not a flag
+        assert replace(hand_started, device="cpu", actors=0) == replace(
+            run_own, device="cpu", actors=0
+        ), name
+    pool = parsed(["--connect", address, "--config", config, "--actor-name", "inference-pool"])
+    assert (pool.name, pool.model, pool.seed, pool.default_adapter) == ("pool", "tiny", 99, "")
+    assert pool.adapters == {"first": str(tmp_path.resolve() / "adapters" / "first")}
+    second = parsed(
+        ["--connect", address, "--config", config, "--actor-name", "inference-pool-second"]
+    )
+    assert (second.name, second.seed, second.adapters, second.default_adapter) == (
+        "pool-second",
+        200,
+        {},
+        "",
+    )
+    own = parsed(["--connect", address, "--config", config, "--actor-name", "inference-second"])
+    assert (own.name, own.seed, list(own.adapters)) == ("second", 100, [own.default_adapter])
+    # --policy NAME is inference-NAME; without --actor-name, inference-0 (the seed is the run's)
+    assert parsed(["--connect", address, "--config", config, "--policy", "second"]) == parsed(
+        ["--connect", address, "--config", config, "--actor-name", "inference-second"]
+    )
+    assert parsed(["--connect", address, "--config", config]).seed == 0
+    assert (
+        parsed(["--connect", address, "--config", config, "--actor-name", "inference-3"]).seed == 3
+    )
+    with pytest.raises(ConfigError) as err:
+        parsed(["--connect", address, "--config", config, "--actor-name", "inference-poll"])
+    assert str(err.value) == (
+        "--actor-name inference-poll: the run has no inference actor by that name; its "
+        "inference actors are inference-<N>, inference-pool, inference-second, "
+        "inference-pool-second; did you mean 'inference-pool'?"
+    )
+    with pytest.raises(ConfigError, match="--policy second serves as the run's inference-second"):
+        parsed(
+            [
+                "--connect",
+                address,
+                "--config",
+                config,
+                "--policy",
+                "second",
+                "--actor-name",
+                "inference-pool",
+            ]
+        )
+
+
+def test_a_run_waits_for_each_pool_actor_by_name_and_prints_its_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ARENA_KEYS", raising=False)
+    monkeypatch.delenv("ARENA_INSECURE", raising=False)
+    hand, _ = by_hand(tmp_path)
+    address = "tcp://127.0.0.1:5555"
+    start = f"arena inference --connect {address} --config {tmp_path}/config.yaml --actor-name"
+    actors = [
+        {"name": "learner", "services": ["learner"]},
+        {"name": "learner-second", "services": ["learner:second"]},
+        {"name": "rollout-0", "services": ["rollout"]},
+        {"name": "inference-second-77", "services": ["policy:second"]},  # --policy second
+        # a pool actor under another name: the coordinator could not tell it what to load
+        {"name": "x", "services": ["policy:pool", "policy:pool:status"]},
+    ]
+    pools = [
+        f"inference-pool serving policy:pool (the shared base's past snapshots): {start} "
+        "inference-pool",
+        "inference-pool-second serving policy:pool-second (past snapshots of second's own "
+        f"model): {start} inference-pool-second",
+    ]
+    # a pool actor is no inference actor of policy:main, and one of policy:main no pool actor
+    assert missing(hand, actors, tmp_path, address) == [
+        f"1 more inference actor(s) serving policy:main (of 1): {start.removesuffix(' --actor-name')}",
+        *pools,
+    ]
+    main = {"name": "inference-pool-second", "services": ["policy:main"]}
+    assert missing(hand, [*actors, main], tmp_path, address) == pools
+    pool = {"name": "inference-pool", "services": ["policy:pool"]}
+    pool_second = {"name": "inference-pool-second", "services": ["policy:pool-second"]}
+    assert missing(hand, [*actors, main, pool, pool_second], tmp_path, address) == []
+    text = plan(hand, tmp_path)
+    assert (
+        f"inference-pool serves policy:pool (not started here, joins: {start} inference-pool)"
+        in text
+    )
+
+
 def test_a_fixed_run_dir_is_used_once(tmp_path: Path) -> None:
     config = smoke(f"run_dir={tmp_path}/run")
     assert make_run_dir(config) == tmp_path / "run"
@@ -161,11 +315,11 @@ def test_no_broker_at_the_address_fails_fast_and_says_how_to_start_one(tmp_path:
     assert not list((tmp_path / "run" / "logs").glob("*.log"))  # nothing was started
 
 
-def deploy_recipe() -> list[str]:
+def deploy_recipe(marker: str = RECIPE_MARKER) -> list[str]:
     """The command lines of the multi-host recipe in ``docs/deploy.md`` (the fenced block after
-    its marker), without their comments."""
+    its ``marker``), without their comments."""
     text = (ROOT / "docs" / "deploy.md").read_text()
-    after = text[text.index(RECIPE_MARKER) :]
+    after = text[text.index(marker) :]
     block = re.search(r"```bash\n(.*?)```", after, re.S)
     assert block is not None, "no ```bash block after the recipe marker"
     lines = []
@@ -195,6 +349,9 @@ def wait_until(predicate, timeout: float, what: str) -> None:
 
 @pytest.mark.slow
 def test_the_documented_multi_host_recipe_trains_through_an_external_broker(tmp_path: Path) -> None:
+    """The recipe as a population run, as its docs say (``opponents.mode=population`` on the
+    train line, and the pool actor's line): every opponent a past snapshot (``latest_prob=0``),
+    served by the pool actor started by hand."""
     recipe = deploy_recipe()
     assert [shlex.split(line)[1] for line in recipe] == [
         "keys",
@@ -205,6 +362,10 @@ def test_the_documented_multi_host_recipe_trains_through_an_external_broker(tmp_
         "learner",
         "rollout",
     ]
+    (pool_line,) = deploy_recipe(POPULATION_MARKER)
+    train = next(i for i, line in enumerate(recipe) if shlex.split(line)[1] == "train")
+    recipe[train] += " opponents.mode=population opponents.latest_prob=0"
+    recipe.insert(train + 1, pool_line)
     port = free_port()
     logs: dict[str, Path] = {}
     background: dict[str, subprocess.Popen] = {}
@@ -269,6 +430,8 @@ def test_the_documented_multi_host_recipe_trains_through_an_external_broker(tmp_
     assert f"tcp://127.0.0.1:{port}" in out and "waiting up to" in out
     # the waiting message gives the --config form, and the actor started with it is not named
     assert f"arena inference --connect tcp://127.0.0.1:{port} --config" in out
+    # the pool actor too, by its name: the run started none (inference.actors=0)
+    assert re.search(r"inference-pool serving policy:pool \(.*--actor-name inference-pool", out)
     assert "settings unlike the run's" not in out
     assert not list((run_dir / "logs").glob("*.log")), "train started a process itself"
     rows = [json.loads(r) for r in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -276,6 +439,10 @@ def test_the_documented_multi_host_recipe_trains_through_an_external_broker(tmp_
     assert all(r["episodes"] >= 8 and "learner/loss" in r for r in rows)
     transcripts = [json.loads(r) for r in (run_dir / "transcripts.jsonl").read_text().splitlines()]
     assert transcripts and all(t["id"].startswith("rollout-0-") for t in transcripts)
+    opponents = {p for t in transcripts for p in t["seats"].values() if p != "main"}
+    assert opponents and all(
+        re.fullmatch(r"pool@(initial|step-0+1) \(not trained\)", p) for p in opponents
+    )
     assert sorted(p.name for p in (run_dir / "checkpoints").glob("step-*"))[-1].endswith("2")
     assert (run_dir / "eval_summary.json").exists()
 

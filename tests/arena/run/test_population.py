@@ -151,7 +151,11 @@ def own_base_run(tmp_path: Path, *overrides: str):
     return config
 
 
-def test_an_own_model_plays_its_own_checkpoint_of_the_drawn_step(tmp_path: Path) -> None:
+def test_an_own_model_plays_its_own_checkpoint_of_the_drawn_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ARENA_KEYS", raising=False)  # the hints would pass them on
+    monkeypatch.delenv("ARENA_INSECURE", raising=False)
     config = own_base_run(tmp_path, "opponents.latest_prob=0")
     own = tmp_path.resolve() / "checkpoints" / "policies" / "responder"
     # step 2 has no checkpoint of the responder's: it plays its newest before, step 1's
@@ -180,7 +184,11 @@ def test_an_own_model_plays_its_own_checkpoint_of_the_drawn_step(tmp_path: Path)
     assert "inference-pool serves policy:pool: one draw per collect" in text
     assert "inference-pool-responder serves policy:pool-responder: responder's own" in text
     lacking = missing(config, [], tmp_path, "ipc:///x")
-    assert any("serving policy:pool-responder (past snapshots of responder's" in m for m in lacking)
+    assert (
+        "inference-pool-responder serving policy:pool-responder (past snapshots of responder's "
+        f"own model): arena inference --connect ipc:///x --config {tmp_path}/config.yaml "
+        "--actor-name inference-pool-responder"
+    ) in lacking
     # outside population mode: neither
     config = load_run_config(TWO, ["model=tiny"])
     assert not any("pool" in c.name for c in actor_commands(config, tmp_path))

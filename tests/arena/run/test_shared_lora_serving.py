@@ -13,7 +13,8 @@ from pathlib import Path
 from arena.models.adapter_shape import SHARED_ADAPTER
 from arena.models.lora_files import read_adapter
 from arena.run.config import load_run_config
-from arena.run.processes import POOL, actor_commands
+from arena.run.inference_actors import POOL
+from arena.run.processes import actor_commands
 from arena.run.run_dir import resolve_for_run
 
 
