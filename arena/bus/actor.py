@@ -169,16 +169,6 @@ class Actor(Serving):
         self.broker_up = True
         self.registrations += 1
 
-    async def broker_back(self, timeout: float) -> bool:
-        """Wait until the broker answers again after it was lost (``broker_lost``): True when it
-        does, False if not within ``timeout`` seconds."""
-        deadline = time.monotonic() + timeout
-        while not self.broker_up:
-            if time.monotonic() >= deadline:
-                return False
-            await asyncio.sleep(0.1)
-        return True
-
     async def close(self) -> None:
         """Stop heartbeats, fail pending requests, and close the sockets."""
         for task in [*self._background, *self._tasks]:

@@ -3,7 +3,9 @@
 **Liveness.** The broker heartbeats every actor. An actor that hears nothing for the broker's
 ``heartbeat_timeout`` declares it lost: the requests pending through it fail with
 ``broker_lost``, it reconnects, and it registers again as soon as a broker answers (a restarted
-broker tells an actor it does not know to register). Direct traffic keeps flowing meanwhile.
+broker tells an actor it does not know to register). A broker that still knows it (it was
+stopped, or cut off for less than its own timeout) says so with its next heartbeat, and the
+actor takes it back without registering again; :meth:`Liveness.broker_back` waits for either. Direct traffic keeps flowing meanwhile.
 A request that reaches a restarted broker before this actor registered again (it may get there
 before any heartbeat) fails with ``broker_lost``, and the actor registers again: sending it
 again is the caller's choice.
@@ -113,6 +115,16 @@ class Liveness:
             BusError("broker_lost", f"the broker at {actor.address} stopped answering")
         )
         actor.reconnect_broker()
+
+    async def broker_back(self, timeout: float) -> bool:
+        """Wait until the broker answers again after it was lost (``broker_lost``): True when it
+        does (its heartbeat, or registering again), False if not within ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while not self.actor.broker_up:
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(0.1)
+        return True
 
     def register_again(self, why: str) -> None:
         """Register with the broker again (once at a time): it restarted, or lost this actor."""

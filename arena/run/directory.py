@@ -63,7 +63,7 @@ async def listing(
                 raise
             if err.code != "broker_lost":
                 await asyncio.sleep(0.5)
-            elif not await actor.broker_back(broker_wait):
+            elif not await actor.liveness.broker_back(broker_wait):
                 raise
     raise AssertionError("unreachable")
 
