@@ -213,7 +213,8 @@ def deployment(
         processes.append(Process("train", ["train", path, *args.overrides, *coordinating]))
     else:
         processes.append(Process("train", ["train", str(config_dir / "config.yaml")]))
-    for command in actor_commands(actors, config_dir):
+    # paths in the run directory (a policy's adapter) are run_dir's; the files are config_dir's
+    for command in actor_commands(actors, Path(run_dir), config_dir):
         argv, env, kind = list(command.argv), dict(command.env), command.name.split("-")[0]
         if kind == "inference":  # resolved on each node, not on the one writing the files
             argv[argv.index("--device") + 1] = config.inference.device
@@ -271,7 +272,7 @@ def _k8s(args: argparse.Namespace, config: Any, name: str, keys: Path | None) ->
         run_dir = f"{RUNS_DIR}/{run_dir}"
     spec, coordinator = deployment(args, config, name, keys, (address, run_dir, Path(CONFIG_DIR)))
     with tempfile.TemporaryDirectory() as tmp:  # the files arena train itself would write
-        write_configs(resolve_for_run(coordinator, Path(run_dir)), Path(tmp))
+        write_configs(resolve_for_run(coordinator, Path(run_dir)), Path(run_dir), Path(tmp))
         # config.yaml, learner.yaml, and learner-<policy>.yaml per policy with its own model
         config_files = {f.name: f.read_text() for f in sorted(Path(tmp).glob("*.yaml"))}
     _warn_k8s_defaults(args)

@@ -106,11 +106,10 @@ def run_served(run: Any, config_path: str, actor_name: str | None, policy: str |
     """What the run's inference actor ``actor_name`` serves (``inference-0``, the shared base's
     first, when None), or with ``--policy``, its ``inference-<policy>``: one answer with what
     ``arena train`` starts (:func:`arena.run.inference_actors.served_inference`)."""
-    from pathlib import Path
-
     from arena.core.errors import ConfigError, did_you_mean
     from arena.run.bases import own_bases
     from arena.run.inference_actors import served_inference
+    from arena.run.run_dir import recorded_run_dir
 
     if policy is not None:
         bases = own_bases(run.play)
@@ -125,7 +124,10 @@ def run_served(run: Any, config_path: str, actor_name: str | None, policy: str |
                 f"names {actor_name}: give one of them"
             )
         actor_name = f"inference-{policy}"
-    return served_inference(run, Path(config_path).parent, actor_name or "inference-0")
+    # the run's directory as its config records it, not the config file's: a copy or a
+    # mounted ConfigMap is read elsewhere
+    run_dir = recorded_run_dir(run, config_path)
+    return served_inference(run, run_dir, actor_name or "inference-0")
 
 
 def served_config(args: argparse.Namespace) -> tuple[Any, float]:

@@ -40,7 +40,8 @@ POOL_ACTOR = "inference-pool"
 """The inference actor that serves :data:`POOL`."""
 POOL_SEED = 99
 """Added to the run's seed for the pool actor's (own bases: 100 + i, their pools: 200 + i)."""
-_MAIN_ACTOR = re.compile(r"inference-(\d+)")
+MAIN_ACTOR = re.compile(r"inference-(\d+)")
+"""The name of one of the shared base's inference actors, ``inference-<N>``."""
 
 
 def pool_policy(name: str | None = None) -> str:
@@ -146,7 +147,7 @@ def started_inference(config: RunConfig, run_dir: Path) -> dict[str, InferenceCo
 def served_inference(config: RunConfig, run_dir: Path, actor_name: str) -> InferenceConfig:
     """What the run's inference actor ``actor_name`` serves (``run_dir`` holds its
     ``config.yaml``); a name that is none of the run's is a config error naming them."""
-    match = _MAIN_ACTOR.fullmatch(actor_name)
+    match = MAIN_ACTOR.fullmatch(actor_name)
     if match:
         return main_inference(config, int(match.group(1)))
     named = named_inference(config, run_dir)

@@ -1,5 +1,8 @@
 """The memory a run's models need, per base, against the host's: ``arena train`` refuses a plan
-that does not fit before anything starts, naming the policy.
+that does not fit before anything starts, naming the policy. Only the processes it starts on
+this host count against this host (:func:`memory_plan`); those it waits for from elsewhere
+(``inference.actors=0``, ``start_learner=false``, more than it starts) are listed per process
+(:func:`elsewhere_lines`), to size the hosts that start them.
 
 Each base (the run's shared ``model``, and each named policy's own) costs, in bytes:
 
@@ -27,6 +30,7 @@ from arena.core.errors import ConfigError
 from arena.models.specs import SHAPES
 from arena.run.bases import lora_of, own_bases, pooled_bases
 from arena.run.config import RunConfig
+from arena.run.inference_actors import MAIN_ACTOR, pool_actor
 
 PLANNED_CONTEXT = 1024
 """Tokens per in-flight sequence the KV estimate assumes (prompt and reply)."""
@@ -118,9 +122,34 @@ def kv_bytes_per_token(shape: dict[str, int | bool], dtype_bytes: int) -> int:
     return 2 * int(shape["num_hidden_layers"]) * kv * dtype_bytes
 
 
-def memory_plan(config: RunConfig) -> list[BasePlan]:
-    """Each base's bytes: the run's shared one (its learner trains it or its adapters), then
-    each named policy's own."""
+@dataclass
+class ProcessPlan:
+    """One process's bytes: an inference actor or a learner of one base."""
+
+    name: str
+    """``inference-0``, ``inference-pool``, ``learner-responder``..."""
+    policy: str
+    """The base's policy (the run's ``learner.name`` for the shared one)."""
+    model: str
+    params: int | None
+    weights: int = 0
+    optimizer: int = 0
+    kv_cache: int = 0
+    here: bool = True
+    """Started by ``arena train`` on this host; False: started by hand (or by a scheduler)
+    elsewhere, which the run waits for."""
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.optimizer + self.kv_cache
+
+
+def process_plans(config: RunConfig) -> list[ProcessPlan]:
+    """Every process of the run that holds a model, with its bytes and whether this host starts
+    it: the shared base's inference actors (those the run waits for beyond its own count are
+    elsewhere), its pool actor and its learner, then each named policy's own. With
+    ``inference.actors`` 0 no inference actor is started here, with ``start_learner`` false no
+    learner (:mod:`arena.run.inference_actors`, :mod:`arena.run.processes`)."""
     c = config
     infer_bytes = 2 if c.inference.dtype in ("bfloat16", "float16") else 4
     lora = c.learner.lora
@@ -128,36 +157,74 @@ def memory_plan(config: RunConfig) -> list[BasePlan]:
     shared_trained: tuple[int, list[str]] | None = None  # (rank, targets) for adapters
     if adapters or lora.enabled:
         shared_trained = (lora.r, list(lora.target_modules) * max(1, len(adapters)))
+    started = c.inference.actors > 0
+    main = [f"inference-{i}" for i in range(max(c.inference.actors, c.awaited()[1]))]
     # the population's pool actors hold a copy each (arena/run/population.py)
-    pool = c.opponents.mode == "population"
-    bases = [(c.learner.name, c.model, c.inference.actors + pool, True, shared_trained)]
+    pools = [pool_actor()] if c.opponents.mode == "population" else []
+    bases = [(c.learner.name, c.model, main + pools, "learner", shared_trained)]
     pooled = pooled_bases(c.play)
     for name, spec in own_bases(c.play).items():
         shaped = lora_of(spec, lora, f"policies.{name}")
         on = (shaped.r, list(shaped.target_modules)) if shaped.enabled else None
-        bases.append((name, str(spec.model), 1 + (name in pooled), spec.train, on))
+        actors = [f"inference-{name}", *([pool_actor(name)] if name in pooled else [])]
+        bases.append((name, str(spec.model), actors, f"learner-{name}" if spec.train else "", on))
     out = []
-    for policy, model, actors, trains, adapter in bases:
+    for policy, model, actors, learner, adapter in bases:
         shape = model_shape(model)
-        if shape is None:
-            out.append(BasePlan(policy, model, None))
-            continue
-        params = count_params(shape)
-        trained = params if adapter is None else adapter_params(shape, *adapter)
-        per_actor_kv = c.inference.prefix_cache_mb * 2**20 + (
-            c.inference.max_batch * PLANNED_CONTEXT * kv_bytes_per_token(shape, infer_bytes)
-        )
-        out.append(
-            BasePlan(
-                policy,
-                model,
-                params,
-                weights=actors * params * infer_bytes + (params * 4 if trains else 0),
-                optimizer=12 * trained if trains else 0,
-                kv_cache=actors * per_actor_kv,
-            )
-        )
+        params = None if shape is None else count_params(shape)
+        for actor in actors:
+            here = started and (actor not in main or main.index(actor) < c.inference.actors)
+            plan = ProcessPlan(actor, policy, model, params, here=here)
+            if shape is not None and params is not None:
+                plan.weights = params * infer_bytes
+                plan.kv_cache = c.inference.prefix_cache_mb * 2**20 + (
+                    c.inference.max_batch * PLANNED_CONTEXT * kv_bytes_per_token(shape, infer_bytes)
+                )
+            out.append(plan)
+        if learner:
+            plan = ProcessPlan(learner, policy, model, params, here=c.start_learner)
+            if shape is not None and params is not None:
+                trained = params if adapter is None else adapter_params(shape, *adapter)
+                plan.weights, plan.optimizer = params * 4, 12 * trained
+            out.append(plan)
     return out
+
+
+def memory_plan(config: RunConfig) -> list[BasePlan]:
+    """Each base's bytes on this host, all the processes of it that ``arena train`` starts
+    here together: the run's shared one (its learner trains it or its adapters), then each
+    named policy's own; a base none of whose processes start here is left out."""
+    out: dict[str, BasePlan] = {}
+    for p in process_plans(config):
+        if not p.here:
+            continue
+        base = out.setdefault(p.policy, BasePlan(p.policy, p.model, p.params))
+        base.weights += p.weights
+        base.optimizer += p.optimizer
+        base.kv_cache += p.kv_cache
+    return list(out.values())
+
+
+def elsewhere_lines(config: RunConfig) -> list[str]:
+    """What each process the run waits for but does not start needs on its own host, one line
+    per process (the shared base's ``inference-<N>`` in one line, each needing the same)."""
+    lines: list[str] = []
+    away = [p for p in process_plans(config) if not p.here]
+    main = [p for p in away if MAIN_ACTOR.fullmatch(p.name)]
+    for p in away:
+        if p in main[1:]:
+            continue
+        name, each = p.name, ""
+        if p in main and len(main) > 1:
+            name, each = f"{main[0].name}..{main[-1].name.removeprefix('inference-')}", " each"
+        if p.params is None:
+            lines.append(f"{name:<24} {p.policy} {p.model}: shape unknown, not counted")
+            continue
+        parts = [f"weights {gib(p.weights)}"]
+        parts += [f"optimizer {gib(p.optimizer)}"] if p.optimizer else []
+        parts += [f"KV cache {gib(p.kv_cache)}"] if p.kv_cache else []
+        lines.append(f"{name:<24} {p.policy} {p.model}: {gib(p.total)}{each} ({', '.join(parts)})")
+    return lines
 
 
 def host_memory() -> int | None:

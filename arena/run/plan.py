@@ -12,7 +12,8 @@ from arena.run.addresses import broker_hint, own_address, own_broker
 from arena.run.bases import lora_of, own_bases, pooled_bases, shared_adapters
 from arena.run.config import RunConfig
 from arena.run.inference_actors import pool_actor, pool_policy
-from arena.run.memory_plan import gib, host_memory, memory_plan
+from arena.run.join_commands import simulator_command, start_command
+from arena.run.memory_plan import elsewhere_lines, gib, host_memory, memory_plan
 from arena.run.resources import cpu_threads
 from trainers.config import LearnerConfig
 
@@ -33,7 +34,7 @@ def plan(config: RunConfig, run_dir: Path | None = None) -> str:
     learner = (
         "started here"
         if config.start_learner
-        else f"joins: arena learner --connect {address} --config {where}/learner.yaml"
+        else f"joins: {start_command(config, Path(where), address, 'learner')}"
     )
     lines = [
         f"run {config.name!r}: {config.mode} mode, {config.steps} steps, model {config.model}",
@@ -90,17 +91,25 @@ def plan(config: RunConfig, run_dir: Path | None = None) -> str:
             f"checkpoint of the drawn step (checkpoints/policies/{name}/)"
         )
     plans = memory_plan(config)
-    lines.append("  memory       per base, all its processes (weights, optimizer, KV cache):")
-    lines += [f"    {p.line()}" for p in plans]
     host = host_memory()
-    total = sum(p.total for p in plans)
-    lines.append(
-        f"    total {gib(total)}" + (f" of this host's {gib(host)}" if host is not None else "")
-    )
+    of_host = f" of this host's {gib(host)}" if host is not None else ""
+    this_host = f" (this host: {gib(host)})" if host is not None else ""
+    if plans:
+        lines.append(
+            "  memory       per base, its processes started here (weights, optimizer, KV cache):"
+        )
+        lines += [f"    {p.line()}" for p in plans]
+        lines.append(f"    total {gib(sum(p.total for p in plans))}{of_host}")
+    else:
+        lines.append(f"  memory       nothing started here holds a model{this_host}")
+    elsewhere = elsewhere_lines(config)
+    if elsewhere:
+        lines.append("  elsewhere    what each process started on another host needs there:")
+        lines += [f"    {line}" for line in elsewhere]
     for name, seats in simulator_policies(config).items():
         lines.append(
             f"  simulators   policy:{name} for {', '.join(seats)}: waits for it, not started here "
-            f"(arena inference --connect {address} --name {name} --model CHECKPOINT_OR_MODEL)"
+            f"({simulator_command(address, name)})"
         )
     before = config.eval.opponents_before
     lines.append(
@@ -122,8 +131,8 @@ def joins(config: RunConfig, address: str, where: str, actor: str) -> str:
     `` (not started here, joins: <its command line>)`` (arena/run/inference_actors.py)."""
     if config.inference.actors:
         return ""
-    command = f"arena inference --connect {address} --config {where}/config.yaml"
-    return f" (not started here, joins: {command} --actor-name {actor})"
+    command = start_command(config, Path(where), address, "inference", actor)
+    return f" (not started here, joins: {command})"
 
 
 def sampling_note(config: RunConfig, name: str) -> str:

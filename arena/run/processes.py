@@ -50,11 +50,17 @@ class ActorCommand:
     """How many times a restartable one is restarted before its death stops the run."""
 
 
-def actor_commands(config: RunConfig, run_dir: Path) -> list[ActorCommand]:
-    """The broker, the inference actor(s), the learner and the rollout actors that a run whose
-    resolved config is written at ``run_dir/config.yaml`` (and the learner's at
-    ``run_dir/learner.yaml``, see :func:`write_configs`) starts itself."""
+def actor_commands(
+    config: RunConfig, run_dir: Path, config_dir: Path | None = None
+) -> list[ActorCommand]:
+    """The broker, the inference actor(s), the learner and the rollout actors that the run in
+    ``run_dir`` starts itself, their command lines reading its resolved config at
+    ``config_dir/config.yaml`` and the learners' at ``config_dir/learner.yaml`` (see
+    :func:`write_configs`). ``config_dir`` is ``run_dir`` unless the files are read from
+    elsewhere (``arena deploy k8s`` mounts them at ``/etc/arena/config``); what lives in the
+    run directory (adapters, the socket of the run's own broker) is always ``run_dir``'s."""
     c = config
+    config_dir = run_dir if config_dir is None else config_dir
     address = bus_address(c, run_dir)
     threads = cpu_threads(c)
     inference_env = {"OMP_NUM_THREADS": str(threads["inference"])} if threads else {}
@@ -74,7 +80,7 @@ def actor_commands(config: RunConfig, run_dir: Path) -> list[ActorCommand]:
             commands.append(
                 ActorCommand(
                     "learner" if policy is None else f"learner-{policy}",
-                    learner_argv(address, run_dir, policy),
+                    learner_argv(address, config_dir, policy),
                     learner_env,
                     restartable=True,
                     max_restarts=c.learner_max_restarts,
@@ -87,7 +93,7 @@ def actor_commands(config: RunConfig, run_dir: Path) -> list[ActorCommand]:
             "--address",
             address,
             "--config",
-            str(run_dir / "config.yaml"),
+            str(config_dir / "config.yaml"),
             "--index",
             str(index),
         ]
@@ -109,11 +115,12 @@ def inference_command(
     )
 
 
-def learner_argv(address: str, run_dir: Path, policy: str | None = None) -> list[str]:
-    """``arena learner`` with the learner config the run wrote (``policy``: the learner of a
-    policy with a model of its own)."""
+def learner_argv(address: str, config_dir: Path, policy: str | None = None) -> list[str]:
+    """``arena learner`` with the learner config the run wrote into ``config_dir`` (its run
+    directory, or where those files are read from; ``policy``: the learner of a policy with a
+    model of its own)."""
     name = [] if policy is None else ["--name", f"learner-{policy}"]
-    config = str(run_dir / learner_file(policy))
+    config = str(config_dir / learner_file(policy))
     return ["-v", "learner", "--address", address, *name, "--config", config]
 
 
@@ -166,15 +173,18 @@ def inference_argv(
     ]
 
 
-def write_configs(config: RunConfig, run_dir: Path) -> None:
+def write_configs(config: RunConfig, run_dir: Path, into: Path | None = None) -> None:
     """The resolved run config as ``config.yaml`` (what ``arena rollout --config`` reads, and
     what ``resume`` restores) and its learner section as ``learner.yaml`` (what ``arena learner
-    --config`` reads): written before anything starts, so that actors started elsewhere can be
-    given them."""
-    (run_dir / "config.yaml").write_text(to_yaml(replace(config, resume=None)))
-    (run_dir / learner_file(None)).write_text(to_yaml(config.learner))
+    --config`` reads), and each policy's own learner's, into ``into`` (the run directory
+    ``run_dir`` unless given: ``arena deploy k8s`` writes them for a ConfigMap): written before
+    anything starts, so that actors started elsewhere can be given them. Every path in them is
+    ``run_dir``'s, absolute."""
+    into = run_dir if into is None else into
+    (into / "config.yaml").write_text(to_yaml(replace(config, resume=None)))
+    (into / learner_file(None)).write_text(to_yaml(config.learner))
     for name, learner in policy_learners(config, run_dir).items():
-        (run_dir / learner_file(name)).write_text(to_yaml(learner))
+        (into / learner_file(name)).write_text(to_yaml(learner))
 
 
 def start_processes(launcher: Launcher, commands: Iterable[ActorCommand]) -> None:

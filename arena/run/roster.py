@@ -20,53 +20,22 @@ hand-started deployment never has to guess a flag.
 from __future__ import annotations
 
 import asyncio
-import os
-import shlex
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from arena.bus import Actor
-from arena.bus.security import INSECURE_ENV, KEYS_ENV
 from arena.run.bases import learner_service, pooled_bases, trained_bases
 from arena.run.config import RunConfig
 from arena.run.directory import listing, rollout_names, serving
 from arena.run.inference_actors import named_inference, pool_actor
+from arena.run.join_commands import simulator_command, start_command
 from arena.run.plan import simulator_policies
-from arena.run.processes import learner_argv
 
 
 class ActorsMissing(TimeoutError):
     """The actors a run waits for (``wait.*``, the learner) were not all on the bus in time."""
-
-
-def start_command(
-    config: RunConfig, run_dir: Path, address: str, kind: str, actor: str | None = None
-) -> str:
-    """The command line that starts one more ``kind`` (``learner``, ``inference``,
-    ``rollout``) actor for the run in ``run_dir``, connecting to ``address``; for an inference
-    actor, ``actor`` is the run's actor it stands for (:mod:`arena.run.inference_actors`;
-    None: one more of the shared base's)."""
-    c = config
-    if kind == "learner":
-        argv = learner_argv(address, run_dir)
-    elif kind == "inference":
-        # the run's own settings, from its config (arena/run/inference_settings.py): flags
-        # spelled out here would be one more copy of them to drift
-        argv = ["inference", "--address", address, "--config", str(run_dir / "config.yaml")]
-        argv += ["--actor-name", actor] if actor is not None else []
-    else:
-        config_path = str(run_dir / "config.yaml")
-        argv = ["rollout", "--address", address, "--config", config_path]
-        argv += ["--index", str(c.rollout.actors)]
-    argv = ["--connect" if a == "--address" else a for a in argv if a != "-v"]
-    # the keys this run uses (--keys sets ARENA_KEYS), or the permission to go without
-    if os.environ.get(KEYS_ENV):
-        argv += ["--keys", os.environ[KEYS_ENV]]
-    elif os.environ.get(INSECURE_ENV, "").strip().lower() in ("1", "true", "yes", "on"):
-        argv.append("--insecure")
-    return "arena " + shlex.join(argv)
 
 
 def missing(
@@ -88,10 +57,8 @@ def missing(
         )
     for name in trained_bases(c.play):
         if not serving(actors, learner_service(name)):
-            out.append(
-                f"the learner of policy {name}: arena "
-                + shlex.join(learner_argv(address, run_dir, name)[1:])
-            )
+            command = start_command(c, run_dir, address, "learner", name)
+            out.append(f"the learner of policy {name}: {command}")
     pools = {pool_actor(): "the shared base's past snapshots"}
     pools.update(
         {pool_actor(n): f"past snapshots of {n}'s own model" for n in pooled_bases(c.play)}
@@ -107,7 +74,7 @@ def missing(
         if not serving(actors, f"policy:{name}"):
             out.append(
                 f"an inference actor serving policy:{name} (the simulator of {', '.join(seats)}): "
-                f"arena inference --connect {address} --name {name} --model CHECKPOINT_OR_MODEL"
+                + simulator_command(address, name)
             )
     found = len(rollout_names(actors))
     if found < rollout:

@@ -46,8 +46,18 @@ def make_run_dir(config: RunConfig) -> Path:
     return run_dir
 
 
+def recorded_run_dir(config: RunConfig, config_path: str | Path) -> Path:
+    """The run directory of the run config read from ``config_path``: the ``run_dir`` it
+    records (``arena train`` records it in the ``config.yaml`` it writes), wherever that file
+    was copied or mounted (a Kubernetes ConfigMap, another host); the file's own directory for
+    a config.yaml from before run directories were recorded."""
+    return Path(config.run_dir) if config.run_dir else Path(config_path).parent
+
+
 def resolve_for_run(config: RunConfig, run_dir: Path) -> RunConfig:
-    """Fill in what depends on the run directory and the run-level settings."""
+    """Fill in what depends on the run directory and the run-level settings; ``run_dir``
+    itself is recorded, absolute, so that the ``config.yaml`` written from this config names
+    its run directory wherever it is read (:func:`recorded_run_dir`)."""
     learner = config.learner
     learner = replace(
         learner,
@@ -123,7 +133,9 @@ def resolve_for_run(config: RunConfig, run_dir: Path) -> RunConfig:
     ray = config.ray
     if config.launcher == "ray" and config.bus.address is None and not ray.broker_port:
         ray = replace(ray, broker_port=free_port())  # the broker runs on this node
-    return replace(config, learner=learner, inference=inference, ray=ray)
+    return replace(
+        config, learner=learner, inference=inference, ray=ray, run_dir=str(run_dir.resolve())
+    )
 
 
 def write_initial_adapters(

@@ -171,3 +171,32 @@ def test_each_model_of_a_run_gets_its_inference_and_learner_processes(
     text = script.read_text()
     assert "--name learner-responder --config" in text and "learner-responder.yaml" in text
     assert re.findall(r"--actor-name (\S+)", text) == names
+
+
+def test_k8s_paths_in_the_run_directory_are_the_run_directorys_not_the_mounted_configs(
+    deploy: Callable[..., Result], tmp_path: Path
+) -> None:
+    """The config files are mounted at /etc/arena/config; the adapter a policy's inference
+    actor serves and its learner's checkpoints are in the run directory."""
+    two = str(ROOT / "configs" / "two_models.yaml")
+    run_dir = tmp_path / "run"
+    result = deploy(
+        "k8s",
+        two,
+        "model=tiny",
+        "policies.responder.lora={r: 4}",
+        "--run-dir",
+        str(run_dir),
+        "--out",
+        str(tmp_path / "k8s"),
+        "--insecure",
+    )
+    assert result.code == 0, result.err
+    adapter = f"{run_dir}/adapters/policies/responder/shared-lora"
+    inference = (tmp_path / "k8s" / "20-inference.yaml").read_text()
+    assert f"--adapter=shared-lora={adapter}" in inference
+    assert "/etc/arena/config/adapters" not in inference
+    files = yaml.safe_load((tmp_path / "k8s" / "01-config.yaml").read_text())["data"]
+    responder = yaml.safe_load(files["learner-responder.yaml"])
+    assert responder["checkpoint"]["dir"] == f"{run_dir}/checkpoints/policies/responder"
+    assert yaml.safe_load(files["config.yaml"])["run_dir"] == str(run_dir)

@@ -17,7 +17,14 @@ from arena.core.errors import ConfigError
 from arena.play.config import SamplingConfig
 from arena.run.bases import learner_services, own_bases, shared_adapters, trained_bases
 from arena.run.config import load_run_config
-from arena.run.memory_plan import check_fits, count_params, memory_plan, model_shape
+from arena.run.memory_plan import (
+    check_fits,
+    count_params,
+    elsewhere_lines,
+    memory_plan,
+    model_shape,
+    process_plans,
+)
 from arena.run.plan import plan
 from arena.run.processes import actor_commands, policy_learners
 from arena.run.run_dir import resolve_for_run
@@ -137,6 +144,57 @@ def test_a_plan_larger_than_the_host_is_refused_naming_the_policy(tmp_path: Path
     with pytest.raises(ConfigError, match=r"largest is policy responder"):
         check_fits(list(plans.values()), host=64 * 2**30)
     check_fits([plans["judge"], plans["main"]], host=64 * 2**30)
+
+
+def test_only_what_this_host_starts_counts_against_it_the_rest_is_sized_per_process(
+    tmp_path: Path,
+) -> None:
+    big = tmp_path / "big"
+    big.mkdir()
+    shape = dict(
+        vocab_size=128000, hidden_size=8192, intermediate_size=28672, num_hidden_layers=80,
+        num_attention_heads=64, num_key_value_heads=8,
+    )  # fmt: skip
+    (big / "config.json").write_text(json.dumps(shape))
+    tiny = 3_219_776  # test_parameters_are_counted_as_by_hand
+    kv = 16 * 2**20 + 4 * 1024 * (2 * 2 * 32 * 4)  # prefix cache, 4 x 1024 tokens, float32
+    hand = ["model=tiny", f"policies.responder.model={big}", "inference.dtype=float32"]
+    hand += ["inference.prefix_cache_mb=16", "inference.max_batch=4"]
+    # the learners (the 70B-sized responder's among them) run elsewhere: not this host's
+    config = load_run_config(TWO, [*hand, "start_learner=false"])
+    plans = {p.policy: p for p in memory_plan(config)}
+    assert (plans["main"].weights, plans["main"].optimizer) == (4 * tiny, 0)  # inference-0
+    assert plans["main"].kv_cache == kv
+    check_fits([plans["main"], plans["judge"]], host=64 * 2**30)
+    away = [(p.name, p.here) for p in process_plans(config) if not p.here]
+    assert away == [("learner", False), ("learner-responder", False)]
+    params = plans["responder"].params
+    lines = elsewhere_lines(config)
+    assert lines[0].startswith(f"learner                  main tiny: {16 * tiny / 2**30:.2f} GiB")
+    assert lines[1].startswith(
+        f"learner-responder        responder {big}: {16 * params / 2**30:.2f}"
+    )
+    assert lines[1].endswith(f"optimizer {12 * params / 2**30:.2f} GiB)")
+    # nothing started here: nothing counts against this host, every process is listed
+    config = load_run_config(
+        TWO, [*hand, "start_learner=false", "inference.actors=0", "wait.inference_actors=3"]
+    )
+    assert memory_plan(config) == []
+    check_fits(memory_plan(config), host=1)
+    lines = elsewhere_lines(config)
+    assert lines[0] == (
+        f"inference-0..2           main tiny: {(4 * tiny + kv) / 2**30:.2f} GiB each (weights "
+        f"{4 * tiny / 2**30:.2f} GiB, KV cache {kv / 2**30:.2f} GiB)"
+    )
+    names = [line.split()[0] for line in lines]
+    assert names == [
+        "inference-0..2",
+        "learner",
+        "inference-responder",
+        "learner-responder",
+        "inference-judge",
+    ]
+    assert "elsewhere    what each process started on another host needs there:" in plan(config)
 
 
 def test_a_policy_whose_model_cannot_be_loaded_fails_at_start_naming_it(tmp_path: Path) -> None:

@@ -240,6 +240,35 @@ def test_a_hand_started_actor_serves_what_the_runs_own_of_that_name_serves(
         )
 
 
+def test_a_config_read_from_outside_the_run_directory_serves_the_runs_adapter(
+    tmp_path: Path,
+) -> None:
+    """config.yaml records its run directory: a copy on another host, or Kubernetes' mounted
+    /etc/arena/config, serves the adapter in the run directory, not beside the copy."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    by_hand(run_dir)
+    saved = load_run_config(run_dir / "config.yaml")
+    assert saved.run_dir == str(run_dir.resolve())
+    mounted = tmp_path / "etc" / "arena" / "config"
+    mounted.mkdir(parents=True)
+    (mounted / "config.yaml").write_text((run_dir / "config.yaml").read_text())
+    argv = ["--connect", "tcp://127.0.0.1:5555", "--config", str(mounted / "config.yaml")]
+    second = parsed([*argv, "--actor-name", "inference-second"])
+    adapter = run_dir.resolve() / "adapters" / "policies" / "second" / "shared-lora"
+    assert second.adapters == {"shared-lora": str(adapter)}
+    assert (adapter / "adapter_config.json").is_file()
+    assert parsed([*argv, "--actor-name", "inference-pool"]).adapters == {
+        "first": str(run_dir.resolve() / "adapters" / "first")
+    }
+    # a config.yaml from before run directories were recorded: its own directory
+    old = (run_dir / "config.yaml").read_text().replace(f"run_dir: {run_dir.resolve()}", "")
+    assert "run_dir:" not in old
+    (mounted / "config.yaml").write_text(old)
+    own = parsed([*argv, "--actor-name", "inference-second"])
+    assert own.adapters == {"shared-lora": str(mounted / "adapters/policies/second/shared-lora")}
+
+
 def test_a_run_waits_for_each_pool_actor_by_name_and_prints_its_command(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -277,6 +306,29 @@ def test_a_run_waits_for_each_pool_actor_by_name_and_prints_its_command(
         f"inference-pool serves policy:pool (not started here, joins: {start} inference-pool)"
         in text
     )
+
+
+def test_every_printed_command_carries_the_runs_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The waiting lines and --dry-run's: each kind's command gets --keys DIR (or --insecure)
+    the same way, a named policy's own learner's too."""
+    monkeypatch.delenv("ARENA_INSECURE", raising=False)
+    monkeypatch.setenv("ARENA_KEYS", "/secure/keys")
+    hand, _ = by_hand(tmp_path, "wait.rollout_actors=1")
+    address = "tcp://127.0.0.1:5555"
+    lines = missing(hand, [], tmp_path, address)
+    assert len(lines) == 7  # learner, inference-0, learner-second, 3 named inference, rollout
+    assert "the learner of policy second: arena learner --connect" in lines[2]
+    assert lines[2].endswith(f"--config {tmp_path}/learner-second.yaml --keys /secure/keys")
+    assert all(line.endswith(" --keys /secure/keys") for line in lines), lines
+    text = plan(replace(hand, start_learner=False), tmp_path)
+    joins = [part for part in text.split("joins: ")[1:]]
+    assert len(joins) == 4  # the learner, inference-pool, inference-second, inference-pool-second
+    assert all(" --keys /secure/keys" in j.split(")")[0].split("\n")[0] for j in joins), joins
+    monkeypatch.delenv("ARENA_KEYS")
+    monkeypatch.setenv("ARENA_INSECURE", "1")
+    assert all(line.endswith(" --insecure") for line in missing(hand, [], tmp_path, address))
 
 
 def test_a_fixed_run_dir_is_used_once(tmp_path: Path) -> None:
