@@ -272,7 +272,9 @@ def _k8s(args: argparse.Namespace, config: Any, name: str, keys: Path | None) ->
         run_dir = f"{RUNS_DIR}/{run_dir}"
     spec, coordinator = deployment(args, config, name, keys, (address, run_dir, Path(CONFIG_DIR)))
     with tempfile.TemporaryDirectory() as tmp:  # the files arena train itself would write
-        write_configs(resolve_for_run(coordinator, Path(run_dir)), Path(run_dir), Path(tmp))
+        # the adapters named, not written: the run directory is the cluster's, not this host's
+        resolved = resolve_for_run(coordinator, Path(run_dir), write=False)
+        write_configs(resolved, Path(run_dir), Path(tmp))
         # config.yaml, learner.yaml, and learner-<policy>.yaml per policy with its own model
         config_files = {f.name: f.read_text() for f in sorted(Path(tmp).glob("*.yaml"))}
     _warn_k8s_defaults(args)

@@ -54,10 +54,12 @@ def recorded_run_dir(config: RunConfig, config_path: str | Path) -> Path:
     return Path(config.run_dir) if config.run_dir else Path(config_path).parent
 
 
-def resolve_for_run(config: RunConfig, run_dir: Path) -> RunConfig:
+def resolve_for_run(config: RunConfig, run_dir: Path, write: bool = True) -> RunConfig:
     """Fill in what depends on the run directory and the run-level settings; ``run_dir``
     itself is recorded, absolute, so that the ``config.yaml`` written from this config names
-    its run directory wherever it is read (:func:`recorded_run_dir`)."""
+    its run directory wherever it is read (:func:`recorded_run_dir`). ``write``: write the
+    initial adapters into it; False names them only (``arena deploy``, whose run directory is
+    the cluster's: its ``arena train`` writes them there)."""
     learner = config.learner
     learner = replace(
         learner,
@@ -89,7 +91,7 @@ def resolve_for_run(config: RunConfig, run_dir: Path) -> RunConfig:
     if adapter_policies:
         # every process starts from the same adapters: the learner trains them, the
         # inference actors serve them until its first update
-        adapters = write_initial_adapters(config, run_dir / "adapters", adapter_policies)
+        adapters = write_initial_adapters(config, run_dir / "adapters", adapter_policies, write)
         # an adapter sampled at its own temperature or length is re-scored and filtered by its
         # own (trainers/microbatch.py MicroBatch.temperatures, trainers/filters.py)
         own = {name: config.play.sampling_of(name) for name in adapter_policies}
@@ -112,7 +114,7 @@ def resolve_for_run(config: RunConfig, run_dir: Path) -> RunConfig:
         # The shared policy's adapter is served unmerged on the frozen base, as named policies'
         # are: merged into bf16 weights, a step's small delta would be rounded away. It starts
         # fresh (the base exactly) until the learner's first update carries the trained one.
-        adapters = write_initial_adapters(config, run_dir / "adapters", [SHARED_ADAPTER])
+        adapters = write_initial_adapters(config, run_dir / "adapters", [SHARED_ADAPTER], write)
         learner = replace(learner, lora=replace(learner.lora, serve="adapter"))
         inference = replace(inference, adapters=adapters, default_adapter=SHARED_ADAPTER)
     if own_bases(config.play):
@@ -122,7 +124,7 @@ def resolve_for_run(config: RunConfig, run_dir: Path) -> RunConfig:
             learner, batch=replace(learner.batch, policy=learner.name, known_policies=known)
         )
         for name, spec in own_bases(config.play).items():
-            if spec.lora is not None and spec.train and inference.backend == "hf":
+            if spec.lora is not None and spec.train and inference.backend == "hf" and write:
                 write_initial_adapters(
                     config,
                     policy_adapter_dir(run_dir, name),
@@ -142,13 +144,15 @@ def write_initial_adapters(
     config: RunConfig,
     folder: Path,
     names: list[str],
+    write: bool = True,
     model: str | None = None,
     shape: LoRAConfig | None = None,
 ) -> dict[str, str]:
     """One fresh adapter per name (a named policy, or the shared policy's), the base exactly
     (B is zero), in ``shape`` (``learner.lora``'s by default) on ``model`` (the run's by
     default) and seeded by the run's seed, as peft directories under ``folder``; kept as they
-    are when a resumed run finds them there. Returns name -> absolute path."""
+    are when a resumed run finds them there, and not written without ``write``. Returns
+    name -> absolute path."""
     from arena.models import load_model
     from arena.models.adapter_shape import AdapterShape
     from arena.models.lora import add_adapters
@@ -157,7 +161,7 @@ def write_initial_adapters(
     model = model or config.model
     paths = {name: (folder / name).resolve() for name in names}
     missing = [name for name, path in paths.items() if not (path / CONFIG_FILE).exists()]
-    if missing:
+    if missing and write:
         weights, _ = load_model(model, dtype="float32", device="cpu")
         add_adapters(
             weights,

@@ -199,4 +199,14 @@ def test_k8s_paths_in_the_run_directory_are_the_run_directorys_not_the_mounted_c
     files = yaml.safe_load((tmp_path / "k8s" / "01-config.yaml").read_text())["data"]
     responder = yaml.safe_load(files["learner-responder.yaml"])
     assert responder["checkpoint"]["dir"] == f"{run_dir}/checkpoints/policies/responder"
-    assert yaml.safe_load(files["config.yaml"])["run_dir"] == str(run_dir)
+    run = yaml.safe_load(files["config.yaml"])
+    assert run["run_dir"] == str(run_dir)
+    # the adapters are named, not written on this host: the cluster's arena train writes them
+    assert not run_dir.exists()
+    shared = deploy("k8s", SMOKE, "learner.lora.enabled=true", "--run-dir", str(run_dir),
+                    "--out", str(tmp_path / "k8s"), "--insecure")  # fmt: skip
+    assert shared.code == 0, shared.err
+    files = yaml.safe_load((tmp_path / "k8s" / "01-config.yaml").read_text())["data"]
+    served = yaml.safe_load(files["config.yaml"])["inference"]
+    assert served["adapters"] == {"shared-lora": f"{run_dir}/adapters/shared-lora"}
+    assert not run_dir.exists()
