@@ -47,6 +47,9 @@ log = logging.getLogger("arena.run.hangs")
 
 DEAD_TOPIC = "actor.dead"
 MARGIN = 2.0
+LOOK_GAP = 3.0
+"""Seconds between two looks of :meth:`HangWatch.broker_silent` that mean the trainer itself
+did not run: its watch looks every 0.5 s, or 2.5 s when it also lists the directory."""
 """A healthy batch should take at most ``hang_timeout / MARGIN`` seconds."""
 
 
@@ -72,7 +75,8 @@ class HangWatch:
         self.killed: list[tuple[str, int]] = []
         """(child name, pid) of every hung process killed, oldest first."""
         self._broker_seen: dict[int, float] = {}
-        """When :meth:`broker_silent` first saw each pid of the run's own broker."""
+        """When :meth:`broker_silent` began listening to each pid of the run's own broker."""
+        self._last_look = time.monotonic()
 
     def attach(self, actor: Actor) -> None:
         """Listen to the broker's death notices (call before the actor starts)."""
@@ -107,13 +111,19 @@ class HangWatch:
     def broker_silent(self, actor: Actor) -> bool:
         """The run's own broker, as ``actor`` (the trainer) hears it: lost and silent for over
         ``heartbeat_timeout`` while its process lives, it is hung (stopped, or its loop stuck)
-        and is killed to be restarted; the actors register with the new one. True if killed."""
+        and is killed to be restarted; the actors register with the new one. True if killed.
+        Only time the trainer listened counts: called every 0.5 s, a gap of over
+        :data:`LOOK_GAP` means the trainer was stopped or starved, and starts the count anew."""
         child = self.launcher.children.get("broker")
         process = getattr(child, "process", None)
         if process is None or process.poll() is not None or ("broker", process.pid) in self.killed:
             return False  # not the run's own, or dead already: the launcher restarts it
         now = time.monotonic()
-        # a restarted broker is given its own heartbeat timeout to be heard from
+        if now - self._last_look > LOOK_GAP:
+            # the trainer itself did not run: its silence says nothing of the broker, which
+            # gets a whole timeout again (as a restarted one does) to be heard from
+            self._broker_seen[process.pid] = now
+        self._last_look = now
         since = max(actor.broker_last_seen, self._broker_seen.setdefault(process.pid, now))
         silent = now - since
         if actor.broker_up or silent <= self.heartbeat_timeout:

@@ -73,6 +73,9 @@ def test_the_runs_own_broker_silent_past_the_timeout_is_killed_once_per_life(
         trainer.broker_up = False
         assert not watch.broker_silent(trainer)  # first seen now: its timeout starts now
         watch._broker_seen[first] -= 6.0  # as if first seen 6 s ago, heard from a minute ago
+        watch._last_look -= 6.0  # ... but the trainer did not look for 6 s: it did not run
+        assert not watch.broker_silent(trainer)  # so the count starts anew
+        watch._broker_seen[first] -= 6.0  # now 6 s of listening to a silent broker
         assert watch.broker_silent(trainer)
         assert child.process.wait(timeout=10) == -9
         assert events[0].startswith(f"broker (pid {first}) is hung: the run heard nothing from")
