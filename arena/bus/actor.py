@@ -106,9 +106,10 @@ class Actor(Serving):
         self._tasks: set[asyncio.Task[Any]] = set()
         self.broker_last_seen = 0.0
         self.broker_up = False
-        self.registrations = 0
-        """Registrations the broker accepted: more than one means it restarted (or lost this
-        actor) meanwhile, and what went through it at the time may be lost."""
+        self.broker_sessions = 0
+        """Registrations the broker accepted, and lost brokers taken back at their heartbeat:
+        more than one means the broker restarted, lost this actor or was lost meanwhile, and
+        what went through it at the time may be lost."""
         self.directory = Directory(self, routing, listen)
         self.liveness = Liveness(self)
 
@@ -167,7 +168,7 @@ class Actor(Serving):
         self.heartbeat_timeout = float(settings.get("heartbeat_timeout", self.heartbeat_timeout))
         self.broker_last_seen = time.monotonic()
         self.broker_up = True
-        self.registrations += 1
+        self.broker_sessions += 1
 
     async def close(self) -> None:
         """Stop heartbeats, fail pending requests, and close the sockets."""
@@ -310,7 +311,9 @@ class Actor(Serving):
         elif mtype == "heartbeat":
             # the broker beats only actors it knows: one lost and back (a pause, a partition
             # shorter than its timeout) still knows this one, and nothing else would say so
-            self.broker_up = True
+            if not self.broker_up:
+                self.broker_up = True
+                self.broker_sessions += 1
         elif msg.topic is not None:
             self.call_handler(self._match_topic(msg.topic), msg)
         elif mtype == "control" and msg.src == BROKER:

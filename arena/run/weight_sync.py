@@ -10,12 +10,13 @@ starts, found in the broker's directory (:mod:`arena.run.directory`): inference 
 elsewhere join a run under names of their own, and one that joins later gets the current weights
 re-sent by the learner and is waited for from the next version on.
 
-Weights travel through the broker (topic ``weights.<policy>``), so a broker that dies while they
-are on their way loses them, and nothing else would send that version again: the learner
-re-sends its weights when an inference actor (re)joins, but only if the learner itself had
-registered again with the new broker first. So a wait that finds an actor behind, after this
-actor registered again with a restarted broker, asks the learner to publish again (once per
-restart, once the learner and the actor are both on the new broker's directory).
+Weights travel through the broker (topic ``weights.<policy>``), so a broker that dies or stops
+while they are on their way loses them, and nothing else would send that version again: the
+learner re-sends its weights when an inference actor (re)joins, but only if the learner itself
+had registered again with the new broker first, and a stopped broker taken back is joined by
+nobody. So a wait that finds an actor behind, after this actor registered again with a
+restarted broker or took a lost one back, asks the learner to publish again (once per such
+session, once the learner and the actor are both in the broker's directory).
 
 A learner that restarts from its checkpoint rolls the inference actors back to that checkpoint's
 version (its buckets carry a newer epoch, :mod:`arena.weights.assembler`); the coordinator then
@@ -84,9 +85,10 @@ class WeightSync:
         """Called every :data:`LEARNER_CHECK_EVERY` seconds while an actor does not serve the
         awaited version yet; raises when the learner restarted meanwhile, since that version
         then never comes (set by the coordinator: arena/run/learner_restart.py)."""
-        self._registrations = 1  # its first
-        """The actor's registrations when the learner was last asked to publish again: more
-        since means a broker restart that may have lost weights on their way. (Such a request
+        self._sessions = 1  # its first
+        """The actor's broker sessions when the learner was last asked to publish again: more
+        since means a broker restarted or lost (and taken back) that may have lost weights on
+        their way. (Such a request
         may be one too many, when nothing was lost: a publish of served weights is refused as
         not newer, at the cost of one export per broker restart.)"""
 
@@ -173,19 +175,19 @@ class WeightSync:
                 await self._next_ack(0.5)
 
     async def _publish_again_after_restart(self, name: str, version: int) -> None:
-        """``name`` serves an older version than ``version``: if the broker restarted since
-        weights last arrived, they may have died with it, so ask the learner to send them again,
-        once the learner and ``name`` are both registered with the new broker (else the publish
+        """``name`` serves an older version than ``version``: if the broker restarted or was
+        lost since weights last arrived, they may have died with it, so ask the learner to send
+        them again, once the learner and ``name`` are both in its directory (else the publish
         would be lost too; the next call looks again)."""
         assert self.actor is not None
-        registrations = self.actor.registrations
-        if registrations <= self._registrations:
+        sessions = self.actor.broker_sessions
+        if sessions <= self._sessions:
             return
         actors = await listing(self.actor)
         if name not in (a["name"] for a in actors) or not serving(actors, self.learner_service):
             return
         self.on_event(
-            f"{name} does not serve weights v{version} after the broker restarted; asking the "
+            f"{name} does not serve weights v{version} since the broker was lost; asking the "
             "learner to publish them again"
         )
         try:
@@ -194,7 +196,7 @@ class WeightSync:
             )
         except BusTimeout:
             self._expired(f"the learner did not publish weights again in {self.timeout:g}s")
-        self._registrations = registrations
+        self._sessions = sessions
 
     def expect(self, actor: str) -> None:
         """Forget what ``actor`` acknowledged so far: call it just before sending the load that

@@ -78,7 +78,7 @@ def test_a_request_that_reaches_a_restarted_broker_first_makes_the_actor_registe
         with pytest.raises(BusError) as lost:
             await actor.request(service="broker.actors", timeout=5.0)
         assert lost.value.code == "broker_lost"
-        await until(lambda: actor.registrations == 2)
+        await until(lambda: actor.broker_sessions == 2)
         listed = await actor.request(service="broker.actors", timeout=5.0)
         assert [a["name"] for a in listed.body] == ["client"]
         assert actor.counters["error:not_registered"] == 1

@@ -385,7 +385,7 @@ def test_weights_lost_with_a_restarted_broker_are_published_again(ipc_dir: str) 
         restarted = start_broker()
         try:
             for actor in (trainer, inference, learner):
-                while actor.registrations < 2:
+                while actor.broker_sessions < 2:
                     await asyncio.sleep(0.05)
             await asyncio.wait_for(sync.wait_serving(2), 10)
             await asyncio.wait_for(sync.wait_serving(2), 10)  # once per restart
@@ -400,7 +400,7 @@ def test_weights_lost_with_a_restarted_broker_are_published_again(ipc_dir: str) 
     assert served["version"] == 2
     assert published == [2]
     assert events == [
-        "inference-0 does not serve weights v2 after the broker restarted; asking the learner "
+        "inference-0 does not serve weights v2 since the broker was lost; asking the learner "
         "to publish them again"
     ]
 

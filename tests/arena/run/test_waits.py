@@ -49,7 +49,7 @@ def test_the_evaluations_policy_requests_follow_inference_timeout(tiny_tokenizer
 class BehindActor:
     """A bus actor whose one inference actor (:attr:`listed`) serves version 1, forever."""
 
-    registrations = 1
+    broker_sessions = 1
     listed = {"name": "inference-0", "services": ["policy:main:status"], "kind": "inference"}
 
     async def request(self, body: Any = None, **kwargs: Any) -> Any:
