@@ -119,12 +119,15 @@ class Learner:
         with_reference = config.loss.kl_coef > 0 and not frozen_base
         self.reference = frozen_copy(model) if with_reference else None
         if resume is not None and not frozen_base:
-            load_hf_weights(model, resume / "model")
-        self.adapters = NamedAdapters(model, config, resume) if config.adapters else None
+            with checkpoints.reading(resume):
+                load_hf_weights(model, resume / "model")
+        with checkpoints.reading(resume):
+            self.adapters = NamedAdapters(model, config, resume) if config.adapters else None
         if config.lora.enabled:
             model = add_lora(model, config.lora)
             if resume is not None:
-                load_lora_state_dict(model, load_file(str(resume / "adapter.safetensors")))
+                with checkpoints.reading(resume):
+                    load_lora_state_dict(model, load_file(str(resume / "adapter.safetensors")))
         self.model = model
         module = TokenLogprobs(model, config.loss.temperature, config.sparse_logits)
         self.policy = ddist.wrap(module, config.distributed.strategy, self.dist, self.device)
@@ -159,7 +162,8 @@ class Learner:
             config.batch.known_policies,
         )
         if resume is not None:
-            checkpoints.load_training_state(self, resume)
+            with checkpoints.reading(resume):
+                checkpoints.load_training_state(self, resume)
             log.info("resumed from %s at step %d", resume, self.state.step)
 
     # -- input ---------------------------------------------------------------------------

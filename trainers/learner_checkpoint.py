@@ -9,7 +9,9 @@ restores all of it, so that a resumed run neither repeats nor skips a step.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 
+from arena.core.errors import CannotStart
 from arena.models.adapter_shape import SHARED_ADAPTER, AdapterShape
 from arena.models.lora_files import write_adapter
 from trainers import checkpoint as ckpt
@@ -36,6 +39,37 @@ _FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
 def resume_path(config: CheckpointConfig) -> Path | None:
     """The checkpoint to resume from: the latest in ``dir`` when ``resume`` is set."""
     return ckpt.latest_checkpoint(config.dir) if config.dir and config.resume else None
+
+
+class CheckpointUnreadable(CannotStart):
+    """The checkpoint to resume from cannot be read into this learner: a damaged or partial
+    file, or a checkpoint of another model or config. Started again the learner would fail the
+    same way, so it exits with :data:`~arena.core.errors.EXIT_REFUSED` and is not restarted."""
+
+
+@contextlib.contextmanager
+def reading(path: Path | None) -> Iterator[None]:
+    """Turn whatever fails while resuming from the checkpoint at ``path`` into one
+    :class:`CheckpointUnreadable` line that names it and the one before it (nothing when
+    ``path`` is None). Running out of memory is not the checkpoint's fault and passes as it is."""
+    try:
+        yield
+    except (MemoryError, torch.OutOfMemoryError, CannotStart):
+        raise
+    except Exception as err:
+        if path is None:
+            raise
+        earlier = [p for _, p in ckpt.list_checkpoints(path.parent) if p.name < path.name]
+        then = (
+            f"move it out of {path.parent} to resume from {earlier[-1].name}, the one before it"
+            if earlier
+            else "it is the only one: start a new run"
+        )
+        reason = " ".join(str(err).split()) or "no message"
+        raise CheckpointUnreadable(
+            f"checkpoint {path} cannot be resumed from ({type(err).__name__}: {reason[:300]}); "
+            f"it is damaged, or of another model or config: {then}"
+        ) from err
 
 
 def check_space(model: Any, config: CheckpointConfig) -> str | None:

@@ -36,9 +36,9 @@ played, and the cancelled collect answers with an error that nobody waits for an
 It fills the seats with a :class:`~arena.play.seating.SeatFactory`, plays up to ``concurrency``
 episodes at once on asyncio (their generation requests batch together in the inference actors),
 and sends every finished episode to service ``learner`` as an ``episode`` message, with every
-turn's tokens, logprobs and policy version. An episode that fails (its policy, a bot or a
-simulator errored) is dropped whole and counted, never half-sent; the rest of its group still
-goes out. The reply's ``failed`` counts them and ``error`` gives the first one's reason (empty
+turn's tokens, logprobs and policy version. An episode that fails (its policy, a bot, a
+simulator or the game itself errored) is dropped whole and counted, never half-sent; the rest
+of its group still goes out. The reply's ``failed`` counts them and ``error`` gives the first one's reason (empty
 when none failed), which ``arena train`` shows on the step line and in ``events.log``. A malformed
 collect order gets an error reply; the actor goes on.
 

@@ -71,7 +71,7 @@ class Serving:
         except Exception as err:
             self.counters["handler_error"] += 1
             log.exception("%s: handler for %r failed", self.name, msg.service)
-            self._done(msg, origin, "error", {"code": "handler_error", "message": repr(err)})
+            self._done(msg, origin, "error", {"code": "handler_error", "message": _said(err)})
             return
         if inspect.isawaitable(result):
             self._spawn(self._finish(msg, origin, result))
@@ -86,7 +86,7 @@ class Serving:
         except Exception as err:
             self.counters["handler_error"] += 1
             log.exception("%s: handler for %r failed", self.name, msg.service)
-            self._done(msg, origin, "error", {"code": "handler_error", "message": repr(err)})
+            self._done(msg, origin, "error", {"code": "handler_error", "message": _said(err)})
         else:
             self._done(msg, origin, "reply", result)
 
@@ -144,3 +144,11 @@ class Serving:
 
     def _reply_direct(self, identity: bytes, frames: list[Any]) -> None:
         raise NotImplementedError
+
+
+def _said(err: Exception) -> str:
+    """A handler's exception as its error reply says it: ``repr``, except that an OSError
+    keeps the path it failed on (``OSError(30, 'Read-only file system')`` names none)."""
+    if isinstance(err, OSError) and err.filename is not None:
+        return f"{type(err).__name__}: {err}"
+    return repr(err)

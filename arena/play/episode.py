@@ -28,7 +28,9 @@ episode's own id must never be part of it: a group of one trajectory carries no 
 A :class:`SimulatorSeat` fills a seat with a simulator (simulators/base.py): a user simulator
 that is not trained. Its turns are recorded with its role (``simulated_user``), no token ids and
 ``trained=False``. A simulator that raises or outlasts its ``timeout`` ends the episode with an
-:class:`EpisodeError` whose ``termination`` is ``error``: the episode is dropped, never sent.
+:class:`EpisodeError` whose ``termination`` is ``error``: the episode is dropped, never sent. So
+does the game's own code raising (its ``step``, its observation text, its role's parser): that
+one episode fails, named with ``the game failed: ...``, and the other episodes go on.
 
 Visibility: before a seat is prompted (or a simulator asked), its observation is checked against
 the game's interaction graph (:meth:`games.interaction.Interaction.leaks`): the text of a post the
@@ -80,11 +82,28 @@ async def play_episode(
     seed: int,
     episode_id: str,
 ) -> Episode:
-    """Play ``env`` from ``reset(seed)`` to the end and return the record."""
-    env.reset(seed=seed)
+    """Play ``env`` from ``reset(seed)`` to the end and return the record; an
+    :class:`EpisodeError` when it cannot finish, the game's own code raising included."""
     missing = set(env.possible_agents) - set(seats)
     if missing:
         raise ValueError(f"{game_id}: no seat filler for {sorted(missing)}")
+    try:
+        return await _play(env, game_id, seats, seed=seed, episode_id=episode_id)
+    except EpisodeError:
+        raise
+    except Exception as err:  # the game's (or its role's) own bug: this episode, not the job
+        raise EpisodeError(f"{game_id} episode {episode_id}: the game failed: {err!r}") from err
+
+
+async def _play(
+    env: TextGame,
+    game_id: str,
+    seats: Mapping[str, Seat],
+    *,
+    seed: int,
+    episode_id: str,
+) -> Episode:
+    env.reset(seed=seed)
     for index, agent in enumerate(env.possible_agents):
         seat = seats[agent]
         if isinstance(seat, PolicySeat):

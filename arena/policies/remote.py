@@ -9,7 +9,9 @@ need no tokenizer.
 From asyncio code (rollout actors), share the process's :class:`~arena.bus.Actor` and await
 :meth:`RemotePolicy.agenerate`; from plain code, :meth:`RemotePolicy.connect` opens its own
 :class:`~arena.bus.BlockingActor`. A dead or missing inference actor surfaces as a
-:class:`~arena.bus.BusError` (``actor_dead``, ``unknown_service``, ``timeout``), never a hang.
+:class:`~arena.bus.BusError` (``actor_dead``, ``unknown_service``, ``timeout``), never a hang;
+a prompt the server refuses as too long for the context as the
+:class:`~arena.policies.types.ContextOverflow` a local policy raises.
 
 **No server, no storm.** On the asyncio path a request that finds no inference actor to serve
 it (:data:`NO_SERVER`: the one serving it died, hung and was killed, is restarting, or the
@@ -34,6 +36,7 @@ from arena.bus import Actor, BlockingActor, BusError, Message
 from arena.policies.base import Policy
 from arena.policies.config import PolicyConfig
 from arena.policies.types import (
+    ContextOverflow,
     Generation,
     InvalidRequest,
     PromptLike,
@@ -53,6 +56,22 @@ MAX_BACKOFF = 5.0
 """Seconds between tries of a request that found no server: from the first, doubling to this."""
 
 log = logging.getLogger("arena.policies.remote")
+
+
+def _raise_overflow(err: BusError) -> None:
+    """The server's ``context_overflow`` refusal as the :class:`ContextOverflow` a local policy
+    raises, so that an episode ends with termination ``context_overflow`` (keeping what was
+    played) whichever side measured the prompt, instead of failing."""
+    if err.code == ContextOverflow.code:
+        raise ContextOverflow(err.message) from err
+
+
+def _answer(future: concurrent.futures.Future[Message]) -> Message:
+    try:
+        return future.result()
+    except BusError as err:
+        _raise_overflow(err)
+        raise
 
 
 def service_name(policy_name: str) -> str:
@@ -114,7 +133,7 @@ class RemotePolicy(Policy):
             self.actor.request(b, service=self.service, timeout=self.timeout) for b in bodies
         ]
         concurrent.futures.wait(futures)
-        return [self._result(f.result()) for f in futures]
+        return [self._result(_answer(f)) for f in futures]
 
     async def agenerate(
         self,
@@ -140,7 +159,7 @@ class RemotePolicy(Policy):
             for b in self._score_bodies(prompts, continuations, adapters)
         ]
         concurrent.futures.wait(futures)
-        return [self._scoring(f.result()) for f in futures]
+        return [self._scoring(_answer(f)) for f in futures]
 
     async def ascore(
         self,
@@ -165,6 +184,7 @@ class RemotePolicy(Policy):
             try:
                 return await self.actor.request(body, service=self.service, timeout=left)
             except BusError as err:
+                _raise_overflow(err)
                 if err.code not in NO_SERVER or loop.time() + delay >= deadline:
                     raise
                 self.waits += 1

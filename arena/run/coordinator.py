@@ -241,13 +241,19 @@ class RunCoordinator:
             baseline = [r.to_dict() for r in await evaluate_baseline(self.config, self.log)]
         started = time.monotonic()
         await self.deliveries.start()
-        with self.log.training(first_step=self.step):
-            if self.config.mode == "sync":
-                episodes = await self._train_sync()
-            else:
-                episodes = await self._train_async()
+        episodes = 0
+        while True:
+            with self.log.training(first_step=self.step):
+                if self.config.mode == "sync":
+                    episodes += await self._train_sync()
+                else:
+                    episodes += await self._train_async()
+            try:
+                saved = await self.learner.final_checkpoint(self.step)
+                break
+            except LearnerRestarted as restart:  # died saving it: train its lost steps again
+                await self._rewind(restart)
         wall = time.monotonic() - started
-        saved = await self.learner.final_checkpoint(self.step, self.run_dir)
         await self.policy_learners.checkpoint()
         after = await self.evaluate("after")
         readings = await self.strategy.at_end(saved.get("path") if saved else None)

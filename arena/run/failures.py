@@ -35,7 +35,18 @@ def reason_of(collected: dict[str, Any]) -> str:
     first = one_line(collected.get("error") or "") or "no reason given"
     if failed == played:
         return f"every episode failed ({failed}/{played}); the first: {first}"
-    return f"{failed}/{played} episodes failed (the first: {first}), the others had no trained turn"
+    shown = collected.get("transcript") or {}
+    how = (
+        f"; the first ended with {shown['termination']} after {len(shown.get('turns', []))} turns"
+        if shown.get("termination")
+        else ""
+    )
+    if not failed:  # e.g. a first prompt already longer than the context: context_overflow
+        return f"none of the {played} episodes failed, but none had a turn to train on{how}"
+    return (
+        f"{failed}/{played} episodes failed (the first: {first}), the others had no trained "
+        f"turn{how}"
+    )
 
 
 class EmptySteps:

@@ -38,7 +38,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from pathlib import Path
 from typing import Any, NoReturn
 
 from arena.bus import Actor, BusError
@@ -144,17 +143,16 @@ class LearnerClient:
         with contextlib.suppress(BusError):
             self._check(await self._request("status", 10))
 
-    async def final_checkpoint(self, step: int, run_dir: Path) -> Any:
+    async def final_checkpoint(self, step: int) -> Any:
         """The checkpoint after the run's last ``step``; asked again of a learner that restarted
-        meanwhile from that step's checkpoint (one that lost steps fails the run: resume it)."""
+        meanwhile from that step's checkpoint. One that restarted from an earlier checkpoint
+        (it died saving this one, and lost the steps since the last) raises
+        :class:`LearnerRestarted`: the run goes back to its step and trains them again."""
         try:
             return await self("checkpoint")
         except LearnerRestarted as restart:
             if int(restart.status["step"]) < step:
-                raise RuntimeError(
-                    f"{restart} after step {step}: continue the run with resume={run_dir} to "
-                    "train the steps it lost"
-                ) from restart
+                raise
             return await self("checkpoint")
 
     def _check(self, status: dict[str, Any]) -> dict[str, Any]:

@@ -46,8 +46,14 @@ def train(config: RunConfig) -> int:
         print(f"arena train: {err}", file=sys.stderr)
         return 1
     except BusError as err:  # an actor's own error the run cannot go on from
-        full = "no space left" in str(err).lower()
-        hint = f"free space there and continue with resume={run_dir}" if full else "see logs/"
+        said = str(err).lower()
+        hint = (
+            f"free space there and continue with resume={run_dir}"
+            if "no space left" in said
+            else f"make it writable and continue with resume={run_dir}"
+            if "read-only file system" in said
+            else "see logs/"
+        )
         print(f"arena train: {err.message} ({hint})", file=sys.stderr)
         return 1
     except OSError as err:

@@ -33,6 +33,7 @@ from trainers.checkpoint import (
 )
 from trainers.config import LearnerConfig
 from trainers.learner import Learner
+from trainers.learner_checkpoint import CheckpointUnreadable
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -152,6 +153,7 @@ from synthetic import two_seat_episodes
 from trainers import checkpoint
 from trainers.config import LearnerConfig
 from trainers.learner import Learner
+from trainers.learner_checkpoint import CheckpointUnreadable
 
 real = checkpoint.save_optimizer
 
@@ -217,6 +219,33 @@ def test_kill_9_mid_checkpoint_leaves_the_previous_one_loadable(tmp_path: Path) 
     resumed.step()
     assert latest_checkpoint(directory).name == "step-00000003"
     assert not [p for p in directory.iterdir() if p.name.startswith(".tmp-")]  # cleaned up
+
+
+def test_a_damaged_checkpoint_is_refused_in_one_line_naming_it_and_the_one_before(
+    tmp_path: Path,
+) -> None:
+    # A damaged checkpoint fails the same way at every start: it must be a refusal (exit 2,
+    # not restarted), naming the checkpoint and the one to fall back to, not a bare traceback.
+    learner = Learner(config(tmp_path, every=1))
+    for i in range(2):
+        learner.add_episodes(batch(i))
+        learner.step()
+    one, two = (path for _, path in list_checkpoints(tmp_path))
+    weights = two / "model" / "model.safetensors"
+    os.truncate(weights, weights.stat().st_size // 2)
+    with pytest.raises(CheckpointUnreadable) as truncated:
+        Learner(config(tmp_path, every=1))
+    message = str(truncated.value)
+    assert "\n" not in message and message.startswith(f"checkpoint {two} cannot be resumed")
+    assert "SafetensorError" in message
+    assert message.endswith(
+        f"move it out of {tmp_path} to resume from step-00000001, the one before it"
+    )
+    shutil.rmtree(two)  # as the message says: the one before resumes
+    assert Learner(config(tmp_path, every=1)).state.step == 1
+    (one / "optimizer.safetensors").unlink()  # now the only one, and partial
+    with pytest.raises(CheckpointUnreadable, match="optimizer.safetensors.*start a new run$"):
+        Learner(config(tmp_path, every=1))
 
 
 def test_lora_checkpoint_resumes_adapters_and_exports_merged_weights(tmp_path: Path) -> None:

@@ -34,7 +34,7 @@ from arena.models import load_model, tiny_config, tiny_model
 from arena.policies.base import Policy
 from arena.policies.config import InferenceConfig
 from arena.policies.remote import RemotePolicy
-from arena.policies.types import Generation, SamplingParams
+from arena.policies.types import ContextOverflow, Generation, SamplingParams
 from arena.weights.buckets import make_buckets
 from arena.weights.publisher import WeightPublisher
 from tests.arena.bus.conftest import spawn, spawn_broker, stop, wait_for_service
@@ -223,8 +223,12 @@ def test_malformed_requests_get_clear_errors(
 def test_remote_policy_has_the_policy_interface(broker: str, main_actor: Any) -> None:
     with RemotePolicy.connect(broker, "main") as policy:
         a, b = policy.generate([CHAT["messages"], [1, 2, 3]])
-    assert len(a.token_ids) == len(a.logprobs) > 0 and b.prompt_ids.tolist() == [1, 2, 3]
-    assert policy.version == 0
+        assert len(a.token_ids) == len(a.logprobs) > 0 and b.prompt_ids.tolist() == [1, 2, 3]
+        assert policy.version == 0
+        # too long for the context: the ContextOverflow a local policy raises (an episode ends
+        # with termination context_overflow), not a BusError that fails the episode
+        with pytest.raises(ContextOverflow, match="prompt of 4096 tokens leaves no room"):
+            policy.generate([np.ones(4096, np.int32)])
 
 
 def test_remote_policy_from_asyncio_code(broker: str, main_actor: Any) -> None:
@@ -232,9 +236,10 @@ def test_remote_policy_from_asyncio_code(broker: str, main_actor: Any) -> None:
         actor = Actor(f"rollout-{time.monotonic_ns()}", broker)
         await actor.start()
         try:
-            return await RemotePolicy(actor, "main").agenerate(
-                [CHAT["messages"]] * 3, SamplingParams(max_new_tokens=3)
-            )
+            policy = RemotePolicy(actor, "main")
+            with pytest.raises(ContextOverflow, match="exceed the .*-token context"):
+                await policy.ascore([[1, 2, 3]], [[np.ones(4096, np.int32)]])
+            return await policy.agenerate([CHAT["messages"]] * 3, SamplingParams(max_new_tokens=3))
         finally:
             await actor.close()
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import zmq
 
-from arena.bus import Actor, Broker, BusTimeout
+from arena.bus import Actor, Broker, BusError, BusTimeout
 
 
 @pytest.fixture
@@ -85,3 +85,43 @@ def test_many_in_flight_with_arrays_are_all_answered(inproc_broker) -> None:
         await echo.close()
 
     asyncio.run(scenario())
+
+
+def test_a_handlers_os_error_keeps_its_path_in_the_error_reply(inproc_broker) -> None:
+    # repr(OSError(30, ..., path)) drops the path: a learner whose run directory turned
+    # read-only answered "OSError(30, 'Read-only file system')", naming no directory.
+    ctx, address = inproc_broker
+
+    def save(msg: object) -> None:
+        raise OSError(30, "Read-only file system", "/runs/a/checkpoints/.tmp-step-3")
+
+    def other(msg: object) -> None:
+        raise RuntimeError("boom")
+
+    async def scenario() -> list[str]:
+        server = Actor(
+            "server",
+            address,
+            context=ctx,
+            heartbeat_interval=30.0,
+            services={"save": save, "other": other},
+        )
+        client = Actor("client", address, context=ctx, heartbeat_interval=30.0)
+        await server.start()
+        await client.start()
+        said = []
+        try:
+            for service in ("save", "other"):
+                with pytest.raises(BusError) as info:
+                    await client.request({}, service=service, timeout=5.0)
+                assert info.value.code == "handler_error"
+                said.append(info.value.message)
+        finally:
+            await client.close()
+            await server.close()
+        return said
+
+    assert asyncio.run(scenario()) == [
+        "OSError: [Errno 30] Read-only file system: '/runs/a/checkpoints/.tmp-step-3'",
+        "RuntimeError('boom')",
+    ]

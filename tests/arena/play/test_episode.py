@@ -388,6 +388,28 @@ def test_a_failing_policy_raises_episode_error(chat: ChatFormat) -> None:
     assert info.value.__cause__ is boom
 
 
+class Broken(games.make("tictactoe-v0").__class__):
+    """Tic-Tac-Toe whose own code raises on the third move: a plugin game's bug."""
+
+    def _apply(self, agent, action):
+        if self.turn >= 2:
+            raise KeyError("the board has no such cell")
+        return super()._apply(agent, action)
+
+
+def test_a_game_that_raises_fails_its_episode_not_the_rollout(chat: ChatFormat) -> None:
+    # A game's own exception must end that one episode as an EpisodeError (dropped, counted,
+    # its reason on the step line), like a failing policy, bot or simulator; before, it escaped
+    # play_episode and failed the rollout actor's whole collect, re-leased from actor to actor.
+    _, seats = self_play(chat, answers(1, 2, 3))
+    with pytest.raises(EpisodeError) as info:
+        play(Broken(), seats)
+    assert str(info.value) == (
+        "tictactoe-v0 episode ep: the game failed: KeyError('the board has no such cell')"
+    )
+    assert isinstance(info.value.__cause__, KeyError)
+
+
 def test_every_seat_needs_a_filler(chat: ChatFormat) -> None:
     _, seats = self_play(chat, [])
     del seats["player_1"]

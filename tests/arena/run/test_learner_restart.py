@@ -251,3 +251,48 @@ def test_a_request_before_the_learner_registers_again_is_asked_again(broker: str
         assert reply == {"version": 1.0, "samples": 4.0} and learner.steps_asked == 1
     else:
         assert reply["epoch"] == 7 and reply["step"] == 0
+
+
+@pytest.mark.parametrize("resumed_at", [6, 3])
+def test_a_learner_that_died_saving_the_final_checkpoint(broker: str, resumed_at: int) -> None:
+    """The run's last step is 6. The learner dies saving its checkpoint, and its restart resumed
+    from step ``resumed_at``: from 6 (it had saved) the checkpoint is simply asked again; from 3
+    it lost steps 4 to 6, so :class:`LearnerRestarted` sends the run back to train them (the run
+    failed with a traceback and 'continue the run with resume=' before)."""
+
+    async def scenario() -> tuple[Any, list[str]]:
+        learner = FakeLearner()
+        learner.version = 6
+        asked: list[str] = []
+        server = Actor("learner", broker, services={"learner": learner}, heartbeat_interval=0.2)
+        trainer = Actor("trainer", broker, heartbeat_interval=0.2)
+        await server.start()
+        await trainer.start()
+        client = LearnerClient(trainer, quiet_watchdog(), 10, poll=0.05)
+        real = client._request
+
+        async def dies_saving(op: str, timeout: float, *at: int) -> Any:
+            asked.append(op)
+            if op == "checkpoint" and asked.count("checkpoint") == 1:
+                learner.epoch, learner.version = 8, resumed_at  # the restarted one answers
+                raise BusError("actor_dead", "learner: connection lost")
+            if op == "checkpoint":
+                return {"path": "checkpoints/step-00000006"}
+            return await real(op, timeout, *at)
+
+        try:
+            await client("status")  # the run knows epoch 7
+            client._request = dies_saving  # type: ignore[method-assign]
+            return await client.final_checkpoint(6), asked
+        finally:
+            await trainer.close()
+            await server.close()
+
+    if resumed_at == 6:
+        saved, asked = asyncio.run(scenario())
+        assert saved == {"path": "checkpoints/step-00000006"}
+        assert asked.count("checkpoint") == 2
+    else:
+        with pytest.raises(LearnerRestarted) as info:
+            asyncio.run(scenario())
+        assert info.value.status["step"] == 3 and info.value.status["epoch"] == 8

@@ -1,0 +1,28 @@
+"""arena/run/failures.py: the one-line reason a step had nothing to train on.
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/run/test_failures.py``.
+"""
+
+from __future__ import annotations
+
+from arena.run.failures import reason_of
+
+
+def test_the_reason_names_the_first_failure_or_how_the_untrained_episodes_ended() -> None:
+    assert reason_of({"episodes": 0, "failed": 0}) == "no episode was played"
+    failed = {"episodes": 0, "failed": 8, "error": "kuhn-poker-v0 episode e-0: bot\n crashed"}
+    assert reason_of(failed) == (
+        "every episode failed (8/8); the first: kuhn-poker-v0 episode e-0: bot crashed"
+    )
+    # None failed, yet no trained turn (a game whose first prompt is longer than the context):
+    # say how they ended, not "0/8 episodes failed (the first: no reason given)".
+    overflowed = {"termination": "context_overflow", "turns": []}
+    assert reason_of({"episodes": 8, "failed": 0, "error": "", "transcript": overflowed}) == (
+        "none of the 8 episodes failed, but none had a turn to train on; the first ended with "
+        "context_overflow after 0 turns"
+    )
+    some = {"episodes": 6, "failed": 2, "error": "x", "transcript": overflowed}
+    assert reason_of(some) == (
+        "2/8 episodes failed (the first: x), the others had no trained turn; the first ended "
+        "with context_overflow after 0 turns"
+    )
