@@ -27,7 +27,7 @@ import sys
 
 from arena.core.commands import commands, load, summary
 from arena.core.errors import EXIT_REFUSED, CannotStart, ConfigError
-from arena.core.process import die_with_parent
+from arena.core.process import die_with_parent, lift_open_file_limit
 from arena.core.registry import RegistryError
 
 EXIT_BROKEN_PIPE = 141
@@ -54,6 +54,11 @@ def build_parser(summaries: bool = False) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     die_with_parent()
+    try:
+        lift_open_file_limit()
+    except CannotStart as err:
+        print(f"arena: cannot start: {err}", file=sys.stderr)
+        return EXIT_REFUSED
     argv = list(sys.argv[1:] if argv is None else argv)
     named = next((arg for arg in argv if not arg.startswith("-")), None)
     if named is not None and named not in commands:

@@ -25,6 +25,8 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import NoReturn, TypeVar
 
+from arena.core.errors import CannotStart
+
 T = TypeVar("T")
 
 PARENT_ENV = "ARENA_PARENT_PID"
@@ -108,3 +110,28 @@ def die_with_parent() -> None:
         return
     if os.getppid() != int(expected):  # the parent died before prctl took effect
         sys.exit(1)
+
+
+MIN_OPEN_FILES = 64
+"""Open files below which no ``arena`` process starts: the smoke run's processes work with 64,
+and with 24 they hang silently (a socket that cannot be made)."""
+
+
+def lift_open_file_limit() -> int:
+    """Raise this process's soft limit on open files to its hard limit (at most 65536): each
+    peer connection on the bus holds one, and a run with many actors outgrows a low default.
+    Returns the limit now; below :data:`MIN_OPEN_FILES` even so, :class:`CannotStart` names it."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = 65536 if hard == resource.RLIM_INFINITY else min(hard, 65536)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        soft = target
+    if soft != resource.RLIM_INFINITY and soft < MIN_OPEN_FILES:
+        raise CannotStart(
+            f"this process may open only {soft} files (ulimit -n); Arena needs at least "
+            f"{MIN_OPEN_FILES}: raise the hard limit (ulimit -Hn, limits.conf, or the scheduler's "
+            "setting)"
+        )
+    return soft

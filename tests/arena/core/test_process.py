@@ -176,3 +176,31 @@ def test_a_process_kind_is_the_first_word_of_its_name() -> None:
         kind_of("watcher-1")
     with pytest.raises(ValueError, match=r"'train' is of no kind Ray places \(broker, inference\)"):
         kind_of("train", ("broker", "inference"), "kind Ray places")
+
+
+def _limited(soft: int, hard: int, code: str) -> subprocess.CompletedProcess[str]:
+    """``code`` run by a fresh interpreter whose open-file limit is (``soft``, ``hard``)."""
+    import resource
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, preexec_fn=limit
+    )
+
+
+def test_a_low_soft_open_file_limit_is_lifted_to_the_hard_one() -> None:
+    lifted = _limited(
+        32, 100, "from arena.core.process import lift_open_file_limit as f; print(f())"
+    )
+    assert lifted.returncode == 0 and lifted.stdout.strip() == "100", lifted.stderr
+
+
+def test_arena_refuses_to_start_below_the_open_files_it_needs() -> None:
+    refused = _limited(24, 24, "import sys; from arena.cli import main; sys.exit(main(['games']))")
+    assert refused.returncode == 2
+    assert refused.stderr.strip() == (
+        "arena: cannot start: this process may open only 24 files (ulimit -n); Arena needs at "
+        "least 64: raise the hard limit (ulimit -Hn, limits.conf, or the scheduler's setting)"
+    )
