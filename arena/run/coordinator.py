@@ -54,7 +54,7 @@ from arena.run.config import RunConfig
 from arena.run.delivery import Deliveries
 from arena.run.directory import listing, rollout_actors
 from arena.run.evaluation import evaluate_baseline, evaluate_policy
-from arena.run.failures import EmptySteps
+from arena.run.failures import EmptySteps, SkippedSteps
 from arena.run.hangs import HangWatch
 from arena.run.inference_settings import SettingsCheck
 from arena.run.launcher import Launcher
@@ -98,8 +98,8 @@ class RunCoordinator:
         )
         self.version = 0
         self.step = 0
-        self._stalled = 0
         self.empty = EmptySteps(config.rollout.max_empty_steps, run_dir, self.log)
+        self.skipped = SkippedSteps(self.log)
         self.hangs = HangWatch(self.launcher, config.bus.heartbeat_timeout, self.log.event)
 
     # -- processes and bus -----------------------------------------------------------------
@@ -295,7 +295,7 @@ class RunCoordinator:
                 if metrics and "version" in metrics:
                     self.version = int(metrics["version"])
                     await self.weights.wait_serving(self.version)
-                self.step = self._next_step(metrics)
+                self.step = self.skipped.next_step(metrics, self.step)
                 episodes += collected["episodes"]
                 self.log.step(
                     self.step,
@@ -350,7 +350,7 @@ class RunCoordinator:
                     rewound = False
                     if self.empty.untrained(metrics, self.step + 1, collected):
                         continue
-                    self.step = self._next_step(metrics)
+                    self.step = self.skipped.next_step(metrics, self.step)
                     if metrics and "version" in metrics:
                         self.version = int(metrics["version"])
                     # Generation went on the whole step long, while waiting and while training.
@@ -389,24 +389,6 @@ class RunCoordinator:
         """The oldest version a turn of an order starting now can have: what the inference
         actors serve (never newer than the learner's)."""
         return min(self.version, await self.weights.served_version())
-
-    def _next_step(self, metrics: dict[str, Any] | None) -> int:
-        """The learner's step count is the run's: it counts every batch, even one whose turns
-        carried no signal. A step skipped for a non-finite loss does not count and is retried
-        with fresh episodes, a few times at most."""
-        if metrics is None or "step" not in metrics:
-            raise RuntimeError("the learner had no turns to train on; did every episode fail?")
-        step = int(metrics["step"])
-        if step == self.step:
-            self._stalled += 1
-            self.log.event(
-                f"learner skipped step {step + 1} ({self._stalled} in a row): non-finite loss"
-            )
-            if self._stalled >= 5:
-                raise RuntimeError("the learner skipped 5 steps in a row (non-finite losses)")
-        else:
-            self._stalled = 0
-        return step
 
     async def _periodic(self) -> None:
         c = self.config

@@ -1,4 +1,4 @@
-"""Steps that leave the learner nothing to train on, and when a run gives up on them.
+"""Steps that leave the learner nothing to train on or that it skips, and when a run gives up.
 
 A step whose every episode failed (a simulator that raises, returns no text, or was built
 wrong; a bot that crashes) reaches the learner with no turn, and the learner answers with no
@@ -7,6 +7,9 @@ metrics. Such a step is not counted: the coordinator shows it on the console lik
 again. A cause that lasts would fail every step the same way, so after
 ``rollout.max_empty_steps`` of them in a row the run stops with :class:`NothingToTrain`, whose
 one-line message names the reason and the logs to read (``arena train`` exits 1 with it).
+
+A step the learner skipped for a non-finite loss is not counted either, and is collected again
+with fresh episodes: :class:`SkippedSteps` stops the run after :data:`MAX_SKIPPED` in a row.
 """
 
 from __future__ import annotations
@@ -85,3 +88,35 @@ class EmptySteps:
                 f"{self.run_dir / 'logs' / 'rollout-*.log'}"
             )
         return True
+
+
+MAX_SKIPPED = 5
+"""Steps in a row the learner may skip for non-finite losses before the run stops."""
+
+
+class SkippedSteps:
+    """The run's step from the learner's replies: the learner's step count is the run's (it
+    counts every batch, even one whose turns carried no signal), and a step it skipped for a
+    non-finite loss is retried with fresh episodes, :data:`MAX_SKIPPED` times in a row at most."""
+
+    def __init__(self, log: RunLog) -> None:
+        self.log = log
+        self.in_a_row = 0
+
+    def next_step(self, metrics: dict[str, Any] | None, step: int) -> int:
+        """The run's step after the learner's reply ``metrics`` to the step after ``step``."""
+        if metrics is None or "step" not in metrics:
+            raise RuntimeError("the learner had no turns to train on; did every episode fail?")
+        learned = int(metrics["step"])
+        if learned != step:
+            self.in_a_row = 0
+            return learned
+        self.in_a_row += 1
+        self.log.event(
+            f"learner skipped step {learned + 1} ({self.in_a_row} in a row): non-finite loss"
+        )
+        if self.in_a_row >= MAX_SKIPPED:
+            raise RuntimeError(
+                f"the learner skipped {MAX_SKIPPED} steps in a row (non-finite losses)"
+            )
+        return learned

@@ -1,11 +1,16 @@
-"""arena/run/failures.py: the one-line reason a step had nothing to train on.
+"""arena/run/failures.py: the one-line reason a step had nothing to train on, and steps the
+learner skipped.
 
 Run with ``.venv/bin/python -m pytest -q tests/arena/run/test_failures.py``.
 """
 
 from __future__ import annotations
 
-from arena.run.failures import reason_of
+from types import SimpleNamespace
+
+import pytest
+
+from arena.run.failures import SkippedSteps, reason_of
 
 
 def test_the_reason_names_the_first_failure_or_how_the_untrained_episodes_ended() -> None:
@@ -26,3 +31,19 @@ def test_the_reason_names_the_first_failure_or_how_the_untrained_episodes_ended(
         "2/8 episodes failed (the first: x), the others had no trained turn; the first ended "
         "with context_overflow after 0 turns"
     )
+
+
+def test_skipped_steps_are_retried_and_five_in_a_row_stop_the_run() -> None:
+    events: list[str] = []
+    skipped = SkippedSteps(SimpleNamespace(event=events.append))  # type: ignore[arg-type]
+    assert skipped.next_step({"step": 4}, 3) == 4  # trained: the learner's step is the run's
+    for n in range(1, 5):
+        assert skipped.next_step({"step": 4}, 4) == 4  # skipped: step 5 is collected again
+        assert events[-1] == f"learner skipped step 5 ({n} in a row): non-finite loss"
+    assert skipped.next_step({"step": 5}, 4) == 5 and skipped.in_a_row == 0
+    for _ in range(4):
+        skipped.next_step({"step": 5}, 5)
+    with pytest.raises(RuntimeError, match="skipped 5 steps in a row"):
+        skipped.next_step({"step": 5}, 5)
+    with pytest.raises(RuntimeError, match="no turns to train on"):
+        skipped.next_step({}, 5)
