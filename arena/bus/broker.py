@@ -50,6 +50,7 @@ from typing import Any
 import zmq
 
 from arena.bus import zap
+from arena.bus.broker_liveness import STALL, Reaping
 from arena.bus.broker_services import BUILTIN_SERVICES, answer_builtin
 from arena.bus.codec import Message, encode, message_from_header
 from arena.bus.errors import ProtocolError
@@ -60,17 +61,13 @@ from arena.bus.security import curve_server, resolve_security
 from arena.bus.sockets import RCVMORE, configure_socket, send
 from arena.core.limits import BROKER_PENDING_TTL
 
-STALL = 1.0
-"""Seconds between two turns of the broker's loop that mean it did not run (a turn takes at
-most its 0.1 s receive timeout and one message's handling)."""
-
 log = logging.getLogger("arena.broker")
 
 BROKER_NAME = "broker"
 _AUTO: Any = object()
 
 
-class Broker:
+class Broker(Reaping):
     """A ROUTER that routes by actor name, service and topic. Run it with :meth:`serve_forever`."""
 
     def __init__(
@@ -345,58 +342,6 @@ class Broker:
             dst=msg.src,
             reply_to=msg.id,
         )
-
-    # -- liveness ----------------------------------------------------------------------------
-    def _stalled(self, seconds: float) -> None:
-        """The loop did not run for ``seconds``: nobody could be heard meanwhile, so nobody's
-        silence grows by it."""
-        self.counters["stalls"] += 1
-        log.warning("the broker did not run for %.1fs; that time counts against no actor", seconds)
-        for actor in self._actors.values():
-            actor.last_seen += seconds
-
-    def _tick(self) -> None:
-        now = time.monotonic()
-        for actor in list(self._actors.values()):
-            if now - actor.last_seen > self.heartbeat_timeout:
-                self._declare_dead(actor)
-            else:
-                self._send(actor.identity, "heartbeat", None)
-        self.registry.expire(now, self.pending_ttl)
-
-    def _declare_dead(self, actor: ActorInfo, reason: str | None = None) -> None:
-        self.counters["actor_dead"] += 1
-        reason = reason or f"missed heartbeats for {self.heartbeat_timeout:.1f}s"
-        log.warning("actor %s (pid %s) %s: declared dead", actor.name, actor.pid, reason)
-        self._remove(actor)
-        failed = sorted(actor.outstanding)
-        for requester_name, request_id in failed:
-            self._pending.pop((requester_name, request_id), None)
-            requester = self._actors.get(requester_name)
-            if requester is not None:
-                self._send(
-                    requester.identity,
-                    "error",
-                    {
-                        "code": "actor_dead",
-                        "message": f"actor {actor.name!r} died before answering",
-                    },
-                    dst=requester_name,
-                    reply_to=request_id,
-                )
-        self._notify(
-            "actor.dead",
-            {
-                **actor.public(),
-                "requests": [r for _, r in failed],
-                "delivered": list(actor.delivered),
-            },
-        )
-
-    def _notify(self, topic: str, body: Any) -> None:
-        for actor in list(self._actors.values()):
-            if any(topic.startswith(t) for t in actor.topics):
-                self._send(actor.identity, "control", body, topic=topic)
 
     # -- sending -----------------------------------------------------------------------------
     def _reject(self, identity: bytes, msg: Message | None, err: ProtocolError) -> None:
