@@ -138,6 +138,12 @@ async def _play(
             )
             continue
         observation = env.observe(agent)["text"]
+        if not isinstance(observation, str):  # a prompt of "None" would be trained on
+            raise EpisodeError(
+                f"{game_id} episode {episode_id}: the game failed: its observation for {agent} "
+                f"is {type(observation).__name__}, not text (TextGame.observation_text)",
+                agent,
+            )
         _check_visibility(env, game_id, episode_id, agent, observation)
         if isinstance(seat, SimulatorSeat):
             turns.append(await _simulate(env, game_id, episode_id, seat, agent, observation, turns))

@@ -410,6 +410,23 @@ def test_a_game_that_raises_fails_its_episode_not_the_rollout(chat: ChatFormat) 
     assert isinstance(info.value.__cause__, KeyError)
 
 
+class Mute(games.make("tictactoe-v0").__class__):
+    """Tic-Tac-Toe whose observation text is None: a plugin game's bug."""
+
+    def observation_text(self, agent):
+        return None
+
+
+def test_a_game_whose_observation_is_not_text_fails_its_episode(chat: ChatFormat) -> None:
+    _, seats = self_play(chat, answers(1, 2, 3))
+    with pytest.raises(EpisodeError) as info:
+        play(Mute(), seats)
+    assert str(info.value) == (
+        "tictactoe-v0 episode ep: the game failed: its observation for player_0 is NoneType, "
+        "not text (TextGame.observation_text)"
+    )
+
+
 def test_every_seat_needs_a_filler(chat: ChatFormat) -> None:
     _, seats = self_play(chat, [])
     del seats["player_1"]
