@@ -38,6 +38,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from arena.core.errors import CannotStart
+from trainers.checkpoint_dirs import incomplete_after as incomplete_after
 from trainers.checkpoint_dirs import latest_checkpoint as latest_checkpoint
 from trainers.checkpoint_dirs import list_checkpoints as list_checkpoints
 from trainers.checkpoint_dirs import step_dir_name

@@ -37,3 +37,18 @@ def list_checkpoints(root: str | os.PathLike[str]) -> list[tuple[int, Path]]:
 def latest_checkpoint(root: str | os.PathLike[str]) -> Path | None:
     found = list_checkpoints(root)
     return found[-1][1] if found else None
+
+
+def incomplete_after(root: str | os.PathLike[str], step: int) -> list[Path]:
+    """``step-*`` directories under ``root`` newer than ``step`` that lack their ``state.json``:
+    a save never leaves one (it renames a complete directory into place), so they were cut
+    short or damaged by hand. Resuming passes them by; the run should say so."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    found = []
+    for path in root.iterdir():
+        match = STEP_DIR.match(path.name)
+        if match and int(match.group(1)) > step and not (path / "state.json").is_file():
+            found.append(path)
+    return sorted(found)

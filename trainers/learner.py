@@ -135,8 +135,10 @@ class Learner:
         self.warnings: list[str] = []
         """What the run should hear about, besides this learner's log (``status`` carries it)."""
         if config.checkpoint.dir and self.dist.is_main:
-            warning = checkpoints.check_space(model, config.checkpoint)
-            if warning:
+            warnings = [checkpoints.check_space(model, config.checkpoint)]
+            if config.checkpoint.resume:
+                warnings.append(checkpoints.passed_by(config.checkpoint.dir, resume))
+            for warning in filter(None, warnings):
                 log.warning("%s", warning)
                 self.warnings.append(warning)
         update = PerStateUpdate if config.per_state.enabled else PolicyUpdate

@@ -41,6 +41,18 @@ def resume_path(config: CheckpointConfig) -> Path | None:
     return ckpt.latest_checkpoint(config.dir) if config.dir and config.resume else None
 
 
+def passed_by(root: str | Path, resume: Path | None) -> str | None:
+    """What a resume from ``resume`` (None: the start) passes by under ``root``: incomplete
+    ``step-*`` directories newer than it, named in one line; None when there are none."""
+    step = int(resume.name.removeprefix("step-")) if resume is not None else -1
+    skipped = ckpt.incomplete_after(root, step)
+    if not skipped:
+        return None
+    start = resume.name if resume is not None else "the start"
+    names = ", ".join(p.name for p in skipped)
+    return f"resuming from {start}, past {names}: incomplete (no state.json), left as they are"
+
+
 class CheckpointUnreadable(CannotStart):
     """The checkpoint to resume from cannot be read into this learner: a damaged or partial
     file, or a checkpoint of another model or config. Started again the learner would fail the

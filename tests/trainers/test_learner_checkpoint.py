@@ -241,8 +241,15 @@ def test_a_damaged_checkpoint_is_refused_in_one_line_naming_it_and_the_one_befor
     assert message.endswith(
         f"move it out of {tmp_path} to resume from step-00000001, the one before it"
     )
-    shutil.rmtree(two)  # as the message says: the one before resumes
-    assert Learner(config(tmp_path, every=1)).state.step == 1
+    (two / "state.json").unlink()  # cut short by hand: passed by, and the run is told so
+    resumed = Learner(config(tmp_path, every=1))
+    assert resumed.state.step == 1
+    assert resumed.warnings == [
+        "resuming from step-00000001, past step-00000002: incomplete (no state.json), left as "
+        "they are"
+    ]
+    shutil.rmtree(two)  # as the message said: the one before resumes, and nothing is passed by
+    assert Learner(config(tmp_path, every=1)).warnings == []
     (one / "optimizer.safetensors").unlink()  # now the only one, and partial
     with pytest.raises(CheckpointUnreadable, match="optimizer.safetensors.*start a new run$"):
         Learner(config(tmp_path, every=1))
