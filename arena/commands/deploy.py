@@ -7,7 +7,10 @@ then ``kubectl apply -f DIR``): a Secret with the keys, a ConfigMap with the res
 the broker (StatefulSet and headless Service), inference Deployments, learner and ``arena
 train`` Jobs and a rollout StatefulSet.
 
-Both start the command lines ``arena train`` starts locally, with a ``tcp://`` broker address;
+Both start the command lines ``arena train`` starts locally, with a ``tcp://`` broker address,
+but for the inference actors, which start as ones started by hand do (``arena inference --config
+CONFIG_DIR/config.yaml --actor-name NAME``: what each serves decided by the one function that
+decides it for ``arena train``);
 ``arena train`` itself runs as the coordinator with ``rollout.actors=0 inference.actors=0
 start_learner=false`` and waits for the ``rollout.actors`` and ``inference.actors`` (at least 1
 each) that the cluster starts. Pod-to-pod and node-to-node traffic is not loopback, so
@@ -15,7 +18,8 @@ each) that the cluster starts. Pod-to-pod and node-to-node traffic is not loopba
 per kind come from ``--cpus-per-*``, ``--gpus-per-*`` and ``--mem-per-*``; a device ``auto``
 without ``--gpus-per-*`` asks for one GPU, with a note that says so. ``k8s`` warns without
 ``--image`` (``arena:latest``) and without ``--volume-claim`` (checkpoints die with the learner's
-pod). See docs/deploy.md.
+pod), and refuses a run whose inference actors serve adapters without one (they read them from
+the run directory). See docs/deploy.md.
 
 A bad config, key directory or flag exits with code 2 and a message naming it.
 """
@@ -174,11 +178,15 @@ def deployment(
     keys: Path | None,
     where: tuple[str, str, Path],
 ) -> tuple[Deployment, Any]:
-    """The processes of the run and the coordinator's config. ``where``: the broker address
-    and the run directory as the cluster spells them, and the directory that holds
-    config.yaml and learner.yaml there."""
+    """The processes of the run and the coordinator's config, resolved for its run directory
+    as the cluster's ``arena train`` resolves it (the adapters named, not written).
+    ``where``: the broker address and the run directory as the cluster spells them, and the
+    directory that holds config.yaml and learner.yaml there."""
+    from arena.models.lora_files import CONFIG_FILE as ADAPTER_CONFIG
     from arena.run.config import load_run_config
-    from arena.run.processes import actor_commands, broker_argv
+    from arena.run.inference_actors import served_inference
+    from arena.run.processes import actor_commands, broker_argv, joined_inference_argv
+    from arena.run.run_dir import resolve_for_run
 
     address, run_dir, config_dir = where
     rollouts, inferences = max(1, config.rollout.actors), max(1, config.inference.actors)
@@ -193,6 +201,9 @@ def deployment(
         f"wait.inference_actors={config.wait.inference_actors or inferences}",
     ]
     coordinator = load_run_config(args.config, [*args.overrides, *coordinating])
+    # what the cluster's arena train writes into config.yaml: the settings that follow from the
+    # run directory filled in (the adapters served and trained), which the actors read there
+    resolved = resolve_for_run(coordinator, Path(run_dir), write=False)
     actors = replace(
         coordinator,
         start_learner=True,
@@ -216,12 +227,20 @@ def deployment(
     # paths in the run directory (a policy's adapter) are run_dir's; the files are config_dir's
     for command in actor_commands(actors, Path(run_dir), config_dir):
         argv, env, kind = list(command.argv), dict(command.env), command.name.split("-")[0]
-        if kind == "inference":  # resolved on each node, not on the one writing the files
-            argv[argv.index("--device") + 1] = config.inference.device
+        adapters: list[str] = []
+        if kind == "inference":
+            # what it serves read from config.yaml, as an actor started by hand does: one
+            # function (arena/run/inference_actors.py) for the run's actors wherever they run,
+            # its device (auto) resolved on its own node
+            config_path = config_dir / "config.yaml"
+            argv = joined_inference_argv(address, config_path, command.name)
+            served = served_inference(resolved, Path(run_dir), command.name)
+            adapters = [str(Path(p) / ADAPTER_CONFIG) for p in served.adapters.values()]
         if kind in GPU_KINDS:
             env["OMP_NUM_THREADS"] = str(config.cpu_threads or resources[kind].cpus)
         restarts = command.max_restarts if command.restartable else 0
-        processes.append(Process(command.name, argv, env, max_restarts=restarts))
+        reads = [argv[argv.index("--config") + 1], *adapters]
+        processes.append(Process(command.name, argv, env, max_restarts=restarts, reads=reads))
     spec = Deployment(
         name=name,
         processes=processes,
@@ -232,7 +251,7 @@ def deployment(
         routing=config.bus.routing,
         launcher=shlex.split(args.arena),
     )
-    return spec, coordinator
+    return spec, resolved
 
 
 def _slurm(args: argparse.Namespace, config: Any, name: str, keys: Path | None) -> int:
@@ -263,17 +282,15 @@ def _k8s(args: argparse.Namespace, config: Any, name: str, keys: Path | None) ->
     from arena.deploy.files import write
     from arena.deploy.k8s import CONFIG_DIR, FILES, RUNS_DIR, SECRET_FILE, K8sOptions, render
     from arena.run.processes import write_configs
-    from arena.run.run_dir import resolve_for_run
 
     address = f"tcp://{name}-broker:{args.port}"
     # on the runs volume unless given absolute: a relative one would land in the image
     run_dir = args.run_dir or config.run_dir or config.name
     if not run_dir.startswith("/"):
         run_dir = f"{RUNS_DIR}/{run_dir}"
-    spec, coordinator = deployment(args, config, name, keys, (address, run_dir, Path(CONFIG_DIR)))
+    spec, resolved = deployment(args, config, name, keys, (address, run_dir, Path(CONFIG_DIR)))
+    _check_shared_volume(args, spec)
     with tempfile.TemporaryDirectory() as tmp:  # the files arena train itself would write
-        # the adapters named, not written: the run directory is the cluster's, not this host's
-        resolved = resolve_for_run(coordinator, Path(run_dir), write=False)
         write_configs(resolved, Path(run_dir), Path(tmp))
         # config.yaml, learner.yaml, and learner-<policy>.yaml per policy with its own model
         config_files = {f.name: f.read_text() for f in sorted(Path(tmp).glob("*.yaml"))}
@@ -290,6 +307,21 @@ def _k8s(args: argparse.Namespace, config: Any, name: str, keys: Path | None) ->
         print(f"  {Path(args.out) / SECRET_FILE} holds secret keys: keep it out of git")
     print(f"  start: kubectl apply -f {args.out}; the run ends when job {name}-train completes")
     return 0
+
+
+def _check_shared_volume(args: argparse.Namespace, spec: Deployment) -> None:
+    """Inference actors that serve adapters read them from the run directory, where the train
+    pod writes them: without ``--volume-claim`` each pod has a run directory of its own, and
+    they would never find them."""
+    from arena.deploy.k8s import reads_run_dir
+
+    readers = [p.name for p in spec.of_kind("inference") if reads_run_dir(p)]
+    if readers and not args.volume_claim:
+        raise ConfigError(
+            f"--volume-claim: {', '.join(readers)} {'serve' if len(readers) > 1 else 'serves'} "
+            "adapters that arena train writes into the run directory, which pods share only on "
+            "a volume: pass --volume-claim PVC (a ReadWriteMany claim)"
+        )
 
 
 def _warn_k8s_defaults(args: argparse.Namespace) -> None:

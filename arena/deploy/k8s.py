@@ -10,8 +10,11 @@
 - ``10-broker.yaml``: a headless Service and a one-pod StatefulSet: the broker keeps one DNS
   name (``<name>-broker``) across restarts, so the actors find it again and re-register.
 - ``20-inference.yaml``: one Deployment per inference actor. Each actor's command line is its
-  own (its name on the bus, its sampler's seed), so each gets a Deployment of one replica,
-  ``Recreate``d: two pods of one actor would fight over its name.
+  own (``arena inference --config`` with its name on the bus, which decides what it serves and
+  its sampler's seed), so each gets a Deployment of one replica, ``Recreate``d: two pods of one
+  actor would fight over its name. One that serves adapters mounts the runs volume read-only
+  (``arena train`` writes their initial weights into the run directory), and an init container
+  (``sh``, from the same image) waits until they are there.
 - ``30-learner.yaml`` and ``50-train.yaml``: Jobs for the learner and ``arena train`` (the
   coordinator). The learner's is restarted in place when it fails (``OnFailure``, up to
   ``learner_max_restarts``), and resumes from its last checkpoint; the run ends when the
@@ -40,7 +43,8 @@ CONFIG_DIR = "/etc/arena/config"
 lines read ``config.yaml`` and ``learner.yaml`` from there."""
 KEYS_DIR = "/etc/arena/keys"
 RUNS_DIR = "/arena/runs"
-"""Where the run directories live, in the pods that write them (train, learner)."""
+"""Where the run directories live, in the pods that write them (train, learner) and, read-only,
+in the inference pods that serve adapters from them."""
 SECRET_MODE = 0o400
 SECRET_FILE = "00-keys.yaml"
 FILES = (
@@ -53,6 +57,8 @@ FILES = (
     "50-train.yaml",
 )
 """Every file :func:`render` may write, in the order ``kubectl apply -f DIR`` reads them."""
+WAIT_SCRIPT = 'for f in "$@"; do until [ -e "$f" ]; do echo "waiting for $f"; sleep 2; done; done'
+"""The init container's ``sh -c`` script: until every file named after it exists."""
 INDEX_ENV = "ARENA_INDEX"
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 
@@ -63,7 +69,10 @@ class K8sOptions:
     namespace: str | None = None
     volume_claim: str | None = None
     """A PersistentVolumeClaim (ReadWriteMany) mounted at :data:`RUNS_DIR` in the train and
-    learner pods; None: an ``emptyDir`` each (checkpoints are lost with the learner's pod)."""
+    learner pods, and read-only in the inference pods that serve adapters from the run
+    directory; None: an ``emptyDir`` each (checkpoints are lost with the learner's pod, and no
+    pod sees another's files: ``arena deploy`` refuses a run whose inference actors read
+    adapters without one)."""
 
 
 def secret_items(key_files: dict[str, bytes], identity: str) -> list[dict[str, Any]]:
@@ -159,13 +168,14 @@ class _Builder:
             "args": [_literal(a) for a in process.argv] if args is None else args,
             "env": env,
             "resources": _resources(d.resources[process.kind]),
-            "volumeMounts": self.mounts(process.kind),
+            "volumeMounts": self.mounts(process),
         }
         if process.kind == "broker":
             container["ports"] = [{"name": "bus", "containerPort": d.port, "protocol": "TCP"}]
         return container
 
-    def mounts(self, kind: str) -> list[dict[str, Any]]:
+    def mounts(self, process: Process) -> list[dict[str, Any]]:
+        kind = process.kind
         mounts = []
         if kind != "broker":  # the broker reads no config
             mounts.append({"name": "config", "mountPath": CONFIG_DIR, "readOnly": True})
@@ -173,9 +183,12 @@ class _Builder:
             mounts.append({"name": "keys", "mountPath": KEYS_DIR, "readOnly": True})
         if kind in ("train", "learner"):
             mounts.append({"name": "runs", "mountPath": RUNS_DIR})
+        elif reads_run_dir(process):  # an inference actor's adapters, which arena train writes
+            mounts.append({"name": "runs", "mountPath": RUNS_DIR, "readOnly": True})
         return mounts
 
-    def volumes(self, kind: str) -> list[dict[str, Any]]:
+    def volumes(self, process: Process) -> list[dict[str, Any]]:
+        kind = process.kind
         volumes: list[dict[str, Any]] = []
         if kind != "broker":
             volumes.append({"name": "config", "configMap": {"name": self.name("config")}})
@@ -187,20 +200,37 @@ class _Builder:
                 "items": secret_items(self.key_files, identity),
             }
             volumes.append({"name": "keys", "secret": secret})
-        if kind in ("train", "learner"):
+        if kind in ("train", "learner") or reads_run_dir(process):
             claim = self.options.volume_claim
             source = {"persistentVolumeClaim": {"claimName": claim}} if claim else {"emptyDir": {}}
             volumes.append({"name": "runs", **source})
         return volumes
 
+    def waits(self, process: Process) -> list[dict[str, Any]]:
+        """An init container that waits until the files of the run directory ``process`` reads
+        exist (``arena train`` writes them as it starts, in a pod that starts beside this one):
+        the actor then starts once, rather than failing into a crash-loop back-off."""
+        if not reads_run_dir(process):
+            return []
+        files = [path for path in process.reads if not path.startswith(f"{CONFIG_DIR}/")]
+        mounts = [m for m in self.mounts(process) if m["name"] == "runs"]
+        wait = {
+            "name": "wait-for-run",
+            "image": self.options.image,
+            "command": ["sh", "-c", WAIT_SCRIPT, "wait-for-run", *files],
+            "volumeMounts": mounts,
+        }
+        return [wait]
+
     def template(
         self, process: Process, labels: dict[str, str], restart: str, **container: Any
     ) -> dict[str, Any]:
-        spec = {
-            "restartPolicy": restart,
-            "containers": [self.container(process, **container)],
-            "volumes": self.volumes(process.kind),
-        }
+        spec: dict[str, Any] = {"restartPolicy": restart}
+        waits = self.waits(process)
+        if waits:
+            spec["initContainers"] = waits
+        spec["containers"] = [self.container(process, **container)]
+        spec["volumes"] = self.volumes(process)
         return {"metadata": {"labels": labels}, "spec": spec}
 
     # -- workloads -------------------------------------------------------------------------
@@ -272,6 +302,12 @@ class _Builder:
             "template": template,
         }
         return [service, self.object("apps/v1", "StatefulSet", "rollout", spec=spec)]
+
+
+def reads_run_dir(process: Process) -> bool:
+    """Whether ``process`` reads, as it starts, files of the run directory (an inference
+    actor's adapters) beside the ConfigMap's."""
+    return any(not path.startswith(f"{CONFIG_DIR}/") for path in process.reads)
 
 
 def rollout_args(processes: list[Process]) -> list[str]:

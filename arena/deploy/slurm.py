@@ -6,10 +6,14 @@ and a heterogeneous job asks for each separately in one allocation that starts a
 Component 0 holds the broker and ``arena train`` (the coordinator; the job's first node is the
 broker's host), 1 the inference actors, 2 the learner, 3 the rollout actors. Every process is
 one ``srun`` step of its own (``--exact``: only the CPUs and GPUs it asks for), so each gets its
-own log (``RUN_DIR/logs/<name>.log``) and a step that dies is seen alone.
+own log (``RUN_DIR/logs/<name>.log``) and a step that dies is seen alone. The inference
+actors, the learner and the rollout actors start once ``arena train`` has written the files
+each reads as it starts (:attr:`Process.reads`: its ``--config``, an inference actor's initial
+adapters).
 
 The script starts the same command lines ``arena train`` starts locally (the caller gives them,
-from :func:`arena.run.processes.actor_commands`); only two things are known on the cluster
+from :func:`arena.run.processes.actor_commands`; the inference actors' as started by hand, with
+``--config``); only two things are known on the cluster
 alone, the broker's host and the run directory, and they stand in the command lines as the
 markers :data:`BROKER_HOST_MARK` and :data:`RUN_DIR_MARK`, written out as ``${BROKER_HOST}`` and
 ``${RUN_DIR}``. Each step exports ``ARENA_ADVERTISE_HOST`` as its node's host name, the address
@@ -128,6 +132,23 @@ step() {
 """
 
 
+WAIT_FUNCTION = r"""# wait_for FILE...: until arena train has written every FILE (config.yaml, learner.yaml, the
+# initial adapters: all written before it waits for the actors); the job ends if it ended first.
+wait_for() {
+  local file
+  for file in "$@"; do
+    until [ -e "$file" ]; do
+      if ! kill -0 "$TRAIN" 2>/dev/null; then
+        echo "arena deploy: arena train ended early: see $RUN_DIR/logs/train.log" >&2
+        exit 1
+      fi
+      sleep 2
+    done
+  done
+}
+"""
+
+
 def render(deployment: Deployment, options: SlurmOptions) -> str:
     """The ``sbatch`` script that runs ``deployment`` (see the module docstring)."""
     d = deployment
@@ -150,7 +171,7 @@ def render(deployment: Deployment, options: SlurmOptions) -> str:
         head += _component(kind, count, d.resources[kind], options)
     lines = [*head, "", "set -euo pipefail", *options.setup, ""]
     lines += _variables(d, options)
-    lines += ["", STEP_FUNCTION.rstrip(), ""]
+    lines += ["", STEP_FUNCTION.rstrip(), "", WAIT_FUNCTION.rstrip(), ""]
     lines += _body(d)
     return "\n".join(lines) + "\n"
 
@@ -197,20 +218,13 @@ def _body(d: Deployment) -> list[str]:
         lines.append(_step(process, d))
     for process in d.of_kind("train"):
         lines += [_step(process, d), "TRAIN=$!"]
-    lines += [_step(p, d) for p in d.of_kind("inference")]
-    lines += [
-        "",
-        "# the learner and the rollout actors read the files arena train writes first",
-        'until [ -e "$RUN_DIR/learner.yaml" ]; do',
-        '  if ! kill -0 "$TRAIN" 2>/dev/null; then',
-        '    echo "arena deploy: arena train ended early: see $RUN_DIR/logs/train.log" >&2',
-        "    exit 1",
-        "  fi",
-        "  sleep 2",
-        "done",
-    ]
-    lines += [_step(p, d) for p in d.of_kind("learner")]
-    lines += [_step(p, d) for p in d.of_kind("rollout")]
+    lines += ["", "# each kind starts once arena train has written the files it reads"]
+    for kind in ("inference", "learner", "rollout"):
+        processes = d.of_kind(kind)
+        reads = list(dict.fromkeys(path for p in processes for path in p.reads))
+        if reads:
+            lines.append(f"wait_for {words(reads)}")
+        lines += [_step(p, d) for p in processes]
     lines += [
         "",
         "# the run ends with arena train; the job's end stops every other step",

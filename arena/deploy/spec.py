@@ -40,6 +40,10 @@ class Process:
     max_restarts: int = 0
     """Times a dead one is started again (rollout actors, the broker, the learner); 0: its death
     ends it."""
+    reads: list[str] = field(default_factory=list)
+    """Files ``arena train`` writes as it starts that this process reads as it starts (its
+    ``--config``, the adapters an inference actor serves): a Slurm step waits for them, and a
+    Kubernetes pod that reads any of them from the run directory mounts the runs volume."""
 
     @property
     def kind(self) -> str:

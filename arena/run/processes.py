@@ -18,6 +18,7 @@ directory.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -173,18 +174,36 @@ def inference_argv(
     ]
 
 
+def joined_inference_argv(address: str, config_path: Path, actor_name: str | None) -> list[str]:
+    """``arena inference`` standing for the run's inference actor ``actor_name`` (None: one more
+    of the shared base's), everything it serves read from the run's ``config.yaml`` at
+    ``config_path`` by the function ``arena train`` uses (:mod:`arena.run.inference_actors`):
+    how an actor started elsewhere (by hand, by a cluster's job) is started, so that no copy of
+    those settings in flags can drift from what the run's own actor would serve."""
+    argv = ["-v", "inference", "--address", address, "--config", str(config_path)]
+    return argv + (["--actor-name", actor_name] if actor_name is not None else [])
+
+
 def write_configs(config: RunConfig, run_dir: Path, into: Path | None = None) -> None:
     """The resolved run config as ``config.yaml`` (what ``arena rollout --config`` reads, and
     what ``resume`` restores) and its learner section as ``learner.yaml`` (what ``arena learner
     --config`` reads), and each policy's own learner's, into ``into`` (the run directory
     ``run_dir`` unless given: ``arena deploy k8s`` writes them for a ConfigMap): written before
     anything starts, so that actors started elsewhere can be given them. Every path in them is
-    ``run_dir``'s, absolute."""
+    ``run_dir``'s, absolute. Each file appears whole (written aside, then renamed): a process
+    started elsewhere that waits for it (``arena deploy slurm``'s steps) never reads half."""
     into = run_dir if into is None else into
-    (into / "config.yaml").write_text(to_yaml(replace(config, resume=None)))
-    (into / learner_file(None)).write_text(to_yaml(config.learner))
+    _write_whole(into / "config.yaml", to_yaml(replace(config, resume=None)))
+    _write_whole(into / learner_file(None), to_yaml(config.learner))
     for name, learner in policy_learners(config, run_dir).items():
-        (into / learner_file(name)).write_text(to_yaml(learner))
+        _write_whole(into / learner_file(name), to_yaml(learner))
+
+
+def _write_whole(path: Path, text: str) -> None:
+    """``text`` into ``path``, which shows either its old content or all of ``text``."""
+    aside = path.with_name(f".{path.name}.tmp")
+    aside.write_text(text)
+    os.replace(aside, path)
 
 
 def start_processes(launcher: Launcher, commands: Iterable[ActorCommand]) -> None:

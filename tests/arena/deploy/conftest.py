@@ -1,16 +1,27 @@
-"""Fixtures of the ``arena deploy`` tests: a key directory and the command, run in process."""
+"""Fixtures of the ``arena deploy`` tests: a key directory and the command, run in process;
+and what an inference actor serves, from its command line, to compare a cluster's with a local
+run's."""
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pytest
 from zmq.auth import load_certificate
 
 from arena.bus.keys import generate_keys
 from arena.cli import main
+from arena.commands import inference as inference_command
+from arena.policies.config import InferenceConfig
+from arena.run.config import load_run_config
+from arena.run.processes import actor_commands
+from arena.run.run_dir import resolve_for_run
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 class Result(NamedTuple):
@@ -49,3 +60,83 @@ def deploy(capsys: pytest.CaptureFixture[str]) -> Callable[..., Result]:
         return Result(code, captured.out, captured.err)
 
     return run
+
+
+def served(argv: list[str]) -> InferenceConfig:
+    """What ``arena inference ARGV`` serves (``ARGV`` after ``inference``), worked out by the
+    code the command runs: its own parser and :func:`arena.commands.inference.served_config`,
+    which reads ``--config``'s run config with the function ``arena train`` uses."""
+    parser = argparse.ArgumentParser()
+    inference_command.add_arguments(parser)
+    return inference_command.served_config(parser.parse_args(argv))[0]
+
+
+CASES = {
+    "shared-lora": ["configs/selfplay.yaml"],
+    "adapter-policies": ["configs/kuhn_lora.yaml", "opponents.mode=population"],
+    "own-models": [
+        "configs/two_models.yaml",
+        "model=tiny",
+        "policies.responder.lora={r: 4}",
+        "opponents.mode=population",
+    ],
+}
+"""Configs whose inference actors serve adapters: ``learner.lora`` on the ``hf`` backend (the
+shared policy's adapter, served by default), named policies' adapters on the shared base
+(served beside it, and by the pool actor), and a policy on a model of its own with an adapter."""
+
+
+def local_inference(config_and_overrides: list[str], run_dir: Path) -> dict[str, InferenceConfig]:
+    """What each inference actor of a local ``arena train`` of the config in ``run_dir``
+    serves: its own command lines (:func:`actor_commands` of the config resolved for the run,
+    as arena/run/train.py resolves it; the adapters named, not written), parsed as above."""
+    config = resolve_for_run(
+        load_run_config(ROOT / config_and_overrides[0], config_and_overrides[1:]),
+        run_dir,
+        write=False,
+    )
+    return {
+        c.name: served(c.argv[2:])
+        for c in actor_commands(config, run_dir)
+        if c.name.startswith("inference-")
+    }
+
+
+def comparable(config: InferenceConfig) -> InferenceConfig:
+    """``config`` less what differs by where it runs: the broker's address, the device (a local
+    run resolves ``auto`` before it starts an actor, a cluster's node when it does) and the
+    run's own actor count (0 in the coordinator's config.yaml, which starts none)."""
+    return replace(config, address="", device="auto", actors=0)
+
+
+ADAPTERS = {
+    "shared-lora": {"inference-0": ("shared-lora", {"shared-lora": "adapters/shared-lora"})},
+    "adapter-policies": {
+        "inference-0": ("", {"poker": "adapters/poker"}),
+        "inference-pool": ("", {"poker": "adapters/poker"}),
+    },
+    "own-models": {
+        "inference-0": ("", {}),
+        "inference-pool": ("", {}),
+        "inference-responder": (
+            "shared-lora",
+            {"shared-lora": "adapters/policies/responder/shared-lora"},
+        ),
+        "inference-judge": ("", {}),
+        "inference-pool-responder": ("", {}),
+    },
+}
+"""Worked out from arena/run/run_dir.py and arena/run/inference_actors.py: each case's inference
+actors, the adapter each serves by default and the adapters it serves (paths in the run
+directory)."""
+
+
+def adapters_of(served: dict[str, InferenceConfig], run_dir: Path) -> dict[str, Any]:
+    """Actor -> (default adapter, adapter name -> path relative to ``run_dir``)."""
+    return {
+        name: (
+            c.default_adapter,
+            {a: str(Path(p).relative_to(run_dir)) for a, p in c.adapters.items()},
+        )
+        for name, c in served.items()
+    }

@@ -15,6 +15,7 @@ import yaml
 
 from arena.run.config import load_run_config
 from arena.run.processes import actor_commands
+from tests.arena.deploy.conftest import served
 
 ROOT = Path(__file__).resolve().parents[3]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")
@@ -190,13 +191,19 @@ def test_k8s_paths_in_the_run_directory_are_the_run_directorys_not_the_mounted_c
         "--out",
         str(tmp_path / "k8s"),
         "--insecure",
+        "--volume-claim",
+        "runs",
     )
     assert result.code == 0, result.err
     adapter = f"{run_dir}/adapters/policies/responder/shared-lora"
-    inference = (tmp_path / "k8s" / "20-inference.yaml").read_text()
-    assert f"--adapter=shared-lora={adapter}" in inference
-    assert "/etc/arena/config/adapters" not in inference
     files = yaml.safe_load((tmp_path / "k8s" / "01-config.yaml").read_text())["data"]
+    mounted = tmp_path / "etc"  # what inference-responder serves, read from the ConfigMap
+    mounted.mkdir()
+    (mounted / "config.yaml").write_text(files["config.yaml"])
+    argv = ["--connect", "tcp://b:1", "--config", str(mounted / "config.yaml")]
+    assert served([*argv, "--actor-name", "inference-responder"]).adapters == {
+        "shared-lora": adapter
+    }
     responder = yaml.safe_load(files["learner-responder.yaml"])
     assert responder["checkpoint"]["dir"] == f"{run_dir}/checkpoints/policies/responder"
     run = yaml.safe_load(files["config.yaml"])
@@ -204,9 +211,9 @@ def test_k8s_paths_in_the_run_directory_are_the_run_directorys_not_the_mounted_c
     # the adapters are named, not written on this host: the cluster's arena train writes them
     assert not run_dir.exists()
     shared = deploy("k8s", SMOKE, "learner.lora.enabled=true", "--run-dir", str(run_dir),
-                    "--out", str(tmp_path / "k8s"), "--insecure")  # fmt: skip
+                    "--out", str(tmp_path / "k8s"), "--insecure", "--volume-claim", "r")  # fmt: skip
     assert shared.code == 0, shared.err
     files = yaml.safe_load((tmp_path / "k8s" / "01-config.yaml").read_text())["data"]
-    served = yaml.safe_load(files["config.yaml"])["inference"]
-    assert served["adapters"] == {"shared-lora": f"{run_dir}/adapters/shared-lora"}
+    section = yaml.safe_load(files["config.yaml"])["inference"]
+    assert section["adapters"] == {"shared-lora": f"{run_dir}/adapters/shared-lora"}
     assert not run_dir.exists()

@@ -14,6 +14,8 @@ import base64
 import re
 import shlex
 import stat
+import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,9 +25,17 @@ import pytest
 import yaml
 
 from arena.core.config import load_config
-from arena.deploy.k8s import CONFIG_DIR, KEYS_DIR, SECRET_MODE
+from arena.deploy.k8s import CONFIG_DIR, KEYS_DIR, RUNS_DIR, SECRET_MODE
 from arena.run.config import load_run_config
 from arena.run.processes import actor_commands
+from tests.arena.deploy.conftest import (
+    ADAPTERS,
+    CASES,
+    adapters_of,
+    comparable,
+    local_inference,
+    served,
+)
 from trainers.config import LearnerConfig
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -207,13 +217,23 @@ def test_command_lines_are_those_arena_train_starts_locally(out: Path) -> None:
     address = f"ipc://{config_dir}/bus.sock"
 
     def cluster(argv: list[str]) -> list[str]:
-        argv = [a.replace(address, "tcp://arena-smoke-broker:5555") for a in argv]
-        if "--device" in argv:
-            argv[argv.index("--device") + 1] = "auto"
-        return argv
+        return [a.replace(address, "tcp://arena-smoke-broker:5555") for a in argv]
 
-    for name in ("inference-0", "inference-1"):
-        assert container(objects[f"Deployment/arena-smoke-{name}"])["args"] == cluster(local[name])
+    for name in ("inference-0", "inference-1"):  # what it serves read from the ConfigMap
+        assert container(objects[f"Deployment/arena-smoke-{name}"])["args"] == [
+            "-v",
+            "inference",
+            "--address",
+            "tcp://arena-smoke-broker:5555",
+            "--config",
+            f"{CONFIG_DIR}/config.yaml",
+            "--actor-name",
+            name,
+        ]
+        # it serves no adapter: no run directory to read
+        assert "runs" not in {
+            v["name"] for v in pod_specs(objects[f"Deployment/arena-smoke-{name}"])[0]["volumes"]
+        }
     assert container(objects["Job/arena-smoke-learner"])["args"] == cluster(local["learner"])
     rollout = container(objects["StatefulSet/arena-smoke-rollout"])
     expected = cluster(local["rollout-0"])
@@ -238,6 +258,92 @@ def test_command_lines_are_those_arena_train_starts_locally(out: Path) -> None:
     assert objects["Job/arena-smoke-learner"]["spec"]["backoffLimit"] == 3
     assert pod_specs(objects["Job/arena-smoke-train"])[0]["restartPolicy"] == "Never"
     assert objects["Job/arena-smoke-train"]["spec"]["backoffLimit"] == 0
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_inference_actors_serve_what_a_local_run_would(
+    deploy: Callable[..., Result], tmp_path: Path, case: str
+) -> None:
+    """Each inference pod's command line, resolved by the code ``arena inference`` runs against
+    the ConfigMap's config.yaml, serves what the same actor of a local ``arena train`` in the
+    run directory serves; a pod that serves adapters reads them from the runs volume, mounted
+    read-only as the learner's and the train pod's volume is."""
+    config, *overrides = CASES[case]
+    out = tmp_path / "k8s"
+    flags = ["--out", str(out), "--insecure", "--volume-claim", "arena-runs", "--name", "run"]
+    result = deploy("k8s", str(ROOT / config), *overrides, *flags)
+    assert result.code == 0, result.err
+    mounted = tmp_path / "etc-arena-config"  # the ConfigMap, as the pods see it
+    mounted.mkdir()
+    for name, text in by_name(out)["ConfigMap/run-config"]["data"].items():
+        (mounted / name).write_text(text)
+    run_dir = Path(load_run_config(mounted / "config.yaml").run_dir)
+    assert run_dir.parent == Path(RUNS_DIR)
+    pods = {
+        doc["metadata"]["name"].removeprefix("run-"): pod_specs(doc)[0]
+        for doc in manifests(out)["20-inference.yaml"]
+    }
+    cluster = {
+        name: served(
+            [a.replace(CONFIG_DIR, str(mounted)) for a in pod["containers"][0]["args"][2:]]
+        )
+        for name, pod in pods.items()
+    }
+    local = local_inference(CASES[case], run_dir)
+    assert list(cluster) == list(local) == list(ADAPTERS[case])
+    for name, config in cluster.items():
+        assert comparable(config) == comparable(local[name]), name
+    assert adapters_of(cluster, run_dir) == ADAPTERS[case]
+    learner = pod_specs(by_name(out)["Job/run-learner"])[0]
+    runs = {v["name"]: v for v in learner["volumes"]}["runs"]
+    for name, pod in pods.items():
+        mounts = {m["name"]: m for m in pod["containers"][0]["volumeMounts"]}
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        if ADAPTERS[case][name][1]:
+            assert mounts["runs"] == {"name": "runs", "mountPath": RUNS_DIR, "readOnly": True}
+            assert volumes["runs"] == runs
+        else:
+            assert "runs" not in mounts and "runs" not in volumes, name
+
+
+def test_an_inference_pod_that_serves_adapters_waits_for_them(
+    deploy: Callable[..., Result], tmp_path: Path
+) -> None:
+    """Its init container waits until the train pod has written the adapter (run here with
+    ``sh``, the adapter's path moved under tmp_path); the pod passes the models' check."""
+    out = tmp_path / "k8s"
+    selfplay = str(ROOT / "configs" / "selfplay.yaml")
+    flags = ["--out", str(out), "--insecure", "--volume-claim", "arena-runs"]
+    assert deploy("k8s", selfplay, *flags).code == 0
+    doc = by_name(out)["Deployment/arena-selfplay-inference-0"]
+    client = kubernetes.client.ApiClient()
+    model = client._ApiClient__deserialize(doc, "V1Deployment")
+    assert client.sanitize_for_serialization(model) == doc
+    (wait,) = pod_specs(doc)[0]["initContainers"]
+    adapter = f"{RUNS_DIR}/selfplay/adapters/shared-lora/adapter_config.json"
+    assert wait["command"][:2] == ["sh", "-c"] and wait["command"][3:] == ["wait-for-run", adapter]
+    assert wait["volumeMounts"] == [{"name": "runs", "mountPath": RUNS_DIR, "readOnly": True}]
+    assert wait["image"] == "arena:latest"
+    written = tmp_path / adapter.lstrip("/")
+    command = [*wait["command"][:3], "wait-for-run", str(written)]
+    with subprocess.Popen(command, stdout=subprocess.DEVNULL) as waiting:
+        time.sleep(0.5)
+        assert waiting.poll() is None  # not there yet
+        written.parent.mkdir(parents=True)
+        written.touch()
+        assert waiting.wait(timeout=5) == 0
+
+
+def test_adapters_without_a_volume_claim_are_refused(
+    deploy: Callable[..., Result], tmp_path: Path
+) -> None:
+    """Without one, each pod's run directory is its own emptyDir: the inference pods would
+    never see the adapters the train pod writes."""
+    out = tmp_path / "k8s"
+    result = deploy("k8s", str(ROOT / "configs" / "selfplay.yaml"), "--out", str(out), "--insecure")
+    assert result.code == 2
+    assert "--volume-claim: inference-0 serves adapters" in result.err
+    assert not out.exists()
 
 
 def test_insecure_writes_no_secret_and_says_so(deploy: Callable[..., Result], out: Path) -> None:

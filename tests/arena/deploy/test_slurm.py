@@ -24,7 +24,16 @@ import pytest
 
 from arena.deploy.slurm import word
 from arena.run.config import load_run_config
-from arena.run.processes import actor_commands
+from arena.run.processes import actor_commands, write_configs
+from arena.run.run_dir import resolve_for_run
+from tests.arena.deploy.conftest import (
+    ADAPTERS,
+    CASES,
+    adapters_of,
+    comparable,
+    local_inference,
+    served,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")
@@ -111,18 +120,29 @@ def test_components_ask_for_what_each_kind_needs(script: str) -> None:
 
 
 def test_command_lines_are_those_arena_train_starts_locally(script: str, tmp_path: Path) -> None:
-    """Same argv as a local run's, with the broker's host and the run directory filled in on
-    the cluster, and ``device=auto`` resolved on each node rather than where the file was
-    written."""
+    """The learner's and the rollout actors' argv are a local run's, with the broker's host and
+    the run directory filled in on the cluster; an inference actor's is the line a run prints
+    for one started by hand, what it serves read from config.yaml (compared with a local run's
+    in test_inference_actors_serve_what_a_local_run_would)."""
     local_dir = tmp_path / "local"
     config = load_run_config(SMOKE, ["inference.actors=2", "rollout.actors=3"])
     local = {c.name: c for c in actor_commands(config, local_dir)}
     address = f"ipc://{local_dir.resolve()}/bus.sock"
     found = steps(script)
-    for name in NAMES:
+    for name in ("inference-0", "inference-1"):
+        assert found[name]["command"] == [
+            "arena",
+            "-v",
+            "inference",
+            "--address",
+            "tcp://${BROKER_HOST}:5555",
+            "--config",
+            "${RUN_DIR}/config.yaml",
+            "--actor-name",
+            name,
+        ]
+    for name in NAMES[2:]:
         argv = list(local[name].argv)
-        if "--device" in argv:
-            argv[argv.index("--device") + 1] = "auto"
         expected = [
             word(a)
             .replace(address, 'tcp://"${BROKER_HOST}":5555')
@@ -138,6 +158,114 @@ def test_command_lines_are_those_arena_train_starts_locally(script: str, tmp_pat
     assert "start_learner=false" in train and "run_dir=${RUN_DIR}" in train
     assert "wait.rollout_actors=3" in train and "wait.inference_actors=2" in train
     assert "bus.address=tcp://${BROKER_HOST}:5555" in train
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_inference_actors_serve_what_a_local_run_would(
+    deploy: Callable[..., Result], tmp_path: Path, case: str
+) -> None:
+    """Each inference step's command line, resolved by the code ``arena inference`` runs
+    against the config.yaml the job's ``arena train`` writes (from the script's own train
+    line), serves what the same actor of a local ``arena train`` serves: policy name, model,
+    adapters, default adapter, seed and every setting."""
+    config, *overrides = CASES[case]
+    script = tmp_path / "job.sh"
+    result = deploy("slurm", str(ROOT / config), *overrides, "--out", str(script), "--insecure")
+    assert result.code == 0, result.err
+    found = steps(script.read_text())
+    run_dir = (tmp_path / "run").resolve()
+    run_dir.mkdir()
+
+    def on_node(arg: str) -> str:
+        return arg.replace("${RUN_DIR}", str(run_dir)).replace("${BROKER_HOST}", "node-0")
+
+    train = [on_node(a) for a in found["train"]["command"]]
+    assert train[:2] == ["arena", "train"]
+    # what the job's arena train does before it waits for the actors (arena/run/train.py)
+    resolved = resolve_for_run(load_run_config(train[2], train[3:]), run_dir, write=False)
+    write_configs(resolved, run_dir)
+    cluster = {
+        name: served([on_node(a) for a in step["command"][3:]])
+        for name, step in found.items()
+        if name.startswith("inference-")
+    }
+    for name in cluster:
+        assert found[name]["command"][:3] == ["arena", "-v", "inference"]
+    local = local_inference(CASES[case], run_dir)
+    assert list(cluster) == list(local) == list(ADAPTERS[case])
+    for name, config in cluster.items():
+        assert comparable(config) == comparable(local[name]), name
+    assert adapters_of(cluster, run_dir) == ADAPTERS[case]
+
+
+FAKE_ARENA = """#!/bin/bash
+# arena, for the start order: `train` writes the files arena train writes before it waits for
+# the actors (after a pause); every other command notes which of them it found when it started
+if [ "$1" = train ]; then
+  sleep 1
+  mkdir -p "$ARENA_RUN_DIR/adapters/shared-lora"
+  touch "$ARENA_RUN_DIR/adapters/shared-lora/adapter_config.json"
+  touch "$ARENA_RUN_DIR/config.yaml" "$ARENA_RUN_DIR/learner.yaml"
+  sleep 1
+  exit 0
+fi
+if [ "$1" = broker ]; then exit 0; fi
+found=""
+for file in config.yaml learner.yaml adapters/shared-lora/adapter_config.json; do
+  if [ -e "$ARENA_RUN_DIR/$file" ]; then found="$found $file"; fi
+done
+echo "$2:$found" >>"$ARENA_RUN_DIR/started"
+"""
+
+
+def test_each_step_starts_once_the_files_it_reads_are_written(
+    deploy: Callable[..., Result], tmp_path: Path
+) -> None:
+    """The script run under stand-ins for srun and arena (a few seconds): an inference actor
+    serving the shared policy's adapter starts only once arena train has written config.yaml
+    and that adapter, the learner once learner.yaml, a rollout actor once config.yaml."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(FAKE_SRUN)
+    (bin_dir / "scontrol").write_text("#!/bin/bash\nhostname\n")
+    (bin_dir / "arena").write_text(FAKE_ARENA)
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    out = tmp_path / "job.sh"
+    selfplay = str(ROOT / "configs" / "selfplay.yaml")
+    fake = str(bin_dir / "arena")
+    result = deploy("slurm", selfplay, "--out", str(out), "--insecure", "--arena", fake)
+    assert result.code == 0, result.err
+    text = out.read_text()
+    assert 'wait_for "${RUN_DIR}"/config.yaml "${RUN_DIR}"/adapters/shared-lora/' in text
+    assert text.count("wait_for() {") == 1 and text.count("until [ -e") == 1  # one wait
+    run_dir = tmp_path / "run"
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "SLURM_JOB_ID": "7",
+        "SLURM_JOB_NODELIST": socket.gethostname(),
+        "SLURM_SUBMIT_DIR": str(tmp_path),
+        "ARENA_RUN_DIR": str(run_dir),
+    }
+    job = subprocess.run(
+        ["bash", str(out)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert job.returncode == 0, job.stderr
+    notes = run_dir / "started"
+
+    def lines() -> list[str]:
+        return notes.read_text().splitlines() if notes.exists() else []
+
+    deadline = time.monotonic() + 10  # the last steps run in the background
+    while len(lines()) < 4:  # inference, learner, two rollout actors
+        assert time.monotonic() < deadline, lines()
+        time.sleep(0.05)
+    started = dict(line.split(":") for line in lines())
+    adapter = "adapters/shared-lora/adapter_config.json"
+    assert "config.yaml" in started["inference"] and adapter in started["inference"]
+    assert "learner.yaml" in started["learner"]
+    assert "config.yaml" in started["rollout"]
 
 
 def test_the_script_holds_the_keys_path_and_no_secret(
