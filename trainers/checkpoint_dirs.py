@@ -21,17 +21,21 @@ def step_dir_name(step: int) -> str:
     return f"step-{step:08d}"
 
 
-def list_checkpoints(root: str | os.PathLike[str]) -> list[tuple[int, Path]]:
-    """Complete checkpoints under ``root`` as (step, path), oldest first."""
+def step_dirs(root: str | os.PathLike[str]) -> list[tuple[int, Path]]:
+    """Every ``step-*`` directory under ``root``, complete or not, as (step, path), oldest first."""
     root = Path(root)
     if not root.is_dir():
         return []
-    found = []
-    for path in root.iterdir():
-        match = STEP_DIR.match(path.name)
-        if match and (path / "state.json").is_file():
-            found.append((int(match.group(1)), path))
-    return sorted(found)
+    return sorted(
+        (int(match.group(1)), path)
+        for path in root.iterdir()
+        if (match := STEP_DIR.match(path.name))
+    )
+
+
+def list_checkpoints(root: str | os.PathLike[str]) -> list[tuple[int, Path]]:
+    """Complete checkpoints under ``root`` as (step, path), oldest first."""
+    return [(step, path) for step, path in step_dirs(root) if (path / "state.json").is_file()]
 
 
 def latest_checkpoint(root: str | os.PathLike[str]) -> Path | None:
@@ -43,12 +47,8 @@ def incomplete_after(root: str | os.PathLike[str], step: int) -> list[Path]:
     """``step-*`` directories under ``root`` newer than ``step`` that lack their ``state.json``:
     a save never leaves one (it renames a complete directory into place), so they were cut
     short or damaged by hand. Resuming passes them by; the run should say so."""
-    root = Path(root)
-    if not root.is_dir():
-        return []
-    found = []
-    for path in root.iterdir():
-        match = STEP_DIR.match(path.name)
-        if match and int(match.group(1)) > step and not (path / "state.json").is_file():
-            found.append(path)
-    return sorted(found)
+    return [
+        path
+        for found, path in step_dirs(root)
+        if found > step and not (path / "state.json").is_file()
+    ]
