@@ -104,6 +104,16 @@ def main(argv: list[str] | None = None) -> int:
         # stdout is gone: point it at /dev/null so that Python's exit, flushing it, raises nothing
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
+    except Exception as err:
+        # an actor started before its broker (`arena rollout --connect ADDR` with nothing at
+        # ADDR): one line, exit 1 (not refused: a launcher may start it again once the broker
+        # is up). BusError is looked up, not imported: the bus imports zmq, which a command
+        # that never touched it must not pay for, and it cannot have raised one then.
+        errors = sys.modules.get("arena.bus.errors")
+        if errors is None or not isinstance(err, errors.BusError) or err.code != "no_broker":
+            raise
+        print(f"{prog}: {err.message}: start the broker first (arena broker)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

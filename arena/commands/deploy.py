@@ -184,7 +184,7 @@ def deployment(
     directory that holds config.yaml and learner.yaml there."""
     from arena.models.lora_files import CONFIG_FILE as ADAPTER_CONFIG
     from arena.run.config import load_run_config
-    from arena.run.inference_actors import served_inference
+    from arena.run.inference_actors import POOL_ACTOR, served_inference
     from arena.run.processes import actor_commands, broker_argv, joined_inference_argv
     from arena.run.run_dir import resolve_for_run
 
@@ -240,7 +240,11 @@ def deployment(
             env["OMP_NUM_THREADS"] = str(config.cpu_threads or resources[kind].cpus)
         restarts = command.max_restarts if command.restartable else 0
         reads = [argv[argv.index("--config") + 1], *adapters]
-        processes.append(Process(command.name, argv, env, max_restarts=restarts, reads=reads))
+        # a pool actor loads the learners' checkpoints from the run directory as it serves
+        pool = kind == "inference" and command.name.startswith(POOL_ACTOR)
+        processes.append(
+            Process(command.name, argv, env, max_restarts=restarts, reads=reads, loads_run_dir=pool)
+        )
     spec = Deployment(
         name=name,
         processes=processes,

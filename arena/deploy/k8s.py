@@ -14,7 +14,8 @@
   its sampler's seed), so each gets a Deployment of one replica, ``Recreate``d: two pods of one
   actor would fight over its name. One that serves adapters mounts the runs volume read-only
   (``arena train`` writes their initial weights into the run directory), and an init container
-  (``sh``, from the same image) waits until they are there.
+  (``sh``, from the same image) waits until they are there; so does a pool actor (population
+  mode), which loads the learners' checkpoints from it, with nothing to wait for.
 - ``30-learner.yaml`` and ``50-train.yaml``: Jobs for the learner and ``arena train`` (the
   coordinator). The learner's is restarted in place when it fails (``OnFailure``, up to
   ``learner_max_restarts``), and resumes from its last checkpoint; the run ends when the
@@ -183,7 +184,7 @@ class _Builder:
             mounts.append({"name": "keys", "mountPath": KEYS_DIR, "readOnly": True})
         if kind in ("train", "learner"):
             mounts.append({"name": "runs", "mountPath": RUNS_DIR})
-        elif reads_run_dir(process):  # an inference actor's adapters, which arena train writes
+        elif mounts_run_dir(process):  # adapters arena train writes, a pool's checkpoints
             mounts.append({"name": "runs", "mountPath": RUNS_DIR, "readOnly": True})
         return mounts
 
@@ -200,7 +201,7 @@ class _Builder:
                 "items": secret_items(self.key_files, identity),
             }
             volumes.append({"name": "keys", "secret": secret})
-        if kind in ("train", "learner") or reads_run_dir(process):
+        if kind in ("train", "learner") or mounts_run_dir(process):
             claim = self.options.volume_claim
             source = {"persistentVolumeClaim": {"claimName": claim}} if claim else {"emptyDir": {}}
             volumes.append({"name": "runs", **source})
@@ -308,6 +309,12 @@ def reads_run_dir(process: Process) -> bool:
     """Whether ``process`` reads, as it starts, files of the run directory (an inference
     actor's adapters) beside the ConfigMap's."""
     return any(not path.startswith(f"{CONFIG_DIR}/") for path in process.reads)
+
+
+def mounts_run_dir(process: Process) -> bool:
+    """Whether an inference actor's pod mounts the runs volume (read-only): it reads the run
+    directory as it starts (its adapters) or while it serves (a pool actor's checkpoints)."""
+    return reads_run_dir(process) or process.loads_run_dir
 
 
 def rollout_args(processes: list[Process]) -> list[str]:

@@ -44,6 +44,10 @@ class Process:
     """Files ``arena train`` writes as it starts that this process reads as it starts (its
     ``--config``, the adapters an inference actor serves): a Slurm step waits for them, and a
     Kubernetes pod that reads any of them from the run directory mounts the runs volume."""
+    loads_run_dir: bool = False
+    """Reads the run directory later, while it serves: a pool actor loads the learners'
+    checkpoints (``checkpoints/step-N/model/``) when the run tells it to. A Kubernetes pod
+    mounts the runs volume for it (read-only), with nothing to wait for as it starts."""
 
     @property
     def kind(self) -> str:

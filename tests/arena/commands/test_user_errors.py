@@ -74,3 +74,33 @@ def test_arena_eval_names_the_line_of_malformed_yaml_and_the_nearest_id(tmp_path
     assert line.startswith("arena eval: unknown bot 'randm-v0'; did you mean 'random-v0'")
     line = refused("eval", "random-v0", "--games", "tictacto-v0")
     assert line.startswith("arena eval: unknown game 'tictacto-v0'; did you mean 'tictactoe-v0'")
+
+
+def test_an_actor_started_before_its_broker_says_so_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No broker at the address: one line naming it, exit 1 (not 2: started again once the
+    broker is up, the same command works), not a traceback. In process, with the actor's
+    registration bound cut from 10 s to 1 s; the socket and the wait are real."""
+    import socket
+
+    from arena.bus.actor import Actor
+    from arena.cli import main
+
+    start = Actor.start
+
+    async def quick(self: Actor, timeout: float = 10.0) -> None:
+        await start(self, timeout=1.0)
+
+    monkeypatch.setattr(Actor, "start", quick)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed again: nothing listens there
+    capsys.readouterr()
+    assert main(["echo", f"tcp://127.0.0.1:{port}"]) == 1
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert lines[-1] == (
+        f"arena echo: no broker answered at tcp://127.0.0.1:{port} within 1s: "
+        "start the broker first (arena broker)"
+    )
+    assert not any("Traceback" in line for line in lines)

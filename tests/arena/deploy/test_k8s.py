@@ -267,7 +267,8 @@ def test_inference_actors_serve_what_a_local_run_would(
     """Each inference pod's command line, resolved by the code ``arena inference`` runs against
     the ConfigMap's config.yaml, serves what the same actor of a local ``arena train`` in the
     run directory serves; a pod that serves adapters reads them from the runs volume, mounted
-    read-only as the learner's and the train pod's volume is."""
+    read-only as the learner's and the train pod's volume is, and so does a pool actor, which
+    loads the learners' checkpoints from it (without an init container: none exist yet)."""
     config, *overrides = CASES[case]
     out = tmp_path / "k8s"
     flags = ["--out", str(out), "--insecure", "--volume-claim", "arena-runs", "--name", "run"]
@@ -299,9 +300,11 @@ def test_inference_actors_serve_what_a_local_run_would(
     for name, pod in pods.items():
         mounts = {m["name"]: m for m in pod["containers"][0]["volumeMounts"]}
         volumes = {v["name"]: v for v in pod["volumes"]}
-        if ADAPTERS[case][name][1]:
+        if ADAPTERS[case][name][1] or name.startswith("inference-pool"):
             assert mounts["runs"] == {"name": "runs", "mountPath": RUNS_DIR, "readOnly": True}
             assert volumes["runs"] == runs
+            waits = pod.get("initContainers", [])
+            assert bool(waits) == bool(ADAPTERS[case][name][1]), name
         else:
             assert "runs" not in mounts and "runs" not in volumes, name
 
