@@ -457,8 +457,10 @@ def test_the_documented_multi_host_recipe_trains_through_an_external_broker(tmp_
                     "no learner.yaml",
                 )
                 assert background["train"].poll() is None, tail("train")
-            else:
-                start(command, argv)
+            else:  # by its actor name where it has one: two inference actors start here
+                named = argv.index("--actor-name") + 1 if "--actor-name" in argv else 0
+                start(argv[named] if named else command, argv)
+        assert len(background) == len(recipe) - 2, list(background)  # keys and ping ran
         train = background["train"]
         try:
             train.wait(timeout=480)
