@@ -52,8 +52,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--actor-name",
         default=None,
-        help="name on the bus (default inference-NAME-PID); with --config, one of the run's "
-        "inference actors (inference-N, inference-pool, inference-POLICY, inference-pool-POLICY)",
+        help="name on the bus (default inference-NAME-PID); with --config it says what to serve: "
+        "inference-N, inference-pool, inference-POLICY, inference-pool-POLICY as the run's own "
+        "actor of that name, any other name the shared base as inference-0 does",
     )
     parser.add_argument(
         "--heartbeat-interval",

@@ -27,7 +27,7 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
-from arena.core.errors import ConfigError, did_you_mean
+from arena.core.errors import ConfigError, did_you_mean, nearest
 from arena.models.adapter_shape import SHARED_ADAPTER
 from arena.play.config import PolicySpec
 from arena.policies.config import InferenceConfig
@@ -144,17 +144,27 @@ def started_inference(config: RunConfig, run_dir: Path) -> dict[str, InferenceCo
     return {**main, **named_inference(config, run_dir)}
 
 
+TYPO = 0.85
+"""Similarity (difflib's ratio) to one of the run's named inference actors above which another
+name is taken for a typo of it and refused: ``inference-poll`` (0.93 to ``inference-pool``)."""
+
+
 def served_inference(config: RunConfig, run_dir: Path, actor_name: str) -> InferenceConfig:
     """What the run's inference actor ``actor_name`` serves (``run_dir`` holds its
-    ``config.yaml``); a name that is none of the run's is a config error naming them."""
+    ``config.yaml``): ``inference-<N>`` the shared base with seed + N, a pool or named
+    policy's actor what the run's own of that name serves, and any other name an extra actor
+    of the shared base, as ``inference-0`` (more may join a run at any time, under names of
+    their own). A name that looks like a typo of a named one is a config error naming them."""
     match = MAIN_ACTOR.fullmatch(actor_name)
     if match:
         return main_inference(config, int(match.group(1)))
     named = named_inference(config, run_dir)
     if actor_name in named:
         return named[actor_name]
-    raise ConfigError(
-        f"--actor-name {actor_name}: the run has no inference actor by that name; its inference "
-        f"actors are {', '.join(['inference-<N>', *named])}"
-        + did_you_mean(actor_name, ["inference-0", *named])
-    )
+    if nearest(actor_name, named, cutoff=TYPO):
+        raise ConfigError(
+            f"--actor-name {actor_name}: the run has no inference actor by that name; its "
+            f"inference actors are {', '.join(['inference-<N>', *named])}"
+            + did_you_mean(actor_name, list(named), cutoff=TYPO)
+        )
+    return main_inference(config, 0)

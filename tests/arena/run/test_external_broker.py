@@ -225,6 +225,9 @@ def test_a_hand_started_actor_serves_what_the_runs_own_of_that_name_serves(
         "inference actors are inference-<N>, inference-pool, inference-second, "
         "inference-pool-second; did you mean 'inference-pool'?"
     )
+    # a name of its own (a host's, a pod's) joins as one more actor of the shared base
+    extra = parsed(["--connect", address, "--config", config, "--actor-name", "gpu-node-7"])
+    assert extra == parsed(["--connect", address, "--config", config])
     with pytest.raises(ConfigError, match="--policy second serves as the run's inference-second"):
         parsed(
             [
