@@ -95,6 +95,20 @@ after temperature (and top-k/top-p); vLLM's default, ``raw_logprobs``, is the T 
 distribution, not the one that sampled."""
 
 
+DEFAULT_CONTEXT = 4096
+"""Tokens of context the engine is started with by default: a game's prompt and reply fit, and
+the KV cache stays small; a model with fewer positions gets its own (the tests' tiny, 2048)."""
+
+
+def context_length(path: str, requested: int | None) -> int | None:
+    """``requested`` tokens of context, at most the model's ``max_position_embeddings`` (None:
+    vLLM takes the model's own)."""
+    positions = getattr(AutoConfig.from_pretrained(path), "max_position_embeddings", None)
+    if requested is None or positions is None:
+        return requested
+    return min(requested, int(positions))
+
+
 class VLLMPolicy(RememberedScoring):
     """A model served by an in-process vLLM engine."""
 
@@ -106,12 +120,13 @@ class VLLMPolicy(RememberedScoring):
         version: int = 0,
         dtype: str | torch.dtype = "float32",
         seed: int = 0,
-        max_model_len: int | None = 4096,
+        max_model_len: int | None = DEFAULT_CONTEXT,
         kv_cache_memory_bytes: int = 1 << 30,
         **engine_kwargs: Any,
     ) -> None:
         """``engine_kwargs`` go to ``vllm.LLM``; ``logprobs_mode`` among them must be
-        :data:`LOGPROBS_MODE`, since learners rely on what the logprobs mean."""
+        :data:`LOGPROBS_MODE`, since learners rely on what the logprobs mean. ``max_model_len``
+        is capped at the model's own positions (vLLM refuses a longer one); None: those."""
         mode = engine_kwargs.pop("logprobs_mode", LOGPROBS_MODE)
         if mode != LOGPROBS_MODE:
             raise ConfigError(
@@ -128,7 +143,7 @@ class VLLMPolicy(RememberedScoring):
             model=path,
             dtype=str(self.dtype).removeprefix("torch."),
             seed=seed,
-            max_model_len=max_model_len,
+            max_model_len=context_length(path, max_model_len),
             kv_cache_memory_bytes=kv_cache_memory_bytes,
             logprobs_mode=LOGPROBS_MODE,
             **engine_kwargs,

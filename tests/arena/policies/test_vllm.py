@@ -225,3 +225,14 @@ def test_vllm_scores_continuations_as_the_learner_does(vllm_service: str) -> Non
             float(np.abs(a - b).max()) for a, b in zip(scored.logprobs, expected, strict=True)
         )
         assert worst < LOGPROB_ATOL, f"max |transformers - vLLM| = {worst:.3g}"
+
+
+def test_the_default_context_is_capped_at_the_models_positions() -> None:
+    """vLLM refuses a ``max_model_len`` past the model's positions: the default 4096 is cut to
+    the tiny model's 2048 (`arena play --against tiny --backend vllm` failed on it)."""
+    from arena.models import model_dir
+    from arena.policies.vllm import DEFAULT_CONTEXT, context_length
+
+    tiny = str(model_dir("tiny"))
+    assert DEFAULT_CONTEXT == 4096 and context_length(tiny, DEFAULT_CONTEXT) == 2048
+    assert context_length(tiny, 512) == 512 and context_length(tiny, None) is None
