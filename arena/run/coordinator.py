@@ -386,9 +386,11 @@ class RunCoordinator:
         return {**own, **others} if own is not None else None
 
     async def admission_version(self) -> int:
-        """The oldest version a turn of an order starting now can have: what the inference
-        actors serve (never newer than the learner's)."""
-        return min(self.version, await self.weights.served_version())
+        """The oldest version a turn of an order starting now can have
+        (:meth:`WeightSync.admission_version`)."""
+        return await self.weights.admission_version(
+            self.version, self.config.learner.batch.max_staleness
+        )
 
     async def _periodic(self) -> None:
         c = self.config

@@ -108,6 +108,23 @@ class WeightSync:
         names = serving(await self._listing(), f"policy:{self.policy_name}:status")
         return min((self.serving.get(name, 0) for name in names), default=0)
 
+    async def admission_version(self, learner_version: int, max_staleness: int) -> int:
+        """The oldest version a turn of an order starting now can have: what the inference
+        actors serve, never newer than the learner's ``learner_version``. An actor more than
+        ``max_staleness`` versions behind (restarted, or the weights it missed were lost with a
+        broker) would sample turns that no step may train on: the order waits until it serves
+        ``learner_version``, the learner asked to publish again where a broker lost them."""
+        served = await self.served_version()
+        if served < learner_version - max_staleness:
+            self.on_event(
+                f"an inference actor serves v{served}, too old for the learner's "
+                f"v{learner_version} (learner.batch.max_staleness); no order starts until it "
+                f"serves v{learner_version}"
+            )
+            await self.wait_serving(learner_version)
+            served = await self.served_version()
+        return min(learner_version, served)
+
     def _on_ack(self, msg: Message) -> None:
         body = msg.body
         if msg.topic == f"weights_ack.{self.policy_name}" and "serving" in body:
@@ -155,7 +172,7 @@ class WeightSync:
             while True:
                 try:
                     status = await self.actor.request(service=service, dst=name, timeout=30)
-                    served = status.body["version"]
+                    served = self.serving[name] = int(status.body["version"])
                     if served == version or (served > version and not exact):
                         break
                     if served < version:

@@ -142,3 +142,36 @@ def test_the_run_summary_aggregates_the_steps_staleness(tmp_path: Path) -> None:
         "stale_rejected": 2.0,
         "stale_downweighted": 1.0,
     }
+
+
+def test_no_order_starts_on_an_inference_actor_too_far_behind() -> None:
+    """A restarted inference actor that missed the learner's weights (lost with a broker)
+    serves v0: turns sampled from it would all be rejected as stale, so admission waits for it
+    to serve the learner's version (the chaos run once trained a step on nothing but those)."""
+    import asyncio
+
+    from arena.run.weight_sync import WeightSync
+
+    class Behind(WeightSync):
+        def __init__(self, served: int, events: list[str]) -> None:
+            super().__init__("main", events.append)
+            self.served, self.waited = served, []
+
+        async def served_version(self) -> int:
+            return self.served
+
+        async def wait_serving(self, version: int, timeout=None, exact=False) -> None:
+            self.waited.append(version)
+            self.served = version
+
+    events: list[str] = []
+    behind = Behind(0, events)
+    assert asyncio.run(behind.admission_version(7, max_staleness=4)) == 7
+    assert behind.waited == [7]
+    assert events == [
+        "an inference actor serves v0, too old for the learner's v7 "
+        "(learner.batch.max_staleness); no order starts until it serves v7"
+    ]
+    within = Behind(3, events)  # 4 behind: within the bound, and the order says so
+    assert asyncio.run(within.admission_version(7, max_staleness=4)) == 3
+    assert within.waited == [] and len(events) == 1
