@@ -41,6 +41,7 @@ class BasePlan:
     """One base's bytes, all its processes together."""
 
     policy: str
+    """The base's policy (the run's ``learner.name`` for the shared one)."""
     model: str
     params: int | None
     weights: int = 0
@@ -122,26 +123,15 @@ def kv_bytes_per_token(shape: dict[str, int | bool], dtype_bytes: int) -> int:
     return 2 * int(shape["num_hidden_layers"]) * kv * dtype_bytes
 
 
-@dataclass
-class ProcessPlan:
+@dataclass(kw_only=True)
+class ProcessPlan(BasePlan):
     """One process's bytes: an inference actor or a learner of one base."""
 
     name: str
     """``inference-0``, ``inference-pool``, ``learner-responder``..."""
-    policy: str
-    """The base's policy (the run's ``learner.name`` for the shared one)."""
-    model: str
-    params: int | None
-    weights: int = 0
-    optimizer: int = 0
-    kv_cache: int = 0
     here: bool = True
     """Started by ``arena train`` on this host; False: started by hand (or by a scheduler)
     elsewhere, which the run waits for."""
-
-    @property
-    def total(self) -> int:
-        return self.weights + self.optimizer + self.kv_cache
 
 
 def process_plans(config: RunConfig) -> list[ProcessPlan]:
@@ -174,7 +164,7 @@ def process_plans(config: RunConfig) -> list[ProcessPlan]:
         params = None if shape is None else count_params(shape)
         for actor in actors:
             here = started and (actor not in main or main.index(actor) < c.inference.actors)
-            plan = ProcessPlan(actor, policy, model, params, here=here)
+            plan = ProcessPlan(policy, model, params, name=actor, here=here)
             if shape is not None and params is not None:
                 plan.weights = params * infer_bytes
                 plan.kv_cache = c.inference.prefix_cache_mb * 2**20 + (
@@ -182,7 +172,7 @@ def process_plans(config: RunConfig) -> list[ProcessPlan]:
                 )
             out.append(plan)
         if learner:
-            plan = ProcessPlan(learner, policy, model, params, here=c.start_learner)
+            plan = ProcessPlan(policy, model, params, name=learner, here=c.start_learner)
             if shape is not None and params is not None:
                 trained = params if adapter is None else adapter_params(shape, *adapter)
                 plan.weights, plan.optimizer = params * 4, 12 * trained

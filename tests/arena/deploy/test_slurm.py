@@ -38,6 +38,21 @@ from tests.arena.deploy.conftest import (
 ROOT = Path(__file__).resolve().parents[3]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")
 Result = Any  # conftest.Result: (code, out, err)
+
+
+def job_env(bin_dir: Path, submit_dir: Path, run_dir: Path) -> dict[str, str]:
+    """The environment of a one-node Slurm job on this host, ``bin_dir`` (the stand-in
+    ``srun``) first on the PATH."""
+    return {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "SLURM_JOB_ID": "7",
+        "SLURM_JOB_NODELIST": socket.gethostname(),
+        "SLURM_SUBMIT_DIR": str(submit_dir),
+        "ARENA_RUN_DIR": str(run_dir),
+    }
+
+
 NAMES = ["inference-0", "inference-1", "learner", "rollout-0", "rollout-1", "rollout-2"]
 
 
@@ -240,14 +255,7 @@ def test_each_step_starts_once_the_files_it_reads_are_written(
     assert 'wait_for "${RUN_DIR}"/config.yaml "${RUN_DIR}"/adapters/shared-lora/' in text
     assert text.count("wait_for() {") == 1 and text.count("until [ -e") == 1  # one wait
     run_dir = tmp_path / "run"
-    env = {
-        **os.environ,
-        "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "SLURM_JOB_ID": "7",
-        "SLURM_JOB_NODELIST": socket.gethostname(),
-        "SLURM_SUBMIT_DIR": str(tmp_path),
-        "ARENA_RUN_DIR": str(run_dir),
-    }
+    env = job_env(bin_dir, tmp_path, run_dir)
     job = subprocess.run(
         ["bash", str(out)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
     )
@@ -346,14 +354,7 @@ def test_the_script_trains_the_smoke_config_under_a_stand_in_srun(
     )
     assert result.code == 0, result.err
     run_dir = tmp_path / "run"
-    env = {
-        **os.environ,
-        "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "SLURM_JOB_ID": "7",
-        "SLURM_JOB_NODELIST": socket.gethostname(),
-        "SLURM_SUBMIT_DIR": str(tmp_path),
-        "ARENA_RUN_DIR": str(run_dir),
-    }
+    env = job_env(bin_dir, tmp_path, run_dir)
     env.pop("ARENA_KEYS", None)
     # output to a file: the steps still running when the job ends hold it open
     with open(tmp_path / "job.out", "w") as job_out:

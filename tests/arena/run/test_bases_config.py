@@ -126,7 +126,8 @@ def test_parameters_are_counted_as_by_hand() -> None:
     assert sum(p.numel() for p in model.parameters()) == 3_219_776
 
 
-def test_a_plan_larger_than_the_host_is_refused_naming_the_policy(tmp_path: Path) -> None:
+def big_model(tmp_path: Path) -> Path:
+    """A 70B-shaped model directory: its config.json only (a plan reads nothing else)."""
     big = tmp_path / "big"
     big.mkdir()
     shape = dict(
@@ -134,6 +135,11 @@ def test_a_plan_larger_than_the_host_is_refused_naming_the_policy(tmp_path: Path
         num_attention_heads=64, num_key_value_heads=8,
     )  # fmt: skip
     (big / "config.json").write_text(json.dumps(shape))
+    return big
+
+
+def test_a_plan_larger_than_the_host_is_refused_naming_the_policy(tmp_path: Path) -> None:
+    big = big_model(tmp_path)
     config = load_run_config(TWO, ["model=tiny", f"policies.responder.model={big}"])
     plans = {p.policy: p for p in memory_plan(config)}
     assert plans["responder"].params > 60e9
@@ -149,13 +155,7 @@ def test_a_plan_larger_than_the_host_is_refused_naming_the_policy(tmp_path: Path
 def test_only_what_this_host_starts_counts_against_it_the_rest_is_sized_per_process(
     tmp_path: Path,
 ) -> None:
-    big = tmp_path / "big"
-    big.mkdir()
-    shape = dict(
-        vocab_size=128000, hidden_size=8192, intermediate_size=28672, num_hidden_layers=80,
-        num_attention_heads=64, num_key_value_heads=8,
-    )  # fmt: skip
-    (big / "config.json").write_text(json.dumps(shape))
+    big = big_model(tmp_path)
     tiny = 3_219_776  # test_parameters_are_counted_as_by_hand
     kv = 16 * 2**20 + 4 * 1024 * (2 * 2 * 32 * 4)  # prefix cache, 4 x 1024 tokens, float32
     hand = ["model=tiny", f"policies.responder.model={big}", "inference.dtype=float32"]

@@ -109,17 +109,17 @@ def test_the_tutorials_backend_plays_its_tournament_against_random(
     assert set(ratings) == {"first-legal", "random"}
 
 
+def play_against(participant: str, backend: str = "first-legal") -> tuple[str, ...]:
+    """``arena play tictactoe-v0`` against ``participant`` served by ``backend``."""
+    return ("play", "tictactoe-v0", "--against", participant, "--backend", backend)
+
+
 def test_a_person_plays_the_tutorials_backend_in_the_terminal(site: Path) -> None:
     """``arena play --against rules --backend first-legal``: the backend moves first and always
     names the lowest free cell (1, 2, 4), so O at 5, 3 and 7 wins on the anti-diagonal."""
     done = arena(
         site,
-        "play",
-        "tictactoe-v0",
-        "--against",
-        "rules",
-        "--backend",
-        "first-legal",
+        *play_against("rules"),
         "--seat",
         "second",
         "--seed",
@@ -151,7 +151,7 @@ def test_a_person_plays_the_tutorials_backend_in_the_terminal(site: Path) -> Non
 def test_arena_play_refuses_a_bad_backend_in_one_line(
     site: Path, against: str, backend: str, error: str
 ) -> None:
-    done = arena(site, "play", "tictactoe-v0", "--against", against, "--backend", backend)
+    done = arena(site, *play_against(against, backend))
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith(f"arena play: bad config: {error}"), done.stderr
     assert done.stderr.count("\n") == 1
@@ -165,12 +165,7 @@ def test_arena_play_names_a_backend_that_cannot_load_its_model(site: Path, tmp_p
     blocker.write_text("")
     done = arena(
         site,
-        "play",
-        "tictactoe-v0",
-        "--against",
-        "rules",
-        "--backend",
-        "first-legal",
+        *play_against("rules"),
         env={"ARENA_CACHE_DIR": str(blocker / "cache")},
     )
     assert done.returncode == 2, done.stderr
@@ -206,12 +201,7 @@ def test_arena_play_gives_a_plugin_backend_a_named_policys_checkpoint(
     checkpoint = run_dir / "checkpoints" / "policies" / "responder" / "step-00000003"
     done = arena(
         site,
-        "play",
-        "tictactoe-v0",
-        "--against",
-        f"{run_dir}:responder",
-        "--backend",
-        "first-legal",
+        *play_against(f"{run_dir}:responder"),
         "--seat",
         "second",
         "--seed",
