@@ -210,17 +210,24 @@ def check_determinism(factory: Factory, playthroughs: int, seed: int) -> str:
 
 
 def check_hidden_info(factory: Factory, playthroughs: int, seed: int) -> str:
-    env, checked = factory(), 0
+    env, checked, declared = factory(), 0, 0
     for p in range(playthroughs):
         for _ in decisions(env, seed + p):
             for agent in env.possible_agents:
                 text = env.observe(agent)["text"]
                 # a secret that reads the same as the seat's own (equal dice, say) proves nothing
                 own = set(env.private_info(agent))
-                for secret in set(env.hidden_from(agent)) - own:
+                hidden = set(env.hidden_from(agent))
+                declared += len(hidden)
+                for secret in hidden - own:
                     assert secret not in text, f"{agent} can read {secret!r}:\n{text}"
                     checked += 1
     if checked == 0:
+        if declared:
+            return (
+                "every hidden string read the same as the seat's own secret: nothing checked "
+                "(name the seat in private_info's strings, or give more --playthroughs)"
+            )
         if env.information == "hidden":
             return "declares no private_info/hidden_from strings: nothing checked"
         return "perfect information: nothing to hide"

@@ -201,7 +201,13 @@ class TextGame(Interacting, AECEnv):
 
     def observation_text(self, agent: str) -> str:
         """What ``agent`` reads: the game's description, then the turn, feedback and legal moves."""
-        parts = [self.history_text(agent), self._describe(agent)]
+        described = self._describe(agent)
+        if not isinstance(described, str):  # "\n".join would fail unreadably, or not at all
+            raise TypeError(
+                f"{type(self).__name__}._describe({agent!r}) returned "
+                f"{type(described).__name__}, not str: a seat's observation is text"
+            )
+        parts = [self.history_text(agent), described]
         if self.termination_reason is not None:
             parts.append(
                 f"Game over ({self.termination_reason}). "

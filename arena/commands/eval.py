@@ -29,7 +29,8 @@ with ``--temperature`` above 0 for the tries to differ).
 Simulated seats: a checkpoint's run config names the simulators it trained with, and those fill
 their seats here. ``--simulator SEAT=ID`` (or ``--simulator ID`` for every seat a simulator may
 fill) names one instead, e.g. ``--simulator user=llm-user-v0``; a seat no simulator may fill is
-refused (exit 2). A simulated seat is not evaluated. A seat a simulator may fill that none is
+refused (exit 2), and so is a simulator for a seat of a player game (every seat plays
+``player-v0``, evaluated against ``--opponents``; ``arena play --simulator`` plays one). A simulated seat is not evaluated. A seat a simulator may fill that none is
 named for is evaluated, and gets the game's reference simulator while another seat is (the
 retail user: ``scripted-user-v0``). Before its metrics, each evaluated seat's line says what
 filled every other seat (``retail-v0 agent: user = simulator scripted-user-v0``).
@@ -202,7 +203,9 @@ def run(args: argparse.Namespace) -> int:
         if args.games
         else run_config.games
     )
-    games = [with_simulators(g, args.simulator) for g in games]
+    flagged = [with_simulators(g, args.simulator) for g in games]
+    named = [new.id for old, new in zip(games, flagged, strict=True) if new != old]
+    games = flagged
     opponents = args.opponents or run_config.eval.opponents
     check_opponents(opponents, games)  # before any model loads
     n = run_config.eval.games if args.n is None else args.n
@@ -224,6 +227,7 @@ def run(args: argparse.Namespace) -> int:
 
     role_games = [g for g in games if is_role_game(registry_games.make(g.id, **g.kwargs))]
     player_games = [g for g in games if g not in role_games]
+    refuse_simulated_player_games(named, [g.id for g in player_games])
     name = resolved.name
 
     async def main() -> list:
@@ -306,6 +310,21 @@ def check_opponents(opponents: Sequence[str], game_configs: Sequence[GameConfig]
         games.registry.entry(game.id)
         for opponent in opponents:
             games.bots.registry.entry(resolve_opponent(opponent, game.id))
+
+
+def refuse_simulated_player_games(named: Sequence[str], player_games: Sequence[str]) -> None:
+    """A player game (every seat plays ``player-v0``) is evaluated against ``--opponents`` in
+    every seat, so a simulator ``--simulator`` names for one of its seats would play no
+    episode: a :class:`ConfigError` naming the game, not a flag silently ignored."""
+    from arena.core.errors import ConfigError
+
+    ignored = [game for game in named if game in player_games]
+    if ignored:
+        raise ConfigError(
+            f"--simulator: {', '.join(ignored)} is a player game, evaluated against --opponents "
+            "in every seat; --simulator fills seats of role games (arena play --simulator "
+            "plays against one)"
+        )
 
 
 def with_simulators(game: GameConfig, flags: Sequence[str]) -> GameConfig:

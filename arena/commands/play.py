@@ -43,7 +43,8 @@ Examples:
 
 Exit status: 0 when the game ends or you resign; 2 for an unknown game, a bad --game-arg,
 --seat or --backend, or a participant that cannot be loaded (named with its backend, before the
-game starts).
+game starts); 1 when the game stops on an error of the game or of a bot (one line naming it: a
+bot's action that is not legal, a game whose observation is not text).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import random
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -151,6 +153,14 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("\nyou resigned; bye")
         return 130
+    except Exception as err:  # a game's or a bot's bug mid-game: one line, not a traceback
+        from arena.core.errors import CannotStart, ConfigError
+        from arena.core.registry import RegistryError
+
+        if isinstance(err, (ConfigError, RegistryError, CannotStart)):
+            raise
+        print(f"arena play: {game.id} stopped: {type(err).__name__}: {err}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -58,7 +58,7 @@ def apply_override(merged: DictConfig, override: Override, others: Sequence[Over
     change keeps the arguments given beside it). omegaconf errors propagate to the caller,
     which names the key."""
     key = override.key
-    value = OmegaConf.from_dotlist([f"value={override.text}"])["value"]
+    value = _value(override)
     add_typed_entries(merged, key)
     current = OmegaConf.select(merged, key, default=None, throw_on_missing=False)
     if override.replace:
@@ -75,6 +75,23 @@ def apply_override(merged: DictConfig, override: Override, others: Sequence[Over
     _drop_old_arguments(merged, override, value, current, others)
     # update() understands list indices (games.0.id=...), which a dotlist merge does not.
     OmegaConf.update(merged, key, value, merge=True, force_add=False)
+
+
+def _value(override: Override) -> Any:
+    """The override's value read as YAML, as a config file's would be; malformed YAML (an
+    unclosed ``[`` or ``{``, which a shell's quoting easily causes) is a :class:`ConfigError`
+    naming the override, not PyYAML's traceback."""
+    try:
+        return OmegaConf.from_dotlist([f"value={override.text}"])["value"]
+    except Exception as err:  # PyYAML's MarkedYAMLError: arena.core imports omegaconf only
+        if getattr(err, "problem_mark", None) is None:
+            raise
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        context = getattr(err, "context", None)
+        raise ConfigError(
+            f"command line: override {str(override)!r}: malformed YAML value: {problem}"
+            + (f" ({context})" if context else "")
+        ) from None
 
 
 def _drop_old_arguments(
@@ -140,10 +157,18 @@ def add_typed_entries(merged: DictConfig, key: str) -> None:
     ``SimulatorConfig`` first. omegaconf's update would assign a plain dict there and refuse it
     ("dict is not a subclass of SimulatorConfig"), while the same entry in YAML merges."""
     node: Any = merged
-    for part in key.split(".")[:-1]:
+    parts = key.split(".")
+    for depth, part in enumerate(parts[:-1]):
         if isinstance(node, ListConfig):
-            if not part.isdigit() or int(part) >= len(node):
+            if not part.isdigit():
                 return  # update() explains a bad index
+            if int(part) >= len(node):  # update() would say "dict is not a subclass of ..."
+                where, n = ".".join(parts[:depth]), len(node)
+                raise ConfigError(
+                    f"command line: {key}: {where} has {n} {'entry' if n == 1 else 'entries'}, "
+                    f"so there is no "
+                    f"{where}.{part}; {where}:=[...] gives the whole list"
+                )
             node = node[int(part)]
             continue
         if not isinstance(node, DictConfig):

@@ -69,6 +69,7 @@ from arena.play.seats import (
 )
 from arena.policies.types import ContextOverflow
 from arena.records import TERMINATIONS, Episode, Turn
+from games.bots.base import legal_move
 from games.interaction import VisibilityError
 from games.text_env import TextGame
 from simulators.base import SimulatorView
@@ -126,7 +127,7 @@ async def _play(
         seat = seats[agent]
         if isinstance(seat, BotSeat):
             try:
-                action = seat.bot.act(env, agent)
+                action = legal_move(seat.bot, env, agent)
             except Exception as err:
                 raise EpisodeError(
                     f"{game_id} episode {episode_id}: bot {seat.name} failed: {err!r}", agent

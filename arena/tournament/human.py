@@ -26,6 +26,7 @@ from typing import Any
 from arena.core.errors import ConfigError
 from arena.play.seats import BotSeat, Seat, SimulatorSeat, seat_seed
 from arena.policies.types import ContextOverflow
+from games.bots.base import legal_move
 from games.text_env import TextGame
 from simulators.base import SimulatorView
 
@@ -206,7 +207,7 @@ def opponent_move(env: TextGame, agent: str, seat: Seat, write: Write, game_id: 
         write(f"{label} ({agent}) wrote: " + text.replace("\n", "\n  "))
         return
     if isinstance(seat, BotSeat):
-        action = seat.bot.act(env, agent)
+        action = legal_move(seat.bot, env, agent)
         text = env.action_to_text(agent, action)
         env.step(action)
         write(f"{label} ({agent}) played: {text}")

@@ -44,7 +44,7 @@ from arena.tournament.participant_names import (
     match_names,
     step_order,
 )
-from games.bots.base import Bot
+from games.bots.base import Bot, legal_move
 
 if TYPE_CHECKING:
     from arena.run.config import RunConfig
@@ -339,10 +339,10 @@ def _check_bot(participant: Participant, game_configs: Sequence[GameConfig]) -> 
                 if env.terminations[agent] or env.truncations[agent]:
                     env.step(None)
                 else:
-                    env.step(bots[agent].act(env, agent))
+                    env.step(legal_move(bots[agent], env, agent))
         except Exception as err:
             problems.append(
                 f"participant {participant.name!r} ({participant.describe()}) cannot play "
-                f"{game.id}: {err}"
+                f"{game.id}: {type(err).__name__}: {err}"
             )
     return problems

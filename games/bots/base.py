@@ -61,6 +61,38 @@ class ErringBot(Bot):
         return self.rng.random() < self.error_rate
 
 
+class IllegalMove(ValueError):
+    """A bot's action that is not one of the legal actions of its seat: the bot's bug."""
+
+
+def legal_move(bot: Bot, env: TextGame, agent: str) -> Any:
+    """``bot.act(env, agent)``, refused with :class:`IllegalMove` when it is not a legal action
+    of a game that lists them, so that a bot's bug is named as the bot's (``RaceBot played 7,
+    not a legal action of player_0 in race_v0 (legal: 0 'add 1', ...)``) rather than surfacing
+    as the game's ``IndexError`` where the action is spelled, or as a forfeit. A free-text game
+    judges its own moves when they are stepped."""
+    action = bot.act(env, agent)
+    if env.free_text:
+        return action
+    legal = env.legal_actions(agent)
+    if any(action is a or _same(action, a) for a in legal):
+        return action
+    shown = ", ".join(f"{a!r} {env.action_to_text(agent, a)!r}" for a in legal[:8])
+    more = f", ... ({len(legal)} in all)" if len(legal) > 8 else ""
+    played = int(action) if isinstance(action, np.integer) else action
+    raise IllegalMove(
+        f"{type(bot).__name__} played {played!r}, not a legal action of {agent} in "
+        f"{env.metadata['name']} (legal: {shown or 'none'}{more})"
+    )
+
+
+def _same(action: Any, legal: Any) -> bool:
+    try:
+        return bool(action == legal)
+    except Exception:  # an array compared to an int, say: not that action
+        return False
+
+
 def unsupported(bot: Bot, env: TextGame, needs: str) -> TypeError:
     """The error for a bot asked to play a game it cannot play."""
     return TypeError(f"{type(bot).__name__} cannot play {env.metadata['name']}: it needs {needs}")

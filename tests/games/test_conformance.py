@@ -110,3 +110,16 @@ def test_api_test_leaves_out_only_the_warnings_every_text_game_raises() -> None:
         detail
         == "0 PettingZoo warning(s), besides the 3 a text game's Dict observation always raises"
     )
+
+
+def test_secrets_that_read_alike_for_every_seat_are_said_to_be_unchecked() -> None:
+    from games.conformance import check_hidden_info
+
+    class SameSecret(TicTacToe):  # each seat's secret reads the same: none can be told apart
+        def private_info(self, agent: str) -> list[str]:
+            return ["Your lucky cell is 5."]
+
+    assert check_hidden_info(SameSecret, 2, 0) == (
+        "every hidden string read the same as the seat's own secret: nothing checked "
+        "(name the seat in private_info's strings, or give more --playthroughs)"
+    )

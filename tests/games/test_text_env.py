@@ -153,3 +153,17 @@ def test_render_ansi_returns_the_text_of_the_agent_to_move() -> None:
     env = TicTacToe(render_mode="ansi")
     env.reset(seed=0)
     assert env.render() == env.observe("player_0")["text"]
+
+
+def test_a_description_that_is_not_text_is_named_with_its_hook() -> None:
+    class NumericBoard(TicTacToe):
+        def _describe(self, agent: str) -> np.ndarray:  # type: ignore[override]
+            return np.zeros(9)
+
+    env = NumericBoard()
+    env.reset(seed=0)
+    with pytest.raises(TypeError) as err:
+        env.observe("player_0")
+    assert str(err.value) == (
+        "NumericBoard._describe('player_0') returned ndarray, not str: a seat's observation is text"
+    )

@@ -82,3 +82,20 @@ def test_merging_an_empty_mapping_is_refused_with_the_replace_syntax() -> None:
 def test_a_replaced_mapping_is_still_checked_against_the_schema() -> None:
     with pytest.raises(ConfigError, match="unknown key"):
         load_run_config(TOOLS, [f"{USER}:={{id: llm-user-v0, bogus: 1}}"])
+
+
+def test_a_malformed_yaml_value_names_the_override() -> None:
+    with pytest.raises(ConfigError) as err:
+        load_run_config(TOOLS, ["games:=[{id: nim-v0"])
+    message = str(err.value)
+    assert message.startswith("command line: override 'games:=[{id: nim-v0': malformed YAML")
+    assert "\n" not in message
+
+
+def test_an_index_past_the_end_of_a_list_says_how_long_it_is() -> None:
+    with pytest.raises(ConfigError) as err:
+        load_run_config(TOOLS, ["games.3.id=nim-v0"])  # smoke_tools.yaml has one game
+    assert str(err.value) == (
+        "command line: games.3.id: games has 1 entry, so there is no games.3; "
+        "games:=[...] gives the whole list"
+    )
