@@ -2,7 +2,8 @@
 
 ``check_game("tictactoe-v0")`` (or ``arena check-game tictactoe-v0``) builds the game and runs:
 
-- ``construct``: it is a TextGame with valid metadata and rules text;
+- ``construct``: it is a TextGame with valid metadata (its ``strongest_bot`` a registered bot)
+  and rules text;
 - ``api_test`` and ``seed_test``: PettingZoo's own checks (their warnings are reported, not failed);
 - ``text_roundtrip``: ``parse_action(action_to_text(a)) == a`` for legal actions along random
   playthroughs, also in upper case with stray whitespace, and junk text parses to None (for a
@@ -31,6 +32,8 @@ from typing import Any
 import numpy as np
 from pettingzoo.test import api_test, seed_test
 
+import games.bots
+from arena.core.errors import did_you_mean
 from games.bots.random_bot import RandomBot
 from games.text_env import INFORMATION, KINDS, GameOverError, TextGame
 
@@ -155,7 +158,15 @@ def check_construct(factory: Factory, playthroughs: int, seed: int) -> str:
     assert low <= env.num_players <= high, f"{env.num_players} players outside seats {low}..{high}"
     assert env.max_turns > 0, "max_turns must be positive"
     for agent in env.possible_agents:
-        assert env.rules(agent).strip(), f"rules({agent!r}) is empty"
+        assert env.rules(agent).strip(), (
+            f"rules({agent!r}) is empty: a game's rules are its module's docstring "
+            f"({type(env).__module__} has none)"
+        )
+    strongest = meta.get("strongest_bot", "random-v0")
+    assert strongest in games.bots.registry, (  # else `strongest` fails in every evaluation
+        f"metadata['strongest_bot'] {strongest!r} is not a registered bot"
+        + did_you_mean(strongest, games.bots.registry.ids(), n=3)
+    )
     return (
         f"{env.num_players} seats, {meta['kind']}, {meta['information']} information, "
         f"max_turns {env.max_turns}"

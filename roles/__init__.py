@@ -39,7 +39,7 @@ from typing import Any
 from arena.core.registry import Registry
 from roles.base import Reply, Role, render_posts
 
-registry: Registry[Role] = Registry("role", entry_point_group="arena.roles")
+registry: Registry[Role] = Registry("role", entry_point_group="arena.roles", base=Role)
 """Role id -> its ``module:Role`` factory."""
 registry.register("player-v0", "roles.player:Player")
 registry.register("proposer-v0", "roles.proposer:Proposer")

@@ -29,7 +29,9 @@ from typing import Any
 
 from arena.core.registry import Registry
 
-registry: Registry[Any] = Registry("simulator", entry_point_group="arena.simulators")
+registry: Registry[Any] = Registry(
+    "simulator", entry_point_group="arena.simulators", base="simulators.base:Simulator"
+)
 """Simulator id -> its ``module:Factory``."""
 registry.register("llm-user-v0", "simulators.llm_user:LLMUser")
 registry.register("scripted-user-v0", "simulators.scripted_user:ScriptedUser")

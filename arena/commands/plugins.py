@@ -115,7 +115,7 @@ def load_error(group: str, entry_id: str, reg: Registry[Any]) -> str | None:
         return f"cannot import it: {type(err).__name__}: {err}"
     if not callable(factory):
         return f"{entry.target} is not callable ({factory!r})"
-    return None
+    return reg.not_a_subclass(factory)
 
 
 def command_error(name: str) -> str | None:

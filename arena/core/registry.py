@@ -125,10 +125,20 @@ class Registry(Generic[T]):
     """Ids to factories, with plugins loaded from an entry-point group on first lookup."""
 
     def __init__(
-        self, kind: str, entry_point_group: str | None = None, *, versioned: bool = True
+        self,
+        kind: str,
+        entry_point_group: str | None = None,
+        *,
+        versioned: bool = True,
+        base: type | str | None = None,
     ) -> None:
         self.kind = kind
         """What an entry is, in words (``"game"``), for error messages."""
+        self.base = base
+        """The class a plugin's factory, when it is a class, must subclass (``roles.base.Role``
+        for roles; a ``"module:Class"`` string is imported only when a plugin is checked): a
+        plugin that is not one fails where it is loaded, naming the class it should be, not in
+        the first episode with an ``AttributeError``."""
         self.entry_point_group = entry_point_group
         self.versioned = versioned
         self.rejected: dict[str, Rejected] = {}
@@ -207,9 +217,25 @@ class Registry(Generic[T]):
         if entry.plugin is None:
             return entry.load()
         try:
-            return entry.load()
+            factory = entry.load()
         except Exception as err:  # whatever a plugin's module raises on import
             raise self._failed(entry, "cannot import it", err) from err
+        wrong = self.not_a_subclass(factory)
+        if wrong:
+            raise PluginFailed(
+                f"{self.kind} {entry.id!r} ({entry.target}, plugin {entry.plugin}): {wrong}"
+            )
+        return factory
+
+    def not_a_subclass(self, factory: Any) -> str | None:
+        """Why ``factory`` is not one of this registry's (``NotARole is not a
+        roles.base.Role``), or None: a class that does not subclass :attr:`base`."""
+        if self.base is None or not isinstance(factory, type):
+            return None
+        base = load_object(self.base) if isinstance(self.base, str) else self.base
+        if issubclass(factory, base):
+            return None
+        return f"{factory.__name__} is not a {base.__module__}.{base.__qualname__}"
 
     def make(self, entry_id: str, **kwargs: Any) -> T:
         """Build ``entry_id``; explicit kwargs override the registered defaults. A plugin that

@@ -27,6 +27,7 @@ import games.bots
 import roles
 import simulators
 from arena.core.errors import ConfigError
+from arena.core.registry import RegistryError
 from arena.play.acting import check_act
 from arena.play.config import GameConfig, PlayConfig
 from arena.play.seats import BotSeat, EpisodeError, PolicySeat, Seat, SimulatorSeat
@@ -78,8 +79,19 @@ def generator(policy: Any, chat: ChatFormat, params: SamplingParams) -> Generate
 
 
 def resolve_opponent(opponent: str, game_id: str) -> str:
-    """``strongest`` names each game's strongest reference bot; any other id is itself."""
-    return games.spec(game_id).strongest_bot if opponent == "strongest" else opponent
+    """``strongest`` names each game's strongest reference bot; any other id is itself. A
+    game whose ``metadata["strongest_bot"]`` is not a registered bot is named with it: the
+    user typed ``strongest``, not the id that is unknown."""
+    if opponent != "strongest":
+        return opponent
+    bot_id = games.spec(game_id).strongest_bot
+    try:
+        games.bots.registry.entry(bot_id)
+    except RegistryError as err:
+        raise RegistryError(
+            f"{game_id}'s strongest bot (its metadata['strongest_bot']): {err}"
+        ) from None
+    return bot_id
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from games.bots.base import Bot
 
 __all__ = ["Bot", "make", "registry", "strongest"]
 
-registry: Registry[Bot] = Registry("bot", entry_point_group="arena.bots")
+registry: Registry[Bot] = Registry("bot", entry_point_group="arena.bots", base=Bot)
 registry.register("random-v0", "games.bots.random_bot:RandomBot")
 registry.register("minimax-v0", "games.bots.minimax:AlphaBetaBot")
 registry.register("minimax-depth4-v0", "games.bots.minimax:AlphaBetaBot", kwargs={"depth": 4})

@@ -123,3 +123,25 @@ def test_secrets_that_read_alike_for_every_seat_are_said_to_be_unchecked() -> No
         "every hidden string read the same as the seat's own secret: nothing checked "
         "(name the seat in private_info's strings, or give more --playthroughs)"
     )
+
+
+class WrongStrongest(TicTacToe):
+    metadata = {**TicTacToe.metadata, "strongest_bot": "minimax-v9"}
+
+
+class Rulesless(TicTacToe):
+    def rules(self, agent: str | None = None) -> str:
+        return ""
+
+
+def test_construct_names_an_unregistered_strongest_bot_and_missing_rules() -> None:
+    (construct,) = check_game(WrongStrongest, playthroughs=1).results
+    assert construct.detail == (
+        "AssertionError: metadata['strongest_bot'] 'minimax-v9' is not a registered bot; "
+        "did you mean 'minimax-v0', 'minimax-depth4-v0'?"
+    )
+    (construct,) = check_game(Rulesless, playthroughs=1).results
+    assert construct.detail == (
+        "AssertionError: rules('player_0') is empty: a game's rules are its module's docstring "
+        f"({__name__} has none)"
+    )

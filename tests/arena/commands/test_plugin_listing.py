@@ -70,7 +70,10 @@ def plugin_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     package = site / "plugin_listing"
     package.mkdir()
     (package / "__init__.py").write_text(
-        "class Bot: ...\nclass Role: ...\nclass Simulator: ...\nNOT_A_BACKEND = 42\n"
+        "from games.bots.base import Bot as _Bot\nfrom roles.base import Role as _Role\n"
+        "from simulators.base import Simulator as _Simulator\n"
+        "class Bot(_Bot): ...\nclass Role(_Role): ...\nclass Simulator(_Simulator): ...\n"
+        "NOT_A_BACKEND = 42\n"
     )
     (package / "raises.py").write_text("raise RuntimeError('broken on purpose')\n")
     (package / "cmd.py").write_text(COMMAND)

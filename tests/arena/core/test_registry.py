@@ -259,3 +259,27 @@ def test_a_plugin_that_cannot_be_imported_fails_in_one_line_when_used(
     with pytest.raises(RegistryError, match=r"'typo-v0' \(arena_thing_plugin:Thnig, plugin a"):
         registry.load("typo-v0")
     assert registry.make("thing-v0", size=3).size == 3  # the others still work
+
+
+class Base:
+    pass
+
+
+class Good(Base):
+    pass
+
+
+def test_a_plugin_class_that_is_not_the_registrys_base_fails_in_one_line() -> None:
+    registry: Registry[object] = Registry("bot", base=f"{__name__}:Base")  # imported when checked
+    registry.register("good-v0", Good, plugin="acme-bots")
+    registry.register("stray-v0", Thing, plugin="acme-bots")
+    registry.register("made-v0", boom, plugin="acme-bots")  # a function: not checked
+    registry.register("own-v0", Thing)  # Arena's own: not checked
+    assert type(registry.make("good-v0")) is Good
+    with pytest.raises(PluginFailed) as failed:
+        registry.make("stray-v0")
+    assert str(failed.value) == (
+        f"bot 'stray-v0' ({__name__}:Thing, plugin acme-bots): Thing is not a {__name__}.Base"
+    )
+    assert registry.not_a_subclass(Good) is None and registry.not_a_subclass(boom) is None
+    assert type(registry.make("own-v0")) is Thing

@@ -356,3 +356,24 @@ def test_a_trained_model_of_its_own_plays_its_own_snapshot_of_the_draw(chat: Cha
         ("main", "main"),
         ("a", "b"),
     }
+
+
+def test_strongest_names_the_game_whose_strongest_bot_is_not_registered() -> None:
+    from arena.core.registry import RegistryError
+    from games.tictactoe import TicTacToe
+
+    class WrongStrongest(TicTacToe):
+        metadata = {**TicTacToe.metadata, "strongest_bot": "minimax-v9"}
+
+    assert resolve_opponent("strongest", "tictactoe-v0") == "minimax-v0"
+    assert resolve_opponent("random-v0", "tictactoe-v0") == "random-v0"
+    games.registry.register("wrong-strongest-v0", WrongStrongest)
+    try:
+        with pytest.raises(RegistryError) as err:
+            resolve_opponent("strongest", "wrong-strongest-v0")
+    finally:
+        del games.registry._entries["wrong-strongest-v0"]
+    assert str(err.value).startswith(
+        "wrong-strongest-v0's strongest bot (its metadata['strongest_bot']): unknown bot "
+        "'minimax-v9'; did you mean 'minimax-v0'"
+    )
