@@ -38,6 +38,7 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -97,6 +98,10 @@ class TextGame(Interacting, AECEnv):
             raise ValueError(
                 f"{type(self).__name__} seats {low}..{high} players, got {num_players}"
             )
+        # a command line's --game-arg max_retries=x would otherwise fail later, unreadably
+        for name, value in (("max_retries", max_retries), ("forfeit_penalty", forfeit_penalty)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise ValueError(f"{name} must be a number, got {value!r}")
         if max_retries < 0 or forfeit_penalty < 0:
             raise ValueError("max_retries and forfeit_penalty must be >= 0")
         if render_mode not in (None, *self.metadata["render_modes"]):

@@ -167,3 +167,10 @@ def test_a_description_that_is_not_text_is_named_with_its_hook() -> None:
     assert str(err.value) == (
         "NumericBoard._describe('player_0') returned ndarray, not str: a seat's observation is text"
     )
+
+
+@pytest.mark.parametrize(("key", "value"), [("max_retries", "x"), ("forfeit_penalty", None)])
+def test_a_limit_that_is_not_a_number_is_refused_naming_it(key: str, value: object) -> None:
+    with pytest.raises(ValueError) as err:
+        TicTacToe(**{key: value})
+    assert str(err.value) == f"{key} must be a number, got {value!r}"
