@@ -188,6 +188,12 @@ def resolve_participants(
         label = config.name or config.bot or config.model or f"participants[{index}]"
         if config.name is None and config.model is not None and config.adapter is not None:
             label = f"{default_name(config.model)}+{adapter_label(Path(config.adapter))}"
+        if config.name in ("True", "False"):  # `name: off` in YAML is the boolean false
+            problems.append(
+                f"participant name {config.name!r}: YAML reads an unquoted yes, no, on, off, "
+                'true or false as a boolean; quote the name (name: "off")'
+            )
+            continue
         try:
             resolved.extend(_resolve(config))
         except ConfigError as err:

@@ -119,3 +119,16 @@ def test_the_command_line_form_reads_bots_and_models() -> None:
     assert parse_participant("minimax-v0").bot == "minimax-v0"
     assert parse_participant("minimax-v9").bot == "minimax-v9"  # a typo is named as a bot
     assert parse_participant("smollm2-135m").model == "smollm2-135m"
+
+
+def test_a_name_that_yaml_read_as_a_boolean_is_refused_with_the_quoting(tmp_path: Path) -> None:
+    path = tmp_path / "t.yaml"
+    path.write_text("participants:\n  - {name: off, bot: random-v0}\n  - {bot: random-v0}\n")
+    config = load_tournament_config(path)
+    assert config.participants[0].name == "False"
+    with pytest.raises(ConfigError) as err:
+        resolve_participants(config.participants, config.games)
+    assert str(err.value) == (
+        "participant name 'False': YAML reads an unquoted yes, no, on, off, true or false as a "
+        'boolean; quote the name (name: "off")'
+    )
