@@ -12,8 +12,7 @@ each reads as it starts (:attr:`Process.reads`: its ``--config``, an inference a
 adapters).
 
 The script starts the same command lines ``arena train`` starts locally (the caller gives them,
-from :func:`arena.run.processes.actor_commands`; the inference actors' as started by hand, with
-``--config``); only two things are known on the cluster
+from :func:`arena.run.processes.actor_commands`); only two things are known on the cluster
 alone, the broker's host and the run directory, and they stand in the command lines as the
 markers :data:`BROKER_HOST_MARK` and :data:`RUN_DIR_MARK`, written out as ``${BROKER_HOST}`` and
 ``${RUN_DIR}``. Each step exports ``ARENA_ADVERTISE_HOST`` as its node's host name, the address

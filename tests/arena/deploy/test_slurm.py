@@ -32,8 +32,8 @@ from tests.arena.deploy.conftest import (
     adapters_of,
     comparable,
     local_inference,
-    served,
 )
+from tests.served import served_by
 
 ROOT = Path(__file__).resolve().parents[3]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")
@@ -200,7 +200,7 @@ def test_inference_actors_serve_what_a_local_run_would(
     resolved = resolve_for_run(load_run_config(train[2], train[3:]), run_dir, write=False)
     write_configs(resolved, run_dir)
     cluster = {
-        name: served([on_node(a) for a in step["command"][3:]])
+        name: served_by([on_node(a) for a in step["command"][3:]])
         for name, step in found.items()
         if name.startswith("inference-")
     }
