@@ -271,8 +271,13 @@ def test_inference_actors_serve_what_a_local_run_would(
     mounted.mkdir()
     for name, text in by_name(out)["ConfigMap/run-config"]["data"].items():
         (mounted / name).write_text(text)
-    run_dir = Path(load_run_config(mounted / "config.yaml").run_dir)
+    run = load_run_config(mounted / "config.yaml")
+    run_dir = Path(str(run.run_dir))
     assert run_dir.parent == Path(RUNS_DIR)
+    # dtype auto is the learner's to resolve, on a node of the inference actors' kind: the host
+    # that wrote the manifests says nothing of theirs
+    learner = load_config(LearnerConfig, mounted / "learner.yaml")
+    assert learner.sampled_in == ("auto" if run.inference.dtype == "auto" else "float32")
     pods = {
         doc["metadata"]["name"].removeprefix("run-"): pod_specs(doc)[0]
         for doc in manifests(out)["20-inference.yaml"]
