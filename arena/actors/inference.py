@@ -41,7 +41,8 @@ Services and topics for a policy named ``NAME``:
 - ``control`` messages, on topic ``control.policy.NAME`` or addressed to the actor:
   ``{"command": "pause" | "resume"}``: while paused no batch starts; requests wait in the queue.
   ``{"command": "load", "path": "<Hugging Face model directory>", "version": int}``: serve that
-  directory's safetensors weights as ``version`` (checked like any update: names, shapes,
+  directory's safetensors weights as ``version`` (``path`` may be a model spec as ``--model``
+  takes, ``smollm2-135m`` or ``tiny``, found on this actor's host: a population's initial model) (checked like any update: names, shapes,
   dtypes, floats cast to the served dtype; applied between batches). A load need not be newer than what is served (population
   play goes back to old checkpoints) and leaves the bus updates' version order alone.
   ``{"command": "load", "adapters": {"<name>": "<peft adapter directory>", ...}, "version": int}``:
@@ -77,6 +78,7 @@ from arena.actors.backend_watch import BackendWatch
 from arena.actors.batching import BatchQueue, Pending
 from arena.actors.weight_intake import WeightIntake
 from arena.bus import Actor, BusError, Message
+from arena.models import EMBEDDED_ALIASES, TINY_NAME, model_dir
 from arena.policies.base import Policy
 from arena.policies.config import InferenceConfig, shared_settings
 from arena.policies.remote import service_name
@@ -149,6 +151,7 @@ class InferenceActor(WeightIntake):
             timeout=self.config.weight_timeout,
             shm=self.config.shm_weights,
             device=device_id(getattr(policy, "device", None)),
+            locate=located,
         )
         self.actor.subscribe(f"weights.{name}", self.weights.on_weights)
         self.actor.subscribe(f"control.policy.{name}", self._on_control)
@@ -345,3 +348,9 @@ class InferenceActor(WeightIntake):
         for pending, result in zip(batch, results, strict=True):
             if not pending.future.done():
                 pending.future.set_result(result)
+
+
+def located(path: str) -> str:
+    """A ``load``'s ``path`` on this host: a shipped model's spec (``tiny``, ``smollm2-135m``)
+    is its directory in this host's cache; anything else is a directory path as it is."""
+    return str(model_dir(path)) if path in EMBEDDED_ALIASES or path == TINY_NAME else path

@@ -15,7 +15,6 @@ from types import SimpleNamespace
 import pytest
 
 from arena.bus import BusError
-from arena.models import model_dir
 from arena.run.config import load_run_config
 from arena.run.plan import plan
 from arena.run.population import Population, base_loads, draw
@@ -55,7 +54,7 @@ def test_a_draw_is_the_latest_policy_or_one_of_the_pool(tmp_path: Path) -> None:
             assert (label, load) == ("latest", None)
             continue
         assert label == expected
-        path = str(model_dir("tiny")) if label == "initial" else str(checkpoints / label / "model")
+        path = "tiny" if label == "initial" else str(checkpoints / label / "model")
         version = 0 if label == "initial" else int(label[-1])
         assert load == {"command": "load", "path": path, "version": version}
 
@@ -161,7 +160,7 @@ def test_an_own_model_plays_its_own_checkpoint_of_the_drawn_step(
     own = tmp_path.resolve() / "checkpoints" / "policies" / "responder"
     # step 2 has no checkpoint of the responder's: it plays its newest before, step 1's
     played = {
-        "initial": ("pool-responder@initial", str(model_dir("tiny")), 0),
+        "initial": ("pool-responder@initial", "tiny", 0),
         "step-00000001": ("pool-responder@step-00000001", str(own / "step-00000001/model"), 1),
         "step-00000002": ("pool-responder@step-00000001", str(own / "step-00000001/model"), 1),
         "step-00000003": ("pool-responder@step-00000003", str(own / "step-00000003/model"), 3),
