@@ -73,7 +73,7 @@ def _component(kind: str, count: int, res: Resources, options: SlurmOptions) -> 
     """The ``#SBATCH`` lines of one component: ``count`` tasks of ``res`` each."""
     partition = options.gpu_partition if res.gpus and options.gpu_partition else options.partition
     flags = [f"--ntasks={count}", f"--cpus-per-task={res.cpus}"]
-    if kind in ("train", "learner"):
+    if kind == "train":  # the broker's host is the first node: the coordinator's too
         flags.insert(0, "--nodes=1")
     if res.gpus:
         flags.append(f"--gpus-per-task={res.gpus}")

@@ -117,7 +117,12 @@ def test_components_ask_for_what_each_kind_needs(script: str) -> None:
     assert "--ntasks=2" in train and "--partition=cpu" in train and "gpus" not in train
     assert "--ntasks=2" in inference and "--gpus-per-task=1" in inference
     assert "--partition=gpu" in inference
-    assert "--gpus-per-task=2" in learner and "--cpus-per-task=8" in learner
+    assert (
+        "--nodes=1" in train and "--gpus-per-task=2" in learner and "--cpus-per-task=8" in learner
+    )
+    # each learner is a step on one node of its own choosing: a policy's learner need not find
+    # room on the run's learner's node
+    assert "--nodes" not in learner.split("set -euo")[0]
     assert "--mem-per-cpu=8192M" in learner  # 64 GiB over 8 CPUs
     assert "--ntasks=3" in rollout and "--cpus-per-task=2" in rollout
     assert "gpus" not in rollout.split("set -euo")[0]
