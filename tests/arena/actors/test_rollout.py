@@ -8,7 +8,8 @@ service ``learner``, and a coordinator that sends collect orders to service ``ro
 Covers: a collect of N episodes sends N complete episodes with unique ids and a reply whose
 counts and stats match them; malformed collect orders get error replies and the actor keeps
 serving; a policy that fails mid-episode turns into ``failed`` counts, and no part of those
-episodes reaches the learner; population opponents are served by the policy the order names;
+episodes reaches the learner; so does an episode past the run's bound on one episode (turns,
+seconds), while the order's others go out; population opponents are served by the policy the order names;
 groups of ``group_size`` episodes share a game, a seed, seats and a group id per seat; episode
 seeds and ids stay unique in large orders; the coordinator's Collector (arena/run/collection.py)
 orders whole groups and re-orders failed episodes as whole groups.
