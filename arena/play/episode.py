@@ -62,6 +62,7 @@ from collections.abc import Mapping
 
 from arena.play.acting import CHOICE
 from arena.play.choice import choose_turn
+from arena.play.config import MAX_EPISODE_TURNS
 from arena.play.seats import (
     BotSeat,
     EpisodeError,
@@ -88,14 +89,16 @@ async def play_episode(
     *,
     seed: int,
     episode_id: str,
-    max_turns: int | None = None,
+    max_turns: int | None = MAX_EPISODE_TURNS,
     timeout: float | None = None,
 ) -> Episode:
     """Play ``env`` from ``reset(seed)`` to the end and return the record; an
     :class:`EpisodeError` when it cannot finish, the game's own code raising included.
 
     ``max_turns`` and ``timeout`` bound the episode (a run's ``rollout.max_episode_turns`` and
-    ``rollout.episode_timeout``; None: unbounded), whatever the game's own limits: one that has
+    ``rollout.episode_timeout``; evaluations and tournaments keep the default turn bound,
+    :data:`~arena.play.config.MAX_EPISODE_TURNS`, and no clock; None: unbounded), whatever the
+    game's own limits: one that has
     played ``max_turns`` turns (every seat's, rejected ones included) and is not over, or is
     still playing after ``timeout`` seconds, fails with an :class:`EpisodeError` naming the
     bound (termination ``max_turns``, resp. ``error``). The clock is checked only while the
@@ -114,7 +117,7 @@ async def play_episode(
     except Exception as err:  # the game's (or its role's) own bug: this episode, not the job
         if isinstance(err, TimeoutError) and clock.expired():
             raise EpisodeError(
-                f"{game_id} episode {episode_id}: not over after {timeout:g} s, the run's bound "
+                f"{game_id} episode {episode_id}: not over after {timeout:g} s, the bound "
                 "on one episode (rollout.episode_timeout)"
             ) from None
         raise EpisodeError(f"{game_id} episode {episode_id}: the game failed: {err!r}") from err
@@ -151,7 +154,7 @@ async def _play(
             continue
         if limit is not None and len(turns) >= limit:
             raise EpisodeError(
-                f"{game_id} episode {episode_id}: not over after {limit} turns, the run's bound "
+                f"{game_id} episode {episode_id}: not over after {limit} turns, the bound "
                 "on one episode (rollout.max_episode_turns); the game did not end it",
                 termination="max_turns",
             )

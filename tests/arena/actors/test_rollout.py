@@ -8,7 +8,7 @@ service ``learner``, and a coordinator that sends collect orders to service ``ro
 Covers: a collect of N episodes sends N complete episodes with unique ids and a reply whose
 counts and stats match them; malformed collect orders get error replies and the actor keeps
 serving; a policy that fails mid-episode turns into ``failed`` counts, and no part of those
-episodes reaches the learner; so does an episode past the run's bound on one episode (turns,
+episodes reaches the learner; so does an episode past the bound on one episode (turns,
 seconds), while the order's others go out; population opponents are served by the policy the order names;
 groups of ``group_size`` episodes share a game, a seed, seats and a group id per seat; episode
 seeds and ids stay unique in large orders; the coordinator's Collector (arena/run/collection.py)
@@ -299,7 +299,7 @@ def test_an_episode_past_the_runs_bound_fails_alone(broker: str, tiny_tokenizer)
             first = endless_ones[0]
             assert reply["error"] == (
                 f"prisoners-dilemma-v0 episode rollout-0-2-{first}: not over after 20 turns, the "
-                "run's bound on one episode (rollout.max_episode_turns); the game did not end it"
+                "bound on one episode (rollout.max_episode_turns); the game did not end it"
             )
             # The same by the clock: one second for an order of dilemmas alone.
             w.rollout.max_episode_turns, w.rollout.episode_timeout = None, 1.0
@@ -309,7 +309,7 @@ def test_an_episode_past_the_runs_bound_fails_alone(broker: str, tiny_tokenizer)
             assert 1.0 <= asyncio.get_running_loop().time() - started < 10.0
             assert reply["episodes"] == 0 and reply["failed"] == 2
             assert re.fullmatch(
-                r"prisoners-dilemma-v0 episode rollout-0-3-[01]: not over after 1 s, the run's "
+                r"prisoners-dilemma-v0 episode rollout-0-3-[01]: not over after 1 s, the "
                 r"bound on one episode \(rollout\.episode_timeout\)",
                 reply["error"],
             ), reply["error"]
