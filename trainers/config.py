@@ -318,10 +318,11 @@ class LearnerConfig:
     halfway between two bf16 values would otherwise move a whole bf16 step at any update)."""
     sampled_in: str | None = None
     """The dtype the inference service that samples for this learner holds its weights in
-    (``arena train`` fills it in from ``inference.dtype``, ``auto`` resolved). ``bfloat16``
-    makes a fresh run round the float32 weights to bf16 first, as bf16 ``autocast`` does, so that
-    the service's bf16 copy follows the updates rather than jumping at the ties. None: only
-    ``autocast`` decides."""
+    (``arena train`` fills it in from ``inference.dtype``). ``bfloat16`` makes a fresh run round
+    the float32 weights to bf16 first, as bf16 ``autocast`` does, so that the service's bf16 copy
+    follows the updates rather than jumping at the ties. ``auto``: what ``dtype: auto`` means on
+    this learner's device (``arena train`` leaves it so when the inference actors run elsewhere,
+    on hosts of the learner's kind). None: only ``autocast`` decides."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass: less memory, about a third more compute."""
     bucket_bytes: int = 64 << 20
@@ -345,9 +346,10 @@ class LearnerConfig:
     def __post_init__(self) -> None:
         if self.autocast not in (None, "bfloat16", "auto"):
             raise ValueError(f"autocast = {self.autocast!r}; expected null, bfloat16 or auto")
-        if self.sampled_in not in (None, "float32", "bfloat16", "float16"):
+        if self.sampled_in not in (None, "float32", "bfloat16", "float16", "auto"):
             raise ValueError(
-                f"sampled_in = {self.sampled_in!r}; expected null, float32, bfloat16 or float16"
+                f"sampled_in = {self.sampled_in!r}; expected null, float32, bfloat16, float16 "
+                "or auto"
             )
 
     @classmethod

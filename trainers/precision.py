@@ -38,7 +38,10 @@ def autocast_dtype(autocast: str | None, device: torch.device) -> str | None:
 
 def has_bfloat16_copy(autocast: str | None, sampled_in: str | None, device: torch.device) -> bool:
     """Whether some computation rounds this learner's float32 weights to bf16: its own autocast,
-    or the inference service that samples with them (``LearnerConfig.sampled_in``)."""
+    or the inference service that samples with them (``LearnerConfig.sampled_in``; ``auto``:
+    the service on a device like this learner's, :func:`arena.models.fast_dtype`)."""
+    if sampled_in == "auto":
+        sampled_in = fast_dtype(str(device))
     return autocast_dtype(autocast, device) == "bfloat16" or sampled_in == "bfloat16"
 
 

@@ -5,6 +5,11 @@ event loop keeps answering while the backend works: its heartbeats then prove on
 loop runs. :class:`BackendWatch` times every backend call, so that the actor can withhold its
 heartbeats while one call has run past the hang limit (the run then finds it hung as it finds a
 stopped one, :mod:`arena.run.hangs`), and can tell at close whether a call never returned.
+
+A backend that returns but fails every batch out of memory cannot serve either:
+:class:`OutOfMemoryStreak` counts such batches in a row, so that the actor leaves at
+``inference.max_oom_batches`` of them (for the run to restart it) instead of failing every
+request it is sent.
 """
 
 from __future__ import annotations
@@ -56,3 +61,35 @@ class BackendWatch:
         finally:
             self.slowest = max(self.slowest, time.monotonic() - start)
             self.since = None
+
+
+OOM_MARKERS = ("out of memory", "can't allocate memory")
+"""What a backend's error says when memory ran out: torch's CUDA, HIP and MPS errors and the
+engines' RuntimeErrors ("CUDA out of memory"), the CPU allocator's ("can't allocate memory")."""
+
+
+def out_of_memory(err: BaseException) -> bool:
+    """Whether a backend's exception says memory ran out (``torch.OutOfMemoryError``, a
+    ``MemoryError``, or a message with one of :data:`OOM_MARKERS`)."""
+    if isinstance(err, MemoryError) or type(err).__name__ == "OutOfMemoryError":
+        return True
+    said = str(err).lower()
+    return any(marker in said for marker in OOM_MARKERS)
+
+
+class OutOfMemoryStreak:
+    """Batches in a row that failed out of memory, against ``limit`` (0: no limit)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.in_a_row = 0
+
+    def served(self) -> None:
+        """A batch succeeded."""
+        self.in_a_row = 0
+
+    def failed(self, err: BaseException) -> bool:
+        """A batch failed with ``err``: whether that makes ``limit`` in a row out of memory
+        (another error breaks the run of them)."""
+        self.in_a_row = self.in_a_row + 1 if out_of_memory(err) else 0
+        return bool(self.limit) and self.in_a_row >= self.limit

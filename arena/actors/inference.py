@@ -41,7 +41,8 @@ Services and topics for a policy named ``NAME``:
 - ``control`` messages, on topic ``control.policy.NAME`` or addressed to the actor:
   ``{"command": "pause" | "resume"}``: while paused no batch starts; requests wait in the queue.
   ``{"command": "load", "path": "<Hugging Face model directory>", "version": int}``: serve that
-  directory's safetensors weights as ``version`` (checked like any update: names, shapes,
+  directory's safetensors weights as ``version`` (``path`` may be a model spec as ``--model``
+  takes, ``smollm2-135m`` or ``tiny``, found on this actor's host: a population's initial model) (checked like any update: names, shapes,
   dtypes, floats cast to the served dtype; applied between batches). A load need not be newer than what is served (population
   play goes back to old checkpoints) and leaves the bus updates' version order alone.
   ``{"command": "load", "adapters": {"<name>": "<peft adapter directory>", ...}, "version": int}``:
@@ -55,6 +56,13 @@ Services and topics for a policy named ``NAME``:
   CUDA device id or None}`` (a learner on the same GPU then sends its updates by CUDA IPC,
   :mod:`arena.weights.cuda_ipc`). A stale update (not newer than the served
   version) is refused once, not once per bucket.
+
+An actor that can no longer serve leaves: after ``max_oom_batches`` batches in a row failed
+out of memory (:class:`~arena.actors.backend_watch.OutOfMemoryStreak`) it fails that batch's
+requests, stops (:attr:`InferenceActor.gave_up` says why, :meth:`InferenceActor.serving`
+returns) and ``arena inference`` exits with status 1, that reason its last line, for ``arena
+train`` to restart it; its queued requests fail with ``shutting_down``, which requesters send
+again. A lone failed batch fails only its own requests.
 
 Generation runs on one worker thread, so the event loop keeps answering heartbeats, queueing
 and refusing requests while a batch is being generated. Run it as a process with
@@ -73,10 +81,11 @@ from collections import Counter, deque
 from collections.abc import Mapping
 from typing import Any
 
-from arena.actors.backend_watch import BackendWatch
+from arena.actors.backend_watch import BackendWatch, OutOfMemoryStreak
 from arena.actors.batching import BatchQueue, Pending
 from arena.actors.weight_intake import WeightIntake
 from arena.bus import Actor, BusError, Message
+from arena.models import EMBEDDED_ALIASES, TINY_NAME, model_dir
 from arena.policies.base import Policy
 from arena.policies.config import InferenceConfig, shared_settings
 from arena.policies.remote import service_name
@@ -93,6 +102,8 @@ from arena.weights.cuda_ipc import device_id
 from arena.weights.receiver import WeightReceiver
 
 log = logging.getLogger("arena.actors.inference")
+ERROR_CHARS = 300
+"""The failing batch's error is cut to this many characters in the reason an actor leaves with."""
 
 
 class InferenceActor(WeightIntake):
@@ -149,6 +160,7 @@ class InferenceActor(WeightIntake):
             timeout=self.config.weight_timeout,
             shm=self.config.shm_weights,
             device=device_id(getattr(policy, "device", None)),
+            locate=located,
         )
         self.actor.subscribe(f"weights.{name}", self.weights.on_weights)
         self.actor.subscribe(f"control.policy.{name}", self._on_control)
@@ -161,6 +173,10 @@ class InferenceActor(WeightIntake):
         self._batcher: asyncio.Task[None] | None = None
         self._replies: set[asyncio.Future[Any]] = set()
         """The replies this actor owes: one per request it took and has not answered."""
+        self.oom = OutOfMemoryStreak(config.max_oom_batches)
+        self.gave_up: str | None = None
+        """Why this actor stopped serving on its own, in one line; None while it serves."""
+        self._unable = asyncio.Event()
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -172,9 +188,20 @@ class InferenceActor(WeightIntake):
         """Serve until ``stop`` is set (or forever), then close."""
         await self.start()
         try:
-            await (stop or asyncio.Event()).wait()
+            await self.serving(stop)
         finally:
             await self.close()
+
+    async def serving(self, stop: asyncio.Event | None = None) -> None:
+        """Wait until ``stop`` is set or this actor can no longer serve (:attr:`gave_up`)."""
+        waits = [asyncio.ensure_future(self._unable.wait())]
+        if stop is not None:
+            waits.append(asyncio.ensure_future(stop.wait()))
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
 
     async def close(self) -> None:
         """Answer every request taken, fail the queued ones and the batch being generated
@@ -291,7 +318,7 @@ class InferenceActor(WeightIntake):
 
     # -- batching ----------------------------------------------------------------------------
     async def _batch_loop(self) -> None:
-        while True:
+        while self.gave_up is None:
             batch = await self.queue.next_batch()
             if batch:
                 await self._generate(batch)
@@ -330,7 +357,10 @@ class InferenceActor(WeightIntake):
             for pending in batch:
                 if not pending.future.done():
                     pending.future.set_exception(BusError(code, f"generation failed: {err!r}"))
+            if self.oom.failed(err):
+                self._give_up(err, len(batch))
             return
+        self.oom.served()
         self.batch_sizes.append(len(batch))
         elapsed = time.monotonic() - start
         if elapsed > self.slowest_batch[0]:
@@ -345,3 +375,20 @@ class InferenceActor(WeightIntake):
         for pending, result in zip(batch, results, strict=True):
             if not pending.future.done():
                 pending.future.set_result(result)
+
+    def _give_up(self, err: Exception, size: int) -> None:
+        """Stop serving, ``max_oom_batches`` batches in a row having failed out of memory."""
+        error = " ".join(repr(err).split())[:ERROR_CHARS]
+        self.gave_up = (
+            f"{self.actor.name} cannot serve: {self.oom.limit} batches in a row failed out of "
+            f"memory (inference.max_oom_batches; the last, a batch of {size}: {error}); it "
+            "exits to be restarted (a smaller inference.max_batch needs less memory)"
+        )
+        log.error("%s", self.gave_up)
+        self._unable.set()
+
+
+def located(path: str) -> str:
+    """A ``load``'s ``path`` on this host: a shipped model's spec (``tiny``, ``smollm2-135m``)
+    is its directory in this host's cache; anything else is a directory path as it is."""
+    return str(model_dir(path)) if path in EMBEDDED_ALIASES or path == TINY_NAME else path

@@ -37,8 +37,9 @@ It fills the seats with a :class:`~arena.play.seating.SeatFactory`, plays up to 
 episodes at once on asyncio (their generation requests batch together in the inference actors),
 and sends every finished episode to service ``learner`` as an ``episode`` message, with every
 turn's tokens, logprobs and policy version. An episode that fails (its policy, a bot, a
-simulator or the game itself errored) is dropped whole and counted, never half-sent; the rest
-of its group still goes out. The reply's ``failed`` counts them and ``error`` gives the first one's reason (empty
+simulator or the game itself errored, or it ran past the run's bound on one episode:
+``max_episode_turns`` turns or ``episode_timeout`` seconds, :func:`~arena.play.episode.play_episode`)
+is dropped whole and counted, never half-sent; the rest of its group still goes out. The reply's ``failed`` counts them and ``error`` gives the first one's reason (empty
 when none failed), which ``arena train`` shows on the step line and in ``events.log``. A malformed
 collect order gets an error reply; the actor goes on.
 
@@ -91,8 +92,14 @@ class RolloutActor:
         heartbeat_interval: float = 1.0,
         policy_timeout: float,
         learners: tuple[str, ...] = ("learner",),
+        max_episode_turns: int | None = None,
+        episode_timeout: float | None = None,
     ) -> None:
         self.play = play
+        self.max_episode_turns = max_episode_turns
+        self.episode_timeout = episode_timeout
+        """The run's bounds on one episode (``rollout.max_episode_turns``,
+        ``rollout.episode_timeout``; None: none): past either, that episode fails."""
         self.learners = learners
         """The services every finished group goes to: the run's learner, and the learner of
         each named policy with a model of its own, which keep their own policy's turns
@@ -232,6 +239,8 @@ class RolloutActor:
                         seats,
                         seed=episode_seed,
                         episode_id=f"{lease}-{index}",
+                        max_turns=self.max_episode_turns,
+                        timeout=self.episode_timeout,
                     )
                 except EpisodeError as err:
                     self.counters["episodes_failed"] += 1

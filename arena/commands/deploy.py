@@ -185,7 +185,7 @@ def deployment(
     from arena.models.lora_files import CONFIG_FILE as ADAPTER_CONFIG
     from arena.run.config import load_run_config
     from arena.run.inference_actors import POOL_ACTOR, served_inference
-    from arena.run.processes import actor_commands, broker_argv, joined_inference_argv
+    from arena.run.processes import actor_commands, broker_argv
     from arena.run.run_dir import resolve_for_run
 
     address, run_dir, config_dir = where
@@ -229,11 +229,6 @@ def deployment(
         argv, env, kind = list(command.argv), dict(command.env), command.name.split("-")[0]
         adapters: list[str] = []
         if kind == "inference":
-            # what it serves read from config.yaml, as an actor started by hand does: one
-            # function (arena/run/inference_actors.py) for the run's actors wherever they run,
-            # its device (auto) resolved on its own node
-            config_path = config_dir / "config.yaml"
-            argv = joined_inference_argv(address, config_path, command.name)
             served = served_inference(resolved, Path(run_dir), command.name)
             adapters = [str(Path(p) / ADAPTER_CONFIG) for p in served.adapters.values()]
         if kind in GPU_KINDS:

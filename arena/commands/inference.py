@@ -208,7 +208,7 @@ def run(args: argparse.Namespace) -> int:
             flush=True,
         )
         try:
-            await stop.wait()
+            await actor.serving(stop)
         finally:
             await actor.close()
 
@@ -218,4 +218,6 @@ def run(args: argparse.Namespace) -> int:
     # down torch, which takes a second or more for nothing; instead send what the closed
     # sockets hold (the unregister, the last replies) and leave at once.
     flush_context()
-    exit_now(1 if actor.wedged else 0)
+    if actor.gave_up is not None:  # the last line of its log: what the run names if it stops
+        print(f"arena inference: {actor.gave_up}", file=sys.stderr)
+    exit_now(1 if actor.wedged or actor.gave_up is not None else 0)

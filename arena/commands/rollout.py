@@ -40,7 +40,8 @@ def run(args: argparse.Namespace) -> int:
 
 def rollout_actor(config: RunConfig, address: str, index: int) -> RolloutActor:
     """The rollout actor ``rollout-<index>`` that ``config`` describes; its policy requests are
-    bounded by the run's ``inference.timeout``."""
+    bounded by the run's ``inference.timeout``, its episodes by ``rollout.max_episode_turns``
+    and ``rollout.episode_timeout``."""
     from arena.actors.rollout import RolloutActor
     from arena.run.bases import learner_services
 
@@ -53,4 +54,6 @@ def rollout_actor(config: RunConfig, address: str, index: int) -> RolloutActor:
         heartbeat_interval=config.bus.heartbeat_interval,
         policy_timeout=config.inference.timeout,
         learners=tuple(learner_services(config.play)),
+        max_episode_turns=config.rollout.max_episode_turns,
+        episode_timeout=config.rollout.episode_timeout,
     )

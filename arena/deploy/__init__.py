@@ -3,9 +3,9 @@
 A run is a set of ``arena`` subcommands talking over one bus; ``arena train`` starts them as
 local children, and a cluster starts the very same command lines
 (:func:`arena.run.processes.actor_commands`) on other machines, with a ``tcp://`` broker
-address, keys, and each process's own advertised host; its inference actors start as ones
-started by hand (:func:`arena.run.processes.joined_inference_argv`), what each serves read from
-the run's ``config.yaml``. This package only renders:
+address, keys, and each process's own advertised host (an inference actor reads what it
+serves from the run's ``config.yaml``, :func:`arena.run.processes.inference_argv`, wherever it
+runs). This package only renders:
 
 - :mod:`arena.deploy.spec`: the processes and their resources, as plain data;
 - :mod:`arena.deploy.slurm`: an ``sbatch`` script (one heterogeneous job, a step per process);

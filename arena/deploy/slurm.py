@@ -12,8 +12,7 @@ each reads as it starts (:attr:`Process.reads`: its ``--config``, an inference a
 adapters).
 
 The script starts the same command lines ``arena train`` starts locally (the caller gives them,
-from :func:`arena.run.processes.actor_commands`; the inference actors' as started by hand, with
-``--config``); only two things are known on the cluster
+from :func:`arena.run.processes.actor_commands`); only two things are known on the cluster
 alone, the broker's host and the run directory, and they stand in the command lines as the
 markers :data:`BROKER_HOST_MARK` and :data:`RUN_DIR_MARK`, written out as ``${BROKER_HOST}`` and
 ``${RUN_DIR}``. Each step exports ``ARENA_ADVERTISE_HOST`` as its node's host name, the address
@@ -74,7 +73,7 @@ def _component(kind: str, count: int, res: Resources, options: SlurmOptions) -> 
     """The ``#SBATCH`` lines of one component: ``count`` tasks of ``res`` each."""
     partition = options.gpu_partition if res.gpus and options.gpu_partition else options.partition
     flags = [f"--ntasks={count}", f"--cpus-per-task={res.cpus}"]
-    if kind in ("train", "learner"):
+    if kind == "train":  # the broker's host is the first node: the coordinator's too
         flags.insert(0, "--nodes=1")
     if res.gpus:
         flags.append(f"--gpus-per-task={res.gpus}")

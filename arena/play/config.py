@@ -16,6 +16,11 @@ from arena.policies.types import InvalidRequest, SamplingParams
 
 OPPONENT_MODES = ("self-play", "fixed", "population")
 ADAPTER_KINDS = ("lora",)
+MAX_EPISODE_TURNS = 1000
+"""Turns one episode may play and not be over, wherever it is played (a run's
+``rollout.max_episode_turns``, an evaluation's, a tournament's match): past it the game is taken
+for one that never ends. The shipped games play at most 600 (``pettingzoo-chess-v0``: 200
+moves, each tried 3 times)."""
 
 
 @dataclass

@@ -32,6 +32,13 @@ that is not trained. Its turns are recorded with its role (``simulated_user``), 
 does the game's own code raising (its ``step``, its observation text, its role's parser): that
 one episode fails, named with ``the game failed: ...``, and the other episodes go on.
 
+Bounds: a run bounds each episode by turns and by seconds (``rollout.max_episode_turns``,
+``rollout.episode_timeout``, passed to :func:`play_episode`). A game that never ends (a plugin
+with a huge ``max_turns``, or one that never sets its terminations) would otherwise hold its
+rollout job until the job's lease ran out, to be leased again with the same seed and loop
+again. Past either bound the episode fails with an :class:`EpisodeError` naming the game, the
+episode and the bound: dropped, counted and never trained on, like any failed episode.
+
 Visibility: before a seat is prompted (or a simulator asked), its observation is checked against
 the game's interaction graph (:meth:`games.interaction.Interaction.leaks`): the text of a post the
 seat may not see must not be in it. A leak ends the episode with an :class:`EpisodeError`, so a
@@ -55,6 +62,7 @@ from collections.abc import Mapping
 
 from arena.play.acting import CHOICE
 from arena.play.choice import choose_turn
+from arena.play.config import MAX_EPISODE_TURNS
 from arena.play.seats import (
     BotSeat,
     EpisodeError,
@@ -82,17 +90,37 @@ async def play_episode(
     *,
     seed: int,
     episode_id: str,
+    max_turns: int | None = MAX_EPISODE_TURNS,
+    timeout: float | None = None,
 ) -> Episode:
     """Play ``env`` from ``reset(seed)`` to the end and return the record; an
-    :class:`EpisodeError` when it cannot finish, the game's own code raising included."""
+    :class:`EpisodeError` when it cannot finish, the game's own code raising included.
+
+    ``max_turns`` and ``timeout`` bound the episode (a run's ``rollout.max_episode_turns`` and
+    ``rollout.episode_timeout``; evaluations and tournaments keep the default turn bound,
+    :data:`~arena.play.config.MAX_EPISODE_TURNS`, and no clock; None: unbounded), whatever the
+    game's own limits: one that has
+    played ``max_turns`` turns (every seat's, rejected ones included) and is not over, or is
+    still playing after ``timeout`` seconds, fails with an :class:`EpisodeError` naming the
+    bound (termination ``max_turns``, resp. ``error``). The clock is checked only while the
+    episode awaits (a policy, a simulator); a game of bots alone is held by the turn bound."""
     missing = set(env.possible_agents) - set(seats)
     if missing:
         raise ValueError(f"{game_id}: no seat filler for {sorted(missing)}")
+    clock = asyncio.timeout(timeout)
     try:
-        return await _play(env, game_id, seats, seed=seed, episode_id=episode_id)
+        async with clock:
+            return await _play(
+                env, game_id, seats, seed=seed, episode_id=episode_id, limit=max_turns
+            )
     except EpisodeError:
         raise
     except Exception as err:  # the game's (or its role's) own bug: this episode, not the job
+        if isinstance(err, TimeoutError) and clock.expired():
+            raise EpisodeError(
+                f"{game_id} episode {episode_id}: not over after {timeout:g} s, the bound "
+                "on one episode (rollout.episode_timeout)"
+            ) from None
         raise EpisodeError(f"{game_id} episode {episode_id}: the game failed: {err!r}") from err
 
 
@@ -103,6 +131,7 @@ async def _play(
     *,
     seed: int,
     episode_id: str,
+    limit: int | None = None,
 ) -> Episode:
     env.reset(seed=seed)
     for index, agent in enumerate(env.possible_agents):
@@ -124,6 +153,12 @@ async def _play(
             metrics[agent] = _metrics(env, agent)  # before step(None) drops its infos
             env.step(None)
             continue
+        if limit is not None and len(turns) >= limit:
+            raise EpisodeError(
+                f"{game_id} episode {episode_id}: not over after {limit} turns, the bound "
+                "on one episode (rollout.max_episode_turns); the game did not end it",
+                termination="max_turns",
+            )
         seat = seats[agent]
         if isinstance(seat, BotSeat):
             try:

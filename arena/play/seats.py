@@ -100,13 +100,14 @@ def seat_seed(seed: int, index: int) -> int:
 
 
 class EpisodeError(RuntimeError):
-    """An episode that could not finish (a seat's policy or bot failed); it is dropped, never
-    half-sent. ``seat`` names the agent whose filler failed."""
+    """An episode that could not finish (a seat's policy or bot failed, or it ran past the run's
+    bound on one episode); it is dropped, never half-sent. ``seat`` names the agent whose filler
+    failed; ``termination`` is how it ended (``error``, or ``max_turns`` past the turn bound)."""
 
-    def __init__(self, message: str, seat: str | None = None) -> None:
+    def __init__(self, message: str, seat: str | None = None, termination: str = "error") -> None:
         super().__init__(message)
         self.seat = seat
-        self.termination = "error"
+        self.termination = termination
 
 
 def seat_assignment(seat: Seat) -> SeatAssignment:

@@ -121,12 +121,21 @@ class InferenceConfig(PolicyConfig):
     the slowest call this actor has made when that is longer, so a wedge is found in under a
     minute and a slow batch on a loaded host is no hang. A number: that bound, fixed (a run
     whose batches outgrow it is stopped, naming the batch time)."""
+    max_oom_batches: int = 3
+    """Batches in a row that may fail out of memory (the backend raised torch's
+    ``OutOfMemoryError``, ``MemoryError`` or an error saying "out of memory") before the actor
+    takes itself for unable to serve: it fails that batch's requests like any failed batch's,
+    then exits (status 1) with one line naming the error, so that ``arena train`` restarts it
+    (``inference_max_restarts``) and, if it keeps failing, stops naming that line. One such
+    batch fails only its own requests; any other outcome resets the count. 0: never exits."""
 
     def __post_init__(self) -> None:
         if self.hang_timeout is not None and not self.hang_timeout > 0:
             raise ConfigError(
                 f"inference.hang_timeout must be > 0 seconds, got {self.hang_timeout}"
             )
+        if self.max_oom_batches < 0:
+            raise ConfigError(f"inference.max_oom_batches must be >= 0, got {self.max_oom_batches}")
 
 
 NOT_FLAGS = ("actors", "engine", "adapters", "address")

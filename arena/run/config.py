@@ -18,6 +18,7 @@ from arena.bus.peers import ROUTINGS
 from arena.core.config import load_config, to_yaml
 from arena.core.errors import ConfigError, check_choice
 from arena.play.config import (
+    MAX_EPISODE_TURNS,
     GameConfig,
     OpponentConfig,
     PlayConfig,
@@ -86,6 +87,16 @@ class RolloutConfig:
     lease_timeout: float = 3600.0
     """Seconds an order (a leased job) may take before the job is leased to another rollout
     actor; the straggler's late episodes are then dropped by the learner as duplicates."""
+    max_episode_turns: int = MAX_EPISODE_TURNS
+    """Turns one episode may play (every seat's, rejected ones included) and not be over: past
+    it that episode fails, naming its game, its id and this bound, and is dropped and counted
+    like any failed one while the others go on. A game that never ends (a plugin's huge
+    ``max_turns``) would otherwise hold its job until ``lease_timeout``, then loop again. The
+    shipped games play at most 600 (``pettingzoo-chess-v0``: 200 moves, each tried 3 times);
+    evaluations and tournaments bound their episodes by the default, 1000."""
+    episode_timeout: float = 1800.0
+    """Seconds one episode may play, likewise; keep it below ``lease_timeout``. Checked while it
+    waits on a policy or a simulator (bots alone are held by ``max_episode_turns``)."""
     max_empty_steps: int = 3
     """Steps in a row that leave the learner no turn to train on (every episode failed: a
     simulator or bot that raises, say) before the run stops, with exit status 1 and one line
@@ -95,6 +106,12 @@ class RolloutConfig:
     def __post_init__(self) -> None:
         if self.max_empty_steps < 1:
             raise ConfigError(f"rollout.max_empty_steps must be >= 1, got {self.max_empty_steps}")
+        for key, value in (
+            ("max_episode_turns", self.max_episode_turns),
+            ("episode_timeout", self.episode_timeout),
+        ):
+            if not value > 0:
+                raise ConfigError(f"rollout.{key} must be > 0, got {value}")
 
 
 @dataclass

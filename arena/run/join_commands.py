@@ -12,7 +12,7 @@ from pathlib import Path
 
 from arena.bus.security import INSECURE_ENV, KEYS_ENV
 from arena.run.config import RunConfig
-from arena.run.processes import joined_inference_argv, learner_argv
+from arena.run.processes import inference_argv, learner_argv
 
 
 def start_command(
@@ -29,7 +29,7 @@ def start_command(
     elif kind == "inference":
         # the run's own settings, from its config (arena/run/inference_settings.py): flags
         # spelled out here would be one more copy of them to drift
-        argv = joined_inference_argv(address, run_dir / "config.yaml", actor)
+        argv = inference_argv(address, run_dir / "config.yaml", actor)
     else:
         config_path = str(run_dir / "config.yaml")
         argv = ["rollout", "--address", address, "--config", config_path]

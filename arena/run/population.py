@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 from arena.bus import Actor, BusError
-from arena.models import model_dir
 from arena.run.bases import own_bases, policy_checkpoint, pooled_bases, shared_adapters
 from arena.run.config import RunConfig
 from arena.run.inference_actors import POOL, pool_actor, pool_policy
@@ -60,7 +59,8 @@ def draw(config: RunConfig, run_dir: Path, seed: int) -> tuple[str, dict[str, An
         where = step_dir / "adapters" if step_dir is not None else run_dir.resolve() / "adapters"
         paths = {name: str(where / name) for name in adapters}
         return label, {"command": "load", "adapters": paths, "version": version}
-    path = str(step_dir / "model") if step_dir is not None else str(model_dir(config.model))
+    # the initial model by its spec: the pool actor finds it on its own host
+    path = str(step_dir / "model") if step_dir is not None else config.model
     return label, {"command": "load", "path": path, "version": version}
 
 
@@ -75,7 +75,7 @@ def base_loads(
     for name in pooled_bases(config.play):
         found = policy_checkpoint(run_dir, name, step) if step else None
         if found is None:
-            path, version, played = str(model_dir(own_bases(config.play)[name].model)), 0, "initial"
+            path, version, played = str(own_bases(config.play)[name].model), 0, "initial"
         else:
             path, version, played = str(found[1] / "model"), found[0], found[1].name
         load = {"command": "load", "path": path, "version": version}

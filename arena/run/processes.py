@@ -23,14 +23,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from arena.core.config import to_arguments, to_yaml
-from arena.policies.config import NOT_FLAGS, InferenceConfig
+from arena.core.config import to_yaml
 from arena.run.addresses import bus_address, own_broker
 from arena.run.bases import learner_file, own_bases, policy_learner, trained_bases
 from arena.run.config import RunConfig
 from arena.run.inference_actors import started_inference
 from arena.run.launcher import Launcher
-from arena.run.resources import cpu_threads, device_for
+from arena.run.resources import cpu_threads
 from trainers.config import LearnerConfig
 
 
@@ -72,9 +71,11 @@ def actor_commands(
         commands.append(
             ActorCommand("broker", argv, restartable=True, max_restarts=c.bus.max_restarts)
         )
-    for actor_name, served in started_inference(c, run_dir).items():
-        served = replace(served, device=device_for(served.device))
-        argv = inference_argv(actor_name, address, served, c.bus.heartbeat_interval)
+    for actor_name in started_inference(c, run_dir):
+        # what it serves is read from config.yaml by the function that named it, as an actor
+        # started by hand or by a cluster reads it: one command form wherever it runs, and
+        # ``auto`` devices resolved by each actor on its own host
+        argv = inference_argv(address, config_dir / "config.yaml", actor_name)
         commands.append(inference_command(actor_name, argv, inference_env, c))
     if c.start_learner:
         for policy in (None, *trained_bases(c.play)):
@@ -155,31 +156,15 @@ def broker_argv(address: str, heartbeat_interval: float, heartbeat_timeout: floa
     ]
 
 
-def inference_argv(
-    actor_name: str, address: str, served: InferenceConfig, heartbeat_interval: float
-) -> list[str]:
-    """``arena inference`` serving ``served`` (its flags derived from the config itself)."""
-    return [
-        "-v",
-        "inference",
-        "--address",
-        address,
-        "--actor-name",
-        actor_name,
-        "--heartbeat-interval",
-        str(heartbeat_interval),
-        *to_arguments(served, exclude=NOT_FLAGS),
-        *(f"--engine={key}={value!r}" for key, value in served.engine.items()),
-        *(f"--adapter={name}={path}" for name, path in served.adapters.items()),
-    ]
-
-
-def joined_inference_argv(address: str, config_path: Path, actor_name: str | None) -> list[str]:
+def inference_argv(address: str, config_path: Path, actor_name: str | None) -> list[str]:
     """``arena inference`` standing for the run's inference actor ``actor_name`` (None: one more
     of the shared base's), everything it serves read from the run's ``config.yaml`` at
-    ``config_path`` by the function ``arena train`` uses (:mod:`arena.run.inference_actors`):
-    how an actor started elsewhere (by hand, by a cluster's job) is started, so that no copy of
-    those settings in flags can drift from what the run's own actor would serve."""
+    ``config_path`` by the function that names the run's actors
+    (:mod:`arena.run.inference_actors`): the one command line of every inference actor of a
+    run, started by ``arena train``, by hand or by a cluster's job, so that no copy of those
+    settings in flags can drift from what the run's own actor would serve. Its heartbeat is the
+    run's ``bus.heartbeat_interval`` and an ``auto`` device is resolved by the actor itself, on
+    its own host."""
     argv = ["-v", "inference", "--address", address, "--config", str(config_path)]
     return argv + (["--actor-name", actor_name] if actor_name is not None else [])
 

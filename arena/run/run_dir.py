@@ -11,6 +11,7 @@ from pathlib import Path
 from arena.core.errors import ConfigError
 from arena.models import to_dtype
 from arena.models.adapter_shape import SHARED_ADAPTER
+from arena.models.precision import AUTO
 from arena.run.addresses import free_port
 from arena.run.bases import (
     lora_of,
@@ -175,7 +176,14 @@ def write_initial_adapters(
 
 
 def sampling_dtype(config: RunConfig) -> str:
-    """The dtype the run's inference actors hold the trained weights in, ``auto`` resolved on
-    this machine: where it is bf16, the learner rounds its float32 weights to bf16 first."""
+    """The dtype the run's inference actors hold the trained weights in (where it is bf16, the
+    learner rounds its float32 weights to bf16 first): an explicit ``inference.dtype`` as it is;
+    ``auto`` resolved on this machine where the run starts its inference actors here itself,
+    and otherwise left ``auto`` for the learner to resolve on its own host (the machine that
+    writes the config, a login node or a CPU coordinator, says nothing of the GPU nodes where a
+    deployment's or a Ray cluster's inference actors run; the learner's host is of their kind)."""
     inference = config.inference
+    elsewhere = inference.actors == 0 or config.launcher != "local"
+    if inference.dtype == AUTO and elsewhere:
+        return AUTO
     return str(to_dtype(inference.dtype, inference.device)).removeprefix("torch.")

@@ -31,6 +31,7 @@ from typing import Any
 
 import simulators
 from arena.bus import Actor, BusError
+from arena.core.config import to_arguments
 from arena.core.errors import CannotStart
 from arena.eval.roles import reference_seat
 from arena.play.acting import resolve_act
@@ -38,11 +39,11 @@ from arena.play.config import GameConfig, PlayConfig
 from arena.play.seating import SeatFactory
 from arena.play.seats import BotSeat, Seat, SimulatorSeat
 from arena.policies.chat import ChatFormat
-from arena.policies.config import InferenceConfig
+from arena.policies.config import NOT_FLAGS, InferenceConfig
 from arena.policies.openai import OpenAIPolicy
 from arena.policies.remote import RemotePolicy
 from arena.run.launcher import ChildDied, Launcher
-from arena.run.processes import broker_argv, inference_argv
+from arena.run.processes import broker_argv
 from arena.run.resources import device_for, threads_env
 from arena.tournament.config import TournamentConfig
 from arena.tournament.participants import Participant, make_bot
@@ -164,7 +165,7 @@ class Seating:
                 seed=self.config.seed,
                 adapters=dict(self._adapters.get(participant.server_key, {})),
             )
-            argv = inference_argv(f"inference-{policy_name}", address, config, HEARTBEAT_INTERVAL)
+            argv = serving_argv(f"inference-{policy_name}", address, config)
             self.launcher.start(
                 f"inference-{policy_name}",
                 argv,
@@ -262,6 +263,24 @@ class Seating:
 
 
 _CHATS: dict[str, ChatFormat] = {}
+
+
+def serving_argv(actor_name: str, address: str, served: InferenceConfig) -> list[str]:
+    """``arena inference`` serving ``served``, its flags derived from the config itself (a
+    tournament has no run config for it to read, as a run's actors read theirs)."""
+    return [
+        "-v",
+        "inference",
+        "--address",
+        address,
+        "--actor-name",
+        actor_name,
+        "--heartbeat-interval",
+        str(HEARTBEAT_INTERVAL),
+        *to_arguments(served, exclude=NOT_FLAGS),
+        *(f"--engine={key}={value!r}" for key, value in served.engine.items()),
+        *(f"--adapter={name}={path}" for name, path in served.adapters.items()),
+    ]
 
 
 def _chat(model: str) -> ChatFormat:

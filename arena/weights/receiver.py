@@ -84,9 +84,13 @@ class WeightReceiver:
         timeout: float = WEIGHT_UPDATE,
         shm: bool = True,
         device: str | None = None,
+        locate: Callable[[str], Any] = str,
     ) -> None:
         """``device``: the served weights' :func:`~arena.weights.cuda_ipc.device_id` (None: not
-        a CUDA device), which CUDA IPC offers must name."""
+        a CUDA device), which CUDA IPC offers must name. ``locate``: the model directory a
+        ``load``'s ``path`` names on this host (the inference actor's: a model spec such as
+        ``smollm2-135m`` is found in this host's cache, where the sender's may differ); called
+        in a thread, before the checkpoint is read."""
         self.actor = actor
         self.device = device
         self.ipc = IpcImporter()
@@ -96,6 +100,7 @@ class WeightReceiver:
         self.refuse = refuse
         self.timeout = timeout
         self.shm = shm
+        self.locate = locate
         self.counters: Counter[str] = Counter()
         self.reader = SharedMemoryReader()
         self._assembler: WeightAssembler | None = None
@@ -224,7 +229,8 @@ class WeightReceiver:
 
     # -- checkpoint loads ------------------------------------------------------------------
     def on_load(self, body: Mapping[str, Any]) -> None:
-        """``{"command": "load", "path": dir, "version": int}``: read and check in a thread."""
+        """``{"command": "load", "path": dir or model spec, "version": int}``: located, read and
+        checked in a thread."""
         self._spawn(self._load(body))
 
     async def _load(self, body: Mapping[str, Any]) -> None:
@@ -238,7 +244,8 @@ class WeightReceiver:
             self.refuse(version, f"load needs a 'path' to a model directory, got {path!r}", "load")
             return
         try:
-            state = await asyncio.to_thread(read_checkpoint, path, self.policy.state_dict())
+            where = str(await asyncio.to_thread(self.locate, path))
+            state = await asyncio.to_thread(read_checkpoint, where, self.policy.state_dict())
         except Exception as err:  # a bad path, a bad file, a mismatch: all refusals
             self.counters["load_rejected"] += 1
             self.refuse(version, f"cannot load {path}: {err}", "load")

@@ -8,6 +8,7 @@ import pytest
 import torch
 from synthetic import two_seat_episodes
 
+from trainers import precision
 from trainers.config import LearnerConfig
 from trainers.learner import Learner
 from trainers.precision import autocast_dtype, has_bfloat16_copy, snap_to_bfloat16
@@ -90,6 +91,18 @@ def test_has_bfloat16_copy() -> None:
     assert has_bfloat16_copy(None, "bfloat16", cpu)
     assert not has_bfloat16_copy(None, "float32", cpu)
     assert not has_bfloat16_copy(None, None, cpu)
+
+
+@pytest.mark.parametrize("fast", ["bfloat16", "float32"])
+def test_a_service_in_dtype_auto_is_resolved_on_the_learners_device(
+    fast: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``sampled_in: auto`` (the inference actors run elsewhere, on hosts of the learner's
+    kind) means what ``auto`` means on the learner's own device."""
+    asked: list[str] = []
+    monkeypatch.setattr(precision, "fast_dtype", lambda device: asked.append(device) or fast)
+    assert has_bfloat16_copy(None, "auto", torch.device("cpu")) == (fast == "bfloat16")
+    assert asked == ["cpu"]
 
 
 def test_sampled_in_is_checked() -> None:

@@ -462,6 +462,11 @@ def test_load_serves_a_checkpoint_and_refuses_bad_ones(
         assert learner.ack(2)["applied"]
         back = ask(client, "l")
         assert back.version == 2 and back.token_ids.tolist() == original.token_ids.tolist()
+        # ... and to its initial model, by the spec: found in this host's cache, not the sender's
+        learner.actor.publish("control.policy.l", {"command": "load", "path": "tiny", "version": 0})
+        assert learner.ack(0)["applied"]
+        initial = ask(client, "l")
+        assert initial.version == 0 and initial.token_ids.tolist() == original.token_ids.tolist()
 
 
 @pytest.mark.slow

@@ -8,7 +8,8 @@ service ``learner``, and a coordinator that sends collect orders to service ``ro
 Covers: a collect of N episodes sends N complete episodes with unique ids and a reply whose
 counts and stats match them; malformed collect orders get error replies and the actor keeps
 serving; a policy that fails mid-episode turns into ``failed`` counts, and no part of those
-episodes reaches the learner; population opponents are served by the policy the order names;
+episodes reaches the learner; so does an episode past the bound on one episode (turns,
+seconds), while the order's others go out; population opponents are served by the policy the order names;
 groups of ``group_size`` episodes share a game, a seed, seats and a group id per seat; episode
 seeds and ids stay unique in large orders; the coordinator's Collector (arena/run/collection.py)
 orders whole groups and re-orders failed episodes as whole groups.
@@ -32,10 +33,12 @@ import pytest
 
 from arena.actors.rollout import RolloutActor
 from arena.bus import Actor, BusError, Message
+from arena.commands.rollout import rollout_actor
 from arena.play.config import GameConfig, OpponentConfig, PlayConfig
 from arena.policies.types import Generation, Prompt, SamplingParams
 from arena.records import Episode
 from arena.run.collection import Collector
+from arena.run.config import load_run_config
 
 MAIN_VERSION, POOL_VERSION = 5, 2
 ANSWER_TOKENS = 8
@@ -112,7 +115,7 @@ class World:
 
 @asynccontextmanager
 async def world(
-    address: str, tokenizer, play: PlayConfig, *, fail_kuhn: bool = False
+    address: str, tokenizer, play: PlayConfig, *, fail_kuhn: bool = False, **bounds: Any
 ) -> AsyncIterator[World]:
     main = FirstLegal(tokenizer, MAIN_VERSION, fail_kuhn)
     inference = Actor(
@@ -126,7 +129,14 @@ async def world(
     )
     coordinator = Actor("coordinator", address, heartbeat_interval=0.2)
     rollout = RolloutActor(
-        play, address, 0, model="tiny", concurrency=4, heartbeat_interval=0.2, policy_timeout=60
+        play,
+        address,
+        0,
+        model="tiny",
+        concurrency=4,
+        heartbeat_interval=0.2,
+        policy_timeout=60,
+        **bounds,
     )
     w = World(rollout, coordinator, main)
     learner.on("episode", lambda m: w.receive(m.body))
@@ -265,6 +275,53 @@ def test_failed_episodes_are_counted_and_never_half_sent(broker: str, tiny_token
             assert list(reply["stats"]["reward"]) == ["tictactoe-v0/player"]
 
     asyncio.run(scenario())
+
+
+def test_an_episode_past_the_runs_bound_fails_alone(broker: str, tiny_tokenizer) -> None:
+    # Tic-Tac-Toe (7 turns here) and a Prisoner's Dilemma of a million rounds, a game that for
+    # a run never ends: under a 20-turn bound each dilemma fails with the reason, is counted and
+    # never sent, and the Tic-Tac-Toe episodes of the same order go out whole. Without the
+    # bound the order would play on until its lease ran out, then be leased again to loop.
+    endless = GameConfig("prisoners-dilemma-v0", kwargs={"rounds": 1_000_000})
+    play = PlayConfig(games=[GameConfig("tictactoe-v0"), endless])
+
+    async def scenario() -> None:
+        async with world(broker, tiny_tokenizer, play, max_episode_turns=20) as w:
+            reply = await w.collect({"op": "collect", "episodes": 8, "seed": 2})
+            got = await w.settle(reply["episodes"])
+            plans = w.rollout.plan(8, 2)
+            endless_ones = [i for i, (game, _) in enumerate(plans) if game != "tictactoe-v0"]
+            assert 1 <= len(endless_ones) < 8, plans  # this seed draws both games
+            assert reply["failed"] == len(endless_ones) == w.rollout.counters["episodes_failed"]
+            assert reply["episodes"] == len(got) == 8 - len(endless_ones)
+            for ep in got:
+                assert_complete_tictactoe(ep)
+            first = endless_ones[0]
+            assert reply["error"] == (
+                f"prisoners-dilemma-v0 episode rollout-0-2-{first}: not over after 20 turns, the "
+                "bound on one episode (rollout.max_episode_turns); the game did not end it"
+            )
+            # The same by the clock: one second for an order of dilemmas alone.
+            w.rollout.max_episode_turns, w.rollout.episode_timeout = None, 1.0
+            w.rollout._mixture, w.rollout._weights = [endless.id], [1.0]  # dilemmas alone
+            started = asyncio.get_running_loop().time()
+            reply = await w.collect({"op": "collect", "episodes": 2, "seed": 3})
+            assert 1.0 <= asyncio.get_running_loop().time() - started < 10.0
+            assert reply["episodes"] == 0 and reply["failed"] == 2
+            assert re.fullmatch(
+                r"prisoners-dilemma-v0 episode rollout-0-3-[01]: not over after 1 s, the "
+                r"bound on one episode \(rollout\.episode_timeout\)",
+                reply["error"],
+            ), reply["error"]
+            assert len(await w.settle(len(got))) == len(got)  # nothing more reached the learner
+
+    asyncio.run(scenario())
+
+
+def test_the_rollout_command_passes_the_runs_bounds() -> None:
+    config = load_run_config(None, ["rollout.max_episode_turns=7"])
+    actor = rollout_actor(config, "ipc:///nowhere", 0)
+    assert (actor.max_episode_turns, actor.episode_timeout) == (7, 1800.0)
 
 
 def test_population_opponents_play_the_policy_the_order_names(broker: str, tiny_tokenizer) -> None:

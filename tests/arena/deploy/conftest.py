@@ -1,10 +1,8 @@
 """Fixtures of the ``arena deploy`` tests: a key directory and the command, run in process;
-and what an inference actor serves, from its command line, to compare a cluster's with a local
-run's."""
+and what a local run's inference actors serve, to compare a cluster's with."""
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -15,10 +13,9 @@ from zmq.auth import load_certificate
 
 from arena.bus.keys import generate_keys
 from arena.cli import main
-from arena.commands import inference as inference_command
 from arena.policies.config import InferenceConfig
 from arena.run.config import load_run_config
-from arena.run.processes import actor_commands
+from arena.run.inference_actors import started_inference
 from arena.run.run_dir import resolve_for_run
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -62,15 +59,6 @@ def deploy(capsys: pytest.CaptureFixture[str]) -> Callable[..., Result]:
     return run
 
 
-def served(argv: list[str]) -> InferenceConfig:
-    """What ``arena inference ARGV`` serves (``ARGV`` after ``inference``), worked out by the
-    code the command runs: its own parser and :func:`arena.commands.inference.served_config`,
-    which reads ``--config``'s run config with the function ``arena train`` uses."""
-    parser = argparse.ArgumentParser()
-    inference_command.add_arguments(parser)
-    return inference_command.served_config(parser.parse_args(argv))[0]
-
-
 CASES = {
     "shared-lora": ["configs/selfplay.yaml"],
     "adapter-policies": ["configs/kuhn_lora.yaml", "opponents.mode=population"],
@@ -88,18 +76,14 @@ shared policy's adapter, served by default), named policies' adapters on the sha
 
 def local_inference(config_and_overrides: list[str], run_dir: Path) -> dict[str, InferenceConfig]:
     """What each inference actor of a local ``arena train`` of the config in ``run_dir``
-    serves: its own command lines (:func:`actor_commands` of the config resolved for the run,
-    as arena/run/train.py resolves it; the adapters named, not written), parsed as above."""
+    serves (:func:`started_inference` of the config resolved for the run, as
+    arena/run/train.py resolves it; the adapters named, not written)."""
     config = resolve_for_run(
         load_run_config(ROOT / config_and_overrides[0], config_and_overrides[1:]),
         run_dir,
         write=False,
     )
-    return {
-        c.name: served(c.argv[2:])
-        for c in actor_commands(config, run_dir)
-        if c.name.startswith("inference-")
-    }
+    return started_inference(config, run_dir)
 
 
 def comparable(config: InferenceConfig) -> InferenceConfig:

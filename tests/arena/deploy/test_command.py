@@ -15,7 +15,7 @@ import yaml
 
 from arena.run.config import load_run_config
 from arena.run.processes import actor_commands
-from tests.arena.deploy.conftest import served
+from tests.served import served_by
 
 ROOT = Path(__file__).resolve().parents[3]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")
@@ -201,7 +201,7 @@ def test_k8s_paths_in_the_run_directory_are_the_run_directorys_not_the_mounted_c
     mounted.mkdir()
     (mounted / "config.yaml").write_text(files["config.yaml"])
     argv = ["--connect", "tcp://b:1", "--config", str(mounted / "config.yaml")]
-    assert served([*argv, "--actor-name", "inference-responder"]).adapters == {
+    assert served_by([*argv, "--actor-name", "inference-responder"]).adapters == {
         "shared-lora": adapter
     }
     responder = yaml.safe_load(files["learner-responder.yaml"])

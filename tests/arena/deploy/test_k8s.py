@@ -34,8 +34,8 @@ from tests.arena.deploy.conftest import (
     adapters_of,
     comparable,
     local_inference,
-    served,
 )
+from tests.served import served_by
 from trainers.config import LearnerConfig
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -220,16 +220,9 @@ def test_command_lines_are_those_arena_train_starts_locally(out: Path) -> None:
         return [a.replace(address, "tcp://arena-smoke-broker:5555") for a in argv]
 
     for name in ("inference-0", "inference-1"):  # what it serves read from the ConfigMap
-        assert container(objects[f"Deployment/arena-smoke-{name}"])["args"] == [
-            "-v",
-            "inference",
-            "--address",
-            "tcp://arena-smoke-broker:5555",
-            "--config",
-            f"{CONFIG_DIR}/config.yaml",
-            "--actor-name",
-            name,
-        ]
+        args = container(objects[f"Deployment/arena-smoke-{name}"])["args"]
+        assert args == cluster(local[name])
+        assert args[-4:] == ["--config", f"{CONFIG_DIR}/config.yaml", "--actor-name", name]
         # it serves no adapter: no run directory to read
         assert "runs" not in {
             v["name"] for v in pod_specs(objects[f"Deployment/arena-smoke-{name}"])[0]["volumes"]
@@ -278,14 +271,19 @@ def test_inference_actors_serve_what_a_local_run_would(
     mounted.mkdir()
     for name, text in by_name(out)["ConfigMap/run-config"]["data"].items():
         (mounted / name).write_text(text)
-    run_dir = Path(load_run_config(mounted / "config.yaml").run_dir)
+    run = load_run_config(mounted / "config.yaml")
+    run_dir = Path(str(run.run_dir))
     assert run_dir.parent == Path(RUNS_DIR)
+    # dtype auto is the learner's to resolve, on a node of the inference actors' kind: the host
+    # that wrote the manifests says nothing of theirs
+    learner = load_config(LearnerConfig, mounted / "learner.yaml")
+    assert learner.sampled_in == ("auto" if run.inference.dtype == "auto" else "float32")
     pods = {
         doc["metadata"]["name"].removeprefix("run-"): pod_specs(doc)[0]
         for doc in manifests(out)["20-inference.yaml"]
     }
     cluster = {
-        name: served(
+        name: served_by(
             [a.replace(CONFIG_DIR, str(mounted)) for a in pod["containers"][0]["args"][2:]]
         )
         for name, pod in pods.items()

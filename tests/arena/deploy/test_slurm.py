@@ -32,8 +32,8 @@ from tests.arena.deploy.conftest import (
     adapters_of,
     comparable,
     local_inference,
-    served,
 )
+from tests.served import served_by
 
 ROOT = Path(__file__).resolve().parents[3]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")
@@ -117,7 +117,12 @@ def test_components_ask_for_what_each_kind_needs(script: str) -> None:
     assert "--ntasks=2" in train and "--partition=cpu" in train and "gpus" not in train
     assert "--ntasks=2" in inference and "--gpus-per-task=1" in inference
     assert "--partition=gpu" in inference
-    assert "--gpus-per-task=2" in learner and "--cpus-per-task=8" in learner
+    assert (
+        "--nodes=1" in train and "--gpus-per-task=2" in learner and "--cpus-per-task=8" in learner
+    )
+    # each learner is a step on one node of its own choosing: a policy's learner need not find
+    # room on the run's learner's node
+    assert "--nodes" not in learner.split("set -euo")[0]
     assert "--mem-per-cpu=8192M" in learner  # 64 GiB over 8 CPUs
     assert "--ntasks=3" in rollout and "--cpus-per-task=2" in rollout
     assert "gpus" not in rollout.split("set -euo")[0]
@@ -200,7 +205,7 @@ def test_inference_actors_serve_what_a_local_run_would(
     resolved = resolve_for_run(load_run_config(train[2], train[3:]), run_dir, write=False)
     write_configs(resolved, run_dir)
     cluster = {
-        name: served([on_node(a) for a in step["command"][3:]])
+        name: served_by([on_node(a) for a in step["command"][3:]])
         for name, step in found.items()
         if name.startswith("inference-")
     }

@@ -4,7 +4,8 @@ Covers token-in/token-out prompts (each turn keeps exactly the ids the sampler s
 ``conversation`` memory a seat's next prompt extends its previous prompt and response ids),
 prefilled replies, invalid actions (retry with feedback, then forfeit), shaping and the outcome
 on each seat's last turn, bot turns, the termination values (win, draw, illegal, max_turns,
-context_overflow), EpisodeError when a policy fails, and group ids (game, seed and seat, or the
+context_overflow), EpisodeError when a policy fails or the bound on one episode (turns,
+seconds) is passed, and group ids (game, seed and seat, or the
 game's own ``infos["group"]``). The policy is a deterministic fake that answers a fixed script
 of texts; the tokenizer is the real SmolLM2 one (``tiny_tokenizer``).
 
@@ -14,6 +15,7 @@ Run with `.venv/bin/python -m pytest -q tests/arena/play/test_episode.py`.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -22,6 +24,7 @@ import pytest
 import games
 import games.bots
 import roles
+from arena.play.config import MAX_EPISODE_TURNS
 from arena.play.episode import play_episode
 from arena.play.seats import BotSeat, EpisodeError, PolicySeat, Seat
 from arena.policies.base import Policy
@@ -408,6 +411,85 @@ def test_a_game_that_raises_fails_its_episode_not_the_rollout(chat: ChatFormat) 
         "tictactoe-v0 episode ep: the game failed: KeyError('the board has no such cell')"
     )
     assert isinstance(info.value.__cause__, KeyError)
+
+
+def test_a_game_that_never_ends_fails_at_the_runs_turn_bound(chat: ChatFormat) -> None:
+    # Prisoner's Dilemma for a million rounds between two bots: a game that, for a run, never
+    # ends (a plugin's huge max_turns). Bots alone never await, so only the turn bound holds it.
+    bots = {
+        agent: BotSeat(games.bots.make("random-v0", seed=i), "random-v0")
+        for i, agent in enumerate(("player_0", "player_1"))
+    }
+    env = games.make("prisoners-dilemma-v0", rounds=1_000_000)
+    with pytest.raises(EpisodeError) as info:
+        asyncio.run(
+            play_episode(
+                env, "prisoners-dilemma-v0", bots, seed=1, episode_id="r-3-0", max_turns=40
+            )
+        )
+    assert str(info.value) == (
+        "prisoners-dilemma-v0 episode r-3-0: not over after 40 turns, the bound on one "
+        "episode (rollout.max_episode_turns); the game did not end it"
+    )
+    assert info.value.termination == "max_turns" and env.turn == 40 and env.agents
+    # an evaluation's or a tournament's episode, given no bound, is held by the default one
+    with pytest.raises(EpisodeError, match="not over after 1000 turns") as info:
+        asyncio.run(play_episode(env, "prisoners-dilemma-v0", bots, seed=1, episode_id="e"))
+    assert env.turn == MAX_EPISODE_TURNS == 1000
+    # A game that ends on the bound's last turn is whole: X 1, O 2, X 3, O 4, X 5, O 6, X 7 wins.
+    _, seats = self_play(chat, answers(1, 2, 3, 4, 5, 6, 7))
+    ep = asyncio.run(
+        play_episode(games.make("tictactoe-v0"), "t", seats, seed=0, episode_id="e", max_turns=7)
+    )
+    assert ep.termination == "win" and len(ep.turns) == 7
+    _, seats = self_play(chat, answers(1, 2, 3, 4, 5, 6, 7))
+    with pytest.raises(EpisodeError, match="e: not over after 6 turns, the bound"):
+        asyncio.run(
+            play_episode(
+                games.make("tictactoe-v0"), "t", seats, seed=0, episode_id="e", max_turns=6
+            )
+        )
+
+
+class Stalled(ScriptPolicy):
+    """A policy whose every reply takes an hour."""
+
+    async def agenerate(self, prompts, params=None) -> list[Generation]:
+        await asyncio.sleep(3600)
+        raise AssertionError("unreachable")
+
+
+class TimesOut(games.make("tictactoe-v0").__class__):
+    """Tic-Tac-Toe whose own code raises TimeoutError: the game's bug, not the run's bound."""
+
+    def _apply(self, agent, action):
+        raise TimeoutError("the board's clock ran out")
+
+
+def test_an_episode_past_the_runs_time_bound_fails(chat: ChatFormat) -> None:
+    seats = {agent: seat(Stalled(chat.tokenizer, []), chat) for agent in ("player_0", "player_1")}
+    start = time.monotonic()
+    with pytest.raises(EpisodeError) as info:
+        asyncio.run(
+            play_episode(
+                games.make("tictactoe-v0"),
+                "tictactoe-v0",
+                seats,
+                seed=0,
+                episode_id="e",
+                timeout=0.3,
+            )
+        )
+    took = time.monotonic() - start
+    assert str(info.value) == (
+        "tictactoe-v0 episode e: not over after 0.3 s, the bound on one episode "
+        "(rollout.episode_timeout)"
+    )
+    assert info.value.termination == "error" and 0.3 <= took < 3.0
+    # A TimeoutError of the game's own is the game failing, named as such, bound or not.
+    _, seats = self_play(chat, answers(1))
+    with pytest.raises(EpisodeError, match=r"the game failed: TimeoutError\("):
+        asyncio.run(play_episode(TimesOut(), "t", seats, seed=0, episode_id="e", timeout=60))
 
 
 class Mute(games.make("tictactoe-v0").__class__):

@@ -26,9 +26,10 @@ from arena.run.memory_plan import (
     process_plans,
 )
 from arena.run.plan import plan
-from arena.run.processes import actor_commands, policy_learners
+from arena.run.processes import actor_commands, policy_learners, write_configs
 from arena.run.run_dir import resolve_for_run
 from tests.cli import ROOT
+from tests.served import served_by
 from trainers.logprobs import token_logprobs
 
 TWO = str(ROOT / "configs" / "two_models.yaml")
@@ -108,9 +109,9 @@ def test_each_trained_policy_gets_an_inference_actor_and_a_learner_of_its_own(
     )
     assert responder.batch.policy == "responder" and not responder.lora.enabled
     assert responder.checkpoint.dir == str(tmp_path.resolve() / "checkpoints/policies/responder")
+    write_configs(config, tmp_path)
     judge = next(c for c in actor_commands(config, tmp_path) if c.name == "inference-judge")
-    assert judge.argv[judge.argv.index("--name") + 1] == "judge"
-    assert judge.argv[judge.argv.index("--model") + 1] == "tiny"
+    assert (served_by(judge.argv).name, served_by(judge.argv).model) == ("judge", "tiny")
 
 
 def test_parameters_are_counted_as_by_hand() -> None:

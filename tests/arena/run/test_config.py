@@ -44,6 +44,8 @@ def test_extends_and_overrides_merge_in_order() -> None:
         ("inference.backend=vlm", "did you mean 'vllm'"),
         ("inference.backend=openai", "inference.backend = 'openai' is not one of ['hf', 'vllm']"),
         ("steps", "key=value"),
+        ("rollout.max_episode_turns=0", "rollout.max_episode_turns must be > 0, got 0"),
+        ("rollout.episode_timeout=-1", "rollout.episode_timeout must be > 0, got -1.0"),
     ],
 )
 def test_bad_overrides_name_the_key(override: str, message: str) -> None:

@@ -8,7 +8,6 @@ is marked ``slow``: about a minute).
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import shlex
@@ -22,10 +21,7 @@ from pathlib import Path
 import pytest
 
 from arena.bus.peers import IPC_PATH_LIMIT
-from arena.commands import inference as inference_command
-from arena.core.config import from_arguments, parse_assignments
 from arena.core.errors import ConfigError
-from arena.policies.config import InferenceConfig
 from arena.run.addresses import bus_address, local_address, own_broker
 from arena.run.config import load_run_config
 from arena.run.plan import plan
@@ -33,6 +29,7 @@ from arena.run.processes import actor_commands, write_configs
 from arena.run.resources import cpu_threads
 from arena.run.roster import missing, start_command
 from arena.run.run_dir import make_run_dir, resolve_for_run
+from tests.served import served_by
 
 ROOT = Path(__file__).resolve().parents[3]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")
@@ -158,22 +155,6 @@ def by_hand(tmp_path: Path, *overrides: str):
     return hand, replace(hand, inference=replace(hand.inference, actors=1))
 
 
-def parsed(argv: list[str]) -> InferenceConfig:
-    """What ``arena inference`` serves, given ``argv`` (after ``inference``)."""
-    parser = argparse.ArgumentParser()
-    inference_command.add_arguments(parser)
-    args = parser.parse_args(argv)
-    if args.config is not None:
-        return inference_command.served_config(args)[0]
-    return from_arguments(
-        InferenceConfig,
-        args,
-        address=args.address,
-        engine=parse_assignments(args.engine),
-        adapters=inference_command.adapter_assignments(args.adapter),
-    )
-
-
 def test_a_hand_started_actor_serves_what_the_runs_own_of_that_name_serves(
     tmp_path: Path,
 ) -> None:
@@ -189,17 +170,17 @@ def test_a_hand_started_actor_serves_what_the_runs_own_of_that_name_serves(
     ]
     config = str(tmp_path / "config.yaml")
     address = "tcp://127.0.0.1:5555"
-    for name in inference:
-        run_own = parsed(commands[name][2:])
-        hand_started = parsed(["--connect", address, "--config", config, "--actor-name", name])
-        # the device is resolved on each host, and actors is the run's count, not a flag
-        assert replace(hand_started, device="cpu", actors=0) == replace(
-            run_own, device="cpu", actors=0
-        ), name
-    pool = parsed(["--connect", address, "--config", config, "--actor-name", "inference-pool"])
+    for name in inference:  # the run's own are started as one is started by hand
+        assert commands[name] == ["-v", "inference", "--address", address] + [
+            "--config",
+            config,
+            "--actor-name",
+            name,
+        ], name
+    pool = served_by(["--connect", address, "--config", config, "--actor-name", "inference-pool"])
     assert (pool.name, pool.model, pool.seed, pool.default_adapter) == ("pool", "tiny", 99, "")
     assert pool.adapters == {"first": str(tmp_path.resolve() / "adapters" / "first")}
-    second = parsed(
+    second = served_by(
         ["--connect", address, "--config", config, "--actor-name", "inference-pool-second"]
     )
     assert (second.name, second.seed, second.adapters, second.default_adapter) == (
@@ -208,28 +189,29 @@ def test_a_hand_started_actor_serves_what_the_runs_own_of_that_name_serves(
         {},
         "",
     )
-    own = parsed(["--connect", address, "--config", config, "--actor-name", "inference-second"])
+    own = served_by(["--connect", address, "--config", config, "--actor-name", "inference-second"])
     assert (own.name, own.seed, list(own.adapters)) == ("second", 100, [own.default_adapter])
     # --policy NAME is inference-NAME; without --actor-name, inference-0 (the seed is the run's)
-    assert parsed(["--connect", address, "--config", config, "--policy", "second"]) == parsed(
+    assert served_by(["--connect", address, "--config", config, "--policy", "second"]) == served_by(
         ["--connect", address, "--config", config, "--actor-name", "inference-second"]
     )
-    assert parsed(["--connect", address, "--config", config]).seed == 0
+    assert served_by(["--connect", address, "--config", config]).seed == 0
     assert (
-        parsed(["--connect", address, "--config", config, "--actor-name", "inference-3"]).seed == 3
+        served_by(["--connect", address, "--config", config, "--actor-name", "inference-3"]).seed
+        == 3
     )
     with pytest.raises(ConfigError) as err:
-        parsed(["--connect", address, "--config", config, "--actor-name", "inference-poll"])
+        served_by(["--connect", address, "--config", config, "--actor-name", "inference-poll"])
     assert str(err.value) == (
         "--actor-name inference-poll: the run has no inference actor by that name; its "
         "inference actors are inference-<N>, inference-pool, inference-second, "
         "inference-pool-second; did you mean 'inference-pool'?"
     )
     # a name of its own (a host's, a pod's) joins as one more actor of the shared base
-    extra = parsed(["--connect", address, "--config", config, "--actor-name", "gpu-node-7"])
-    assert extra == parsed(["--connect", address, "--config", config])
+    extra = served_by(["--connect", address, "--config", config, "--actor-name", "gpu-node-7"])
+    assert extra == served_by(["--connect", address, "--config", config])
     with pytest.raises(ConfigError, match="--policy second serves as the run's inference-second"):
-        parsed(
+        served_by(
             [
                 "--connect",
                 address,
@@ -257,18 +239,18 @@ def test_a_config_read_from_outside_the_run_directory_serves_the_runs_adapter(
     mounted.mkdir(parents=True)
     (mounted / "config.yaml").write_text((run_dir / "config.yaml").read_text())
     argv = ["--connect", "tcp://127.0.0.1:5555", "--config", str(mounted / "config.yaml")]
-    second = parsed([*argv, "--actor-name", "inference-second"])
+    second = served_by([*argv, "--actor-name", "inference-second"])
     adapter = run_dir.resolve() / "adapters" / "policies" / "second" / "shared-lora"
     assert second.adapters == {"shared-lora": str(adapter)}
     assert (adapter / "adapter_config.json").is_file()
-    assert parsed([*argv, "--actor-name", "inference-pool"]).adapters == {
+    assert served_by([*argv, "--actor-name", "inference-pool"]).adapters == {
         "first": str(run_dir.resolve() / "adapters" / "first")
     }
     # a config.yaml from before run directories were recorded: its own directory
     old = (run_dir / "config.yaml").read_text().replace(f"run_dir: {run_dir.resolve()}", "")
     assert "run_dir:" not in old
     (mounted / "config.yaml").write_text(old)
-    own = parsed([*argv, "--actor-name", "inference-second"])
+    own = served_by([*argv, "--actor-name", "inference-second"])
     assert own.adapters == {"shared-lora": str(mounted / "adapters/policies/second/shared-lora")}
 
 

@@ -167,6 +167,19 @@ def test_dtype_auto_is_resolved_for_the_learner(tmp_path: Path) -> None:
     assert resolve_for_run(config, tmp_path).learner.sampled_in == fast_dtype("cpu")
 
 
+@pytest.mark.parametrize("elsewhere", ["inference.actors=0", "launcher=ray"])
+def test_dtype_auto_of_inference_actors_elsewhere_is_the_learners_to_resolve(
+    elsewhere: str, tmp_path: Path
+) -> None:
+    """This host knows nothing of the hosts a deployment's or a Ray cluster's inference actors
+    run on (a CPU coordinator would say float32 for GPU nodes in bf16); an explicit dtype is
+    still passed on as it is."""
+    config = load_run_config("configs/selfplay.yaml", ["inference.dtype=auto", elsewhere])
+    assert resolve_for_run(config, tmp_path).learner.sampled_in == "auto"
+    config = load_run_config("configs/selfplay.yaml", ["inference.dtype=bfloat16", elsewhere])
+    assert resolve_for_run(config, tmp_path).learner.sampled_in == "bfloat16"
+
+
 def test_a_simulator_on_its_own_policy_is_awaited_and_shown_with_its_command(
     tmp_path: Path,
 ) -> None:

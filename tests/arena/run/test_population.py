@@ -15,15 +15,15 @@ from types import SimpleNamespace
 import pytest
 
 from arena.bus import BusError
-from arena.models import model_dir
 from arena.run.config import load_run_config
 from arena.run.plan import plan
 from arena.run.population import Population, base_loads, draw
-from arena.run.processes import actor_commands
+from arena.run.processes import actor_commands, write_configs
 from arena.run.roster import missing
 from arena.run.run_dir import resolve_for_run
 from arena.run.weight_sync import WeightSync
 from tests.cli import ROOT
+from tests.served import served_by
 
 SMOKE = str(ROOT / "configs" / "smoke.yaml")
 NAMED = [
@@ -54,7 +54,7 @@ def test_a_draw_is_the_latest_policy_or_one_of_the_pool(tmp_path: Path) -> None:
             assert (label, load) == ("latest", None)
             continue
         assert label == expected
-        path = str(model_dir("tiny")) if label == "initial" else str(checkpoints / label / "model")
+        path = "tiny" if label == "initial" else str(checkpoints / label / "model")
         version = 0 if label == "initial" else int(label[-1])
         assert load == {"command": "load", "path": path, "version": version}
 
@@ -78,14 +78,14 @@ def test_named_adapters_load_each_policys_adapter_of_the_drawn_step(tmp_path: Pa
         }
     assert labels == {"initial", "step-00000001", "step-00000002", "step-00000003"}
     # the pool actor starts on the run's fresh adapters, each under its policy's name
+    write_configs(config, tmp_path)
     commands = {c.name: c.argv for c in actor_commands(config, tmp_path)}
-    pool = commands["inference-pool"]
-    flags = sorted(a for a in pool if a.startswith("--adapter="))
-    assert flags == [
-        f"--adapter=first={tmp_path.resolve() / 'adapters' / 'first'}",
-        f"--adapter=second={tmp_path.resolve() / 'adapters' / 'second'}",
-    ]
-    assert pool[pool.index("--name") + 1] == "pool"
+    pool = served_by(commands["inference-pool"])
+    assert pool.adapters == {
+        "first": str(tmp_path.resolve() / "adapters" / "first"),
+        "second": str(tmp_path.resolve() / "adapters" / "second"),
+    }
+    assert pool.name == "pool"
 
 
 class PoolActor:
@@ -160,7 +160,7 @@ def test_an_own_model_plays_its_own_checkpoint_of_the_drawn_step(
     own = tmp_path.resolve() / "checkpoints" / "policies" / "responder"
     # step 2 has no checkpoint of the responder's: it plays its newest before, step 1's
     played = {
-        "initial": ("pool-responder@initial", str(model_dir("tiny")), 0),
+        "initial": ("pool-responder@initial", "tiny", 0),
         "step-00000001": ("pool-responder@step-00000001", str(own / "step-00000001/model"), 1),
         "step-00000002": ("pool-responder@step-00000001", str(own / "step-00000001/model"), 1),
         "step-00000003": ("pool-responder@step-00000003", str(own / "step-00000003/model"), 3),
@@ -169,16 +169,16 @@ def test_an_own_model_plays_its_own_checkpoint_of_the_drawn_step(
         load = {"command": "load", "path": path, "version": version}
         assert base_loads(config, tmp_path, label) == {"responder": (named, load)}
     # the pool actor of its own starts on its model, with no adapter; the frozen judge has none
+    write_configs(config, tmp_path)
     commands = {c.name: c.argv for c in actor_commands(config, tmp_path)}
     assert [n for n in commands if n.startswith("inference-pool")] == [
         "inference-pool",
         "inference-pool-responder",
     ]
     argv = commands["inference-pool-responder"]
-    assert argv[argv.index("--name") + 1] == "pool-responder"
-    assert argv[argv.index("--model") + 1] == "tiny"
     assert argv[argv.index("--actor-name") + 1] == "inference-pool-responder"
-    assert not any(a.startswith("--adapter") for a in argv)
+    pool = served_by(argv)
+    assert (pool.name, pool.model, pool.adapters) == ("pool-responder", "tiny", {})
     # --dry-run names both pool actors; the roster waits for both
     text = plan(config, tmp_path)
     assert "inference-pool serves policy:pool: one draw per collect" in text

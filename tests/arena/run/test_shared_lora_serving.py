@@ -14,8 +14,9 @@ from arena.models.adapter_shape import SHARED_ADAPTER
 from arena.models.lora_files import read_adapter
 from arena.run.config import load_run_config
 from arena.run.inference_actors import POOL
-from arena.run.processes import actor_commands
+from arena.run.processes import actor_commands, write_configs
 from arena.run.run_dir import resolve_for_run
+from tests.served import served_by
 
 
 def resolved(tmp_path: Path, *overrides: str):
@@ -30,14 +31,18 @@ def test_the_hf_backend_serves_the_shared_adapter_unmerged(tmp_path: Path) -> No
     shape, state = read_adapter(config.inference.adapters[SHARED_ADAPTER], "tiny")
     assert shape.r == config.learner.lora.r
     assert all(float(t.abs().sum()) == 0 for k, t in state.items() if "lora_B" in k)  # fresh
+    write_configs(config, tmp_path)
     (argv,) = [c.argv for c in actor_commands(config, tmp_path) if c.name == "inference-0"]
-    flag = argv.index("--default-adapter")
-    assert argv[flag + 1] == SHARED_ADAPTER
+    served = served_by(argv)
+    assert served.default_adapter == SHARED_ADAPTER
+    assert served.adapters == config.inference.adapters
 
 
 def test_the_population_pool_and_other_backends_take_merged_weights(tmp_path: Path) -> None:
     config = resolved(tmp_path, "inference.backend=vllm")
     assert config.learner.lora.serve == "merged" and not config.inference.default_adapter
     pool = resolved(tmp_path / "pop", "opponents.mode=population")
-    (argv,) = [c.argv for c in actor_commands(pool, tmp_path) if c.name == "inference-pool"]
-    assert SHARED_ADAPTER not in " ".join(argv) and POOL in argv
+    write_configs(pool, tmp_path / "pop")
+    (argv,) = [c.argv for c in actor_commands(pool, tmp_path / "pop") if c.name == "inference-pool"]
+    served = served_by(argv)
+    assert (served.name, served.adapters, served.default_adapter) == (POOL, {}, "")
