@@ -1,7 +1,8 @@
 """The checks a run config passes before anything starts: every game, role, bot and simulator
 it names exists, every game takes its ``kwargs``, every seat's role its role kwargs, every
-simulated seat is one the game lets a simulator play and every simulator takes its ``kwargs``.
-Games, roles and simulators are built once here for that (``arena train --dry-run`` included);
+simulated seat is one the game lets a simulator play and every simulator takes its ``kwargs``;
+every game resets and shows its first seat a text observation. Games, roles and simulators are
+built once here for that (``arena train --dry-run`` included);
 bots are looked up only (a plugin's bot is imported too, so a broken one fails here): a run
 config gives them no arguments, and building one may solve a game first (``leduc-cfr-v0``)."""
 
@@ -42,6 +43,7 @@ def validate(config: RunConfig) -> None:
                 if games.bots.registry.entry(bot_id).plugin is not None:
                     games.bots.registry.load(bot_id)  # a plugin's bot must at least import
             env = make_game(game)
+            check_first_observation(game, env)
             check_roles(game, env)
             check_act(game.act, game.id, env, game.simulators)
             for seat, simulator in game.simulators.items():
@@ -91,6 +93,22 @@ def make_game(game: GameConfig) -> TextGame:
         return games.make(game.id, **game.kwargs)
     except (TypeError, ValueError) as err:
         raise ConfigError(f"games[{game.id}].kwargs {game.kwargs}: {err}") from None
+
+
+def check_first_observation(game: GameConfig, env: TextGame) -> None:
+    """Reset the game once (seed 0) and read its first seat's observation: a game whose reset
+    raises or whose observation is not text (a plugin's ``_describe`` returning an array) fails
+    here, in one line, not in every episode of the run once the models are loaded."""
+    try:
+        env.reset(seed=0)
+        text = env.observe(env.agent_selection)["text"]
+        if not isinstance(text, str):
+            raise TypeError(f"observe() gave {type(text).__name__} as its text, not str")
+    except Exception as err:  # the game's own code: whatever it raises
+        raise ConfigError(
+            f"games[{game.id}]: its first observation (after reset(seed=0)) fails: "
+            f"{type(err).__name__}: {err}"
+        ) from None
 
 
 def check_roles(game: GameConfig, env: TextGame) -> None:

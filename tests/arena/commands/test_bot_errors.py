@@ -1,6 +1,6 @@
 """A plugin bot that plays an action that is not legal, and a plugin game whose observation is
-not text, through real `arena play` and `arena tournament` processes: each named in one line,
-never a traceback.
+not text, through real `arena play`, `arena tournament` and `arena train --dry-run` processes:
+each named in one line, never a traceback.
 
 The bot and the game are a plugin installed as a real distribution (a module plus a ``dist-info`` with
 ``entry_points.txt``, found through ``PYTHONPATH``), as a user's own bot would be.
@@ -80,6 +80,20 @@ def test_arena_play_stops_in_one_line_on_an_observation_that_is_not_text(site: P
     assert done.stderr == (
         "arena play: numeric-board-v0 stopped: TypeError: NumericBoard._describe('player_0') "
         "returned ndarray, not str: a seat's observation is text\n"
+    )
+
+
+def test_arena_train_refuses_a_game_whose_observation_is_not_text_before_it_starts(
+    site: Path,
+) -> None:
+    config = str(Path(__file__).resolve().parents[3] / "configs" / "smoke.yaml")
+    games = "games:=[{id: numeric-board-v0}]"
+    done = python(site, "-m", "arena", "train", config, games, "--dry-run")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        "arena train: bad config: games[numeric-board-v0]: its first observation (after "
+        "reset(seed=0)) fails: TypeError: NumericBoard._describe('player_0') returned ndarray, "
+        "not str: a seat's observation is text\n"
     )
 
 
