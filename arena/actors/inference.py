@@ -41,10 +41,11 @@ Services and topics for a policy named ``NAME``:
 - ``control`` messages, on topic ``control.policy.NAME`` or addressed to the actor:
   ``{"command": "pause" | "resume"}``: while paused no batch starts; requests wait in the queue.
   ``{"command": "load", "path": "<Hugging Face model directory>", "version": int}``: serve that
-  directory's safetensors weights as ``version`` (``path`` may be a model spec as ``--model``
-  takes, ``smollm2-135m`` or ``tiny``, found on this actor's host: a population's initial model) (checked like any update: names, shapes,
-  dtypes, floats cast to the served dtype; applied between batches). A load need not be newer than what is served (population
-  play goes back to old checkpoints) and leaves the bus updates' version order alone.
+  directory's safetensors weights as ``version``, checked like any update (names, shapes,
+  dtypes, floats cast to the served dtype) and applied between batches. ``path`` may also be a
+  shipped model's spec (``smollm2-135m``, ``tiny``), found in this actor's host's cache: a
+  population's initial model. A load need not be newer than what is served (population play
+  goes back to old checkpoints) and leaves the bus updates' version order alone.
   ``{"command": "load", "adapters": {"<name>": "<peft adapter directory>", ...}, "version": int}``:
   serve each directory under its adapter's name (each one the actor serves already; the base
   stays), as ``version``, between batches: the pool actor of a population run with named

@@ -38,10 +38,11 @@ episodes at once on asyncio (their generation requests batch together in the inf
 and sends every finished episode to service ``learner`` as an ``episode`` message, with every
 turn's tokens, logprobs and policy version. An episode that fails (its policy, a bot, a
 simulator or the game itself errored, or it ran past the run's bound on one episode:
-``max_episode_turns`` turns or ``episode_timeout`` seconds, :func:`~arena.play.episode.play_episode`)
-is dropped whole and counted, never half-sent; the rest of its group still goes out. The reply's ``failed`` counts them and ``error`` gives the first one's reason (empty
-when none failed), which ``arena train`` shows on the step line and in ``events.log``. A malformed
-collect order gets an error reply; the actor goes on.
+``max_episode_turns`` turns or ``episode_timeout`` seconds,
+:func:`~arena.play.episode.play_episode`) is dropped whole and counted, never half-sent; the
+rest of its group still goes out. The reply's ``failed`` counts them and ``error`` gives the
+first one's reason (empty when none failed), which ``arena train`` shows on the step line and in
+``events.log``. A malformed collect order gets an error reply; the actor goes on.
 
 Seats are randomized: in ``fixed`` and ``population`` modes the trained seat is drawn from the
 episode seed (uniformly over seeds, the same within a group; among the seats whose policy
