@@ -6,10 +6,11 @@ loop runs. :class:`BackendWatch` times every backend call, so that the actor can
 heartbeats while one call has run past the hang limit (the run then finds it hung as it finds a
 stopped one, :mod:`arena.run.hangs`), and can tell at close whether a call never returned.
 
-A backend that returns but fails every batch out of memory cannot serve either:
-:class:`OutOfMemoryStreak` counts such batches in a row, so that the actor leaves at
-``inference.max_oom_batches`` of them (for the run to restart it) instead of failing every
-request it is sent.
+A batch that runs out of memory is served in halves (:func:`serve_in_halves`), down to one
+request, and the actor serves smaller batches from then on. A backend that fails out of memory
+even so cannot serve: :class:`OutOfMemoryStreak` counts such batches in a row, so that the
+actor leaves at ``inference.max_oom_batches`` of them (for the run to restart it) instead of
+failing every request it is sent.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 HANG_FLOOR = 30.0
 """Seconds a backend call may always run before the actor takes itself for hung (by default)."""
@@ -93,3 +95,29 @@ class OutOfMemoryStreak:
         (another error breaks the run of them)."""
         self.in_a_row = self.in_a_row + 1 if out_of_memory(err) else 0
         return bool(self.limit) and self.in_a_row >= self.limit
+
+
+def serve_in_halves(serve: Callable[[list[T]], list[R]], batch: list[T]) -> tuple[list[R], int]:
+    """``serve(batch)``; where that runs out of memory with more than one item, each half is
+    served the same way, after the failed call's memory is given back (its error, which holds
+    the call's tensors, is dropped first; CUDA's cached blocks are released). Returns the
+    results in ``batch``'s order and the size of the largest part served whole. One item that
+    runs out of memory alone raises that error, failing the batch."""
+    try:
+        return serve(batch), len(batch)
+    except Exception as err:
+        if len(batch) < 2 or not out_of_memory(err):
+            raise
+    release_cached_memory()
+    half = (len(batch) + 1) // 2
+    first, first_fits = serve_in_halves(serve, batch[:half])
+    second, second_fits = serve_in_halves(serve, batch[half:])
+    return first + second, max(first_fits, second_fits)
+
+
+def release_cached_memory() -> None:
+    """Give CUDA's cached blocks back, so that a retry after running out of memory finds them."""
+    import torch  # the watch itself needs no torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()

@@ -58,8 +58,10 @@ Services and topics for a policy named ``NAME``:
   :mod:`arena.weights.cuda_ipc`). A stale update (not newer than the served
   version) is refused once, not once per bucket.
 
+A batch that runs out of memory is served in halves, down to one request, and the largest
+part that fit bounds the batches after it (:func:`~arena.actors.backend_watch.serve_in_halves`).
 An actor that can no longer serve leaves: after ``max_oom_batches`` batches in a row failed
-out of memory (:class:`~arena.actors.backend_watch.OutOfMemoryStreak`) it fails that batch's
+out of memory even so (:class:`~arena.actors.backend_watch.OutOfMemoryStreak`) it fails that batch's
 requests, stops (:attr:`InferenceActor.gave_up` says why, :meth:`InferenceActor.serving`
 returns) and ``arena inference`` exits with status 1, that reason its last line, for ``arena
 train`` to restart it; its queued requests fail with ``shutting_down``, which requesters send
@@ -82,11 +84,10 @@ from collections import Counter, deque
 from collections.abc import Mapping
 from typing import Any
 
-from arena.actors.backend_watch import BackendWatch, OutOfMemoryStreak
+from arena.actors.backend_watch import BackendWatch, OutOfMemoryStreak, serve_in_halves
 from arena.actors.batching import BatchQueue, Pending
-from arena.actors.weight_intake import WeightIntake
+from arena.actors.weight_intake import WeightIntake, located
 from arena.bus import Actor, BusError, Message
-from arena.models import EMBEDDED_ALIASES, TINY_NAME, model_dir
 from arena.policies.base import Policy
 from arena.policies.config import InferenceConfig, shared_settings
 from arena.policies.remote import service_name
@@ -175,6 +176,9 @@ class InferenceActor(WeightIntake):
         self._replies: set[asyncio.Future[Any]] = set()
         """The replies this actor owes: one per request it took and has not answered."""
         self.oom = OutOfMemoryStreak(config.max_oom_batches)
+        self._fits: int | None = None
+        """The largest part of the last batch served whole, where the whole ran out of memory."""
+        self.actor.status["max_batch"] = lambda: self.queue.max_batch
         self.gave_up: str | None = None
         """Why this actor stopped serving on its own, in one line; None while it serves."""
         self._unable = asyncio.Event()
@@ -326,7 +330,15 @@ class InferenceActor(WeightIntake):
 
     def _serve(self, batch: list[Pending]) -> list[Generation | Scoring]:
         """Generate and score one batch on the generation thread: weight updates run on the same
-        thread, between batches, so every result of a batch comes from one version."""
+        thread, between batches, so every result of a batch comes from one version. A batch out
+        of memory is served in parts, and the largest part that fit bounds the next batches."""
+        results, fits = serve_in_halves(self._serve_whole, batch)
+        if fits < len(batch):
+            self.counters["oom_splits"] += 1
+            self._fits = min(fits, self._fits or fits)
+        return results
+
+    def _serve_whole(self, batch: list[Pending]) -> list[Generation | Scoring]:
         generating = [p for p in batch if p.continuations is None]
         scoring = [p for p in batch if p.continuations is not None]
         results: dict[int, Generation | Scoring] = {}
@@ -362,6 +374,14 @@ class InferenceActor(WeightIntake):
                 self._give_up(err, len(batch))
             return
         self.oom.served()
+        if self._fits is not None and self._fits < self.queue.max_batch:
+            log.warning(
+                "%s: a batch of %d ran out of memory and was served in parts; at most %d "
+                "requests a batch from now on",
+                *(self.actor.name, len(batch), self._fits),
+            )
+            self.queue.max_batch = self._fits
+        self._fits = None
         self.batch_sizes.append(len(batch))
         elapsed = time.monotonic() - start
         if elapsed > self.slowest_batch[0]:
@@ -387,9 +407,3 @@ class InferenceActor(WeightIntake):
         )
         log.error("%s", self.gave_up)
         self._unable.set()
-
-
-def located(path: str) -> str:
-    """A ``load``'s ``path`` on this host: a shipped model's spec (``tiny``, ``smollm2-135m``)
-    is its directory in this host's cache; anything else is a directory path as it is."""
-    return str(model_dir(path)) if path in EMBEDDED_ALIASES or path == TINY_NAME else path

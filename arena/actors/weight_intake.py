@@ -24,6 +24,7 @@ import torch
 
 from arena.actors.backend_watch import BackendWatch
 from arena.bus import Actor, BusError
+from arena.models import EMBEDDED_ALIASES, TINY_NAME, model_dir
 from arena.models.lora_files import read_adapter
 from arena.policies.base import Policy
 from arena.policies.config import InferenceConfig
@@ -143,3 +144,9 @@ class WeightIntake:
             self.actor.publish(f"weights_ack.{self.name}", body)
         except BusError as err:
             log.warning("%s could not announce weights %s: %s", self.actor.name, version, err)
+
+
+def located(path: str) -> str:
+    """A ``load``'s ``path`` on this host: a shipped model's spec (``tiny``, ``smollm2-135m``)
+    is its directory in this host's cache; anything else is a directory path as it is."""
+    return str(model_dir(path)) if path in EMBEDDED_ALIASES or path == TINY_NAME else path

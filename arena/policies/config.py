@@ -126,8 +126,11 @@ class InferenceConfig(PolicyConfig):
     ``OutOfMemoryError``, ``MemoryError`` or an error saying "out of memory") before the actor
     takes itself for unable to serve: it fails that batch's requests like any failed batch's,
     then exits (status 1) with one line naming the error, so that ``arena train`` restarts it
-    (``inference_max_restarts``) and, if it keeps failing, stops naming that line. One such
-    batch fails only its own requests; any other outcome resets the count. 0: never exits."""
+    (``inference_max_restarts``) and, if it keeps failing, stops naming that line. A batch out of
+    memory is first served in halves, down to one request (and the actor serves batches no
+    larger than the largest part that fit from then on, ``max_batch`` in ``arena status``): it
+    fails only where one request runs out of memory alone, and then only its own requests; any
+    other outcome resets the count. 0: never exits."""
 
     def __post_init__(self) -> None:
         if self.hang_timeout is not None and not self.hang_timeout > 0:

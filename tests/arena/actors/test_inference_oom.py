@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import torch
 
-from arena.actors.backend_watch import OutOfMemoryStreak, out_of_memory
+from arena.actors.backend_watch import OutOfMemoryStreak, out_of_memory, serve_in_halves
 from arena.actors.inference import InferenceActor
 from arena.bus import Actor, BlockingActor, BusError
 from arena.core.errors import ConfigError
@@ -130,6 +130,82 @@ def test_a_lone_oom_batch_fails_its_requests_and_a_run_of_them_stops_the_actor(
         "inference.max_batch needs less memory)"
     )
     assert gone and actor.counters["batch_failed"] == 6 and actor.counters["batches"] == 1
+
+
+def test_serve_in_halves_splits_out_of_memory_down_to_one_item() -> None:
+    # fits two items at most: 8 -> 4 + 4 -> (2 + 2) + (2 + 2), results in order
+    calls: list[list[int]] = []
+
+    def serve(items: list[int]) -> list[int]:
+        calls.append(items)
+        if len(items) > 2:
+            raise torch.OutOfMemoryError(CUDA_OOM)
+        return [10 * i for i in items]
+
+    assert serve_in_halves(serve, list(range(8))) == ([10 * i for i in range(8)], 2)
+    assert [len(c) for c in calls] == [8, 4, 2, 2, 4, 2, 2]
+    assert serve_in_halves(serve, [1, 2]) == ([10, 20], 2)  # fits: one call
+    # one item out of memory alone fails the batch; another error is never split
+    with pytest.raises(torch.OutOfMemoryError):
+        serve_in_halves(lambda items: serve([0, 0, 0]), [1, 2, 3])
+    calls.clear()
+    with pytest.raises(RuntimeError, match="shapes"):
+        serve_in_halves(lambda items: calls.append(items) or bug(), [1, 2, 3, 4])
+    assert calls == [[1, 2, 3, 4]]
+
+
+def bug() -> list[int]:
+    raise RuntimeError("mat1 and mat2 shapes cannot be multiplied")
+
+
+class FitsTwo(ScriptedFailures):
+    """A backend out of memory on a batch of more than two requests."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+        self.sizes: list[int] = []
+
+    def generate(self, prompts: Any, params: Any = None) -> list[Generation]:
+        self.sizes.append(len(prompts))
+        self.script = ["oom" if len(prompts) > 2 else "ok"]
+        return super().generate(prompts, params)
+
+
+def test_a_batch_out_of_memory_is_served_in_parts_and_later_batches_are_smaller(
+    broker: str,
+) -> None:
+    # Eight requests reach one batch; it runs out of memory and is served in halves of halves:
+    # every request is answered, none fails, and the next batches are at most two requests.
+    async def scenario() -> tuple[list[str], InferenceActor, FitsTwo]:
+        backend = FitsTwo()
+        config = InferenceConfig(name="fit", max_wait_ms=500.0, max_batch=8, max_oom_batches=1)
+        actor = InferenceActor(backend, broker, config, actor_name="inference-8")
+        stop = asyncio.Event()
+        served = asyncio.ensure_future(actor.run(stop))
+        client = Actor(f"fit-client-{time.monotonic_ns()}", broker)
+        await client.start()
+        for _ in range(200):
+            listed = (await client.request(service="broker.actors", timeout=5)).body
+            if any("policy:fit" in a["services"] for a in listed):
+                break
+            await asyncio.sleep(0.05)
+
+        async def ask() -> str:
+            reply = await client.request({"prompt": CHAT}, service="policy:fit", timeout=10)
+            return str(reply.body["text"])
+
+        first = await asyncio.gather(*(ask() for _ in range(8)))
+        second = await asyncio.gather(*(ask() for _ in range(4)))
+        stop.set()
+        await served
+        await client.close()
+        return [*first, *second], actor, backend
+
+    replies, actor, backend = asyncio.run(scenario())
+    assert replies == ["ok"] * 12
+    assert backend.sizes == [8, 4, 2, 2, 4, 2, 2, 2, 2]
+    assert actor.queue.max_batch == 2 and actor.gave_up is None
+    assert actor.counters["oom_splits"] == 1 and actor.counters["batch_failed"] == 0
 
 
 BACKEND = '''
