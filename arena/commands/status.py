@@ -94,10 +94,18 @@ def format_table(actors: list[dict[str, Any]], counters: dict[str, int] | None =
 
 def run_state(actors: list[dict[str, Any]]) -> list[str]:
     """What the trainer of a run (``arena train``) says of it: the leases of its episode jobs
-    and the long waits it is in, with their diagnosis (:mod:`arena.run.watch`)."""
+    and the long waits it is in, with their diagnosis (:mod:`arena.run.watch`); and each
+    inference actor that serves smaller batches than its ``max_batch``, having run out of
+    memory at more (:func:`arena.actors.backend_watch.serve_in_halves`)."""
     lines = []
     for actor in actors:
         status = actor.get("status") or {}
+        bound, configured = status.get("max_batch"), (status.get("settings") or {}).get("max_batch")
+        if isinstance(bound, int) and isinstance(configured, int) and bound < configured:
+            lines.append(
+                f"{actor['name']}: batches of at most {bound} requests, not max_batch "
+                f"{configured}: out of memory at more"
+            )
         leases = status.get("leases")
         if isinstance(leases, dict):
             counts = ", ".join(f"{k.replace('_', '-')} {v}" for k, v in leases.items())

@@ -128,7 +128,7 @@ class InferenceConfig(PolicyConfig):
     then exits (status 1) with one line naming the error, so that ``arena train`` restarts it
     (``inference_max_restarts``) and, if it keeps failing, stops naming that line. A batch out of
     memory is first served in halves, down to one request (and the actor serves batches no
-    larger than the largest part that fit from then on, ``max_batch`` in ``arena status``): it
+    larger than the largest part that fit from then on, as ``arena status`` says): it
     fails only where one request runs out of memory alone, and then only its own requests; any
     other outcome resets the count. 0: never exits."""
 

@@ -205,6 +205,7 @@ def test_a_batch_out_of_memory_is_served_in_parts_and_later_batches_are_smaller(
     assert replies == ["ok"] * 12
     assert backend.sizes == [8, 4, 2, 2, 4, 2, 2, 2, 2]
     assert actor.queue.max_batch == 2 and actor.gave_up is None
+    assert actor.actor.status["max_batch"]() == 2  # what `arena status` reads
     assert actor.counters["oom_splits"] == 1 and actor.counters["batch_failed"] == 0
 
 

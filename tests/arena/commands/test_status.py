@@ -49,6 +49,16 @@ def test_the_trainer_says_how_its_leases_went_and_what_it_waits_for() -> None:
     assert run_state([ROLLOUT]) == []
 
 
+def test_an_inference_actor_that_ran_out_of_memory_says_how_small_it_batches() -> None:
+    inference = {**ROLLOUT, "name": "inference-0", "kind": "inference"}
+    inference["status"] = {"max_batch": 16, "settings": {"max_batch": 64}}
+    assert run_state([inference]) == [
+        "inference-0: batches of at most 16 requests, not max_batch 64: out of memory at more"
+    ]
+    inference["status"] = {"max_batch": 64, "settings": {"max_batch": 64}}
+    assert run_state([inference]) == []
+
+
 def test_the_table_lists_every_actor_then_the_run() -> None:
     lines = format_table([TRAINER, ROLLOUT]).splitlines()
     assert " ".join(lines[0].split()) == "name kind host services endpoint version load heartbeat"
