@@ -13,7 +13,8 @@ from arena.policies.config import InferenceConfig
 def served_by(argv: list[str]) -> InferenceConfig:
     """What ``arena inference`` serves, given its command line: a run's (``-v inference ...``,
     as :func:`arena.run.processes.actor_commands` gives it) or the part after ``inference``.
-    With ``--config`` the run's config.yaml must exist (:func:`~arena.run.processes.write_configs`)."""
+    With ``--config`` the run's config.yaml must exist
+    (:func:`~arena.run.processes.write_configs`)."""
     if argv[:2] == ["-v", "inference"]:
         argv = argv[2:]
     parser = argparse.ArgumentParser()

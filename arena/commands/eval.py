@@ -30,8 +30,9 @@ Simulated seats: a checkpoint's run config names the simulators it trained with,
 their seats here. ``--simulator SEAT=ID`` (or ``--simulator ID`` for every seat a simulator may
 fill) names one instead, e.g. ``--simulator user=llm-user-v0``; a seat no simulator may fill is
 refused (exit 2), and so is a simulator for a seat of a player game (every seat plays
-``player-v0``, evaluated against ``--opponents``; ``arena play --simulator`` plays one). A simulated seat is not evaluated. A seat a simulator may fill that none is
-named for is evaluated, and gets the game's reference simulator while another seat is (the
+``player-v0``, evaluated against ``--opponents``; ``arena play --simulator`` plays one). A
+simulated seat is not evaluated. A seat a simulator may fill that none is named for is
+evaluated, and gets the game's reference simulator while another seat is (the
 retail user: ``scripted-user-v0``). Before its metrics, each evaluated seat's line says what
 filled every other seat (``retail-v0 agent: user = simulator scripted-user-v0``).
 
