@@ -86,6 +86,26 @@ def test_omp_num_threads_in_the_environment_wins_over_auto(monkeypatch: pytest.M
     }
 
 
+def test_under_ray_each_process_has_the_cpus_ray_reserves_for_its_kind() -> None:
+    """launcher=ray sets each process's OMP_NUM_THREADS from ray.resources.<kind>.num_cpus
+    (arena/run/ray_launcher.py), not from this host's cores: the plan said 2 learner threads on
+    a 2-core host where the learner ran with 1."""
+    config = load_run_config("configs/smoke.yaml", ["launcher=ray"])
+    assert cpu_threads(config, 8) == {"inference": 1, "learner": 1}
+    assert "cpu threads  {'inference': 1, 'learner': 1}" in plan(config)
+    more = [
+        "launcher=ray",
+        "ray.resources.learner.num_cpus=4",
+        "ray.resources.inference.num_cpus=0.5",
+    ]
+    assert cpu_threads(load_run_config("configs/smoke.yaml", more), 2) == {
+        "inference": 1,
+        "learner": 4,
+    }
+    pinned = load_run_config("configs/smoke.yaml", ["launcher=ray", "cpu_threads=3"])
+    assert cpu_threads(pinned, 8) == {"inference": 3, "learner": 3}
+
+
 def test_processes_computing_at_once_share_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     """``core_share``: cores // processes, never 0; ``threads_env``: that share as a CPU
     child's OMP_NUM_THREADS (what a tournament gives each inference actor), and nothing on a
