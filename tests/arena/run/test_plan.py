@@ -247,3 +247,13 @@ def test_choice_is_shown_in_the_plan_and_refused_on_a_free_text_game() -> None:
     )
     with pytest.raises(ConfigError, match="negotiation-v0 takes free text.*act: generate"):
         validate(free)
+
+
+def test_the_learner_line_says_it_trains_the_named_policies_adapters() -> None:
+    """Named policies on the shared base train an adapter each with learner.lora.enabled off:
+    the learner line said ``lora=False`` above the line listing the adapters it trains."""
+    named = plan(load_run_config("configs/kuhn_lora_seats.yaml", ["model=tiny"]))
+    assert " lora=adapters (started here)" in named and "policies     poker, responder" in named
+    shared = ["learner.lora.enabled=true"]
+    assert " lora=True (started here)" in plan(load_run_config("configs/smoke.yaml", shared))
+    assert " lora=False (started here)" in plan(load_run_config("configs/smoke.yaml"))
