@@ -219,6 +219,14 @@ class SeatFactory:
         seat.policy_name = opponent.label
         return seat
 
+    def _frozen_model(self, game_id: str, env: TextGame, agent: str) -> bool:
+        """Whether ``agent`` plays a frozen policy on a model of its own (``train: false``),
+        which plays its model in every mode: the fixed bot replaces opponents, not it."""
+        if not self.config.policies:
+            return False
+        spec = self.config.spec_of(seat_policy_name(self.config, self._games[game_id], env, agent))
+        return spec is not None and spec.own_base and not spec.train
+
     def _trainable(self, game_id: str, env: TextGame, agents: list[str]) -> list[str]:
         """The seats the trained seat is drawn from: those whose policy trains (a seat on a
         frozen model of its own would train nothing), or every one where none does."""
@@ -284,6 +292,8 @@ class SeatFactory:
                 continue
             if mode == "population" and opponent is not None:
                 seats[agent] = self.opponent_seat(game_id, env, agent, opponent)
+            elif self._frozen_model(game_id, env, agent):  # a judge, not an opponent: as it is
+                seats[agent] = self.policy_seat(game_id, trained=False, env=env, agent=agent)
             else:
                 bot_id = resolve_opponent(self.config.opponents.fixed, game_id)
                 seats[agent] = BotSeat(games.bots.make(bot_id, seed=seed), bot_id)

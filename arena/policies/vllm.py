@@ -109,6 +109,32 @@ def context_length(path: str, requested: int | None) -> int | None:
     return min(requested, int(positions))
 
 
+def unsupported_head_size(path: str, supported: Sequence[int]) -> str | None:
+    """Why an engine whose attention takes only the head sizes ``supported`` (empty: any)
+    cannot serve the model at ``path``, or None. vLLM's CPU attention starts with any model
+    and fails every generation after (``Unsupported CPU attention configuration: head_dim=16``,
+    the tests' tiny model): said before the engine starts instead."""
+    config = AutoConfig.from_pretrained(path)
+    size = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    if not supported or int(size) in supported:
+        return None
+    return (
+        f"inference.backend=vllm cannot serve {path} on CPU: its attention head size is "
+        f"{size}, and vLLM's CPU attention takes only {', '.join(map(str, supported))}; "
+        f"serve it with the hf backend"
+    )
+
+
+def _cpu_head_sizes() -> list[int]:
+    """The head sizes vLLM's CPU attention takes, where vLLM runs on CPU (else empty: any)."""
+    try:
+        from vllm.platforms import current_platform
+        from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
+    except ImportError:  # another vLLM layout: its own error, at the first generation
+        return []
+    return list(CPUAttentionBackend.get_supported_head_sizes()) if current_platform.is_cpu() else []
+
+
 class VLLMPolicy(RememberedScoring):
     """A model served by an in-process vLLM engine."""
 
@@ -135,6 +161,9 @@ class VLLMPolicy(RememberedScoring):
             )
         engine_lora_targets(engine_kwargs)  # never lm_head: see the module docstring
         vllm = _import_vllm()
+        refused = unsupported_head_size(path, _cpu_head_sizes())
+        if refused:
+            raise ConfigError(refused)
         self._vllm = vllm
         self.name = name
         self.version = version

@@ -324,6 +324,9 @@ class RunCoordinator:
             max_staleness=c.learner.batch.max_staleness,
             on_event=self.log.event,
         )
+        # The stream orders at once: its first orders must carry the first step's opponent, or a
+        # population run's first episodes would play the fixed bot (seating's fallback)
+        await self._choose_opponent()
         producing = asyncio.create_task(stream.run())
         rewound = False
         try:

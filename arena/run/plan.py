@@ -43,7 +43,7 @@ def plan(config: RunConfig, run_dir: Path | None = None) -> str:
         f"service=policy:{config.learner.name} max_batch={config.inference.max_batch}; "
         f"waits for {inference} on the bus",
         f"  learner      advantage={config.learner.advantage.mode} key={config.learner.advantage.key} "
-        f"{update_line(config.learner)} lora={config.learner.lora.enabled} ({learner})",
+        f"{update_line(config.learner)} lora={lora_word(config)} ({learner})",
         f"  rollout x{config.rollout.actors}    {config.rollout.episodes_per_step} episodes/step, "
         f"concurrency {config.rollout.concurrency}, opponents={config.opponents.mode}; "
         f"waits for {rollout} on the bus, more may join",
@@ -124,6 +124,13 @@ def plan(config: RunConfig, run_dir: Path | None = None) -> str:
     lines.append(f"  cpu threads  {threads or 'from OMP_NUM_THREADS'}")
     lines.append(f"  launcher     {launcher_line(config)}")
     return "\n".join(lines)
+
+
+def lora_word(config: RunConfig) -> str:
+    """What the run's learner trains as LoRA: ``adapters`` for named policies on the shared
+    base (``learner.lora.enabled`` is off there, yet it trains an adapter each), else whether
+    ``learner.lora`` puts one on the shared policy."""
+    return "adapters" if shared_adapters(config.play) else str(config.learner.lora.enabled)
 
 
 def joins(config: RunConfig, address: str, where: str, actor: str) -> str:

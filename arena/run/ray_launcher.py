@@ -78,6 +78,31 @@ def describe(resources: RayResources) -> str:
     return f"{resources.num_cpus:g} CPU, {resources.num_gpus:g} GPU"
 
 
+def beyond_cluster(
+    asked: Mapping[str, RayResources], total: Mapping[str, float], placement_timeout: float
+) -> str | None:
+    """Why the children ``asked`` (name -> its request) cannot all be placed at once on a
+    cluster of ``total`` resources (Ray's ``cluster_resources()``), or None when they fit. The
+    last of them waits for resources, which only an autoscaler (or a node that joins) brings,
+    until ``ray.placement_timeout``: said at once, not after it (``inference.actors=2`` on a
+    2-CPU machine asks for 5 CPUs at Ray's default 1 per process)."""
+    for key, field in (("CPU", "num_cpus"), ("GPU", "num_gpus")):
+        wanted = sum(getattr(r, field) for r in asked.values())
+        if wanted > total.get(key, 0) + 1e-9:
+            per_kind: dict[str, float] = {}
+            for name, r in asked.items():
+                per_kind[placed_kind(name)] = per_kind.get(placed_kind(name), 0) + getattr(r, field)
+            parts = ", ".join(f"{k} {v:g}" for k, v in per_kind.items() if v)
+            return (
+                f"launcher=ray: the run's processes ask for {wanted:g} {key} in all ({parts}) "
+                f"and the Ray cluster has {total.get(key, 0):g}: the last of them wait for "
+                f"resources (a node that joins, an autoscaler) until ray.placement_timeout="
+                f"{placement_timeout:g}s; lower ray.resources.<kind>.{field} (fractions "
+                f"allowed) or add nodes"
+            )
+    return None
+
+
 class ProcessHost:
     """A Ray actor that runs one ``arena`` command line as a subprocess on its node, in a process
     group of its own, and reports how it ended. An async actor: :meth:`stop` runs while
@@ -183,6 +208,7 @@ class RayLauncher(Launcher):
         self.ray = import_ray()
         self.owns_ray = not self.ray.is_initialized()
         self._stopped = False
+        self._warned_beyond = False
         if self.owns_ray:
             try:
                 self.ray.init(address=config.address)
@@ -215,6 +241,14 @@ class RayLauncher(Launcher):
         if child.actor is not None:  # a restart: the old actor's process has ended
             self.ray.kill(child.actor)
         resources = self.resources(child.name)
+        if not self._warned_beyond:
+            asked = {name: self.resources(name) for name in self.children}
+            beyond = beyond_cluster(
+                asked, self.ray.cluster_resources(), self.config.placement_timeout
+            )
+            if beyond:
+                self._warned_beyond = True
+                log.warning(beyond)
         options = actor_options(resources)
         if placed_kind(child.name) == "broker":  # its address is this node's
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy

@@ -13,6 +13,14 @@ def cpu_threads(config: RunConfig, cores: int | None = None) -> dict[str, int]:
     empty dict when the environment's ``OMP_NUM_THREADS`` decides (see ``cpu_threads``)."""
     if config.cpu_threads:
         return {"inference": config.cpu_threads, "learner": config.cpu_threads}
+    if config.launcher == "ray":  # the CPUs Ray reserves for its kind, whatever this host has
+        from arena.run.ray_launcher import threads_for
+
+        r = config.ray.resources
+        return {
+            "inference": int(threads_for(r.inference, 0)),
+            "learner": int(threads_for(r.learner, 0)),
+        }
     if os.environ.get("OMP_NUM_THREADS"):
         return {}
     cores = cores or len(os.sched_getaffinity(0))

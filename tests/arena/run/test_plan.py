@@ -86,6 +86,26 @@ def test_omp_num_threads_in_the_environment_wins_over_auto(monkeypatch: pytest.M
     }
 
 
+def test_under_ray_each_process_has_the_cpus_ray_reserves_for_its_kind() -> None:
+    """launcher=ray sets each process's OMP_NUM_THREADS from ray.resources.<kind>.num_cpus
+    (arena/run/ray_launcher.py), not from this host's cores: the plan said 2 learner threads on
+    a 2-core host where the learner ran with 1."""
+    config = load_run_config("configs/smoke.yaml", ["launcher=ray"])
+    assert cpu_threads(config, 8) == {"inference": 1, "learner": 1}
+    assert "cpu threads  {'inference': 1, 'learner': 1}" in plan(config)
+    more = [
+        "launcher=ray",
+        "ray.resources.learner.num_cpus=4",
+        "ray.resources.inference.num_cpus=0.5",
+    ]
+    assert cpu_threads(load_run_config("configs/smoke.yaml", more), 2) == {
+        "inference": 1,
+        "learner": 4,
+    }
+    pinned = load_run_config("configs/smoke.yaml", ["launcher=ray", "cpu_threads=3"])
+    assert cpu_threads(pinned, 8) == {"inference": 3, "learner": 3}
+
+
 def test_processes_computing_at_once_share_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     """``core_share``: cores // processes, never 0; ``threads_env``: that share as a CPU
     child's OMP_NUM_THREADS (what a tournament gives each inference actor), and nothing on a
@@ -227,3 +247,13 @@ def test_choice_is_shown_in_the_plan_and_refused_on_a_free_text_game() -> None:
     )
     with pytest.raises(ConfigError, match="negotiation-v0 takes free text.*act: generate"):
         validate(free)
+
+
+def test_the_learner_line_says_it_trains_the_named_policies_adapters() -> None:
+    """Named policies on the shared base train an adapter each with learner.lora.enabled off:
+    the learner line said ``lora=False`` above the line listing the adapters it trains."""
+    named = plan(load_run_config("configs/kuhn_lora_seats.yaml", ["model=tiny"]))
+    assert " lora=adapters (started here)" in named and "policies     poker, responder" in named
+    shared = ["learner.lora.enabled=true"]
+    assert " lora=True (started here)" in plan(load_run_config("configs/smoke.yaml", shared))
+    assert " lora=False (started here)" in plan(load_run_config("configs/smoke.yaml"))

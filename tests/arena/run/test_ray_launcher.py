@@ -37,6 +37,7 @@ from arena.run.ray_launcher import (
     ProcessHost,
     RayLauncher,
     actor_options,
+    beyond_cluster,
     check_reachable,
     forwarded_env,
     placed_kind,
@@ -141,6 +142,22 @@ def test_every_process_runs_the_local_command_line_with_its_kinds_resources(
     assert threads_for(resources.rollout, 3) == "3"  # cpu_threads wins
     with pytest.raises(ValueError, match="train"):
         placed_kind("train")
+
+
+def test_processes_beyond_the_clusters_resources_are_said_at_once() -> None:
+    """inference.actors=2 and one rollout actor on a local 2-CPU instance ask for 5 CPUs at 1 a
+    process: the run waited the whole ray.placement_timeout (300 s) before saying why."""
+    one, half = RayResources(num_cpus=1), RayResources(num_cpus=0.5)
+    names = ["broker", "inference-0", "inference-1", "learner", "rollout-0"]
+    message = beyond_cluster(dict.fromkeys(names, one), {"CPU": 2.0}, 300)
+    assert message is not None and message.startswith("launcher=ray: ")
+    assert "ask for 5 CPU in all (broker 1, inference 2, learner 1, rollout 1)" in message
+    assert "the Ray cluster has 2" in message and "ray.placement_timeout=300s" in message
+    assert "ray.resources.<kind>.num_cpus" in message
+    assert beyond_cluster(dict.fromkeys(names[:4], half), {"CPU": 2.0}, 300) is None  # 2 of 2
+    gpu = {"learner": RayResources(num_cpus=0.5, num_gpus=1)}
+    assert "1 GPU in all (learner 1)" in beyond_cluster(gpu, {"CPU": 8.0}, 60)
+    assert beyond_cluster(gpu, {"CPU": 8.0, "GPU": 1.0}, 60) is None
 
 
 def test_only_run_wide_variables_are_forwarded() -> None:
