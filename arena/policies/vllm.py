@@ -83,6 +83,12 @@ from arena.policies.types import (
     SamplingParams,
     per_request,
 )
+from arena.policies.vllm_fit import (
+    DEFAULT_CONTEXT,
+    context_length,
+    cpu_head_sizes,
+    unsupported_head_size,
+)
 from arena.policies.vllm_lora import EngineAdapters, engine_lora_targets, lora_engine_kwargs
 from arena.policies.vllm_lora import import_vllm as _import_vllm
 
@@ -93,46 +99,6 @@ LOGPROBS_MODE = "processed_logprobs"
 """vLLM's engine setting for what ``logprobs`` hold: ``processed_logprobs`` is the log-softmax
 after temperature (and top-k/top-p); vLLM's default, ``raw_logprobs``, is the T = 1
 distribution, not the one that sampled."""
-
-
-DEFAULT_CONTEXT = 4096
-"""Tokens of context the engine is started with by default: a game's prompt and reply fit, and
-the KV cache stays small; a model with fewer positions gets its own (the tests' tiny, 2048)."""
-
-
-def context_length(path: str, requested: int | None) -> int | None:
-    """``requested`` tokens of context, at most the model's ``max_position_embeddings`` (None:
-    vLLM takes the model's own)."""
-    positions = getattr(AutoConfig.from_pretrained(path), "max_position_embeddings", None)
-    if requested is None or positions is None:
-        return requested
-    return min(requested, int(positions))
-
-
-def unsupported_head_size(path: str, supported: Sequence[int]) -> str | None:
-    """Why an engine whose attention takes only the head sizes ``supported`` (empty: any)
-    cannot serve the model at ``path``, or None. vLLM's CPU attention starts with any model
-    and fails every generation after (``Unsupported CPU attention configuration: head_dim=16``,
-    the tests' tiny model): said before the engine starts instead."""
-    config = AutoConfig.from_pretrained(path)
-    size = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    if not supported or int(size) in supported:
-        return None
-    return (
-        f"inference.backend=vllm cannot serve {path} on CPU: its attention head size is "
-        f"{size}, and vLLM's CPU attention takes only {', '.join(map(str, supported))}; "
-        f"serve it with the hf backend"
-    )
-
-
-def _cpu_head_sizes() -> list[int]:
-    """The head sizes vLLM's CPU attention takes, where vLLM runs on CPU (else empty: any)."""
-    try:
-        from vllm.platforms import current_platform
-        from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
-    except ImportError:  # another vLLM layout: its own error, at the first generation
-        return []
-    return list(CPUAttentionBackend.get_supported_head_sizes()) if current_platform.is_cpu() else []
 
 
 class VLLMPolicy(RememberedScoring):
@@ -161,7 +127,7 @@ class VLLMPolicy(RememberedScoring):
             )
         engine_lora_targets(engine_kwargs)  # never lm_head: see the module docstring
         vllm = _import_vllm()
-        refused = unsupported_head_size(path, _cpu_head_sizes())
+        refused = unsupported_head_size(path, cpu_head_sizes())
         if refused:
             raise ConfigError(refused)
         self._vllm = vllm

@@ -231,7 +231,7 @@ def test_the_default_context_is_capped_at_the_models_positions() -> None:
     """vLLM refuses a ``max_model_len`` past the model's positions: the default 4096 is cut to
     the tiny model's 2048 (`arena play --against tiny --backend vllm` failed on it)."""
     from arena.models import model_dir
-    from arena.policies.vllm import DEFAULT_CONTEXT, context_length
+    from arena.policies.vllm_fit import DEFAULT_CONTEXT, context_length
 
     tiny = str(model_dir("tiny"))
     assert DEFAULT_CONTEXT == 4096 and context_length(tiny, DEFAULT_CONTEXT) == 2048

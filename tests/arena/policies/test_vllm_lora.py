@@ -29,7 +29,7 @@ def test_a_head_size_the_cpu_attention_lacks_is_refused_before_the_engine_starts
     (``Unsupported CPU attention configuration: head_dim=16``): a run with
     ``inference.backend=vllm model=tiny`` then stopped after 3 steps of failed episodes."""
     from arena.models import model_dir
-    from arena.policies.vllm import _cpu_head_sizes, unsupported_head_size
+    from arena.policies.vllm_fit import cpu_head_sizes, unsupported_head_size
 
     tiny, smol = str(model_dir("tiny")), str(model_dir("smollm2-135m"))  # head sizes 16 and 64
     message = unsupported_head_size(tiny, [32, 64, 128])
@@ -40,5 +40,5 @@ def test_a_head_size_the_cpu_attention_lacks_is_refused_before_the_engine_starts
     assert unsupported_head_size(smol, [32, 64, 128]) is None
     assert unsupported_head_size(tiny, []) is None  # an engine that takes any (a GPU's)
     pytest.importorskip("vllm")
-    sizes = _cpu_head_sizes()  # this machine runs vLLM on CPU
+    sizes = cpu_head_sizes()  # this machine runs vLLM on CPU
     assert 64 in sizes and 16 not in sizes
