@@ -5,7 +5,8 @@ exploitability is exact (:mod:`arena.eval.exploitability`): a tabular bot gives 
 random bot the uniform policy, and an ``hf`` model is read by scoring every legal reply by its
 sequence log-probability (:mod:`arena.eval.policy_reader`) under the participant's own sampling
 temperature; a greedy participant (temperature 0) is read as the most likely legal reply at every
-state (:func:`arena.eval.policy_reader.read_seat_at`), through its LoRA adapter where it plays one.
+state (:func:`arena.eval.policy_reader.read_seat_at`), through its LoRA adapter where it plays one,
+and acting as it plays (a participant's ``act: choice`` is read as its legal replies' softmax).
 Other bots, endpoints, and ``vllm`` and plugin backends' models are not read (the tournament
 names those models in one line).
 """
@@ -45,6 +46,7 @@ def participant_exploitability(participant: Participant, game: GameConfig) -> di
     if participant.kind != "model" or participant.config.backend != "hf":
         return None
     from arena.eval.policy_reader import read_seat_at
+    from arena.play.acting import resolve_act
     from arena.play.seating import SeatFactory
     from arena.policies.config import PolicyConfig
     from arena.policies.factory import make_policy
@@ -59,6 +61,9 @@ def participant_exploitability(participant: Participant, game: GameConfig) -> di
         )
     )
     chat = policy.chat  # type: ignore[attr-defined]
+    # read as it plays (its `act: choice`: its legal replies' softmax, no invalid mass), as the
+    # tournament's seats resolve it
+    game = dataclasses.replace(game, act=resolve_act(None, participant.config.act, game.act))
     factory = SeatFactory(PlayConfig(games=[game], policy_name=participant.name), policy, chat)
     params = dataclasses.replace(participant.sampling(), adapter=adapter)
     seat = factory.policy_seat(game.id, trained=False, params=params)

@@ -143,3 +143,23 @@ def test_a_poker_participant_is_read_through_its_adapter(tmp_path: Path) -> None
     by_base, by_moved, by_fresh = (r["exploitability"] for r in readings)  # type: ignore[index]
     assert by_fresh == pytest.approx(by_base, abs=1e-6)  # B = 0: the adapter is the base
     assert abs(by_moved - by_base) > 1e-4
+
+
+def test_a_choice_participant_is_read_as_it_plays() -> None:
+    """An ``act: choice`` participant never replies outside its legal replies, so its reading
+    has no invalid mass; read as a generating player (the tiny model's replies are never a
+    legal action) it had all of it."""
+    pytest.importorskip("pyspiel")
+    game = GameConfig(id="kuhn-poker-v0")
+    generating, choosing = resolve_participants(
+        [
+            ParticipantConfig(name="gen", model="tiny", dtype="float32"),
+            ParticipantConfig(name="choice", model="tiny", dtype="float32", act="choice"),
+        ]
+    )
+    for p in (generating, choosing):
+        p.config.sampling.temperature = 1.0
+    gen, choice = (participant_exploitability(p, game) for p in (generating, choosing))
+    assert gen is not None and choice is not None
+    assert gen["invalid_mass"] > 0.99
+    assert choice["invalid_mass"] == 0.0
