@@ -176,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
     from arena.eval.roles import RoleResult, evaluate_roles, is_role_game, role_seats
     from arena.play.config import GameConfig
     from arena.run.config import RunConfig
-    from arena.tournament.checkpoint_paths import checkpoint_of, on_disk
+    from arena.tournament.checkpoint_paths import checkpoint_of, on_disk, refuse_frozen_base
     from arena.tournament.config import TournamentConfig
     from arena.tournament.participants import (
         adapter_run_config,
@@ -193,6 +193,8 @@ def run(args: argparse.Namespace) -> int:
         print(taken, flush=True)
     if args.adapter:
         args.adapter = on_disk(args.adapter)
+    else:
+        refuse_frozen_base(spec)  # a LoRA run's checkpoint: its model/ is the untrained base
     run_config = (
         run_config_of(spec)
         or (adapter_run_config(args.adapter) if args.adapter else None)

@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     from arena.core.config import parse_assignments
     from arena.play.acting import resolve_act
     from arena.play.config import GameConfig
-    from arena.tournament.checkpoint_paths import checkpoint_of
+    from arena.tournament.checkpoint_paths import checkpoint_of, refuse_frozen_base
     from arena.tournament.human import pick_seat, play_human
 
     check_game_id(args.game)
@@ -126,6 +126,9 @@ def run(args: argparse.Namespace) -> int:
     args.against, taken = checkpoint_of(args.against)
     if taken:
         print(taken, flush=True)
+    refuse_frozen_base(
+        args.against, "--against"
+    )  # a LoRA run's checkpoint: its model/ is the frozen base
     trained, max_new_tokens = trained_defaults(args.against, args.game)
     game = GameConfig(
         id=args.game,

@@ -10,13 +10,19 @@ tournament's ``model:`` and ``adapter:``) also take:
   and ``arena play`` print which one they took);
 - ``RUN:POLICY`` for the newest checkpoint of a named policy with a model of its own (a run of
   several models keeps it under ``checkpoints/policies/POLICY/``); ``RUN:main`` is the run's
-  shared policy, as ``RUN`` alone.
+  shared policy, as ``RUN`` alone. A policy that is a LoRA adapter on the run's base has no
+  model of its own: it is refused naming its adapter (:func:`adapter_command`).
+
+A LoRA run's checkpoint holds the frozen base in ``model/`` and each policy in
+``adapters/<policy>/``: ``arena eval`` and ``arena play`` refuse such a checkpoint without an
+adapter (:func:`refuse_frozen_base`), which would otherwise play the untrained base.
 
 Standard library only: nothing is loaded here, only looked up.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -75,6 +81,14 @@ def newest_checkpoint(spec: str) -> Path | None:
         folder = path / "checkpoints" / POLICIES / policy
         if not folder.is_dir():
             known = sorted(p.name for p in (path / "checkpoints" / POLICIES).glob("*"))
+            shared = checkpoints(path)
+            adapters = policy_adapters(shared[-1][1]) if shared else []
+            if policy in adapters:
+                raise ConfigError(
+                    f"{spec}: policy {policy!r} of run {run} is a LoRA adapter on the run's "
+                    f"base, not a model of its own: {adapter_command(shared[-1][1], policy)}"
+                )
+            known = sorted({*known, *adapters})
             raise ConfigError(
                 f"{spec}: run {run} has no policy {policy!r} with checkpoints of its own "
                 f"(its policies: {', '.join(['main', *known])})"
@@ -112,3 +126,48 @@ def looks_like_path(spec: str) -> bool:
     """Whether ``spec`` was typed as a path (a separator, or ``.``/``~`` first) rather than a
     name such as ``tiny`` or ``smollm2-135m``."""
     return "/" in spec or spec.startswith((".", "~"))
+
+
+SHARED_ADAPTER = "shared-lora"
+"""A shared policy's LoRA (``arena.models.adapter_shape.SHARED_ADAPTER``): merged into the
+checkpoint's ``model/`` too, so the checkpoint plays it without an adapter."""
+
+
+def policy_adapters(checkpoint: Path) -> list[str]:
+    """The named policies a LoRA run's checkpoint holds as adapters (``adapters/<policy>/``),
+    sorted; none for any other directory."""
+    folder = Path(checkpoint).expanduser() / "adapters"
+    if not (Path(checkpoint).expanduser() / "model").is_dir():
+        return []
+    return sorted(
+        p.name
+        for p in folder.glob("*")
+        if p.name != SHARED_ADAPTER and (p / "adapter_config.json").is_file()
+    )
+
+
+def adapter_command(checkpoint: Path, policy: str) -> str:
+    """How to play ``policy``'s adapter in ``checkpoint``: ``--model BASE --adapter PATH``,
+    the base as the adapter names it."""
+    adapter = Path(checkpoint) / "adapters" / policy
+    try:
+        base = json.loads((adapter / "adapter_config.json").read_text())["base_model_name_or_path"]
+    except (OSError, ValueError, KeyError, TypeError):
+        base = "BASE"
+    return f"--model {base} --adapter {adapter} plays it"
+
+
+def refuse_frozen_base(spec: str, model_flag: str = "--model") -> None:
+    """A :class:`ConfigError` where ``spec`` is a LoRA run's checkpoint played without an
+    adapter: its ``model/`` is the frozen base, not what the run trained. ``model_flag`` is
+    how the command names a model (``arena play``: ``--against``, which takes no adapter)."""
+    names = policy_adapters(Path(spec))
+    if names:
+        how = adapter_command(Path(spec), names[0])
+        if model_flag != "--model":  # arena play plays no adapter
+            how = f"arena play plays no adapter (arena eval {how})"
+        raise ConfigError(
+            f"{spec} is a checkpoint of a run whose policies are LoRA adapters: its model/ is "
+            f"the untrained base, and its policies are the adapters {', '.join(names)}; "
+            f"{how} (the base alone: {model_flag} {spec}/model)"
+        )

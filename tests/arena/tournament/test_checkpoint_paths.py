@@ -12,7 +12,13 @@ from pathlib import Path
 import pytest
 
 from arena.core.errors import ConfigError
-from arena.tournament.checkpoint_paths import checkpoint_of, newest_checkpoint, on_disk
+from arena.tournament.checkpoint_paths import (
+    checkpoint_of,
+    newest_checkpoint,
+    on_disk,
+    policy_adapters,
+    refuse_frozen_base,
+)
 from arena.tournament.participants import parse_participant, resolve_participants
 
 
@@ -83,3 +89,46 @@ def test_run_colon_policy_stands_for_that_policys_newest_checkpoint(tmp_path: Pa
     (participant,) = resolve_participants([parse_participant(f"{run}:responder")], minimum=1)
     assert participant.model == str(own / "model")
     assert participant.name == "responder@step-3"
+
+
+def test_a_lora_runs_checkpoint_is_refused_without_its_adapter(tmp_path: Path) -> None:
+    """A run whose policies are LoRA adapters keeps the frozen base in a checkpoint's model/:
+    `arena eval RUN` played that untrained base as if it were the run, and `RUN:poker` was
+    refused as a policy the run does not have (`its policies: main`)."""
+    run = make_run(tmp_path / "run", 2)
+    ckpt = run / "checkpoints" / "step-00000002"
+    for name in ("poker", "responder", "shared-lora"):
+        (ckpt / "adapters" / name).mkdir(parents=True)
+        (ckpt / "adapters" / name / "adapter_config.json").write_text(
+            '{"base_model_name_or_path": "tiny"}'
+        )
+    assert policy_adapters(ckpt) == ["poker", "responder"]  # shared-lora is merged in model/
+    adapter = ckpt / "adapters" / "poker"
+    with pytest.raises(ConfigError) as err:
+        refuse_frozen_base(checkpoint_of(str(run))[0])
+    assert str(err.value) == (
+        f"{ckpt} is a checkpoint of a run whose policies are LoRA adapters: its model/ is the "
+        "untrained base, and its policies are the adapters poker, responder; "
+        f"--model tiny --adapter {adapter} plays it (the base alone: --model {ckpt}/model)"
+    )
+    refuse_frozen_base(str(ckpt / "model"))  # the base, asked for by name
+    refuse_frozen_base("tiny")
+    with pytest.raises(ConfigError) as err:
+        newest_checkpoint(f"{run}:poker")
+    assert str(err.value) == (
+        f"{run}:poker: policy 'poker' of run {run} is a LoRA adapter on the run's base, not a "
+        f"model of its own: --model tiny --adapter {adapter} plays it"
+    )
+    with pytest.raises(ConfigError, match=r"its policies: main, poker, responder\)"):
+        newest_checkpoint(f"{run}:judge")
+    # only a shared policy's LoRA: model/ holds it merged, and plays
+    (ckpt / "adapters" / "poker").rename(tmp_path / "poker")
+    (ckpt / "adapters" / "responder").rename(tmp_path / "responder")
+    refuse_frozen_base(str(ckpt))
+    (tmp_path / "poker").rename(ckpt / "adapters" / "poker")
+    with pytest.raises(ConfigError) as err:  # arena play's --against takes no adapter
+        refuse_frozen_base(str(ckpt), "--against")
+    assert str(err.value).endswith(
+        f"the adapters poker; arena play plays no adapter (arena eval --model tiny --adapter "
+        f"{adapter} plays it) (the base alone: --against {ckpt}/model)"
+    )
