@@ -5,7 +5,7 @@ sort). The commands that take a checkpoint (``arena eval``, ``arena play --again
 tournament's ``model:`` and ``adapter:``) also take:
 
 - ``step-12`` for ``step-00000012`` (:func:`on_disk`), anywhere in the path
-  (``RUN/checkpoints/step-8/adapters/solver``);
+  (``RUN/checkpoints/step-8/adapters/solver``, ``RUN/checkpoints/policies/judge/step-8``);
 - the run directory itself, for its newest checkpoint (:func:`newest_checkpoint`; ``arena eval``
   and ``arena play`` print which one they took);
 - ``RUN:POLICY`` for the newest checkpoint of a named policy with a model of its own (a run of
@@ -41,12 +41,20 @@ def on_disk(spec: str) -> str:
     found = Path(path.parts[0])
     for part in path.parts[1:]:
         match = STEP_DIR.match(part)
-        if match and found.name == "checkpoints" and not (found / part).exists():
+        if match and holds_checkpoints(found) and not (found / part).exists():
             padded = f"step-{int(match.group(1)):08d}"
             if (found / padded).exists():
                 part = padded
         found = found / part
     return str(found) if found.exists() else spec
+
+
+def holds_checkpoints(folder: Path) -> bool:
+    """Whether ``folder`` holds checkpoints: a run's ``checkpoints/``, or a named policy's
+    ``checkpoints/policies/POLICY/``."""
+    return folder.name == "checkpoints" or (
+        folder.parent.name == POLICIES and folder.parent.parent.name == "checkpoints"
+    )
 
 
 def checkpoints(run_dir: Path) -> list[tuple[int, Path]]:

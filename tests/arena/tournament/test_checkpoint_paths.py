@@ -83,6 +83,8 @@ def test_run_colon_policy_stands_for_that_policys_newest_checkpoint(tmp_path: Pa
         (model / "config.json").write_text("{}")
     own = run / "checkpoints" / "policies" / "responder" / "step-00000003"
     assert newest_checkpoint(f"{run}:responder") == own
+    # step-3 in a policy's own checkpoints, as in the run's (it was left as typed: no such file)
+    assert on_disk(str(run / "checkpoints" / "policies" / "responder" / "step-3")) == str(own)
     assert newest_checkpoint(f"{run}:main") == run / "checkpoints" / "step-00000002"
     with pytest.raises(ConfigError, match=r"no policy 'judge'.*its policies: main, responder"):
         newest_checkpoint(f"{run}:judge")
