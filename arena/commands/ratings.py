@@ -21,8 +21,11 @@ A malformed line (bad JSON, a missing required field, a wrong type, a per-seat l
 score other than 0, 0.5 or 1) is skipped: stderr names it (``line 7: missing field 'seed'``) and
 the count, and the rest is rated. Blank lines are ignored. Warnings go to stderr in both modes.
 
+A log of multi-player matches alone (a tournament of a game of three seats or more) gets its
+OpenSkill ratings only.
+
 Exit status: 0 when ratings were printed, even with skipped lines; 2 when the file cannot be read,
-holds no valid two-player match (of ``--game``, if given), or ``--anchor`` names no participant
+holds no valid match (of ``--game``, if given), or ``--anchor`` names no participant
 (the message names the nearest).
 """
 
@@ -86,13 +89,19 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"cannot read {args.matches}: {err.strerror or err}")
     _report_skipped(args.matches, log.skipped)
     two = [m for m in log.matches if len(m.seats) == 2 and args.game in (None, m.game)]
-    if not two:
+    many = [m for m in log.matches if len(m.seats) > 2 and args.game in (None, m.game)]
+    if not two and not many:
         games = sorted({m.game for m in log.matches})
         if args.game is not None and args.game not in games:
             hint = did_you_mean(args.game, games) or f" (games in the log: {', '.join(games)})"
             return _fail(f"no match of game {args.game!r} in {args.matches}{hint}")
         where = f" of game {args.game!r}" if args.game else ""
-        return _fail(f"{args.matches} holds no valid two-player match{where} to rate")
+        return _fail(f"{args.matches} holds no valid match{where} to rate")
+    if not two and args.anchor is not None:
+        return _fail(
+            f"--anchor {args.anchor}: {args.matches} holds no two-player match to anchor "
+            "(its multi-player matches get OpenSkill ratings, which have no anchor)"
+        )
     warnings: list[str] = []
     try:
         report = ratings_report(
@@ -111,6 +120,22 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report))
         return 0
+    if two:
+        _print_two_player(args, report, two)
+    if report["multiplayer"]:
+        print(
+            f"{chr(10) if two else ''}multi-player matches (OpenSkill Plackett-Luce; "
+            "ordinal = mu - 3 sigma):"
+        )
+        rows = [["participant", "mu", "sigma", "ordinal"]]
+        for name, r in report["multiplayer"].items():
+            rows.append([name, f"{r['mu']:.2f}", f"{r['sigma']:.2f}", f"{r['ordinal']:.2f}"])
+        print(_table(rows))
+    return 0
+
+
+def _print_two_player(args: argparse.Namespace, report: dict, two: list) -> None:
+    """The Bradley-Terry table, the first-mover term and the per-pair table."""
     games = Counter(name for m in two for name in set(m.seats))
     print(
         f"Bradley-Terry ratings (Elo) from {len(two)} two-player matches"
@@ -134,13 +159,6 @@ def run(args: argparse.Namespace) -> int:
         rows[-1].append(NOT_LOGGED if p["mean_moves"] is None else f"{p['mean_moves']:.1f}")
         rows[-1].append(_per_pair(p["tokens"], a, b, "{:.0f}"))
     print(_table(rows))
-    if report["multiplayer"]:
-        print("\nmulti-player matches (OpenSkill Plackett-Luce; ordinal = mu - 3 sigma):")
-        rows = [["participant", "mu", "sigma", "ordinal"]]
-        for name, r in report["multiplayer"].items():
-            rows.append([name, f"{r['mu']:.2f}", f"{r['sigma']:.2f}", f"{r['ordinal']:.2f}"])
-        print(_table(rows))
-    return 0
 
 
 def _fail(message: str) -> int:

@@ -128,7 +128,15 @@ def ratings_table(report: dict[str, Any]) -> str:
     """The ratings as aligned plain text for the console (the tournament command prints it)."""
     ranked = _ranked(report)
     if not ranked:
-        return "No ratings: the log holds no two-player matches."
+        many = report.get("multiplayer") or {}
+        if not many:
+            return "No ratings: the log holds no two-player matches."
+        lines = ["No Elo ratings (no two-player matches); OpenSkill (ordinal = mu - 3 sigma):"]
+        for name, r in many.items():
+            lines.append(
+                f"  {name}: ordinal {r['ordinal']:.2f} (mu {r['mu']:.2f}, sigma {r['sigma']:.2f})"
+            )
+        return "\n".join(lines)
     played = games_played(report)
     rows = [["#", "participant", "rating", "95% CI", "games"]]
     for i, (name, r) in enumerate(ranked, 1):

@@ -140,7 +140,7 @@ def test_a_log_without_a_valid_two_player_match_exits_2(tmp_path: Path, log: Pat
     path.write_text("not json\n\n" + json.dumps({"game": "g"}) + "\n")
     done = arena(path, "--json")
     assert done.returncode == 2 and done.stdout == ""
-    assert "line 1: bad JSON" in done.stderr and "no valid two-player match" in done.stderr
+    assert "line 1: bad JSON" in done.stderr and "holds no valid match to rate" in done.stderr
     done = arena(log, "--game", "tictactoe")
     assert done.returncode == 2 and "did you mean 'tictactoe-v0'?" in done.stderr
 
@@ -169,3 +169,26 @@ def test_another_tools_log_with_only_the_required_fields_is_rated(tmp_path: Path
     assert table.returncode == 0, table.stderr
     row = next(line for line in table.stdout.splitlines() if line.startswith("*"))
     assert row.split()[-3:] == ["n/a", "n/a", "n/a"]
+
+
+def test_a_log_of_multi_player_matches_alone_gets_its_openskill_ratings(tmp_path: Path) -> None:
+    """A tournament of a three-seat game writes only such matches: `arena ratings` on its log
+    exited 2 ("no valid two-player match") where the tournament's report rated them."""
+    lines = [
+        {"game": "liars-dice-v0", "seed": s, "seats": seats, "scores": [1.0, 0.0, 0.0]}
+        for s in range(4)
+        for seats in (["ann", "bea", "cid"], ["ann", "cid", "bea"])
+    ]
+    path = tmp_path / "three.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    done = arena(path)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.splitlines()
+    assert out[0].startswith("multi-player matches (OpenSkill")
+    assert [row.split()[0] for row in out[1:]] == ["participant", "ann", "bea", "cid"]
+    report = json.loads(arena(path, "--json").stdout)
+    assert report["ratings"] == {} and report["anchor"] is None and report["matches"] == 8
+    many = report["multiplayer"]
+    assert many["ann"]["mu"] > 25 > many["bea"]["mu"]  # every start is mu 25
+    done = arena(path, "--anchor", "ann")
+    assert done.returncode == 2 and "holds no two-player match to anchor" in done.stderr

@@ -154,6 +154,12 @@ def test_console_ratings_table() -> None:
     assert [line.split()[1] for line in lines[1:]] == ["alpha", "beta", "gamma"]
     assert len({len(line) for line in lines}) == 1  # aligned columns
     assert "No ratings" in ratings_table({"ratings": {}, "pairs": []})
+    # a tournament of a three-seat game: its OpenSkill ratings, not "No ratings"
+    many = {"ann": {"mu": 28.3, "sigma": 7.58, "ordinal": 5.55}}
+    assert ratings_table({"ratings": {}, "pairs": [], "multiplayer": many}).splitlines() == [
+        "No Elo ratings (no two-player matches); OpenSkill (ordinal = mu - 3 sigma):",
+        "  ann: ordinal 5.55 (mu 28.30, sigma 7.58)",
+    ]
     assert games_played(_report()) == {"alpha": 40, "beta": 40, "gamma": 40}
 
 
