@@ -225,7 +225,14 @@ def run(args: argparse.Namespace) -> int:
         trained = trained_sampling(run_config, spec, args.adapter)
         participant.sampling.max_new_tokens = trained.max_new_tokens
     config = TournamentConfig(participants=[participant], games=games)
-    (resolved,) = resolve_participants([participant], games, minimum=1)
+    found = resolve_participants([participant], games, minimum=1)
+    if len(found) != 1:  # a glob over checkpoints or adapters: a tournament plays them all
+        names = ", ".join(p.name for p in found)
+        raise ConfigError(
+            f"{args.adapter or spec!r} names {len(found)} models ({names}): arena eval "
+            "evaluates one; pick one, or play them all in arena tournament"
+        )
+    (resolved,) = found
     print(f"evaluating {resolved.name} ({resolved.describe()})", flush=True)
 
     role_games = [g for g in games if is_role_game(registry_games.make(g.id, **g.kwargs))]

@@ -74,6 +74,17 @@ def test_arena_eval_names_the_line_of_malformed_yaml_and_the_nearest_id(tmp_path
     assert line.startswith("arena eval: unknown bot 'randm-v0'; did you mean 'random-v0'")
     line = refused("eval", "random-v0", "--games", "tictacto-v0")
     assert line.startswith("arena eval: unknown game 'tictacto-v0'; did you mean 'tictactoe-v0'")
+    # a glob over checkpoints names several models: one line, not a traceback (ValueError)
+    for step in (1, 2):
+        model = tmp_path / "glob" / "checkpoints" / f"step-{step:08d}" / "model"
+        model.mkdir(parents=True)
+        (model / "config.json").write_text("{}")
+    pattern = str(tmp_path / "glob" / "checkpoints" / "step-*")
+    assert refused("eval", pattern) == (
+        f"arena eval: bad config: {pattern!r} names 2 models (checkpoint@step-1, "
+        "checkpoint@step-2): arena eval evaluates one; pick one, or play them all in "
+        "arena tournament"
+    )
 
 
 def test_an_actor_started_before_its_broker_says_so_in_one_line(
