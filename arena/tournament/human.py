@@ -10,7 +10,9 @@ The person's moves are checked here, with the game's own ``parse_action`` and
 never counts as one of the game's invalid attempts (which would end in a forfeit). The
 opponents' moves go through the game exactly as in a tournament (:mod:`arena.play.episode`):
 a bot's action is stepped, a model's reply is read by its role and stepped as text, so the
-game's retry and forfeit rules apply to the model, and its raw reply is shown. A simulator (a
+game's retry and forfeit rules apply to the model, and its raw reply is shown; a model that
+acts by choice (``--act choice``) picks among its legal replies by their scores, as in an
+episode (:func:`arena.play.choice.choose_turn`), and its pick is shown. A simulator (a
 role game's simulated user) is asked as an episode asks it, its text stepped as is; one that
 fails or gives no text stops the game, saying why.
 """
@@ -24,6 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from arena.core.errors import ConfigError
+from arena.play.acting import CHOICE
+from arena.play.choice import choose_turn
 from arena.play.seats import BotSeat, Seat, SimulatorSeat, seat_seed
 from arena.policies.types import ContextOverflow
 from games.bots.base import legal_move
@@ -214,6 +218,13 @@ def opponent_move(env: TextGame, agent: str, seat: Seat, write: Write, game_id: 
         return
     write(f"{label} ({agent}) is thinking...")
     observation = env.observe(agent)["text"]
+    if seat.act == CHOICE:  # picks among the legal replies by their scores: never invalid
+        episode = f"play/{game_id}/{random.getrandbits(31)}"
+        turn = asyncio.run(choose_turn(env, game_id, episode, seat, agent, observation, []))
+        write(f"model chose: {turn.text.strip()}")
+        played = turn.text if turn.action is None else env.action_to_text(agent, turn.action)
+        write(f"{label} ({agent}) played: {played}")
+        return
     prompt = seat.prompt(env, agent, observation)
     generation = seat.policy.generate([prompt], seat.params)[0]
     seat.remember(generation)

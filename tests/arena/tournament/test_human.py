@@ -161,6 +161,36 @@ def test_a_model_opponent_shows_its_reply() -> None:
     assert "result: " in terminal.out[-1]
 
 
+def test_a_choice_opponent_picks_a_legal_move_every_turn() -> None:
+    """`arena play --act choice`: the model picks among the legal replies, so it never
+    forfeits; the terminal generated for it regardless, and the random weights' empty replies
+    forfeited the game on its first move."""
+    from arena.models import load_tokenizer
+    from arena.play.seating import SeatFactory
+    from arena.policies.chat import ChatFormat
+    from arena.policies.config import PolicyConfig
+    from arena.policies.factory import make_policy
+    from arena.policies.types import SamplingParams
+
+    policy = make_policy(PolicyConfig(backend="hf", model="tiny", dtype="float32", device="cpu"))
+    game = GameConfig(id="tictactoe-v0", act="choice")
+    factory = SeatFactory(
+        PlayConfig(games=[game], policy_name="tiny"), policy, ChatFormat(load_tokenizer("tiny"))
+    )
+    params = SamplingParams(temperature=1.0, max_new_tokens=8)
+    seat = factory.policy_seat("tictactoe-v0", trained=False, params=params)
+    env = games.make("tictactoe-v0")
+    terminal = Terminal(CELLS * 2)
+    result = play_human(
+        env, "player_1", {"player_0": seat}, seed=0, read_line=terminal.read_line,
+        write=terminal.write,
+    )  # fmt: skip
+    text = terminal.text
+    assert "model chose: <answer>" in text and "not a valid move" not in text
+    assert text.count("tiny (player_0) played: ") >= 3  # a game lasts at least 5 moves
+    assert result.termination_reason in ("win", "draw")
+
+
 def test_a_simulated_user_talks_to_the_person_in_the_agent_seat() -> None:
     from arena.play.seats import SimulatorSeat
     from simulators.scripted_user import ScriptedUser
