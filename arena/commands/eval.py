@@ -174,6 +174,7 @@ def run(args: argparse.Namespace) -> int:
     from arena.eval.evaluate import evaluate
     from arena.eval.progress import Progress
     from arena.eval.roles import RoleResult, evaluate_roles, is_role_game, role_seats
+    from arena.play.acting import check_act, resolve_act
     from arena.play.config import GameConfig
     from arena.run.config import RunConfig
     from arena.tournament.checkpoint_paths import checkpoint_of, on_disk, refuse_frozen_base
@@ -211,6 +212,9 @@ def run(args: argparse.Namespace) -> int:
     games = flagged
     opponents = args.opponents or run_config.eval.opponents
     check_opponents(opponents, games)  # before any model loads
+    for game in games:  # --act choice on a free-text game, before any model loads too
+        act = resolve_act(args.act, None, game.act)
+        check_act(act, game.id, lambda g=game: registry_games.make(g.id, **g.kwargs))
     n = run_config.eval.games if args.n is None else args.n
     if n < 1 or args.tries < 1:
         raise ConfigError(f"--n and --tries must be >= 1, got {n} and {args.tries}")

@@ -74,6 +74,13 @@ def test_arena_eval_names_the_line_of_malformed_yaml_and_the_nearest_id(tmp_path
     assert line.startswith("arena eval: unknown bot 'randm-v0'; did you mean 'random-v0'")
     line = refused("eval", "random-v0", "--games", "tictacto-v0")
     assert line.startswith("arena eval: unknown game 'tictacto-v0'; did you mean 'tictactoe-v0'")
+    # --act choice on a free-text game: refused before the model loads (it loaded first)
+    done = arena("eval", "tiny", "--games", "retail-v0", "--act", "choice")
+    assert done.returncode == 2 and done.stdout == "", done.stdout
+    assert done.stderr.strip() == (
+        "arena eval: bad config: games.retail-v0: act: choice needs a game that lists its legal "
+        "actions, but retail-v0 takes free text (seats user, agent); use act: generate"
+    )
     # a glob over checkpoints names several models: one line, not a traceback (ValueError)
     for step in (1, 2):
         model = tmp_path / "glob" / "checkpoints" / f"step-{step:08d}" / "model"
