@@ -116,7 +116,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from arena.commands.eval import with_simulators
     from arena.core.config import parse_assignments
-    from arena.play.acting import resolve_act
+    from arena.play.acting import check_act, resolve_act
     from arena.play.config import GameConfig
     from arena.tournament.checkpoint_paths import checkpoint_of, refuse_frozen_base
     from arena.tournament.human import pick_seat, play_human
@@ -143,6 +143,7 @@ def run(args: argparse.Namespace) -> int:
         args.max_new_tokens = max_new_tokens
     env = make_env(game)
     game = with_simulators(game, args.simulator)
+    check_act(game.act, game.id, env, game.simulators)  # before the model loads
     seed = args.seed if args.seed is not None else random.randrange(2**31)
     human = pick_seat(args.seat, env.possible_agents, random.Random(seed))
     participant = resolve_one(args.against, game, args.backend)

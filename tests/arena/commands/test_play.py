@@ -127,6 +127,16 @@ def test_an_unknown_participant_exits_2_naming_it() -> None:
     assert PROMPT not in done.stdout  # refused before the game starts
 
 
+def test_act_choice_on_a_free_text_game_is_refused_before_the_model_loads() -> None:
+    done = arena("play", "retail-v0", "--against", "tiny", "--act", "choice")
+    assert done.returncode == 2, done.stderr
+    assert "loading" not in done.stdout  # it loaded the model first
+    assert done.stderr.strip() == (
+        "arena play: bad config: games.retail-v0: act: choice needs a game that lists its legal "
+        "actions, but retail-v0 takes free text (seats user, agent); use act: generate"
+    )
+
+
 def test_a_model_that_cannot_load_exits_2_naming_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
