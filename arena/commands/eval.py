@@ -219,6 +219,8 @@ def run(args: argparse.Namespace) -> int:
     if n < 1 or args.tries < 1:
         raise ConfigError(f"--n and --tries must be >= 1, got {n} and {args.tries}")
     participant = participant_config(spec, args.backend, model=args.model is not None)
+    if participant.model is None and args.act is not None:
+        raise ConfigError(f"--act {args.act} says how a model acts; bot {spec!r} plays its own")
     participant.adapter = args.adapter
     participant.sampling.temperature = (
         run_config.eval.temperature if args.temperature is None else args.temperature
@@ -242,6 +244,11 @@ def run(args: argparse.Namespace) -> int:
     role_games = [g for g in games if is_role_game(registry_games.make(g.id, **g.kwargs))]
     player_games = [g for g in games if g not in role_games]
     refuse_simulated_player_games(named, [g.id for g in player_games])
+    if args.tries > 1 and not role_games:
+        raise ConfigError(
+            f"--tries {args.tries}: pass^k is measured on a role game's tasks; "
+            f"{', '.join(g.id for g in games)} play games against --opponents (raise --n)"
+        )
     name = resolved.name
 
     async def main() -> list:

@@ -330,13 +330,19 @@ def make_bot(config: ParticipantConfig, seed: int) -> Bot:
 
 def _check_bot(participant: Participant, game_configs: Sequence[GameConfig]) -> list[str]:
     """Play one game of each tournament game against the random bot: a bot that cannot play
-    a game (minimax on poker) is found now, not as forfeits halfway through."""
+    a game (minimax on poker) is found now, not as forfeits halfway through. It sits in the
+    first seat no simulator fills (a simulated seat is never the participant's: the retail
+    agent bot is evaluated in the agent's seat, the user simulated)."""
     problems = []
     for game in game_configs:
         env = games.make(game.id, **game.kwargs)
+        own = [a for a in env.possible_agents if a not in game.simulators]
+        seat = own[0] if own else env.possible_agents[0]
         bots = {
-            agent: make_bot(participant.config, 0) if i == 0 else games.bots.make("random-v0")
-            for i, agent in enumerate(env.possible_agents)
+            agent: make_bot(participant.config, 0)
+            if agent == seat
+            else games.bots.make("random-v0")
+            for agent in env.possible_agents
         }
         env.reset(seed=0)
         try:

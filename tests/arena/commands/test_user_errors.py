@@ -81,6 +81,14 @@ def test_arena_eval_names_the_line_of_malformed_yaml_and_the_nearest_id(tmp_path
         "arena eval: bad config: games.retail-v0: act: choice needs a game that lists its legal "
         "actions, but retail-v0 takes free text (seats user, agent); use act: generate"
     )
+    # --act with a bot, --tries on player games alone: refused, not ignored
+    assert refused("eval", "random-v0", "--act", "choice") == (
+        "arena eval: bad config: --act choice says how a model acts; bot 'random-v0' plays its own"
+    )
+    assert refused("eval", "random-v0", "--games", "nim-v0", "--tries", "3") == (
+        "arena eval: bad config: --tries 3: pass^k is measured on a role game's tasks; nim-v0 "
+        "play games against --opponents (raise --n)"
+    )
     # a glob over checkpoints names several models: one line, not a traceback (ValueError)
     for step in (1, 2):
         model = tmp_path / "glob" / "checkpoints" / f"step-{step:08d}" / "model"

@@ -132,6 +132,21 @@ def test_a_bot_that_cannot_play_a_game_is_refused_up_front(tmp_path: Path) -> No
         run_tournament(config, on_line=lambda _: None)
 
 
+def test_a_role_bot_is_checked_in_a_seat_no_simulator_fills() -> None:
+    """`arena eval retail-agent-v0 --games retail-v0 --simulator user=scripted-user-v0`: the
+    check sat the agent bot in the user's seat (the first), and refused it for a seat it would
+    never play."""
+    from arena.play.config import SimulatorConfig
+    from arena.tournament.participants import resolve_participants
+
+    agent = ParticipantConfig(bot="retail-agent-v0")
+    simulated = GameConfig("retail-v0", simulators={"user": SimulatorConfig(id="scripted-user-v0")})
+    (resolved,) = resolve_participants([agent], [simulated], minimum=1)
+    assert resolved.name == "retail-agent-v0"
+    with pytest.raises(ConfigError, match="cannot play retail-v0: .* needs the agent seat"):
+        resolve_participants([agent], [GameConfig("retail-v0")], minimum=1)
+
+
 def test_finished_ids_cuts_a_torn_last_line(tmp_path: Path) -> None:
     path = tmp_path / "matches.jsonl"
     path.write_text('{"id": "a"}\n{"id": "b"}\n{"id": "c", "ga')
