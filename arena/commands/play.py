@@ -116,6 +116,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from arena.commands.eval import with_simulators
     from arena.core.config import parse_assignments
+    from arena.core.errors import ConfigError
     from arena.play.acting import check_act, resolve_act
     from arena.play.config import GameConfig
     from arena.tournament.checkpoint_paths import checkpoint_of, refuse_frozen_base
@@ -147,6 +148,10 @@ def run(args: argparse.Namespace) -> int:
     seed = args.seed if args.seed is not None else random.randrange(2**31)
     human = pick_seat(args.seat, env.possible_agents, random.Random(seed))
     participant = resolve_one(args.against, game, args.backend)
+    if participant.kind == "bot" and args.act is not None:
+        raise ConfigError(
+            f"--act {args.act} says how a model acts; bot {args.against!r} plays its own"
+        )
     fill = seat_filler(participant, game, args, seed, env)
     opponents = {agent: fill(agent) for agent in env.possible_agents if agent != human}
     print(f"{game.id} against {participant.describe()}, seed {seed}")

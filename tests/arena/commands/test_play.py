@@ -137,6 +137,14 @@ def test_act_choice_on_a_free_text_game_is_refused_before_the_model_loads() -> N
     )
 
 
+def test_act_with_a_bot_is_refused() -> None:
+    done = arena("play", "tictactoe-v0", "--against", "random-v0", "--act", "choice")
+    assert done.returncode == 2 and PROMPT not in done.stdout  # it was ignored
+    assert done.stderr.strip() == (
+        "arena play: bad config: --act choice says how a model acts; bot 'random-v0' plays its own"
+    )
+
+
 def test_a_model_that_cannot_load_exits_2_naming_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
