@@ -30,6 +30,7 @@ that match only, and the reason is recorded.
 from __future__ import annotations
 
 import argparse
+import sys
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,10 +40,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from arena.tournament.config import load_tournament_config
-    from arena.tournament.runner import run_tournament
+    from arena.tournament.records import finished_ids
+    from arena.tournament.runner import output_dir, run_tournament
 
     config = load_tournament_config(args.config, args.overrides)
-    result = run_tournament(config)
+    try:
+        result = run_tournament(config)
+    except KeyboardInterrupt:  # Ctrl-C: what finished is in the log, and a rerun resumes
+        log = output_dir(config) / "matches.jsonl"
+        kept = len(finished_ids(log)) if log.exists() else 0
+        print(
+            f"\ninterrupted: {kept} finished matches are in {log}; run the same command again "
+            "to play the rest",
+            file=sys.stderr,
+        )
+        return 130
     if result.forfeits:
         print(f"{result.forfeits} matches forfeited (reasons in matches.jsonl)")
     return 0

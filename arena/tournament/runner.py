@@ -166,6 +166,7 @@ async def _play(
         return 0, 0.0
     seating = Seating(config, participants, out / "logs")
     writer = MatchLog(log_path)
+    play: asyncio.Task | None = None
     try:
         await seating.start()
         started = time.monotonic()
@@ -182,6 +183,9 @@ async def _play(
                 await asyncio.wait({play}, timeout=0.5)
             return play.result(), time.monotonic() - started
     finally:
+        if play is not None and not play.done():  # Ctrl-C: no match records after the close
+            play.cancel()
+            await asyncio.gather(play, return_exceptions=True)
         writer.close()
         await seating.close()
 

@@ -317,3 +317,51 @@ def test_a_choice_round_robin_plays_the_same_matches_at_any_concurrency(tmp_path
         }
     assert len(records[1]) == 3 * 2 * 2
     assert records[1] == records[12]
+
+
+def test_ctrl_c_stops_the_matches_before_the_log_closes(tmp_path: Path) -> None:
+    """Ctrl-C cancels the play: the matches in flight (awaiting a model's reply) stop with it,
+    so none writes to the closed log (they went on, and asyncio's shutdown printed `ValueError:
+    I/O operation on closed file` tracebacks under the interrupt)."""
+    import asyncio
+
+    from arena.tournament import runner
+    from arena.tournament.participants import resolve_participants
+    from arena.tournament.schedule import schedule
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), AlwaysFive)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    endpoint = ParticipantConfig(
+        name="five",
+        model="stub",
+        backend="openai",
+        base_url=f"http://127.0.0.1:{httpd.server_address[1]}/v1",
+    )
+    config = TournamentConfig(
+        participants=[endpoint, ParticipantConfig(bot="random-v0")],
+        games=[
+            GameConfig("tictactoe-v0", kwargs={"max_retries": 0}, role_kwargs={"prefill": True})
+        ],
+        concurrency=4,
+        out=str(tmp_path),
+    )
+    participants = resolve_participants(config.participants, config.games)
+    todo = schedule([p.name for p in participants], config.games, pairs=200)
+    log = tmp_path / "matches.jsonl"
+
+    async def interrupt() -> set:
+        play = asyncio.create_task(
+            runner._play(config, participants, todo, tmp_path, log, 0, len(todo))
+        )
+        while not (log.exists() and log.read_text().count("\n") >= 2):
+            await asyncio.sleep(0.01)
+        play.cancel()
+        await asyncio.gather(play, return_exceptions=True)
+        return asyncio.all_tasks() - {asyncio.current_task()}
+
+    try:
+        assert asyncio.run(interrupt()) == set()  # nothing left playing
+    finally:
+        httpd.shutdown()
+    records = lines(log)
+    assert 2 <= len(records) < 400 and all(r["game"] == "tictactoe-v0" for r in records)
