@@ -30,6 +30,8 @@ from arena.core.errors import EXIT_REFUSED, CannotStart, ConfigError
 from arena.core.process import die_with_parent, lift_open_file_limit
 from arena.core.registry import RegistryError
 
+EXIT_INTERRUPTED = 130
+"""What a shell reports for a process that SIGINT (Ctrl-C) ended (128 + 2)."""
 EXIT_BROKEN_PIPE = 141
 """What a shell reports for a process that SIGPIPE ended (128 + 13): Python ignores SIGPIPE, so a
 command whose reader closed the pipe (`| head`) exits with it instead of a traceback."""
@@ -100,6 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     except CannotStart as err:
         print(f"{prog}: cannot start: {err}", file=sys.stderr)
         return EXIT_REFUSED
+    except KeyboardInterrupt:  # Ctrl-C in a command that does not handle it: no traceback
+        print(f"\n{prog}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # `arena ratings ... | head`: the reader has what it wanted
         # stdout is gone: point it at /dev/null so that Python's exit, flushing it, raises nothing
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
