@@ -1,5 +1,5 @@
 """A command whose reader stops early (``arena ratings LOG | head``) ends quietly with the
-shell's status for a closed pipe (141), never a traceback."""
+shell's status for a closed pipe (141), and one that Ctrl-C stops with 130; never a traceback."""
 
 from __future__ import annotations
 
