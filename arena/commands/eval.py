@@ -24,7 +24,7 @@ turn against the game's references (its strongest bot: scripted solvers, a groun
 scripted agent; the simulators its game config names, e.g. the scripted user), and each role's
 own metric is printed with its 95% interval (:mod:`arena.eval.roles`). ``--n`` is the number of
 tasks; ``--tries K`` plays each task K times and adds pass^1..pass^K for 0/1 metrics (sample
-with ``--temperature`` above 0 for the tries to differ).
+with ``--temperature`` above 0 for the tries to differ; refused where no game is a role game).
 
 Simulated seats: a checkpoint's run config names the simulators it trained with, and those fill
 their seats here. ``--simulator SEAT=ID`` (or ``--simulator ID`` for every seat a simulator may
