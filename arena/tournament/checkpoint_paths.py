@@ -14,8 +14,8 @@ tournament's ``model:`` and ``adapter:``) also take:
   model of its own: it is refused naming its adapter (:func:`adapter_command`).
 
 A LoRA run's checkpoint holds the frozen base in ``model/`` and each policy in
-``adapters/<policy>/``: ``arena eval`` and ``arena play`` refuse such a checkpoint without an
-adapter (:func:`refuse_frozen_base`), which would otherwise play the untrained base.
+``adapters/<policy>/``: ``arena eval``, ``arena play`` and a tournament refuse such a checkpoint
+without an adapter (:func:`refuse_frozen_base`), which would otherwise play the untrained base.
 
 Standard library only: nothing is loaded here, only looked up.
 """
@@ -154,25 +154,29 @@ def policy_adapters(checkpoint: Path) -> list[str]:
     )
 
 
-def adapter_command(checkpoint: Path, policy: str) -> str:
-    """How to play ``policy``'s adapter in ``checkpoint``: ``--model BASE --adapter PATH``,
-    the base as the adapter names it."""
+def adapter_command(checkpoint: Path, policy: str, tournament: bool = False) -> str:
+    """How to play ``policy``'s adapter in ``checkpoint``: ``--model BASE --adapter PATH``
+    (``tournament``: a participant's ``model: BASE`` and ``adapter: PATH``), the base as the
+    adapter names it."""
     adapter = Path(checkpoint) / "adapters" / policy
     try:
         base = json.loads((adapter / "adapter_config.json").read_text())["base_model_name_or_path"]
     except (OSError, ValueError, KeyError, TypeError):
         base = "BASE"
+    if tournament:
+        return f"a participant with model: {base} and adapter: {adapter} plays it"
     return f"--model {base} --adapter {adapter} plays it"
 
 
 def refuse_frozen_base(spec: str, model_flag: str = "--model") -> None:
     """A :class:`ConfigError` where ``spec`` is a LoRA run's checkpoint played without an
     adapter: its ``model/`` is the frozen base, not what the run trained. ``model_flag`` is
-    how the command names a model (``arena play``: ``--against``, which takes no adapter)."""
+    how the command names a model (``arena play``: ``--against``, which takes no adapter; a
+    tournament participant: ``model:``)."""
     names = policy_adapters(Path(spec))
     if names:
-        how = adapter_command(Path(spec), names[0])
-        if model_flag != "--model":  # arena play plays no adapter
+        how = adapter_command(Path(spec), names[0], tournament=model_flag == "model:")
+        if model_flag == "--against":  # arena play plays no adapter
             how = f"arena play plays no adapter (arena eval {how})"
         raise ConfigError(
             f"{spec} is a checkpoint of a run whose policies are LoRA adapters: its model/ is "

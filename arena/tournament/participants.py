@@ -32,6 +32,7 @@ from arena.tournament.checkpoint_paths import (
     looks_like_path,
     newest_checkpoint,
     on_disk,
+    refuse_frozen_base,
     run_and_policy,
 )
 from arena.tournament.config import ParticipantConfig
@@ -243,9 +244,11 @@ def _resolve(config: ParticipantConfig) -> list[Participant]:
         base = config.name or "checkpoint"
         out = []
         for path, suffix in zip(matches, match_names(matches), strict=True):
+            refuse_frozen_base(path, "model:")  # a LoRA run's checkpoint: its model/ is the base
             name = f"{base}@{suffix}"
             out.append(Participant(name, replace(config, name=name), _model_path(path)))
         return out
+    refuse_frozen_base(config.model, "model:")
     return [
         Participant(config.name or default_name(config.model), config, _model_path(config.model))
     ]

@@ -134,3 +134,14 @@ def test_a_lora_runs_checkpoint_is_refused_without_its_adapter(tmp_path: Path) -
         f"the adapters poker; arena play plays no adapter (arena eval --model tiny --adapter "
         f"{adapter} plays it) (the base alone: --against {ckpt}/model)"
     )
+    # a tournament's participant, by path or among a glob's matches, likewise
+    from arena.tournament.config import ParticipantConfig
+    from arena.tournament.participants import resolve_participants
+
+    for model in (str(ckpt), str(run / "checkpoints" / "step-*")):
+        with pytest.raises(ConfigError) as err:
+            resolve_participants([ParticipantConfig(name="run", model=model)], minimum=1)
+        assert str(err.value).endswith(
+            f"the adapters poker; a participant with model: tiny and adapter: {adapter} plays it "
+            f"(the base alone: model: {ckpt}/model)"
+        ), str(err.value)
