@@ -83,6 +83,22 @@ class ScriptedFailures(Policy):
         ]
 
 
+async def serving(
+    actor: InferenceActor, stop: asyncio.Event, broker: str
+) -> tuple[asyncio.Future[None], Actor]:
+    """``actor`` running until ``stop`` (or until it leaves), and a client that has seen its
+    service on the bus."""
+    served = asyncio.ensure_future(actor.run(stop))
+    client = Actor(f"client-{time.monotonic_ns()}", broker)
+    await client.start()
+    for _ in range(200):
+        listed = (await client.request(service="broker.actors", timeout=5)).body
+        if any(actor.service in a["services"] for a in listed):
+            break
+        await asyncio.sleep(0.05)
+    return served, client
+
+
 def test_a_lone_oom_batch_fails_its_requests_and_a_run_of_them_stops_the_actor(
     broker: str,
 ) -> None:
@@ -95,14 +111,7 @@ def test_a_lone_oom_batch_fails_its_requests_and_a_run_of_them_stops_the_actor(
         config = InferenceConfig(name="oom", max_wait_ms=1.0, max_batch=1, max_oom_batches=3)
         actor = InferenceActor(ScriptedFailures(script), broker, config, actor_name="inference-7")
         stop = asyncio.Event()
-        served = asyncio.ensure_future(actor.run(stop))
-        client = Actor(f"oom-client-{time.monotonic_ns()}", broker)
-        await client.start()
-        for _ in range(200):
-            listed = (await client.request(service="broker.actors", timeout=5)).body
-            if any("policy:oom" in a["services"] for a in listed):
-                break
-            await asyncio.sleep(0.05)
+        served, client = await serving(actor, stop, broker)
         outcomes = []
         for _ in script:
             try:
@@ -181,14 +190,7 @@ def test_a_batch_out_of_memory_is_served_in_parts_and_later_batches_are_smaller(
         config = InferenceConfig(name="fit", max_wait_ms=500.0, max_batch=8, max_oom_batches=1)
         actor = InferenceActor(backend, broker, config, actor_name="inference-8")
         stop = asyncio.Event()
-        served = asyncio.ensure_future(actor.run(stop))
-        client = Actor(f"fit-client-{time.monotonic_ns()}", broker)
-        await client.start()
-        for _ in range(200):
-            listed = (await client.request(service="broker.actors", timeout=5)).body
-            if any("policy:fit" in a["services"] for a in listed):
-                break
-            await asyncio.sleep(0.05)
+        served, client = await serving(actor, stop, broker)
 
         async def ask() -> str:
             reply = await client.request({"prompt": CHAT}, service="policy:fit", timeout=10)

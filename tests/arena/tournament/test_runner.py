@@ -6,6 +6,7 @@ an exact resume after SIGKILL.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -13,8 +14,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -230,28 +233,34 @@ class AlwaysFive(BaseHTTPRequestHandler):
         pass
 
 
-def test_an_openai_endpoint_participant_plays_its_replies(tmp_path: Path) -> None:
+@contextlib.contextmanager
+def five_against_random(tmp_path: Path, **settings: Any) -> Iterator[TournamentConfig]:
+    """A tournament of an OpenAI-compatible endpoint on this host that always replies 5 (its
+    server up while the block runs) against ``random-v0``, at Tic-Tac-Toe."""
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), AlwaysFive)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    endpoint = ParticipantConfig(
+        name="five",
+        model="stub",
+        backend="openai",
+        base_url=f"http://127.0.0.1:{httpd.server_address[1]}/v1",
+    )
     try:
-        endpoint = ParticipantConfig(
-            name="five",
-            model="stub",
-            backend="openai",
-            base_url=f"http://127.0.0.1:{httpd.server_address[1]}/v1",
-        )
-        config = TournamentConfig(
+        yield TournamentConfig(
             participants=[endpoint, ParticipantConfig(bot="random-v0")],
             games=[
                 GameConfig("tictactoe-v0", kwargs={"max_retries": 0}, role_kwargs={"prefill": True})
             ],
-            pairs=2,
             out=str(tmp_path),
-            exploitability=False,
+            **settings,
         )
-        run_tournament(config, on_line=lambda _: None)
     finally:
         httpd.shutdown()
+
+
+def test_an_openai_endpoint_participant_plays_its_replies(tmp_path: Path) -> None:
+    with five_against_random(tmp_path, pairs=2, exploitability=False) as config:
+        run_tournament(config, on_line=lambda _: None)
     records = lines(tmp_path / "matches.jsonl")
     assert len(records) == 4 and all(r["forfeit"] is None for r in records)
     for record in records:
@@ -329,27 +338,11 @@ def test_ctrl_c_stops_the_matches_before_the_log_closes(tmp_path: Path) -> None:
     from arena.tournament.participants import resolve_participants
     from arena.tournament.schedule import schedule
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), AlwaysFive)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    endpoint = ParticipantConfig(
-        name="five",
-        model="stub",
-        backend="openai",
-        base_url=f"http://127.0.0.1:{httpd.server_address[1]}/v1",
-    )
-    config = TournamentConfig(
-        participants=[endpoint, ParticipantConfig(bot="random-v0")],
-        games=[
-            GameConfig("tictactoe-v0", kwargs={"max_retries": 0}, role_kwargs={"prefill": True})
-        ],
-        concurrency=4,
-        out=str(tmp_path),
-    )
-    participants = resolve_participants(config.participants, config.games)
-    todo = schedule([p.name for p in participants], config.games, pairs=200)
     log = tmp_path / "matches.jsonl"
 
-    async def interrupt() -> set:
+    async def interrupt(config: TournamentConfig) -> set:
+        participants = resolve_participants(config.participants, config.games)
+        todo = schedule([p.name for p in participants], config.games, pairs=200)
         play = asyncio.create_task(
             runner._play(config, participants, todo, tmp_path, log, 0, len(todo))
         )
@@ -359,9 +352,7 @@ def test_ctrl_c_stops_the_matches_before_the_log_closes(tmp_path: Path) -> None:
         await asyncio.gather(play, return_exceptions=True)
         return asyncio.all_tasks() - {asyncio.current_task()}
 
-    try:
-        assert asyncio.run(interrupt()) == set()  # nothing left playing
-    finally:
-        httpd.shutdown()
+    with five_against_random(tmp_path, concurrency=4) as config:
+        assert asyncio.run(interrupt(config)) == set()  # nothing left playing
     records = lines(log)
     assert 2 <= len(records) < 400 and all(r["game"] == "tictactoe-v0" for r in records)
