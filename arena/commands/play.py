@@ -127,9 +127,7 @@ def run(args: argparse.Namespace) -> int:
     args.against, taken = checkpoint_of(args.against)
     if taken:
         print(taken, flush=True)
-    refuse_frozen_base(
-        args.against, "--against"
-    )  # a LoRA run's checkpoint: its model/ is the frozen base
+    refuse_frozen_base(args.against, "--against")  # a LoRA run's: its model/ is the base
     trained, max_new_tokens = trained_defaults(args.against, args.game)
     game = GameConfig(
         id=args.game,
@@ -163,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
         print("\nyou resigned; bye")
         return 130
     except Exception as err:  # a game's or a bot's bug mid-game: one line, not a traceback
-        from arena.core.errors import CannotStart, ConfigError
+        from arena.core.errors import CannotStart
         from arena.core.registry import RegistryError
 
         if isinstance(err, (ConfigError, RegistryError, CannotStart)):

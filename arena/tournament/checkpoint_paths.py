@@ -17,7 +17,7 @@ A LoRA run's checkpoint holds the frozen base in ``model/`` and each policy in
 ``adapters/<policy>/``: ``arena eval``, ``arena play`` and a tournament refuse such a checkpoint
 without an adapter (:func:`refuse_frozen_base`), which would otherwise play the untrained base.
 
-Standard library only: nothing is loaded here, only looked up.
+Nothing is loaded here, only looked up (no torch: a config error or a refusal costs none).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import re
 from pathlib import Path
 
 from arena.core.errors import ConfigError
+from arena.models.adapter_shape import SHARED_ADAPTER
 
 STEP_DIR = re.compile(r"^step-(\d+)$")
 """A checkpoint directory's name (``step-00000012``, or ``step-12`` as typed)."""
@@ -136,14 +137,10 @@ def looks_like_path(spec: str) -> bool:
     return "/" in spec or spec.startswith((".", "~"))
 
 
-SHARED_ADAPTER = "shared-lora"
-"""A shared policy's LoRA (``arena.models.adapter_shape.SHARED_ADAPTER``): merged into the
-checkpoint's ``model/`` too, so the checkpoint plays it without an adapter."""
-
-
 def policy_adapters(checkpoint: Path) -> list[str]:
     """The named policies a LoRA run's checkpoint holds as adapters (``adapters/<policy>/``),
-    sorted; none for any other directory."""
+    sorted; none for any other directory. A shared policy's LoRA (:data:`SHARED_ADAPTER`) is
+    not one: it is merged into the checkpoint's ``model/`` too, which plays it."""
     folder = Path(checkpoint).expanduser() / "adapters"
     if not (Path(checkpoint).expanduser() / "model").is_dir():
         return []
