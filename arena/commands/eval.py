@@ -321,16 +321,30 @@ def evaluated_spec(participant: str | None, model: str | None) -> str:
 
 
 def check_opponents(opponents: Sequence[str], game_configs: Sequence[GameConfig]) -> None:
-    """Every game and opponent id must be registered, checked before any model loads: an
-    unknown one is a RegistryError naming the nearest ids (exit 2, one line)."""
+    """Every game and opponent id must be registered, and every opponent must play every player
+    game (one game against ``random-v0``; a role game plays none), checked before any model loads: an unknown id is a
+    RegistryError naming the nearest ids, a bot that cannot play a game (``minimax-v0`` on
+    poker) a ConfigError naming both (exit 2, one line), where the evaluation would fail each of
+    its games."""
     import games
     import games.bots
+    from arena.core.errors import ConfigError
+    from arena.eval.roles import is_role_game
+    from arena.play.bot_check import cannot_play
     from arena.play.seating import resolve_opponent
 
     for game in game_configs:
         games.registry.entry(game.id)
+        role_game = is_role_game(games.make(game.id, **game.kwargs))  # plays no opponents
         for opponent in opponents:
-            games.bots.registry.entry(resolve_opponent(opponent, game.id))
+            bot_id = resolve_opponent(opponent, game.id)
+            games.bots.registry.entry(bot_id)
+            failed = not role_game and cannot_play(
+                lambda b=bot_id: games.bots.make(b, seed=0), game
+            )
+            if failed:
+                named = bot_id if bot_id == opponent else f"{opponent} ({bot_id})"
+                raise ConfigError(f"opponent {named} cannot play {game.id}: {failed}")
 
 
 def refuse_simulated_player_games(named: Sequence[str], player_games: Sequence[str]) -> None:

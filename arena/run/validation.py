@@ -2,9 +2,9 @@
 it names exists, every game takes its ``kwargs``, every seat's role its role kwargs, every
 simulated seat is one the game lets a simulator play and every simulator takes its ``kwargs``;
 every game resets and shows its first seat a text observation. Games, roles and simulators are
-built once here for that (``arena train --dry-run`` included);
-bots are looked up only (a plugin's bot is imported too, so a broken one fails here): a run
-config gives them no arguments, and building one may solve a game first (``leduc-cfr-v0``)."""
+built once here for that (``arena train --dry-run`` included); every bot a player game is
+evaluated against or plays as its fixed opponent plays one game of it against ``random-v0``
+(a fraction of a second each; ``leduc-cfr-v0`` solves its game first, under a second)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ def validate(config: RunConfig) -> None:
     import roles
     import simulators
     from arena.core.registry import RegistryError
+    from arena.eval.roles import is_role_game
     from arena.play.acting import check_act
     from arena.play.seating import resolve_opponent
 
@@ -38,11 +39,9 @@ def validate(config: RunConfig) -> None:
             bots = [*config.eval.opponents, *(config.eval.opponents_before or [])] + (
                 [config.opponents.fixed] if config.opponents.mode == "fixed" else []
             )
-            for bot in bots:
-                bot_id = resolve_opponent(bot, game.id)
-                if games.bots.registry.entry(bot_id).plugin is not None:
-                    games.bots.registry.load(bot_id)  # a plugin's bot must at least import
             env = make_game(game)
+            for bot in dict.fromkeys(bots):
+                check_bot(game, resolve_opponent(bot, game.id), plays=not is_role_game(env))
             check_first_observation(game, env)
             check_roles(game, env)
             check_act(game.act, game.id, env, game.simulators)
@@ -109,6 +108,24 @@ def check_first_observation(game: GameConfig, env: TextGame) -> None:
             f"games[{game.id}]: its first observation (after reset(seed=0)) fails: "
             f"{type(err).__name__}: {err}"
         ) from None
+
+
+def check_bot(game: GameConfig, bot_id: str, *, plays: bool) -> None:
+    """``bot_id`` must be registered and, where it ``plays`` the game (a player game's
+    evaluation opponent or fixed opponent), play one game of it against ``random-v0``: a bot
+    that cannot (``minimax-v0`` on poker) fails here, naming both, not in every evaluation
+    game of the run. A role game's evaluation plays its reference seats, not these bots: they
+    are only looked up (a plugin's imported)."""
+    import games.bots
+    from arena.play.bot_check import cannot_play
+
+    entry = games.bots.registry.entry(bot_id)
+    if plays:
+        failed = cannot_play(lambda: games.bots.make(bot_id, seed=0), game)
+        if failed:
+            raise ConfigError(f"games[{game.id}]: bot {bot_id} cannot play it: {failed}")
+    elif entry.plugin is not None:
+        games.bots.registry.load(bot_id)  # a plugin's bot must at least import
 
 
 def check_roles(game: GameConfig, env: TextGame) -> None:
