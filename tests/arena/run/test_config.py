@@ -38,7 +38,7 @@ def test_extends_and_overrides_merge_in_order() -> None:
     [
         ("stepz=3", "did you mean 'steps'"),
         ("learner.optim.lrr=1e-5", "did you mean 'learner.optim.lr'"),
-        ("games.0.idd=x", "did you mean 'games[0].id'"),
+        ("games.0.idd=x", "did you mean 'games.0.id'"),
         ("steps=many", "steps"),
         ("mode=asynch", "did you mean 'async'"),
         ("inference.backend=vlm", "did you mean 'vllm'"),
