@@ -199,3 +199,36 @@ def test_a_simulator_argument_it_does_not_take_is_refused_before_anything_starts
         with pytest.raises(ConfigError) as caught:
             validate(load_run_config(tools, override.split()))
         assert str(caught.value) == f"games[retail-v0].simulators.user: {message}"
+
+
+def test_a_name_that_matches_no_seat_is_refused_not_ignored() -> None:
+    """A misspelled seat under ``roles`` or ``seat_policies`` matched nothing and was dropped
+    (the judge then played the shared adapter, its own trained nothing), and a scripted
+    simulator's ``policy`` was never used: each is refused in one line naming the key."""
+    from arena.run.validation import validate
+
+    mae, roles = CONFIGS / "mae.yaml", CONFIGS / "mae_lora_roles.yaml"
+    validate(load_run_config(mae, ["games.0.roles.judge=judge-v0"]))  # by seat
+    validate(load_run_config(mae, ["games.0.roles.solver-v0=solver-v0"]))  # by role id
+    with pytest.raises(ConfigError) as caught:
+        validate(load_run_config(mae, ["games.0.roles.judgee=judge-v0"]))
+    assert str(caught.value) == (
+        "games[mae-v0].roles.judgee: mae-v0 has no seat or role 'judgee'; did you mean "
+        "'judge'? (seats: proposer, solver_0, solver_1, judge; roles: judge-v0, proposer-v0, "
+        "solver-v0)"
+    )
+    validate(load_run_config(roles))
+    with pytest.raises(ConfigError, match=r"^seat_policies.judg: no seat of the run's games is "):
+        validate(load_run_config(roles, ["seat_policies.judg=judge"]))
+    tools = CONFIGS / "smoke_tools.yaml"
+    validate(
+        load_run_config(
+            tools,
+            ["games.0.simulators.user.id=llm-user-v0", "games.0.simulators.user.policy=judge"],
+        )
+    )
+    with pytest.raises(ConfigError) as caught:
+        validate(load_run_config(tools, ["games.0.simulators.user.policy=judge"]))
+    assert str(caught.value).startswith(
+        "games[retail-v0].simulators.user.policy: scripted-user-v0 talks through no model"
+    )
