@@ -6,6 +6,7 @@ and evaluation receive them as one :class:`PlayConfig`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -246,7 +247,7 @@ class PlayConfig:
     tried in that order: ``{player_0: first, solver-v0: solver}``."""
 
     def __post_init__(self) -> None:
-        check_seat_policies(self.policies, self.seat_policies)
+        check_seat_policies(self.policies, self.seat_policies, self.games)
         for name in self.policies:
             self.sampling_of(name)
 
@@ -287,8 +288,13 @@ class PlayConfig:
         return self.sampling if spec is None else spec.sampling_over(self.sampling, policy)
 
 
-def check_seat_policies(policies: dict[str, PolicySpec], seat_policies: dict[str, str]) -> None:
-    """Every seat mapping names a declared policy (a typo names the nearest)."""
+def check_seat_policies(
+    policies: dict[str, PolicySpec],
+    seat_policies: dict[str, str],
+    games: Sequence[GameConfig] = (),
+) -> None:
+    """Every seat mapping names a declared policy (a typo names the nearest), and every policy
+    plays a seat (a simulator's ``policy`` is served apart: ``games`` says which are)."""
     if seat_policies and not policies:
         raise ConfigError(
             "seat_policies maps seats to policies, but no policies are declared: add "
@@ -301,6 +307,20 @@ def check_seat_policies(policies: dict[str, PolicySpec], seat_policies: dict[str
                 f"({', '.join(policies)}){did_you_mean(name, list(policies))}"
             )
     idle = [name for name in policies if name not in seat_policies.values()]
+    simulated = {
+        spec.policy: f"games[{game.id}].simulators.{seat}"
+        for game in games
+        for seat, spec in game.simulators.items()
+    }
+    if idle and idle[0] in simulated:
+        name = idle[0]
+        raise ConfigError(
+            f"policies: {name!r} plays no seat; {simulated[name]}.policy names it, but a "
+            "simulator talks through a policy served apart (`arena inference --connect ADDR "
+            f"--name {name} --model MODEL`), not one declared here: drop policies.{name}, or "
+            f"drop the simulator and map the seat to it (seat_policies: {{SEAT: {name}}}), the "
+            "seat's role then played by that model"
+        )
     if idle:
         raise ConfigError(
             f"policies: {idle[0]!r} plays no seat; map seats to it in seat_policies "

@@ -344,6 +344,7 @@ class RunConfig:
             opponents=self.opponents,
             sampling=self.sampling,
             learner=self.learner,
+            games=self.games,
         )
         check_per_state(self.learner, self.games)
 

@@ -232,3 +232,20 @@ def test_a_name_that_matches_no_seat_is_refused_not_ignored() -> None:
     assert str(caught.value).startswith(
         "games[retail-v0].simulators.user.policy: scripted-user-v0 talks through no model"
     )
+
+
+def test_a_policy_declared_for_a_simulator_says_how_a_simulator_gets_one() -> None:
+    """A simulator talks through a policy served apart; declared in ``policies`` it plays no
+    seat, and the refusal says both ways to get the frozen simulated user meant."""
+    tools, frozen = CONFIGS / "smoke_tools.yaml", "policies={userlm: {model: tiny, train: false}}"
+    llm_user = "games.0.simulators.user:={id: llm-user-v0, policy: userlm}"
+    with pytest.raises(ConfigError) as caught:
+        load_run_config(tools, [llm_user, frozen])
+    assert str(caught.value).startswith(
+        "policies: 'userlm' plays no seat; games[retail-v0].simulators.user.policy names it, "
+        "but a simulator talks through a policy served apart (`arena inference --connect ADDR "
+        "--name userlm --model MODEL`)"
+    )
+    # the other way: no simulator, the seat mapped to the frozen model
+    config = load_run_config(tools, ["games.0.simulators:={}", frozen, "seat_policies.user=userlm"])
+    assert config.seat_policies == {"user": "userlm"}
