@@ -192,10 +192,31 @@ def trained_defaults(spec: str, game_id: str) -> tuple[GameConfig, int | None]:
         print(f"note: {spec} was not trained on {game_id}; playing with the default role")
         return GameConfig(id=game_id), max_new_tokens
     print(
-        f"as trained: game {trained.kwargs}, role {trained.role} {trained.role_kwargs}, "
+        f"as trained: game {trained.kwargs}, {roles_line(trained)} {trained.role_kwargs}, "
         f"replies of at most {max_new_tokens} tokens"
     )
     return trained, max_new_tokens
+
+
+def roles_line(game: GameConfig) -> str:
+    """``role player-v0`` for a player game; a role game's role per seat (``roles
+    proposer=proposer-v0 solver_0=solver-v0 ...``), which ``game.role`` does not say."""
+    import games
+    from arena.play.seating import seat_role_id
+
+    try:
+        env = games.make(game.id, **game.kwargs)
+    except Exception:  # the game's own refusal is reported where it is built for play
+        return f"role {game.role}"
+    seats = {
+        agent: f"simulator:{game.simulators[agent].id}"
+        if agent in game.simulators
+        else seat_role_id(game, env, agent)
+        for agent in env.possible_agents
+    }
+    if set(seats.values()) == {game.role}:
+        return f"role {game.role}"
+    return "roles " + " ".join(f"{agent}={role}" for agent, role in seats.items())
 
 
 def check_game_id(game_id: str) -> None:
