@@ -38,11 +38,8 @@ class SimulatorConfig:
     trained policy, by default; a frozen checkpoint or an ``openai`` backend served under its own
     name otherwise)."""
     timeout: float = 60.0
-    """Seconds one simulator reply may take before its episode ends with an error."""
-
-    def __post_init__(self) -> None:
-        if self.timeout <= 0:
-            raise ConfigError(f"simulator timeout must be > 0, got {self.timeout}")
+    """Seconds one simulator reply may take before its episode ends with an error (> 0: the
+    game config checks it, naming the seat)."""
 
 
 @dataclass
@@ -74,6 +71,14 @@ class GameConfig:
 
     def __post_init__(self) -> None:
         check_choice("act", self.act, ACTS)
+        if self.weight < 0:
+            raise ConfigError(f"games[{self.id}].weight must be >= 0, got {self.weight}")
+        for seat, simulator in self.simulators.items():
+            if simulator.timeout <= 0:
+                raise ConfigError(
+                    f"games[{self.id}].simulators.{seat}.timeout must be > 0, got "
+                    f"{simulator.timeout}"
+                )
 
 
 @dataclass

@@ -46,6 +46,13 @@ def test_extends_and_overrides_merge_in_order() -> None:
         ("steps", "key=value"),
         ("rollout.max_episode_turns=0", "rollout.max_episode_turns must be > 0, got 0"),
         ("rollout.episode_timeout=-1", "rollout.episode_timeout must be > 0, got -1.0"),
+        # the seat's key, not "simulator timeout"; a negative game weight was taken
+        (
+            "games.0.simulators.user={id: scripted-user-v0, timeout: 0}",
+            "games[tictactoe-v0].simulators.user.timeout must be > 0, got 0.0",
+        ),
+        ("games.0.weight=-1", "games[tictactoe-v0].weight must be >= 0, got -1.0"),
+        ("games=[{id: nim-v0, weight: 0}]", "every game's weight is 0, so the mixture draws none"),
     ],
 )
 def test_bad_overrides_name_the_key(override: str, message: str) -> None:
