@@ -145,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
     check_act(game.act, game.id, env, game.simulators)  # before the model loads
     seed = args.seed if args.seed is not None else random.randrange(2**31)
     human = pick_seat(args.seat, env.possible_agents, random.Random(seed))
-    participant = resolve_one(args.against, game, args.backend)
+    participant = resolve_one(args.against, game, args.backend, human)
     if participant.kind == "bot" and args.act is not None:
         raise ConfigError(
             f"--act {args.act} says how a model acts; bot {args.against!r} plays its own"
@@ -246,17 +246,20 @@ def make_env(game: GameConfig) -> TextGame:
         raise ConfigError(f"{game.id} with --game-arg {game.kwargs}: {err}") from None
 
 
-def resolve_one(text: str, game: GameConfig, backend: str | None = None) -> Participant:
+def resolve_one(
+    text: str, game: GameConfig, backend: str | None = None, human: str | None = None
+) -> Participant:
     """The opponent on ``backend`` (``--backend``, as ``arena eval`` reads it:
     :func:`arena.commands.eval.participant_config`), checked as a tournament checks its
     participants (an unknown bot names the nearest, a path must be a model, a bot must be able
-    to play the game; a plugin backend's model string is its own business)."""
+    to play the game, in a seat other than the person's ``human``; a plugin backend's model
+    string is its own business)."""
     from arena.commands.eval import participant_config
     from arena.core.errors import ConfigError
     from arena.tournament.participants import resolve_participants
 
     config = participant_config(text, backend)
-    resolved = resolve_participants([config], [game], minimum=1)
+    resolved = resolve_participants([config], [game], minimum=1, taken=[human] if human else [])
     if len(resolved) != 1:
         names = ", ".join(p.name for p in resolved)
         raise ConfigError(f"--against {text!r} names {len(resolved)} models ({names}); pick one")

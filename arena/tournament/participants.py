@@ -181,8 +181,11 @@ def resolve_participants(
     game_configs: Sequence[GameConfig] = (),
     *,
     minimum: int = 2,
+    taken: Sequence[str] = (),
 ) -> list[Participant]:
-    """Every participant, named and checked; one error lists every one that cannot be loaded."""
+    """Every participant, named and checked; one error lists every one that cannot be loaded.
+    ``taken``: seats no participant plays (a person's, in ``arena play``), skipped as simulated
+    seats are when a bot is checked."""
     problems: list[str] = []
     resolved: list[Participant] = []
     for index, config in enumerate(configs):
@@ -209,7 +212,7 @@ def resolve_participants(
     ]
     for participant in resolved:
         if participant.kind == "bot":
-            problems += _check_bot(participant, game_configs)
+            problems += _check_bot(participant, game_configs, taken)
     if len(problems) == 1:  # one line, as `arena eval` shows its one participant's problem
         raise ConfigError(problems[0])
     if problems:
@@ -331,7 +334,9 @@ def make_bot(config: ParticipantConfig, seed: int) -> Bot:
     return games.bots.make(config.bot, seed=seed, **config.bot_kwargs)
 
 
-def _check_bot(participant: Participant, game_configs: Sequence[GameConfig]) -> list[str]:
+def _check_bot(
+    participant: Participant, game_configs: Sequence[GameConfig], taken: Sequence[str] = ()
+) -> list[str]:
     """Play one game of each tournament game against the random bot: a bot that cannot play
     a game (minimax on poker) is found now, not as forfeits halfway through. It sits in the
     first seat no simulator fills (a simulated seat is never the participant's: the retail
@@ -339,7 +344,7 @@ def _check_bot(participant: Participant, game_configs: Sequence[GameConfig]) -> 
     problems = []
     for game in game_configs:
         env = games.make(game.id, **game.kwargs)
-        own = [a for a in env.possible_agents if a not in game.simulators]
+        own = [a for a in env.possible_agents if a not in game.simulators and a not in taken]
         seat = own[0] if own else env.possible_agents[0]
         bots = {
             agent: make_bot(participant.config, 0)

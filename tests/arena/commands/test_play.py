@@ -296,3 +296,13 @@ def test_a_role_game_checkpoint_plays_against_its_runs_simulator(
     # --simulator names another for the seat; one the seat cannot take is refused
     out = play("--seat", "agent", "--simulator", "user=llm-user-v0")
     assert "You play agent, against simulator llm-user-v0 (user)." in out
+
+
+def test_a_bot_is_checked_in_a_seat_it_plays_not_the_persons() -> None:
+    """`--seat user` against the retail agent bot: the check sat the bot in the first seat, the
+    person's (the user), and refused it, though it would play the agent."""
+    done = arena("play", "retail-v0", "--against", "retail-agent-v0", "--seat", "user")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "You play user, against retail-agent-v0 (agent)." in done.stdout, done.stdout[:1500]
+    refused = arena("play", "retail-v0", "--against", "retail-agent-v0", "--seat", "agent")
+    assert refused.returncode == 2 and "needs the agent seat" in refused.stderr
