@@ -8,7 +8,7 @@ evaluation or a tournament. :func:`cannot_play` plays one game with the bot in o
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import games
 import games.bots
@@ -16,14 +16,16 @@ from arena.play.config import GameConfig
 from games.bots.base import Bot, legal_move
 
 
-def cannot_play(make_bot: Callable[[], Bot], game: GameConfig) -> str | None:
+def cannot_play(
+    make_bot: Callable[[], Bot], game: GameConfig, taken: Sequence[str] = ()
+) -> str | None:
     """Play one game of ``game`` (seed 0) with ``make_bot()`` in the first seat no simulator
-    fills (a simulated seat is never a bot's: the retail agent bot plays the agent, the user
-    simulated) and ``random-v0`` in every other: None when it ends, else the error that stopped
+    fills and not ``taken`` (a simulated seat is never a bot's: the retail agent bot plays the
+    agent, the user simulated; nor is a person's seat in ``arena play``) and ``random-v0`` in every other: None when it ends, else the error that stopped
     it (``TypeError: AlphaBetaBot cannot play kuhn_poker_v0: ...``). Building the bot counts:
     a bot that refuses the game's arguments fails here too."""
     env = games.make(game.id, **game.kwargs)
-    own = [a for a in env.possible_agents if a not in game.simulators]
+    own = [a for a in env.possible_agents if a not in game.simulators and a not in taken]
     seat = own[0] if own else env.possible_agents[0]
     try:
         bots = {

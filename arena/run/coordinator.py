@@ -280,10 +280,13 @@ class RunCoordinator:
             try:
                 t0 = time.monotonic()
                 # Seeds (and so episode ids) follow the step: unique within a run, and a resumed run
-                # replays exactly the steps its checkpoint lacks.
+                # replays exactly the steps its checkpoint lacks. A step collected again (nothing
+                # to train on, or a non-finite loss) gets fresh ones: the same seeds would replay
+                # the same episodes, which the learner drops as duplicates.
                 await self._choose_opponent()
+                again = (self.empty.in_a_row + self.skipped.in_a_row) % 100
                 collected = await self.collector.collect(
-                    c.rollout.episodes_per_step, seed=(c.seed + 1) * 10**6 + self.step * 100
+                    c.rollout.episodes_per_step, seed=(c.seed + 1) * 10**6 + self.step * 100 + again
                 )
                 await self.deliveries.wait(collected["episodes"])
                 t_collect = time.monotonic() - t0

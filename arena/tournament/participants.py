@@ -182,8 +182,11 @@ def resolve_participants(
     game_configs: Sequence[GameConfig] = (),
     *,
     minimum: int = 2,
+    taken: Sequence[str] = (),
 ) -> list[Participant]:
-    """Every participant, named and checked; one error lists every one that cannot be loaded."""
+    """Every participant, named and checked; one error lists every one that cannot be loaded.
+    ``taken``: seats no participant plays (a person's, in ``arena play``), skipped as simulated
+    seats are when a bot is checked."""
     problems: list[str] = []
     resolved: list[Participant] = []
     for index, config in enumerate(configs):
@@ -210,7 +213,7 @@ def resolve_participants(
     ]
     for participant in resolved:
         if participant.kind == "bot":
-            problems += _check_bot(participant, game_configs)
+            problems += _check_bot(participant, game_configs, taken)
     if len(problems) == 1:  # one line, as `arena eval` shows its one participant's problem
         raise ConfigError(problems[0])
     if problems:
@@ -332,12 +335,15 @@ def make_bot(config: ParticipantConfig, seed: int) -> Bot:
     return games.bots.make(config.bot, seed=seed, **config.bot_kwargs)
 
 
-def _check_bot(participant: Participant, game_configs: Sequence[GameConfig]) -> list[str]:
+def _check_bot(
+    participant: Participant, game_configs: Sequence[GameConfig], taken: Sequence[str] = ()
+) -> list[str]:
     """Play one game of each tournament game against the random bot: a bot that cannot play
-    a game (minimax on poker) is found now, not as forfeits halfway through."""
+    a game (minimax on poker) is found now, not as forfeits halfway through. ``taken``: seats
+    the bot will not play (a person's, in ``arena play``)."""
     problems = []
     for game in game_configs:
-        failed = cannot_play(lambda: make_bot(participant.config, 0), game)
+        failed = cannot_play(lambda: make_bot(participant.config, 0), game, taken)
         if failed:
             problems.append(
                 f"participant {participant.name!r} ({participant.describe()}) cannot play "
