@@ -114,7 +114,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from arena.commands.eval import with_simulators
+    from arena.commands.eval_checks import with_simulators
     from arena.core.config import parse_assignments
     from arena.core.errors import ConfigError
     from arena.play.acting import check_act, resolve_act

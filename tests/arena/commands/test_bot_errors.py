@@ -109,7 +109,7 @@ def test_arena_tournament_refuses_it_before_the_first_match(site: Path, tmp_path
 
 
 def test_arena_eval_refuses_a_simulator_for_a_player_game() -> None:
-    from arena.commands.eval import refuse_simulated_player_games
+    from arena.commands.eval_checks import refuse_simulated_player_games
     from arena.core.errors import ConfigError
 
     refuse_simulated_player_games(["retail-v0"], ["race-v0"])  # a role game takes it
