@@ -30,6 +30,7 @@ from trainers import checkpoint as ckpt
 from trainers import distributed as ddist
 from trainers.checkpoint_dirs import ADAPTERS_DIR
 from trainers.config import CheckpointConfig
+from trainers.optim import apply_settings
 from trainers.trained_model import hf_state_dict, lora_state_dict, save_hf
 
 log = logging.getLogger("arena.learner")
@@ -146,8 +147,9 @@ def _write_model(
 
 
 def load_training_state(learner: Any, path: Path) -> None:
-    """Restore the optimizer and the progress of ``learner`` from the checkpoint at ``path``
-    (its weights were loaded as the model was built)."""
+    """Restore the optimizer's state and the progress of ``learner`` from the checkpoint at
+    ``path`` (its weights were loaded as the model was built); the optimizer's settings stay the
+    config's (a resumed run may change them)."""
     optimizer, saved = ckpt.load_training(path)
     if learner.adapters is None:
         set_optimizer_state_dict(learner.policy, learner.optimizer, optimizer, options=_FULL)
@@ -160,6 +162,7 @@ def load_training_state(learner: Any, path: Path) -> None:
         for name, param in learner.policy.named_parameters():
             if param.requires_grad and name not in saved_names:
                 learner.optimizer.state.pop(param, None)
+    apply_settings(learner.optimizer, learner.config.optim)  # the config's, not the saved ones
     learner.state.step = saved["step"]
     learner.state.samples_trained = saved["samples_trained"]
     learner.state.tokens_trained = saved["tokens_trained"]

@@ -1,5 +1,7 @@
 """AdamW with decay on matrices only, and the learning-rate schedule as a pure function of the
-step (so a resume needs no scheduler state: the step is enough)."""
+step (so a resume needs no scheduler state: the step is enough). A resume takes the optimizer's
+moments from the checkpoint but its settings from the config (:func:`apply_settings`), so that
+``resume=RUN learner.optim.weight_decay=0.1`` does what it prints."""
 
 from __future__ import annotations
 
@@ -30,6 +32,17 @@ def build_optimizer(
         eps=config.eps,
         fused=device.type == "cuda" or None,
     )
+
+
+def apply_settings(optimizer: torch.optim.Optimizer, config: OptimConfig) -> None:
+    """Set ``config``'s betas, eps and weight decay (matrices only, as :func:`build_optimizer`)
+    on every group of ``optimizer``: loading a checkpoint's optimizer state also loads the
+    settings it was saved with, which would silently override a resumed run's new ones."""
+    for group in optimizer.param_groups:
+        matrices = any(p.ndim >= 2 for p in group["params"])
+        group["weight_decay"] = config.weight_decay if matrices else 0.0
+        group["betas"] = (config.betas[0], config.betas[1])
+        group["eps"] = config.eps
 
 
 def learning_rate(step: int, config: OptimConfig) -> float:

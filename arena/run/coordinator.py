@@ -63,6 +63,7 @@ from arena.run.policy_learners import PolicyLearners
 from arena.run.population import Population
 from arena.run.processes import actor_commands, start_processes
 from arena.run.ray_launcher import RayLauncher
+from arena.run.resume import before_training
 from arena.run.roster import wait_for_actors
 from arena.run.run_log import RunLog
 from arena.run.strategy_reads import StrategyReads
@@ -230,11 +231,12 @@ class RunCoordinator:
         self.log.resume_at(self.step)
         await self.weights.wait_serving(self.version)
         await self.policy_learners.start()
-        before = self.log.load_eval("before")
-        if before is None and not self.config.eval.before:
-            self.log.event("no evaluation before training (eval.before: false)")
-            before = []
-        elif before is None:
+        before, said = before_training(
+            self.log.load_eval("before"), self.config.eval.before, self.step
+        )
+        if said:
+            self.log.event(said)
+        if before is None:
             before = await self.evaluate("before")
         baseline = self.log.load_eval("baseline")
         if baseline is None:

@@ -10,6 +10,11 @@ the key. ``learner.optim.total_steps`` follows ``steps`` when it did in the save
 A run that already finished (its final checkpoint at ``steps`` and its evaluation summary
 written) is not started again: :func:`resume_run` says ``already complete at step N`` and the
 command exits 0, unless ``steps`` was raised past N, which continues it to the new count.
+
+A resumed run compares its final evaluation with the one taken before its first step
+(``eval_before.json``); where the run took none then (evaluation was off, and turned on by the
+resume), :func:`before_training` says so rather than reading the resumed, trained policy as
+"before".
 """
 
 from __future__ import annotations
@@ -54,6 +59,9 @@ class Resumed:
     """(key, saved value, new value) of each value the overrides changed."""
     complete_at: int | None
     """The step at which the run already finished, when nothing is left to train."""
+    defaulted: list[tuple[str, Any]] = dataclasses.field(default_factory=list)
+    """(key, value) of each setting the saved config.yaml lacks (written before the key
+    existed), which the run now takes at its default."""
 
 
 def resume_run(run_dir: str, overrides: Sequence[str]) -> RunConfig | None:
@@ -67,6 +75,10 @@ def resume_run(run_dir: str, overrides: Sequence[str]) -> RunConfig | None:
     )
     for key, old, new in resumed.changes:
         print(f"  {key}: {_show(old)} -> {_show(new)}", flush=True)
+    for key, value in resumed.defaulted:
+        print(
+            f"  {key}: not in the saved config.yaml, now {_show(value)} (the default)", flush=True
+        )
     if resumed.complete_at is not None:
         print(
             f"arena train: {run_dir} is already complete at step {resumed.complete_at}; "
@@ -82,7 +94,7 @@ def resumed_config(run_dir: str, overrides: Sequence[str]) -> Resumed:
     an override of a :data:`FIXED` key or a ``steps`` below the run's last checkpoint."""
     saved_path = Path(run_dir) / "config.yaml"
     if not saved_path.is_file():
-        raise ConfigError(f"resume={run_dir}: no config.yaml there; is it a run directory?")
+        raise ConfigError(f"resume={run_dir}: {_not_a_run(Path(run_dir))}")
     own = [
         o for o, p in zip(overrides, parse_overrides(overrides), strict=True) if not _ignored(p.key)
     ]
@@ -101,7 +113,28 @@ def resumed_config(run_dir: str, overrides: Sequence[str]) -> Resumed:
                 f"{FIXED[fixed]}; start a new run to change it"
             )
     config = dataclasses.replace(config, resume=run_dir)
-    return Resumed(config, changes, _complete_at(Path(run_dir), config.steps))
+    complete_at = _complete_at(Path(run_dir), config.steps)
+    return Resumed(config, changes, complete_at, _defaulted(saved_path, config, keys))
+
+
+def before_training(
+    saved: list[dict[str, Any]] | None, wanted: bool, step: int
+) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """The evaluation before training that a run at ``step`` compares its last one with, and
+    what to say about it: the one saved at the start (``saved``); None (evaluate now) at step 0
+    with ``eval.before``; otherwise none ([]) and why, since past step 0 the policy is a
+    trained one and would be misread as the one before training."""
+    if saved is not None:
+        return saved, None
+    if not wanted:
+        return [], "no evaluation before training (eval.before: false)"
+    if step > 0:
+        return [], (
+            f"no evaluation before training: the run took none at its start (eval.games or "
+            f"eval.before was off) and at step {step} its policy is a trained one; the summary "
+            "has no before column"
+        )
+    return None, None
 
 
 def config_changes(old: RunConfig, new: RunConfig) -> list[tuple[str, Any, Any]]:
@@ -131,6 +164,37 @@ def fixed_key(key: str) -> str | None:
     return None
 
 
+def _defaulted(saved_path: Path, config: RunConfig, given: set[str]) -> list[tuple[str, Any]]:
+    """The settings of ``config`` that the saved file lacks and the command line did not give:
+    a run written by an older Arena, which would otherwise change silently with the default."""
+    written = OmegaConf.to_container(OmegaConf.load(saved_path), resolve=False)
+    present = set(_walk(written if isinstance(written, dict) else {}))
+    return [
+        (key, value)
+        for key, value in _leaves(config).items()
+        if key not in present
+        and not _ignored(key)
+        and not any(key == g or key.startswith(f"{g}.") for g in given)
+        # under a leaf the file holds (an empty mapping there): the file's value, not a default
+        and not any(key.startswith(f"{p}.") for p in present)
+    ]
+
+
+def _not_a_run(path: Path) -> str:
+    """Why ``path`` (without a config.yaml) is no run to resume, and what to give instead: a
+    checkpoint or a folder inside a run names the run."""
+    if not path.exists():
+        return "no such directory"
+    run = next((p for p in path.resolve().parents if (p / "config.yaml").is_file()), None)
+    if run is None:
+        return "no config.yaml there; is it a run directory?"
+    return (
+        f"no config.yaml there: it lies inside the run {run}; resume={run} continues that run "
+        "from its newest checkpoint (to continue from an older one, move the newer ones out "
+        "of its checkpoints/)"
+    )
+
+
 def _complete_at(run_dir: Path, steps: int) -> int | None:
     """The last checkpoint's step when the run finished there (its summary written) and
     ``steps`` asks no more; a ``steps`` below a checkpoint the run holds is refused."""
@@ -151,7 +215,11 @@ def _complete_at(run_dir: Path, steps: int) -> int | None:
 def _leaves(config: RunConfig) -> dict[str, Any]:
     """Every leaf of the config by dotted key (list items by index: ``games.0.id``); an empty
     mapping or list is a leaf of its own."""
-    tree = OmegaConf.to_container(OmegaConf.structured(config), resolve=True)
+    return _walk(OmegaConf.to_container(OmegaConf.structured(config), resolve=True))
+
+
+def _walk(tree: Any) -> dict[str, Any]:
+    """The leaves of a nested dict/list by dotted key."""
     leaves: dict[str, Any] = {}
 
     def walk(prefix: str, node: Any) -> None:

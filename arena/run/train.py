@@ -24,6 +24,7 @@ from arena.run.plan import plan
 from arena.run.processes import write_configs
 from arena.run.roster import ActorsMissing
 from arena.run.run_dir import make_run_dir, resolve_for_run
+from arena.run.run_lock import hold_run
 
 
 def train(config: RunConfig) -> int:
@@ -31,6 +32,7 @@ def train(config: RunConfig) -> int:
     if config.bus.routing:  # read by every bus actor: the trainer's and the children's
         os.environ[ROUTING_ENV] = config.bus.routing
     run_dir = make_run_dir(config)
+    lock = hold_run(run_dir)  # before anything is written: one trainer per run directory
     config = resolve_for_run(config, run_dir)
     # config.yaml and learner.yaml before anything starts: actors started elsewhere read them
     write_configs(config, run_dir)
@@ -76,3 +78,4 @@ def train(config: RunConfig) -> int:
             with contextlib.suppress(OSError):
                 sock.unlink()
         shutil.rmtree(run_dir / "tmp", ignore_errors=True)
+        lock.close()

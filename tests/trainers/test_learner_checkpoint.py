@@ -106,6 +106,27 @@ def test_a_step_asked_as_the_runs_step_keeps_a_resumed_learners_numbering(
     assert resumed.step() is None  # nothing pending
 
 
+def test_a_resume_takes_the_optimizers_moments_from_the_checkpoint_and_its_settings_from_the_config(
+    tmp_path: Path,
+) -> None:
+    # resume=RUN learner.optim.weight_decay=0.1 prints the change: the resumed optimizer must
+    # use it, not the settings saved with the moments (torch's load_state_dict restores those).
+    first = Learner(config(tmp_path, every=1))
+    first.add_episodes(batch(0))
+    first.step()
+    saved = {
+        n: first.optimizer.state[p]["exp_avg"].clone() for n, p in first.model.named_parameters()
+    }
+    changed = config(tmp_path, every=1)
+    changed.optim.weight_decay, changed.optim.betas, changed.optim.eps = 0.1, [0.8, 0.95], 1e-6
+    resumed = Learner(changed)
+    groups = resumed.optimizer.param_groups
+    assert [g["weight_decay"] for g in groups] == [0.1, 0.0]  # matrices, then vectors
+    assert all(g["betas"] == (0.8, 0.95) and g["eps"] == 1e-6 for g in groups)
+    for name, param in resumed.model.named_parameters():  # the moments are the saved ones
+        assert torch.equal(resumed.optimizer.state[param]["exp_avg"], saved[name]), name
+
+
 def test_checkpoint_is_hf_loadable_and_pickle_free(tmp_path: Path) -> None:
     learner = Learner(config(tmp_path, every=1, keep=2))
     for i in range(3):

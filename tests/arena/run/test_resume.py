@@ -17,7 +17,13 @@ import pytest
 from arena.core.errors import ConfigError
 from arena.run.config import load_run_config
 from arena.run.processes import write_configs
-from arena.run.resume import config_changes, fixed_key, resume_run, resumed_config
+from arena.run.resume import (
+    before_training,
+    config_changes,
+    fixed_key,
+    resume_run,
+    resumed_config,
+)
 from arena.run.run_dir import resolve_for_run
 from tests.cli import arena
 
@@ -135,6 +141,57 @@ def test_an_unfinished_run_continues_and_cannot_shrink_below_its_checkpoint(
 def test_a_directory_without_a_saved_config_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no config.yaml there; is it a run directory"):
         resumed_config(str(tmp_path), [])
+    with pytest.raises(ConfigError, match=r"resume=\S+/gone: no such directory$"):
+        resumed_config(str(tmp_path / "gone"), [])
+
+
+def test_a_checkpoint_given_for_the_run_names_the_run(tmp_path: Path) -> None:
+    run_dir = saved_run(tmp_path / "run", step=2)
+    checkpoint = run_dir / "checkpoints" / "step-00000002"
+    with pytest.raises(ConfigError) as caught:
+        resumed_config(str(checkpoint), [])
+    assert str(caught.value) == (
+        f"resume={checkpoint}: no config.yaml there: it lies inside the run {run_dir.resolve()}; "
+        f"resume={run_dir.resolve()} continues that run from its newest checkpoint (to continue "
+        "from an older one, move the newer ones out of its checkpoints/)"
+    )
+
+
+def test_settings_an_older_saved_config_lacks_are_printed_with_their_default(
+    tmp_path: Path, capsys
+) -> None:
+    run_dir = saved_run(tmp_path / "run", "rollout.transcripts_every=1")
+    saved = run_dir / "config.yaml"
+    # written before these keys existed: they now take their defaults, which is said
+    lines = saved.read_text().splitlines(keepends=True)
+    old = [
+        ln for ln in lines if ln.strip().split(":")[0] not in ("transcripts_every", "warmup_steps")
+    ]
+    assert len(lines) - len(old) == 2
+    saved.write_text("".join(old))
+    assert resumed_config(str(run_dir), ["steps=3"]).defaulted == [
+        ("rollout.transcripts_every", 1),
+        ("learner.optim.warmup_steps", 0),
+    ]
+    # one given on the command line is the command line's, not a default
+    given = resumed_config(str(run_dir), ["learner.optim.warmup_steps=1"])
+    assert given.defaulted == [("rollout.transcripts_every", 1)]
+    assert resume_run(str(run_dir), ["steps=3"]) is not None
+    out = capsys.readouterr().out.splitlines()
+    assert "  rollout.transcripts_every: not in the saved config.yaml, now 1 (the default)" in out
+
+
+def test_a_resumed_run_without_an_evaluation_from_its_start_reads_no_before() -> None:
+    saved = [{"game": "kuhn-poker-v0", "score": 0.5}]
+    assert before_training(saved, True, 2) == (saved, None)  # the one from the start
+    assert before_training(None, True, 0) == (None, None)  # step 0: evaluate now
+    assert before_training(None, False, 0) == (
+        [],
+        "no evaluation before training (eval.before: false)",
+    )
+    # eval turned on by the resume at step 2: the policy now is trained, not "before"
+    before, said = before_training(None, True, 2)
+    assert before == [] and said is not None and "at step 2 its policy is a trained one" in said
 
 
 # -- against a real run -----------------------------------------------------------------------
