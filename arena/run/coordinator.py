@@ -221,7 +221,7 @@ class RunCoordinator:
         await self.connect()
         start_processes(self.launcher, [c for c in self.commands if c.name != "broker"])
         await wait_for_actors(
-            self.actor, self.config, self.run_dir, self.address, self.log.console.print
+            self.actor, self.config, self.run_dir, self.address, self.log.verbatim
         )
         status = await self.learner("status")
         self.step, self.version = status["step"], status["version"]
