@@ -193,6 +193,7 @@ class RunCoordinator:
         self.chat = ChatFormat(load_tokenizer(self.config.model))
         self.strategy = StrategyReads(self.config, self.run_dir, self.log, self.chat)
         self.commands = actor_commands(self.config, self.run_dir)
+        self.launcher.expect([c.name for c in self.commands])
         # the broker first: the trainer joins it before the actors start (an external broker
         # that does not answer then fails the run before anything was started)
         start_processes(self.launcher, [c for c in self.commands if c.name == "broker"])
