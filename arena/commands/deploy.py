@@ -100,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
     if config.resume:
         raise ConfigError("resume: arena deploy starts a new run; resume one by hand")
     validate(config)
+    _check_deployable(args, config)
     keys = _check_keys(args)
     name = args.name or f"arena-{config.name}"
     if args.target == "k8s":
@@ -117,6 +118,31 @@ def _check_flags(args: argparse.Namespace) -> None:
             raise ConfigError(f"--{flag.replace('_', '-')} is not a flag of `{args.target}`")
     if args.run_dir and not args.run_dir.startswith("/"):
         raise ConfigError(f"--run-dir {args.run_dir}: must be absolute (on a shared filesystem)")
+
+
+def _check_deployable(args: argparse.Namespace, config: Any) -> None:
+    """Settings the generated files would overrule or leave broken, refused before anything is
+    written rather than found on the cluster."""
+    if config.launcher != "local":
+        raise ConfigError(
+            f"launcher={config.launcher}: arena deploy starts every process through "
+            f"{args.target} itself; drop it (launcher=ray is arena train on a Ray cluster)"
+        )
+    if config.bus.address:
+        raise ConfigError(
+            f"bus.address={config.bus.address}: arena deploy starts the run's broker itself "
+            "(--port); leave bus.address unset"
+        )
+    if args.target == "k8s":
+        from arena.deploy.k8s import RUNS_DIR
+
+        key, run_dir = ("--run-dir", args.run_dir) if args.run_dir else ("run_dir", config.run_dir)
+        if run_dir and run_dir.startswith("/") and not f"{run_dir}/".startswith(f"{RUNS_DIR}/"):
+            raise ConfigError(
+                f"{key} {run_dir}: not under {RUNS_DIR}, the volume (--volume-claim) the train, "
+                "learner and inference pods share: each pod would keep its own, the learner's "
+                f"checkpoints in its pod; give a directory under {RUNS_DIR} or a relative one"
+            )
 
 
 def _check_keys(args: argparse.Namespace) -> Path | None:
