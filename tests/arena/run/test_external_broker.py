@@ -99,6 +99,9 @@ def test_counts_of_zero_are_allowed_and_the_run_waits_for_at_least_one(
     assert "already running, not started here: arena broker --bind tcp://*:5555" in text
     assert "rollout x0" in text and "waits for 1 on the bus" in text
     assert "joins: arena learner --connect tcp://10.0.0.1:5555" in text
+    # a loopback broker binds its own address: a wildcard one is refused without keys
+    text = plan(smoke("bus.address=tcp://127.0.0.1:5555", "rollout.actors=0"))
+    assert "not started here: arena broker --bind tcp://127.0.0.1:5555)" in text
 
 
 def test_missing_actors_are_named_with_the_command_that_starts_them(
@@ -347,7 +350,7 @@ def test_no_broker_at_the_address_fails_fast_and_says_how_to_start_one(tmp_path:
     assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
     assert time.monotonic() - started < 60
     assert f"no broker answered at bus.address=tcp://127.0.0.1:{port}" in result.stderr
-    assert f"arena broker --bind tcp://*:{port}" in result.stderr
+    assert f"arena broker --bind tcp://127.0.0.1:{port}" in result.stderr
     assert "Traceback" not in result.stderr
     assert not list((tmp_path / "run" / "logs").glob("*.log"))  # nothing was started
 
