@@ -185,6 +185,13 @@ def _resources(args: argparse.Namespace, config: Any) -> dict[str, Resources]:
     return out
 
 
+def threads(kind: str, res: Resources) -> int:
+    """Torch threads per process of ``kind``: its CPUs, shared among the ranks of a learner
+    under ``torchrun`` (one per GPU), each of which would otherwise take them all."""
+    ranks = res.gpus if kind == "learner" and res.gpus > 1 else 1
+    return max(1, res.cpus // ranks)
+
+
 def auto_gpu_note(kinds: list[str]) -> str:
     """The note for kinds whose device is ``auto`` and whose GPUs no flag gave."""
     devices = " and ".join(f"{k}.device" for k in kinds)
@@ -258,7 +265,7 @@ def deployment(
             served = served_inference(resolved, Path(run_dir), command.name)
             adapters = [str(Path(p) / ADAPTER_CONFIG) for p in served.adapters.values()]
         if kind in GPU_KINDS:
-            env["OMP_NUM_THREADS"] = str(config.cpu_threads or resources[kind].cpus)
+            env["OMP_NUM_THREADS"] = str(config.cpu_threads or threads(kind, resources[kind]))
         restarts = command.max_restarts if command.restartable else 0
         reads = [argv[argv.index("--config") + 1], *adapters]
         # a pool actor loads the learners' checkpoints from the run directory as it serves

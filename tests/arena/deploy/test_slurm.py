@@ -107,7 +107,8 @@ def test_the_script_is_valid_bash_and_starts_every_process(script: str) -> None:
     assert found["learner"]["restarts"] == "3" and found["train"]["restarts"] == "0"
     # torch threads follow the CPUs each step asks for, not the cores of the writing host
     assert found["inference-1"]["env"] == {"OMP_NUM_THREADS": "4"}
-    assert found["learner"]["env"] == {"OMP_NUM_THREADS": "8"}
+    # the learner's two torchrun ranks share its 8 CPUs (each once took all 8: 16 threads)
+    assert found["learner"]["env"] == {"OMP_NUM_THREADS": "4"}
 
 
 def test_components_ask_for_what_each_kind_needs(script: str) -> None:
