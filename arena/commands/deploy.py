@@ -312,7 +312,15 @@ def _slurm(args: argparse.Namespace, config: Any, name: str, keys: Path | None) 
 
 def _k8s(args: argparse.Namespace, config: Any, name: str, keys: Path | None) -> int:
     from arena.deploy.files import write
-    from arena.deploy.k8s import CONFIG_DIR, FILES, RUNS_DIR, SECRET_FILE, K8sOptions, render
+    from arena.deploy.k8s import (
+        CONFIG_DIR,
+        FILES,
+        RUNS_DIR,
+        SECRET_FILE,
+        K8sOptions,
+        name_clashes,
+        render,
+    )
     from arena.run.processes import write_configs
 
     address = f"tcp://{name}-broker:{args.port}"
@@ -321,6 +329,9 @@ def _k8s(args: argparse.Namespace, config: Any, name: str, keys: Path | None) ->
     if not run_dir.startswith("/"):
         run_dir = f"{RUNS_DIR}/{run_dir}"
     spec, resolved = deployment(args, config, name, keys, (address, run_dir, Path(CONFIG_DIR)))
+    clash = name_clashes(spec)
+    if clash:
+        raise ConfigError(f"policies: {clash}; rename a policy, or pass a shorter --name")
     _check_shared_volume(args, spec)
     with tempfile.TemporaryDirectory() as tmp:  # the files arena train itself would write
         write_configs(resolved, Path(run_dir), Path(tmp))
