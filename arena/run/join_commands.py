@@ -16,13 +16,18 @@ from arena.run.processes import inference_argv, learner_argv
 
 
 def start_command(
-    config: RunConfig, run_dir: Path, address: str, kind: str, actor: str | None = None
+    config: RunConfig,
+    run_dir: Path,
+    address: str,
+    kind: str,
+    actor: str | None = None,
+    index: int | None = None,
 ) -> str:
     """The command line that starts one more ``kind`` (``learner``, ``inference``,
     ``rollout``) actor for the run in ``run_dir``, connecting to ``address``. ``actor``: for an
     inference actor, the run's actor it stands for (:mod:`arena.run.inference_actors`; None:
     one more of the shared base's); for a learner, the policy with a model of its own it trains
-    (None: the run's own)."""
+    (None: the run's own). ``index``: a rollout actor's (None: the first after the run's own)."""
     c = config
     if kind == "learner":
         argv = learner_argv(address, run_dir, actor)
@@ -33,7 +38,7 @@ def start_command(
     else:
         config_path = str(run_dir / "config.yaml")
         argv = ["rollout", "--address", address, "--config", config_path]
-        argv += ["--index", str(c.rollout.actors)]
+        argv += ["--index", str(c.rollout.actors if index is None else index)]
     return hand_command(argv)
 
 

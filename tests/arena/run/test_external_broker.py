@@ -118,9 +118,16 @@ def test_missing_actors_are_named_with_the_command_that_starts_them(
         {"name": "x", "kind": "inference", "services": ["policy:main", "policy:main:status"]},
         {"name": "rollout-4", "kind": "rollout", "services": ["rollout"]},
     ]
+    rollout = f"arena rollout --connect {address} --config {tmp_path}/config.yaml --index"
     assert missing(config, actors, tmp_path, address) == [
-        f"1 more rollout actor(s) (of 2): arena rollout --connect {address} "
-        f"--config {tmp_path}/config.yaml --index 0"
+        f"rollout-0 (of 1 more rollout actor(s), of 2): {rollout} 0"
+    ]
+    # a line for each, an index of its own (the same line for all once started three actors
+    # named rollout-0, which fought over the name), none that is on the bus already
+    three = replace(config, wait=replace(config.wait, rollout_actors=4))
+    present = actors[:2] + [{**actors[2], "name": "rollout-1"}]
+    assert missing(three, present, tmp_path, address) == [
+        f"rollout-{i} (of 3 more rollout actor(s), of 4): {rollout} {i}" for i in (0, 2, 3)
     ]
     assert missing(config, actors + [{**actors[2], "name": "rollout-9"}], tmp_path, address) == []
     # the run's own settings, read from its config rather than spelled out (issue 30, item 12)
