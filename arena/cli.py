@@ -89,8 +89,10 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     module.add_arguments(command_parser)  # type: ignore[attr-defined]
+    parsed = None
     try:
-        code = int(module.run(command_parser.parse_intermixed_args(rest)) or 0)  # type: ignore[attr-defined]
+        parsed = command_parser.parse_intermixed_args(rest)
+        code = int(module.run(parsed) or 0)  # type: ignore[attr-defined]
         sys.stdout.flush()  # here, where a closed pipe is caught, not at the interpreter's exit
         return code
     except ConfigError as err:
@@ -117,7 +119,12 @@ def main(argv: list[str] | None = None) -> int:
         errors = sys.modules.get("arena.bus.errors")
         if errors is None or not isinstance(err, errors.BusError) or err.code != "no_broker":
             raise
-        print(f"{prog}: {err.message}: start the broker first (arena broker)", file=sys.stderr)
+        from arena.bus.security import keys_hint  # the bus is loaded: it raised
+
+        hint = keys_hint(getattr(parsed, "address", None) or "")
+        print(
+            f"{prog}: {err.message}: start the broker first (arena broker){hint}", file=sys.stderr
+        )
         return 1
 
 

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from arena.bus import Actor, BusError
+from arena.bus.security import keys_hint
 from arena.eval.summary import write_eval_summary
 from arena.models import load_tokenizer
 from arena.play.stats import merge_collects
@@ -143,6 +144,7 @@ class RunCoordinator:
                     f"no broker answered at bus.address={self.address} within {timeout:g}s "
                     f"({err}). Start one there first: `{broker_hint(self.address)}` (on the "
                     "broker's host), or leave bus.address unset to let arena train start its own"
+                    + keys_hint(self.address)
                 ) from None
         self.actor = actor
         self.collector = Collector(
