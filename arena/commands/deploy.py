@@ -145,6 +145,22 @@ def _check_deployable(args: argparse.Namespace, config: Any) -> None:
             )
 
 
+def _warn_unstarted(config: Any, address: str) -> None:
+    """Warn of the policies the run's simulators talk through that no process of the
+    deployment serves (a frozen checkpoint, an endpoint: the run never starts those): its
+    ``arena train`` waits ``wait.timeout`` for each, then fails, unless one is started beside."""
+    from arena.run.join_commands import simulator_command
+    from arena.run.plan import simulator_policies
+
+    for policy, seats in simulator_policies(config).items():
+        print(
+            f"arena deploy: warning: policy:{policy} (the simulator of {', '.join(seats)}) is "
+            f"served by no process this writes: the run waits {config.wait.timeout:g}s "
+            f"(wait.timeout) for one, started on the cluster: {simulator_command(address, policy)}",
+            file=sys.stderr,
+        )
+
+
 def _check_keys(args: argparse.Namespace) -> Path | None:
     """The key directory, checked as the bus will check it; or None with ``--insecure``."""
     from arena.bus.keys import BROKER, DEFAULT_CLIENT, load_security
@@ -290,6 +306,7 @@ def _slurm(args: argparse.Namespace, config: Any, name: str, keys: Path | None) 
     from arena.deploy.slurm import BROKER_HOST_MARK, RUN_DIR_MARK, SlurmOptions, render
 
     address = f"tcp://{BROKER_HOST_MARK}:{args.port}"
+    _warn_unstarted(config, f"tcp://BROKER_HOST:{args.port}")  # the job's first node
     spec, _ = deployment(args, config, name, keys, (address, RUN_DIR_MARK, Path(RUN_DIR_MARK)))
     run_dir = args.run_dir or config.run_dir
     options = SlurmOptions(
@@ -324,6 +341,7 @@ def _k8s(args: argparse.Namespace, config: Any, name: str, keys: Path | None) ->
     from arena.run.processes import write_configs
 
     address = f"tcp://{name}-broker:{args.port}"
+    _warn_unstarted(config, address)
     # on the runs volume unless given absolute: a relative one would land in the image
     run_dir = args.run_dir or config.run_dir or config.name
     if not run_dir.startswith("/"):

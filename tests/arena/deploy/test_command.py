@@ -246,3 +246,27 @@ def test_k8s_paths_in_the_run_directory_are_the_run_directorys_not_the_mounted_c
     section = yaml.safe_load(files["config.yaml"])["inference"]
     assert section["adapters"] == {"shared-lora": f"{run_dir}/adapters/shared-lora"}
     assert not run_dir.exists()
+
+
+@pytest.mark.parametrize("target", ["slurm", "k8s"])
+def test_a_simulators_policy_no_process_serves_is_named(
+    deploy: Callable[..., Result], tmp_path: Path, target: str
+) -> None:
+    # the cluster's arena train waited wait.timeout for policy:frozen, which no step started,
+    # and the job failed without a word at deploy time
+    user_tool_use = str(ROOT / "configs" / "user_tool_use.yaml")
+    frozen = "games.0.simulators.user:={id: llm-user-v0, policy: frozen}"
+    flags = ["--out", str(tmp_path / "out"), "--insecure", "--image", "i:1"][
+        : 5 if target == "k8s" else 3
+    ]
+    result = deploy(target, user_tool_use, frozen, *flags)
+    assert result.code == 0, result.err
+    broker = (
+        "tcp://BROKER_HOST:5555" if target == "slurm" else "tcp://arena-user-tool-use-broker:5555"
+    )
+    assert (
+        "warning: policy:frozen (the simulator of retail-v0.user) is served by no process this "
+        f"writes: the run waits 600s (wait.timeout) for one, started on the cluster: arena "
+        f"inference --connect {broker} --name frozen --model CHECKPOINT_OR_MODEL"
+    ) in result.err
+    assert "warning: policy:" not in deploy(target, user_tool_use, *flags).err  # scripted: none
