@@ -1,8 +1,9 @@
 """``arena deploy slurm|k8s CONFIG [key=value ...] --out PATH``: a run's processes for a cluster.
 
-``slurm`` writes an ``sbatch`` script (``--out FILE``): one heterogeneous job whose components
-hold the broker and ``arena train`` (the job's first node), the inference actors, the learner
-and the rollout actors, each process an ``srun`` step. ``k8s`` writes manifests (``--out DIR``,
+``slurm`` writes an ``sbatch`` script (``--out FILE``; beside it the config as read here, which
+the job's ``arena train`` reads: ``job.sh``, ``job.config.yaml``): one heterogeneous job whose
+components hold the broker and ``arena train`` (the job's first node), the inference actors, the
+learner and the rollout actors, each process an ``srun`` step. ``k8s`` writes manifests (``--out DIR``,
 then ``kubectl apply -f DIR``): a Secret with the keys, a ConfigMap with the resolved run config,
 the broker (StatefulSet and headless Service), inference Deployments, learner and ``arena
 train`` Jobs and a rollout StatefulSet.
@@ -268,9 +269,9 @@ def deployment(
             max_restarts=bus.max_restarts,
         ),
     ]
-    if args.target == "slurm":
-        path = str(Path(args.config).resolve())
-        processes.append(Process("train", ["train", path, *args.overrides, *coordinating]))
+    if args.target == "slurm":  # the config as read here, overrides and all (see _slurm)
+        path = str(frozen_config(Path(args.out)).resolve())
+        processes.append(Process("train", ["train", path, *coordinating]))
     else:
         processes.append(Process("train", ["train", str(config_dir / "config.yaml")]))
     # paths in the run directory (a policy's adapter) are run_dir's; the files are config_dir's
@@ -303,6 +304,7 @@ def deployment(
 
 
 def _slurm(args: argparse.Namespace, config: Any, name: str, keys: Path | None) -> int:
+    from arena.core.config import to_yaml
     from arena.deploy.slurm import BROKER_HOST_MARK, RUN_DIR_MARK, SlurmOptions, render
 
     address = f"tcp://{BROKER_HOST_MARK}:{args.port}"
@@ -320,11 +322,20 @@ def _slurm(args: argparse.Namespace, config: Any, name: str, keys: Path | None) 
     )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    # what the job's arena train reads: the config as read now, not the file when the job
+    # starts (hours later, maybe edited), which the processes written here would not match
+    frozen = frozen_config(out)
+    frozen.write_text(to_yaml(replace(config, resume=None)))
     out.write_text(render(spec, options))
     out.chmod(0o755)
-    print(f"arena deploy: wrote {out}: {_summary(spec)}")
+    print(f"arena deploy: wrote {out} and {frozen}: {_summary(spec)}")
     print(f"  submit from a directory every node shares: sbatch {out}")
     return 0
+
+
+def frozen_config(script: Path) -> Path:
+    """The run config beside a Slurm script (``job.sh``: ``job.config.yaml``)."""
+    return script.with_name(f"{script.stem}.config.yaml")
 
 
 def _k8s(args: argparse.Namespace, config: Any, name: str, keys: Path | None) -> int:
