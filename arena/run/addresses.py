@@ -14,7 +14,6 @@ import tempfile
 from pathlib import Path
 
 from arena.bus.peers import IPC_PATH_LIMIT
-from arena.bus.security import is_loopback
 from arena.run.config import RunConfig
 
 
@@ -55,13 +54,3 @@ def own_broker(config: RunConfig, run_dir: Path | None = None) -> bool:
 def bus_address(config: RunConfig, run_dir: Path) -> str:
     """Where the run's processes find the broker."""
     return config.bus.address or own_address(config, run_dir)
-
-
-def broker_hint(address: str) -> str:
-    """The command that starts a broker others can reach at ``address``: on every interface
-    for another host's address, on the address itself for a loopback one (the bus refuses a
-    wildcard bind without keys, and a loopback address needs none)."""
-    bind = address
-    if address.startswith("tcp://") and ":" in address[6:] and not is_loopback(address):
-        bind = "tcp://*:" + address.rsplit(":", 1)[1]
-    return f"arena broker --bind {bind}"

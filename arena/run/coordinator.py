@@ -48,7 +48,7 @@ from arena.eval.summary import write_eval_summary
 from arena.models import load_tokenizer
 from arena.play.stats import merge_collects
 from arena.policies.chat import ChatFormat
-from arena.run.addresses import broker_hint, bus_address, own_broker
+from arena.run.addresses import bus_address, own_broker
 from arena.run.bases import trained_bases
 from arena.run.collection import Collector
 from arena.run.config import RunConfig
@@ -58,6 +58,7 @@ from arena.run.evaluation import evaluate_baseline, evaluate_policy
 from arena.run.failures import EmptySteps, SkippedSteps
 from arena.run.hangs import HangWatch
 from arena.run.inference_settings import SettingsCheck
+from arena.run.join_commands import broker_hint
 from arena.run.launcher import Launcher
 from arena.run.learner_restart import LearnerClient, LearnerRestarted
 from arena.run.policy_learners import PolicyLearners

@@ -1,6 +1,6 @@
 """The command lines that start a run's actors by hand, on this host or another: what the
 run prints while it waits for them (:mod:`arena.run.roster`) and what ``--dry-run`` says will
-join (:mod:`arena.run.plan`). Each is the command the run would start itself, with
+join (:mod:`arena.run.plan`), and the broker's where the run connects to one it did not start. Each is the command the run would start itself, with
 ``--connect`` to its broker and the bus flags this run uses, added in one place
 (:func:`hand_command`) so that no kind of actor's line lacks them."""
 
@@ -10,7 +10,7 @@ import os
 import shlex
 from pathlib import Path
 
-from arena.bus.security import INSECURE_ENV, KEYS_ENV
+from arena.bus.security import INSECURE_ENV, KEYS_ENV, is_loopback
 from arena.run.config import RunConfig
 from arena.run.processes import inference_argv, learner_argv
 
@@ -40,6 +40,16 @@ def start_command(
         argv = ["rollout", "--address", address, "--config", config_path]
         argv += ["--index", str(c.rollout.actors if index is None else index)]
     return hand_command(argv)
+
+
+def broker_hint(address: str) -> str:
+    """The command that starts a broker others can reach at ``address``, with this run's bus
+    flags: on every interface for another host's address, on the address itself for a loopback
+    one (the bus refuses a wildcard bind without keys, and a loopback address needs none)."""
+    bind = address
+    if address.startswith("tcp://") and ":" in address[6:] and not is_loopback(address):
+        bind = "tcp://*:" + address.rsplit(":", 1)[1]
+    return hand_command(["broker", "--bind", bind])
 
 
 def hand_command(argv: list[str]) -> str:

@@ -24,6 +24,7 @@ from arena.bus.peers import IPC_PATH_LIMIT
 from arena.core.errors import ConfigError
 from arena.run.addresses import bus_address, local_address, own_broker
 from arena.run.config import load_run_config
+from arena.run.join_commands import broker_hint
 from arena.run.plan import plan
 from arena.run.processes import actor_commands, write_configs
 from arena.run.resources import cpu_threads
@@ -96,7 +97,7 @@ def test_counts_of_zero_are_allowed_and_the_run_waits_for_at_least_one(
     with pytest.raises(ConfigError, match="rollout.actors must be >= 0"):
         smoke("rollout.actors=-1")
     text = plan(smoke("bus.address=tcp://10.0.0.1:5555", "rollout.actors=0", "start_learner=false"))
-    assert "already running, not started here: arena broker --bind tcp://*:5555" in text
+    assert "already running, not started here: arena broker --bind 'tcp://*:5555'" in text
     assert "rollout x0" in text and "waits for 1 on the bus" in text
     assert "joins: arena learner --connect tcp://10.0.0.1:5555" in text
     # a loopback broker binds its own address: a wildcard one is refused without keys
@@ -135,6 +136,10 @@ def test_missing_actors_are_named_with_the_command_that_starts_them(
     assert inference == f"arena inference --connect {address} --config {tmp_path}/config.yaml"
     monkeypatch.setenv("ARENA_KEYS", "/secure/keys")  # what --keys sets: the hints pass it on
     assert start_command(config, tmp_path, address, "learner").endswith(" --keys /secure/keys")
+    # the broker's too: one started without them refuses the run's keyed actors
+    assert broker_hint("tcp://10.0.0.1:5555") == (
+        "arena broker --bind 'tcp://*:5555' --keys /secure/keys"
+    )
 
 
 POPULATION = [
