@@ -124,10 +124,14 @@ class LeducHoldem(OpenSpielMirror, TextGame):
         won = float(self.chips[1 - winner])
         return {self.possible_agents[winner]: won, self.possible_agents[1 - winner]: -won}
 
+    def _showdown_reached(self) -> bool:
+        """Whether round 2's betting ended with a call, so that both cards were shown."""
+        return len(self.rounds) == 2 and len(self.rounds[1]) >= 2 and self.rounds[1][-1] == CALL
+
     def _outcome(self) -> str | None:
         if self.folded is not None:
             return "win"
-        if len(self.rounds) == 2 and len(self.rounds[1]) >= 2 and self.rounds[1][-1] == CALL:
+        if self._showdown_reached():
             return "win" if self._showdown() is not None else "draw"
         return None
 
@@ -159,7 +163,7 @@ class LeducHoldem(OpenSpielMirror, TextGame):
             lines.append(f"Round {r + 1} betting: {log or 'none'}.")
         if self.folded is not None:
             lines.append(f"player_{self.folded} folded.")
-        elif self.is_over:
+        elif self._showdown_reached():  # not after a forfeit: no cards are shown then
             shown = ", ".join(f"player_{i} {card_text(c)}" for i, c in enumerate(self.cards))
             lines.append(f"Showdown: {shown}.")
         return "\n".join(lines)

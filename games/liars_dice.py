@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from games.text_env import TextGame
+from games.text_env import TextGame, whole_number
 
 FACES = 6
 
@@ -47,9 +47,10 @@ class LiarsDice(TextGame):
     }
 
     def __init__(self, num_players: int = 2, dice_per_player: int = 2, **kwargs: Any) -> None:
-        if not 1 <= dice_per_player <= 5:
-            raise ValueError("dice_per_player must be between 1 and 5")
-        self.dice_per_player = dice_per_player
+        num_players = whole_number("num_players", num_players, minimum=2)
+        if not 1 <= whole_number("dice_per_player", dice_per_player) <= 5:
+            raise ValueError(f"dice_per_player must be between 1 and 5, got {dice_per_player!r}")
+        self.dice_per_player = int(dice_per_player)
         self.total_dice = num_players * dice_per_player
         self.liar = self.total_dice * FACES
         self.action_names = (

@@ -21,7 +21,7 @@ import numpy as np
 from gymnasium import spaces
 
 from games.position import PositionGame
-from games.text_env import TextGame
+from games.text_env import TextGame, whole_number
 
 
 @dataclass(frozen=True)
@@ -64,9 +64,9 @@ class Nim(PositionGame):
     }
 
     def __init__(self, heaps: Sequence[int] = (3, 4, 5), **kwargs: Any) -> None:
-        if not heaps or min(heaps) < 1:
-            raise ValueError("Nim needs at least one heap, each of size >= 1")
-        self.heaps = tuple(int(h) for h in heaps)
+        if isinstance(heaps, str | bytes) or not isinstance(heaps, Sequence) or not heaps:
+            raise ValueError(f"heaps must be a list of heap sizes, e.g. [3, 4, 5], got {heaps!r}")
+        self.heaps = tuple(whole_number(f"heaps[{i}]", h) for i, h in enumerate(heaps))
         self.width = max(self.heaps)
         self.action_names = tuple(
             f"take {k + 1} from heap {h + 1}"

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from games.text_env import TextGame
+from games.text_env import TextGame, whole_number
 
 COOPERATE, DEFECT = 0, 1
 MOVES = ("cooperate", "defect")
@@ -46,9 +46,7 @@ class PrisonersDilemma(TextGame):
     action_names = MOVES
 
     def __init__(self, rounds: int = 10, **kwargs: Any) -> None:
-        if rounds < 1:
-            raise ValueError("rounds must be >= 1")
-        self.rounds = rounds
+        self.rounds = whole_number("rounds", rounds)
         kwargs.setdefault("max_turns", 2 * rounds)
         # per round, each seat's move one-hot over (cooperate, defect); the own seat first
         box = spaces.Box(0, 1, (rounds, 2, 2), np.int8)

@@ -55,6 +55,15 @@ LISTED_ACTIONS_MAX = 40
 """Legal actions are spelled out in the observation text when there are at most this many."""
 
 
+def whole_number(name: str, value: Any, minimum: int = 1) -> int:
+    """``value`` as an int, or a ValueError naming ``name``: a game argument that must count
+    something (turns, rounds, dice, a heap). A ``--game-arg`` of 0, 2.5 or ``x`` would otherwise
+    build a game that ends after one move, round silently, or fail later, unreadably."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"{name} must be a whole number >= {minimum}, got {value!r}")
+    return int(value)
+
+
 class GameOverError(RuntimeError):
     """``step`` was called after every agent has left the game; call ``reset()`` first."""
 
@@ -107,7 +116,9 @@ class TextGame(Interacting, AECEnv):
         if render_mode not in (None, *self.metadata["render_modes"]):
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}")
         self.num_players = num_players
-        self.max_turns = int(max_turns if max_turns is not None else self.metadata["max_turns"])
+        self.max_turns = whole_number(
+            "max_turns", max_turns if max_turns is not None else self.metadata["max_turns"]
+        )
         self.max_retries = max_retries
         self.forfeit_penalty = float(forfeit_penalty)
         self.render_mode = render_mode

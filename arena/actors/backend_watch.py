@@ -7,7 +7,8 @@ heartbeats while one call has run past the hang limit (the run then finds it hun
 stopped one, :mod:`arena.run.hangs`), and can tell at close whether a call never returned.
 
 A batch that runs out of memory is served in halves (:func:`serve_in_halves`), down to one
-request, and the actor serves smaller batches from then on. A backend that fails out of memory
+request, and the actor serves smaller batches until enough of them went through to try larger
+ones again (:class:`BatchCeiling`). A backend that fails out of memory
 even so cannot serve: :class:`OutOfMemoryStreak` counts such batches in a row, so that the
 actor leaves at ``inference.max_oom_batches`` of them (for the run to restart it) instead of
 failing every request it is sent.
@@ -95,6 +96,44 @@ class OutOfMemoryStreak:
         (another error breaks the run of them)."""
         self.in_a_row = self.in_a_row + 1 if out_of_memory(err) else 0
         return bool(self.limit) and self.in_a_row >= self.limit
+
+
+class BatchCeiling:
+    """The most requests an actor puts in one batch (:attr:`now`): ``configured``
+    (``inference.max_batch``), cut to the largest part served whole when a batch ran out of
+    memory, and doubled back towards ``configured`` after ``regrow_after`` batches in a row
+    filled the cut ceiling without running out (0: a cut stays). A shortage that passes
+    (another process's memory, fragmentation) then costs throughput for a while, not for the
+    actor's life; one that stays costs a split every ``regrow_after`` full batches."""
+
+    def __init__(self, configured: int, regrow_after: int) -> None:
+        self.configured = configured
+        self.regrow_after = regrow_after
+        self.now = configured
+        self._full = 0
+        """Batches in a row that filled a cut ceiling and were served whole."""
+
+    def served(self, size: int, fits: int) -> str | None:
+        """A batch of ``size`` was served, its largest part served whole of ``fits`` requests
+        (``size`` where it did not run out of memory). Returns a line to log where that moved
+        the ceiling; a batch smaller than the ceiling says nothing of it and is not counted."""
+        if fits < size:
+            self._full, self.now = 0, fits
+            return (
+                f"a batch of {size} ran out of memory and was served in parts; at most {fits} "
+                "requests a batch from now on"
+            )
+        if self.now >= self.configured or size < self.now or not self.regrow_after:
+            return None
+        self._full += 1
+        if self._full < self.regrow_after:
+            return None
+        self._full, was = 0, self.now
+        self.now = min(self.configured, 2 * was)
+        return (
+            f"{self.regrow_after} batches of {was} served without running out of memory; at "
+            f"most {self.now} requests a batch from now on"
+        )
 
 
 def serve_in_halves(serve: Callable[[list[T]], list[R]], batch: list[T]) -> tuple[list[R], int]:

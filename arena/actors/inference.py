@@ -59,7 +59,9 @@ Services and topics for a policy named ``NAME``:
   version) is refused once, not once per bucket.
 
 A batch that runs out of memory is served in halves, down to one request, and the largest
-part that fit bounds the batches after it (:func:`~arena.actors.backend_watch.serve_in_halves`).
+part that fit bounds the batches after it (:func:`~arena.actors.backend_watch.serve_in_halves`)
+until ``oom_regrow_batches`` full batches in a row went through: the bound then doubles, back
+towards ``max_batch`` (:class:`~arena.actors.backend_watch.BatchCeiling`).
 An actor that can no longer serve leaves: after ``max_oom_batches`` batches in a row failed
 out of memory even so (:class:`~arena.actors.backend_watch.OutOfMemoryStreak`) it fails that batch's
 requests, stops (:attr:`InferenceActor.gave_up` says why, :meth:`InferenceActor.serving`
@@ -84,7 +86,12 @@ from collections import Counter, deque
 from collections.abc import Mapping
 from typing import Any
 
-from arena.actors.backend_watch import BackendWatch, OutOfMemoryStreak, serve_in_halves
+from arena.actors.backend_watch import (
+    BackendWatch,
+    BatchCeiling,
+    OutOfMemoryStreak,
+    serve_in_halves,
+)
 from arena.actors.batching import BatchQueue, Pending
 from arena.actors.weight_intake import WeightIntake, located
 from arena.bus import Actor, BusError, Message
@@ -176,8 +183,7 @@ class InferenceActor(WeightIntake):
         self._replies: set[asyncio.Future[Any]] = set()
         """The replies this actor owes: one per request it took and has not answered."""
         self.oom = OutOfMemoryStreak(config.max_oom_batches)
-        self._fits: int | None = None
-        """The largest part of the last batch served whole, where the whole ran out of memory."""
+        self.ceiling = BatchCeiling(config.max_batch, config.oom_regrow_batches)
         self.actor.status["max_batch"] = lambda: self.queue.max_batch
         self.gave_up: str | None = None
         """Why this actor stopped serving on its own, in one line; None while it serves."""
@@ -328,15 +334,11 @@ class InferenceActor(WeightIntake):
             if batch:
                 await self._generate(batch)
 
-    def _serve(self, batch: list[Pending]) -> list[Generation | Scoring]:
+    def _serve(self, batch: list[Pending]) -> tuple[list[Generation | Scoring], int]:
         """Generate and score one batch on the generation thread: weight updates run on the same
         thread, between batches, so every result of a batch comes from one version. A batch out
-        of memory is served in parts, and the largest part that fit bounds the next batches."""
-        results, fits = serve_in_halves(self._serve_whole, batch)
-        if fits < len(batch):
-            self.counters["oom_splits"] += 1
-            self._fits = min(fits, self._fits or fits)
-        return results
+        of memory is served in parts; the size of the largest part served whole comes back."""
+        return serve_in_halves(self._serve_whole, batch)
 
     def _serve_whole(self, batch: list[Pending]) -> list[Generation | Scoring]:
         generating = [p for p in batch if p.continuations is None]
@@ -360,7 +362,7 @@ class InferenceActor(WeightIntake):
         loop = asyncio.get_running_loop()
         start = time.monotonic()
         try:
-            results = await loop.run_in_executor(
+            results, fits = await loop.run_in_executor(
                 self._executor, self.backend.call, self._serve, batch
             )
         except Exception as err:
@@ -374,14 +376,11 @@ class InferenceActor(WeightIntake):
                 self._give_up(err, len(batch))
             return
         self.oom.served()
-        if self._fits is not None and self._fits < self.queue.max_batch:
-            log.warning(
-                "%s: a batch of %d ran out of memory and was served in parts; at most %d "
-                "requests a batch from now on",
-                *(self.actor.name, len(batch), self._fits),
-            )
-            self.queue.max_batch = self._fits
-        self._fits = None
+        if fits < len(batch):
+            self.counters["oom_splits"] += 1
+        if moved := self.ceiling.served(len(batch), fits):
+            log.warning("%s: %s", self.actor.name, moved)
+            self.queue.max_batch = self.ceiling.now
         self.batch_sizes.append(len(batch))
         elapsed = time.monotonic() - start
         if elapsed > self.slowest_batch[0]:

@@ -30,7 +30,10 @@ Simulated seats: a checkpoint's run config names the simulators it trained with,
 their seats here. ``--simulator SEAT=ID`` (or ``--simulator ID`` for every seat a simulator may
 fill) names one instead, e.g. ``--simulator user=llm-user-v0``; a seat no simulator may fill is
 refused (exit 2), and so is a simulator for a seat of a player game (every seat plays
-``player-v0``, evaluated against ``--opponents``; ``arena play --simulator`` plays one). A
+``player-v0``, evaluated against ``--opponents``; ``arena play --simulator`` plays one) or a bare
+``--simulator ID`` where no evaluated game has a seat a simulator may fill; ``--opponents`` where
+every evaluated game is a role game is refused too, and an opponent that cannot play a player
+game (:mod:`arena.commands.eval_checks`). A
 simulated seat is not evaluated. A seat a simulator may fill that none is named for is
 evaluated, and gets the game's reference simulator while another seat is (the
 retail user: ``scripted-user-v0``). Before its metrics, each evaluated seat's line says what
@@ -43,13 +46,10 @@ with the first reason, and the evaluation goes on; a row whose every episode fai
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from arena.play.config import GameConfig
     from arena.tournament.config import ParticipantConfig
 
 
@@ -170,6 +170,12 @@ def run(args: argparse.Namespace) -> int:
     import tempfile
 
     import games as registry_games
+    from arena.commands.eval_checks import (
+        check_opponents,
+        refuse_simulated_player_games,
+        refuse_unused_flags,
+        with_simulators,
+    )
     from arena.core.errors import ConfigError
     from arena.eval.evaluate import evaluate
     from arena.eval.progress import Progress
@@ -244,6 +250,7 @@ def run(args: argparse.Namespace) -> int:
     role_games = [g for g in games if is_role_game(registry_games.make(g.id, **g.kwargs))]
     player_games = [g for g in games if g not in role_games]
     refuse_simulated_player_games(named, [g.id for g in player_games])
+    refuse_unused_flags(args.simulator, args.opponents, role_games, player_games)
     if args.tries > 1 and not role_games:
         raise ConfigError(
             f"--tries {args.tries}: pass^k is measured on a role game's tasks; "
@@ -318,64 +325,3 @@ def evaluated_spec(participant: str | None, model: str | None) -> str:
             f"(got {'both' if participant is not None else 'neither'})"
         )
     return str(participant if participant is not None else model)
-
-
-def check_opponents(opponents: Sequence[str], game_configs: Sequence[GameConfig]) -> None:
-    """Every game and opponent id must be registered, checked before any model loads: an
-    unknown one is a RegistryError naming the nearest ids (exit 2, one line)."""
-    import games
-    import games.bots
-    from arena.play.seating import resolve_opponent
-
-    for game in game_configs:
-        games.registry.entry(game.id)
-        for opponent in opponents:
-            games.bots.registry.entry(resolve_opponent(opponent, game.id))
-
-
-def refuse_simulated_player_games(named: Sequence[str], player_games: Sequence[str]) -> None:
-    """A player game (every seat plays ``player-v0``) is evaluated against ``--opponents`` in
-    every seat, so a simulator ``--simulator`` names for one of its seats would play no
-    episode: a :class:`ConfigError` naming the game, not a flag silently ignored."""
-    from arena.core.errors import ConfigError
-
-    ignored = [game for game in named if game in player_games]
-    if ignored:
-        raise ConfigError(
-            f"--simulator: {', '.join(ignored)} is a player game, evaluated against --opponents "
-            "in every seat; --simulator fills seats of role games (arena play --simulator "
-            "plays against one)"
-        )
-
-
-def with_simulators(game: GameConfig, flags: Sequence[str]) -> GameConfig:
-    """``game`` with the simulators of ``--simulator`` flags (``SEAT=ID``, or ``ID`` for every
-    seat of the game a simulator may fill) over its own; a named seat that no simulator may fill
-    is a :class:`ConfigError`. A game with no such seat ignores a bare ``ID``."""
-    import games as registry
-    import simulators
-    from arena.core.errors import ConfigError
-    from arena.core.registry import RegistryError
-    from arena.play.config import SimulatorConfig
-
-    if not flags:
-        return game
-    env = registry.make(game.id, **game.kwargs)
-    allowed = [a for a in env.possible_agents if env.simulatable(a)]
-    chosen = dict(game.simulators)
-    for flag in flags:
-        seat, sep, simulator_id = flag.rpartition("=")
-        if not simulator_id or (sep and not seat):
-            raise ConfigError(f"--simulator {flag!r}: expected SEAT=ID or ID")
-        if sep and seat not in allowed:
-            raise ConfigError(
-                f"--simulator {flag!r}: seat {seat!r} of {game.id} cannot be simulated; its "
-                f"simulatable seats: {allowed or 'none'}"
-            )
-        try:
-            simulators.registry.entry(simulator_id)
-        except RegistryError as err:  # an unknown id: the message names the nearest ones
-            raise ConfigError(f"--simulator {flag!r}: {err}") from None
-        for agent in [seat] if sep else allowed:
-            chosen[agent] = SimulatorConfig(id=simulator_id)
-    return replace(game, simulators=chosen)

@@ -114,7 +114,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from arena.commands.eval import with_simulators
+    from arena.commands.eval_checks import with_simulators
     from arena.core.config import parse_assignments
     from arena.core.errors import ConfigError
     from arena.play.acting import check_act, resolve_act
@@ -145,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
     check_act(game.act, game.id, env, game.simulators)  # before the model loads
     seed = args.seed if args.seed is not None else random.randrange(2**31)
     human = pick_seat(args.seat, env.possible_agents, random.Random(seed))
-    participant = resolve_one(args.against, game, args.backend)
+    participant = resolve_one(args.against, game, args.backend, human)
     if participant.kind == "bot" and args.act is not None:
         raise ConfigError(
             f"--act {args.act} says how a model acts; bot {args.against!r} plays its own"
@@ -192,10 +192,31 @@ def trained_defaults(spec: str, game_id: str) -> tuple[GameConfig, int | None]:
         print(f"note: {spec} was not trained on {game_id}; playing with the default role")
         return GameConfig(id=game_id), max_new_tokens
     print(
-        f"as trained: game {trained.kwargs}, role {trained.role} {trained.role_kwargs}, "
+        f"as trained: game {trained.kwargs}, {roles_line(trained)} {trained.role_kwargs}, "
         f"replies of at most {max_new_tokens} tokens"
     )
     return trained, max_new_tokens
+
+
+def roles_line(game: GameConfig) -> str:
+    """``role player-v0`` for a player game; a role game's role per seat (``roles
+    proposer=proposer-v0 solver_0=solver-v0 ...``), which ``game.role`` does not say."""
+    import games
+    from arena.play.seating import seat_role_id
+
+    try:
+        env = games.make(game.id, **game.kwargs)
+    except Exception:  # the game's own refusal is reported where it is built for play
+        return f"role {game.role}"
+    seats = {
+        agent: f"simulator:{game.simulators[agent].id}"
+        if agent in game.simulators
+        else seat_role_id(game, env, agent)
+        for agent in env.possible_agents
+    }
+    if set(seats.values()) == {game.role}:
+        return f"role {game.role}"
+    return "roles " + " ".join(f"{agent}={role}" for agent, role in seats.items())
 
 
 def check_game_id(game_id: str) -> None:
@@ -225,17 +246,20 @@ def make_env(game: GameConfig) -> TextGame:
         raise ConfigError(f"{game.id} with --game-arg {game.kwargs}: {err}") from None
 
 
-def resolve_one(text: str, game: GameConfig, backend: str | None = None) -> Participant:
+def resolve_one(
+    text: str, game: GameConfig, backend: str | None = None, human: str | None = None
+) -> Participant:
     """The opponent on ``backend`` (``--backend``, as ``arena eval`` reads it:
     :func:`arena.commands.eval.participant_config`), checked as a tournament checks its
     participants (an unknown bot names the nearest, a path must be a model, a bot must be able
-    to play the game; a plugin backend's model string is its own business)."""
+    to play the game, in a seat other than the person's ``human``; a plugin backend's model
+    string is its own business)."""
     from arena.commands.eval import participant_config
     from arena.core.errors import ConfigError
     from arena.tournament.participants import resolve_participants
 
     config = participant_config(text, backend)
-    resolved = resolve_participants([config], [game], minimum=1)
+    resolved = resolve_participants([config], [game], minimum=1, taken=[human] if human else [])
     if len(resolved) != 1:
         names = ", ".join(p.name for p in resolved)
         raise ConfigError(f"--against {text!r} names {len(resolved)} models ({names}); pick one")

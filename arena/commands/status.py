@@ -1,4 +1,5 @@
-"""``arena status ADDR [--json]``: every actor registered with the broker at ``ADDR``.
+"""``arena status ADDR [--json]``: every actor registered with the broker at ``ADDR`` (or at a
+run directory's broker: ``arena status runs/NAME/TIME``).
 
 One row per actor: name, kind, host and pid, the services it offers, its direct endpoint (``-``:
 reached through the broker only), the policy version it serves, its queue load (requests in
@@ -24,7 +25,10 @@ from arena.commands.bus_options import add_bus_arguments, apply_bus_arguments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("address", help="broker address, e.g. tcp://127.0.0.1:5555")
+    parser.add_argument(
+        "address",
+        help="broker address, e.g. tcp://127.0.0.1:5555, or a run directory (its broker)",
+    )
     add_bus_arguments(parser, connect=False)
     parser.add_argument("--json", action="store_true", help="print the registry as JSON")
     parser.add_argument(
@@ -36,6 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    run_dir = run_address(args)
     apply_bus_arguments(args)
     from arena.bus import BlockingActor, BusError
 
@@ -47,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
         actors = actor.call(service="broker.actors", timeout=args.timeout)
         counters = {} if args.json else actor.call(service="broker.stats", timeout=args.timeout)
     except (BusError, TimeoutError) as err:
-        print(f"arena status: no broker at {args.address}: {err}", file=sys.stderr)
+        whose = f" (the broker of run {run_dir}, which is not running now)" if run_dir else ""
+        print(f"arena status: no broker at {args.address}{whose}: {err}", file=sys.stderr)
         return 1
     finally:
         actor.close()
@@ -57,6 +63,22 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(format_table(actors, counters))
     return 0
+
+
+def run_address(args: argparse.Namespace) -> str | None:
+    """A run directory (one with ``config.yaml``) given as the address names its broker: the
+    address its processes use (``ipc://RUN/bus.sock``, or its ``bus.address``), which replaces
+    ``args.address``. Returns the run directory, or None for an address."""
+    from pathlib import Path
+
+    run_dir = Path(args.address)
+    if "://" in args.address or not (run_dir / "config.yaml").is_file():
+        return None
+    from arena.run.addresses import bus_address
+    from arena.run.config import load_run_config
+
+    args.address = bus_address(load_run_config(run_dir / "config.yaml"), run_dir)
+    return str(run_dir)
 
 
 COLUMNS = ("name", "kind", "host", "services", "endpoint", "version", "load", "heartbeat")

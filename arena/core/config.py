@@ -19,6 +19,7 @@ import ast
 import dataclasses
 import functools
 import inspect
+import re
 import textwrap
 import types
 import typing
@@ -26,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, get_type_hints
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from arena.core.errors import ConfigError, did_you_mean
@@ -66,7 +67,9 @@ def _merge(schema: type[S], layers: list[tuple[str, Any]], overrides: Sequence[s
         try:
             merged = OmegaConf.merge(merged, layer)
         except OmegaConfBaseException as err:
-            raise ConfigError(f"{source}: {_explain(err, schema)}") from None
+            # a list item's error names its keys from the item: find the item
+            prefix, schema_at, item_err = _locate_in_lists(layer, schema, "")
+            raise ConfigError(f"{source}: {_explain(item_err or err, schema_at, prefix)}") from None
         except TypeError as err:
             raise ConfigError(f"{source}: {err}") from None
     for override in parsed:
@@ -75,7 +78,7 @@ def _merge(schema: type[S], layers: list[tuple[str, Any]], overrides: Sequence[s
         except ConfigError:
             raise
         except OmegaConfBaseException as err:
-            raise ConfigError(f"command line: {_explain(err, schema)}") from None
+            raise ConfigError(f"command line: {_explain(err, schema, key=override.key)}") from None
         except (TypeError, IndexError, ValueError) as err:
             raise ConfigError(f"command line: {override.key}: {err}") from None
     try:
@@ -113,16 +116,72 @@ def _read_yaml(path: Path) -> Any:
         ) from None
 
 
-def _explain(err: OmegaConfBaseException, schema: type) -> str:
-    key = getattr(err, "full_key", None) or getattr(err, "key", None) or ""
+def _explain(err: OmegaConfBaseException, schema: type, prefix: str = "", key: str = "") -> str:
+    """One line naming the key (``games.0.simulators.user``, the override syntax) and what is
+    wrong there; ``prefix`` is where ``schema`` sits in the whole config (a list item's
+    ``games.0.``), since omegaconf names a list item's keys from the item, and ``key`` the
+    override that failed, whose head omegaconf leaves off a node it has just added."""
+    named = getattr(err, "full_key", None) or getattr(err, "key", None) or ""
+    key = _rooted(re.sub(r"\[(\d+)\]", r".\1", str(named)), key)
     message = str(err).splitlines()[0]
     name = type(err).__name__
     if "not in" in message or "Key" in name or "ConfigAttributeError" in name:
-        parent, _, leaf = str(key).rpartition(".")
+        parent, _, leaf = key.rpartition(".")
         valid = field_names(schema, parent)
-        hint = did_you_mean(leaf, valid, prefix=f"{parent}." if parent else "")
-        return f"unknown key {key!r}{hint} (valid here: {', '.join(valid)})"
-    return f"{key}: {message}" if key else message
+        hint = did_you_mean(leaf, valid, prefix=f"{prefix}{parent}." if parent else prefix)
+        return f"unknown key {prefix + key!r}{hint} (valid here: {', '.join(valid)})"
+    wanted = re.match(
+        r"Invalid type assigned: (\w+) is not a subclass of (\w+)\. value: (.*)", message
+    )
+    if wanted and wanted.group(1) in ("str", "int", "float", "bool"):
+        got, cls, value = wanted.groups()
+        leaf = key.rpartition(".")[2]
+        fields = field_names(schema, key)
+        fix = f"{{id: {value}}}" if "id" in fields else f"a mapping of {', '.join(fields)}"
+        fix = fix if leaf.isdigit() or not leaf else f"{leaf}: {fix}"
+        return f"{prefix + key}: a {cls} is a mapping, not the {got} {value!r}: write {fix}"
+    return f"{prefix + key}: {message}" if key else message
+
+
+def _rooted(named: str, override_key: str) -> str:
+    """``named`` from the root: ``user`` of the override ``games.0.simulators.user`` is that
+    override's key; a key that starts at the root (or no override) is kept."""
+    parts = override_key.split(".") if override_key else []
+    if not named or not parts or named.split(".")[0] == parts[0]:
+        return named
+    for start in range(1, len(parts)):
+        tail = ".".join(parts[start:])
+        if named == tail or named.startswith(tail + "."):
+            return ".".join(parts[:start]) + "." + named
+    return named
+
+
+def _locate_in_lists(node: Any, schema: type, prefix: str) -> tuple[str, type, Any]:
+    """The list item of ``node`` (a YAML layer) that fails to merge into its item schema, as
+    (``games.0.``, the item's schema, its error), or ``("", schema, None)``. omegaconf names
+    the keys of a list item from the item itself (``simulators.user``), so the item's place in
+    the config is found here by merging each item of each ``list[Dataclass]`` field alone."""
+    if not isinstance(node, DictConfig) or not dataclasses.is_dataclass(schema):
+        return "", schema, None
+    hints = get_type_hints(schema)
+    for f in dataclasses.fields(schema):
+        hint, value = hints.get(f.name), node.get(f.name) if f.name in node else None
+        args = getattr(hint, "__args__", ())
+        if typing.get_origin(hint) is list and args and dataclasses.is_dataclass(args[0]):
+            for index, item in enumerate(value if isinstance(value, ListConfig) else []):
+                if not isinstance(item, DictConfig):  # omegaconf names this item itself
+                    return "", schema, None
+                where = f"{prefix}{f.name}.{index}."
+                try:
+                    OmegaConf.merge(OmegaConf.structured(args[0]), item)
+                except OmegaConfBaseException as err:
+                    deeper = _locate_in_lists(item, args[0], where)
+                    return deeper if deeper[2] is not None else (where, args[0], err)
+        elif dataclasses.is_dataclass(hint) and value is not None:
+            deeper = _locate_in_lists(value, hint, f"{prefix}{f.name}.")
+            if deeper[2] is not None:
+                return deeper
+    return "", schema, None
 
 
 def field_names(schema: type, dotted: str = "") -> list[str]:
@@ -132,12 +191,15 @@ def field_names(schema: type, dotted: str = "") -> list[str]:
         part = part.split("[")[0]
         if not part or part.isdigit():
             continue
+        if not dataclasses.is_dataclass(cls):  # a dict[str, Dataclass]: this part is its key
+            cls = next(
+                (a for a in getattr(cls, "__args__", ()) if dataclasses.is_dataclass(a)), None
+            )
+            continue
         hint = get_type_hints(cls).get(part)
         args = getattr(hint, "__args__", ())
         cls = args[0] if args and dataclasses.is_dataclass(args[0]) else hint
-        if not dataclasses.is_dataclass(cls):
-            return []
-    return [f.name for f in dataclasses.fields(cls)]
+    return [f.name for f in dataclasses.fields(cls)] if dataclasses.is_dataclass(cls) else []
 
 
 @functools.cache

@@ -12,6 +12,12 @@ greedy by default. For each (game, opponent) it reports:
 - ``win`` with a Wilson 95% interval (``win_ci``); ``draw`` and ``loss``, the rates alone;
 - ``invalid_rate``: invalid actions over the policy's turns, with a Wilson 95% interval
   (turns within a game are not independent, so read it as a slightly narrow interval);
+- ``mean_return``: the evaluated seat's mean final return, with a normal-approximation 95%
+  interval (``return_ci``, :func:`mean_ci` unclipped). The score compares the seats' returns,
+  which says what it should only in a competitive game: in a cooperative one (``mini-hanabi-v0``)
+  the seats share a return and every game is a draw, and in a general-sum one
+  (``negotiation-v0``, ``prisoners-dilemma-v0``) outscoring the other seat is not scoring well.
+  The console line shows the mean return for every game whose ``kind`` is not competitive;
 - ``optimal_move_rate``: in games solved exactly (Tic-Tac-Toe, Nim:
   :mod:`arena.eval.optimal_moves`), the share of the policy's valid moves that keep the best
   outcome minimax can force, with a Wilson interval read like the invalid rate's; None elsewhere.
@@ -36,6 +42,7 @@ from typing import Any
 
 import games
 import games.bots
+from arena.core.registry import RegistryError
 from arena.eval.intervals import with_interval
 from arena.eval.optimal_moves import optimal_move_rate, solvable
 from arena.eval.ratings import Z95, wilson
@@ -104,6 +111,13 @@ class MatchResult:
     """Games that could not finish (an :class:`EpisodeError`); not in :attr:`games`."""
     first_error: str = ""
     """Why the first of them failed."""
+    kind: str = "competitive"
+    """The game's kind (``competitive``, ``cooperative``, ``general-sum``): where it is not
+    competitive, :meth:`line` shows the mean return beside the score."""
+    mean_return: float = 0.0
+    """The evaluated seat's mean final return over :attr:`games`."""
+    return_ci: tuple[float, float] | None = None
+    """Its normal-approximation 95% interval (:func:`mean_ci`, unclipped); None under 2 games."""
 
     @classmethod
     def from_episodes(
@@ -121,6 +135,7 @@ class MatchResult:
         if optimal is not None and not optimal.moves:
             optimal = None  # every move invalid: nothing to judge
         scores = [game_score(ep, seat) for ep, seat in played]
+        returns = [float(ep.final_rewards[seat]) for ep, seat in played]
         n = len(scores)
         wins, draws = scores.count(1.0), scores.count(0.5)
         turns = [t for ep, seat in played for t in ep.turns if t.seat == seat and t.role != "bot"]
@@ -143,6 +158,9 @@ class MatchResult:
             optimal_moves_judged=0 if optimal is None else optimal.moves,
             errors=len(errors),
             first_error=errors[0] if errors else "",
+            kind=game_kind(game),
+            mean_return=sum(returns) / max(n, 1),
+            return_ci=mean_ci(returns, -math.inf, math.inf) if n > 1 else None,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -163,11 +181,24 @@ class MatchResult:
         invalid = ""  # a bot's turns are not the policy's: no invalid rate to read
         if self.policy_turns:
             invalid = f"  invalid {with_interval(self.invalid_rate, self.invalid_ci, n)}"
+        mean_return = ""
+        if self.kind != "competitive":
+            ci = self.return_ci or (self.mean_return, self.mean_return)  # shown n too small
+            mean_return = f"  return {with_interval(self.mean_return, ci, n)}"
         return (
             f"{self.game} vs {self.opponent}: score {with_interval(self.score, self.score_ci, n)}"
-            f"  W/D/L {self.win:.2f}/{self.draw:.2f}/{self.loss:.2f}"
+            f"{mean_return}  W/D/L {self.win:.2f}/{self.draw:.2f}/{self.loss:.2f}"
             f"{invalid}{optimal}  ({self.games} games){failed}"
         )
+
+
+def game_kind(game_id: str) -> str:
+    """The registered game's ``kind`` (``competitive`` for an id the registry does not know: a
+    row read back from another install's log)."""
+    try:
+        return games.spec(game_id).kind
+    except RegistryError:  # unknown, or a plugin whose spec no longer reads
+        return "competitive"
 
 
 def error_text(errors: int, first: str) -> str:

@@ -18,6 +18,10 @@ blunders and strategy, so the summary sets beside it measures of strategy alone:
 - ``strongest_bot`` and ``score_vs_strongest_before``/``_after`` (with ``_ci``) and
   ``score_vs_strongest_improved``, where the evaluation played the strongest bot;
   ``score_vs_<bot>_before``/``_after`` for every opponent other than the random bot;
+- in a game whose kind is not competitive (cooperative, general-sum: there the score, which
+  compares the seats' returns, says little), ``return_vs_random_before``/``_after`` (with
+  ``_ci``), the evaluated seat's mean return against the random bot, ``return_improved`` and
+  ``random_baseline_return`` (with ``_ci``);
 - ``optimal_move_rate_before``/``_after`` (with ``_ci``) and ``optimal_move_rate_improved``,
   where the game is solved, from the games against the random bot;
 - ``random_baseline_score``, ``random_baseline_optimal_move_rate`` and
@@ -54,7 +58,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -83,45 +86,6 @@ REFERENCES = {
     "leduc": (("uniform random", LEDUC_UNIFORM), ("CFR+ 200 iterations", 0.004963)),
 }
 """Exploitability of reference policies, chips per hand (see :mod:`arena.eval.exploitability`)."""
-
-
-@dataclass(frozen=True)
-class StrategyReading:
-    """The exploitability of the run's weights at one point, read at every information state."""
-
-    game: str
-    label: str
-    """``before`` (the base model) or ``after`` (the final checkpoint)."""
-    temperature: float
-    """The temperature the policy plays at; 0 = greedy (read at 1, all mass on the argmax)."""
-    exploitability: float
-    invalid_mass: float
-    """Mean over information states of the reply mass on no legal move (at temperature 1 when
-    greedy: greedy decoding has no mass to report)."""
-    step: int
-    """The training step of the weights read (0: the base model)."""
-    model: str
-    """What was read: the model spec or the checkpoint's ``model/`` directory."""
-    sampling: bool = False
-    """Read at the training sampling temperature rather than the evaluation's (each seat at
-    its policy's: ``temperature``, the run's, but those in ``seat_temperatures``)."""
-    seconds: float = 0.0
-    policy: dict[str, list[float]] = field(default_factory=dict)
-    """The policy read: information-state string (OpenSpiel's) -> probability of each action
-    id, normalized over the legal ones (Kuhn: 0 pass, 1 bet). Whether the policy plays its
-    card shows here directly, e.g. ``"0"`` (player 0 holds the jack, nothing bet yet)."""
-    policies: dict[str, str] = field(default_factory=dict)
-    """What was read for each policy with a model of its own that plays a seat of the game:
-    name -> its model spec or its checkpoint's ``model/`` directory (``model`` is the shared
-    policy's). Empty where every seat plays the shared policy."""
-    seat_temperatures: dict[str, float] = field(default_factory=dict)
-    """Seat (agent) -> the temperature its rows were read at, for each seat read at another
-    than ``temperature``: in a read at the training sampling temperatures, the seats whose
-    policies sample at temperatures of their own (``policies.NAME.sampling``). Empty where
-    every seat was read at ``temperature``."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _against(results: list[dict[str, Any]], opponent: str) -> dict[str, Any] | None:
@@ -173,6 +137,9 @@ def before_after(
             if vs_random is not None:
                 row[f"score_vs_random_{label}"] = vs_random["score"]
                 row[f"score_vs_random_{label}_ci"] = vs_random["score_ci"]
+            if vs_random is not None and vs_random.get("kind", "competitive") != "competitive":
+                row[f"return_vs_random_{label}"] = vs_random["mean_return"]
+                row[f"return_vs_random_{label}_ci"] = vs_random["return_ci"]
             if vs_random is not None and vs_random.get("optimal_move_rate") is not None:
                 row[f"optimal_move_rate_{label}"] = vs_random["optimal_move_rate"]
                 row[f"optimal_move_rate_{label}_ci"] = vs_random["optimal_move_ci"]
@@ -188,6 +155,7 @@ def before_after(
         _flag(row, "invalid_rate_improved", "invalid_rate", lower=True)
         _flag(row, "score_improved", "score_vs_random")
         _flag(row, "score_vs_strongest_improved", "score_vs_strongest")
+        _flag(row, "return_improved", "return_vs_random")
         _flag(row, "optimal_move_rate_improved", "optimal_move_rate")
         _baseline(row, [r for r in baseline if r["game"] == game and r["games"]], strongest)
         _exploitability(row, game, [r for r in readings if r["game"] == game])
@@ -199,8 +167,8 @@ def before_after(
 
 def _flag(row: dict[str, Any], name: str, key: str, lower: bool = False) -> None:
     """``row[name]``: whether the after value lies beyond the before value's 95% interval."""
-    if f"{key}_after" not in row or f"{key}_before_ci" not in row:
-        return
+    if f"{key}_after" not in row or row.get(f"{key}_before_ci") is None:
+        return  # not measured, or one game: no interval
     low, high = row[f"{key}_before_ci"]
     row[name] = row[f"{key}_after"] < low if lower else row[f"{key}_after"] > high
 
@@ -210,6 +178,9 @@ def _baseline(row: dict[str, Any], results: list[dict[str, Any]], strongest: str
     if vs_random is not None:
         row["random_baseline_score"] = vs_random["score"]
         row["random_baseline_score_ci"] = vs_random["score_ci"]
+        if "return_vs_random_after" in row or "return_vs_random_before" in row:
+            row["random_baseline_return"] = vs_random["mean_return"]
+            row["random_baseline_return_ci"] = vs_random["return_ci"]
         if vs_random.get("optimal_move_rate") is not None:
             row["random_baseline_optimal_move_rate"] = vs_random["optimal_move_rate"]
             row["random_baseline_optimal_move_rate_ci"] = vs_random["optimal_move_ci"]
@@ -299,6 +270,15 @@ def markdown(summary: dict[str, dict[str, Any]]) -> str:
             _yes(row.get("score_improved")),
             _interval(row, "random_baseline_score"),
         )
+        if any(k.startswith("return_vs_random") for k in row):
+            add(
+                game,
+                f"mean return vs {RANDOM_BOT}",
+                _interval(row, "return_vs_random_before"),
+                _interval(row, "return_vs_random_after"),
+                _yes(row.get("return_improved")),
+                _interval(row, "random_baseline_return"),
+            )
         if "strongest_bot" in row:
             add(
                 game,

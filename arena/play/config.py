@@ -6,6 +6,7 @@ and evaluation receive them as one :class:`PlayConfig`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -37,11 +38,8 @@ class SimulatorConfig:
     trained policy, by default; a frozen checkpoint or an ``openai`` backend served under its own
     name otherwise)."""
     timeout: float = 60.0
-    """Seconds one simulator reply may take before its episode ends with an error."""
-
-    def __post_init__(self) -> None:
-        if self.timeout <= 0:
-            raise ConfigError(f"simulator timeout must be > 0, got {self.timeout}")
+    """Seconds one simulator reply may take before its episode ends with an error (> 0: the
+    game config checks it, naming the seat)."""
 
 
 @dataclass
@@ -73,6 +71,14 @@ class GameConfig:
 
     def __post_init__(self) -> None:
         check_choice("act", self.act, ACTS)
+        if self.weight < 0:
+            raise ConfigError(f"games[{self.id}].weight must be >= 0, got {self.weight}")
+        for seat, simulator in self.simulators.items():
+            if simulator.timeout <= 0:
+                raise ConfigError(
+                    f"games[{self.id}].simulators.{seat}.timeout must be > 0, got "
+                    f"{simulator.timeout}"
+                )
 
 
 @dataclass
@@ -246,7 +252,7 @@ class PlayConfig:
     tried in that order: ``{player_0: first, solver-v0: solver}``."""
 
     def __post_init__(self) -> None:
-        check_seat_policies(self.policies, self.seat_policies)
+        check_seat_policies(self.policies, self.seat_policies, self.games)
         for name in self.policies:
             self.sampling_of(name)
 
@@ -287,8 +293,13 @@ class PlayConfig:
         return self.sampling if spec is None else spec.sampling_over(self.sampling, policy)
 
 
-def check_seat_policies(policies: dict[str, PolicySpec], seat_policies: dict[str, str]) -> None:
-    """Every seat mapping names a declared policy (a typo names the nearest)."""
+def check_seat_policies(
+    policies: dict[str, PolicySpec],
+    seat_policies: dict[str, str],
+    games: Sequence[GameConfig] = (),
+) -> None:
+    """Every seat mapping names a declared policy (a typo names the nearest), and every policy
+    plays a seat (a simulator's ``policy`` is served apart: ``games`` says which are)."""
     if seat_policies and not policies:
         raise ConfigError(
             "seat_policies maps seats to policies, but no policies are declared: add "
@@ -301,6 +312,20 @@ def check_seat_policies(policies: dict[str, PolicySpec], seat_policies: dict[str
                 f"({', '.join(policies)}){did_you_mean(name, list(policies))}"
             )
     idle = [name for name in policies if name not in seat_policies.values()]
+    simulated = {
+        spec.policy: f"games[{game.id}].simulators.{seat}"
+        for game in games
+        for seat, spec in game.simulators.items()
+    }
+    if idle and idle[0] in simulated:
+        name = idle[0]
+        raise ConfigError(
+            f"policies: {name!r} plays no seat; {simulated[name]}.policy names it, but a "
+            "simulator talks through a policy served apart (`arena inference --connect ADDR "
+            f"--name {name} --model MODEL`), not one declared here: drop policies.{name}, or "
+            f"drop the simulator and map the seat to it (seat_policies: {{SEAT: {name}}}), the "
+            "seat's role then played by that model"
+        )
     if idle:
         raise ConfigError(
             f"policies: {idle[0]!r} plays no seat; map seats to it in seat_policies "

@@ -14,7 +14,8 @@ from arena.records import Episode
 
 
 def episode_stats(episodes: list[Episode]) -> dict[str, Any]:
-    """Per (game, role) reward and invalid rate, plus token and staleness counts."""
+    """Per (game, role) reward and invalid rate, plus token and staleness counts (the versions
+    of trained turns only: the staleness the learner sees)."""
     by_key: dict[str, list[float]] = defaultdict(list)
     invalid: Counter[str] = Counter()
     turns: Counter[str] = Counter()
@@ -30,7 +31,8 @@ def episode_stats(episodes: list[Episode]) -> dict[str, Any]:
             tokens += len(turn.response_ids)
             if turn.is_choice:  # a turn by choice: its prompt and every reply, scored
                 scored += len(turn.prompt_ids) + len(turn.choice_ids)
-            versions.append(turn.policy_version)
+            if turn.trained:  # a frozen policy's or a past snapshot's version never moves on
+                versions.append(turn.policy_version)
         for seat, assignment in episode.seats.items():
             if assignment.trained:
                 by_key[f"{episode.game}/{assignment.role}"].append(episode.final_rewards[seat])

@@ -128,9 +128,15 @@ class InferenceConfig(PolicyConfig):
     then exits (status 1) with one line naming the error, so that ``arena train`` restarts it
     (``inference_max_restarts``) and, if it keeps failing, stops naming that line. A batch out of
     memory is first served in halves, down to one request (and the actor serves batches no
-    larger than the largest part that fit from then on, as ``arena status`` says): it
-    fails only where one request runs out of memory alone, and then only its own requests; any
+    larger than the largest part that fit, as ``arena status`` says, until
+    ``oom_regrow_batches``): it fails only where one request runs out of memory alone, and then only its own requests; any
     other outcome resets the count. 0: never exits."""
+    oom_regrow_batches: int = 64
+    """After a batch ran out of memory and the actor cut its batch size to the largest part
+    that fit (see ``max_oom_batches``), this many batches in a row filled the cut size without
+    running out make the actor double it again, back up to ``max_batch`` (a warning says
+    each move, ``arena status`` the size now): a shortage that passes costs throughput for a
+    while, not for the actor's life. 0: a cut size stays."""
 
     def __post_init__(self) -> None:
         if self.hang_timeout is not None and not self.hang_timeout > 0:
@@ -139,6 +145,10 @@ class InferenceConfig(PolicyConfig):
             )
         if self.max_oom_batches < 0:
             raise ConfigError(f"inference.max_oom_batches must be >= 0, got {self.max_oom_batches}")
+        if self.oom_regrow_batches < 0:
+            raise ConfigError(
+                f"inference.oom_regrow_batches must be >= 0, got {self.oom_regrow_batches}"
+            )
 
 
 NOT_FLAGS = ("actors", "engine", "adapters", "address")

@@ -69,6 +69,18 @@ def fixed(count: int) -> Discover:
     return discover
 
 
+def sync_order_seed(run_seed: int, step: int, again: int = 0) -> int:
+    """The seed of a sync step's collect (the first rollout actor's order; the others and the
+    orders given again add their index and 10 x the attempt, below 100). Seeds (and so episode
+    ids) follow the step: unique within a run, and a resumed run replays exactly the steps its
+    checkpoint lacks. A step collected ``again`` (nothing to train on, or a non-finite loss)
+    gets seeds of its own, apart from every first collect's (each a multiple of 100 above
+    10**6 x (run_seed + 1)): the same seeds would replay the same episodes, which the learner
+    drops as duplicates, and another actor's seeds its episodes' starts."""
+    first = (run_seed + 1) * 10**6 + step * 100
+    return first if not again else first * 1000 + (again % 1000) * 100
+
+
 @dataclass
 class Leases:
     """How leased jobs went, since the run started."""

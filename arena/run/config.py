@@ -334,6 +334,10 @@ class RunConfig:
         )
         if not self.games:
             raise ConfigError("games must list at least one game")
+        if not any(game.weight > 0 for game in self.games):
+            raise ConfigError(
+                "games: every game's weight is 0, so the mixture draws none: give one a weight > 0"
+            )
         check_groups(
             self.rollout.group_size, self.rollout.episodes_per_step, self.learner.advantage.mode
         )
@@ -344,6 +348,7 @@ class RunConfig:
             opponents=self.opponents,
             sampling=self.sampling,
             learner=self.learner,
+            games=self.games,
         )
         check_per_state(self.learner, self.games)
 

@@ -76,6 +76,7 @@ def check_policies(
     opponents: OpponentConfig,
     sampling: SamplingConfig,
     learner: LearnerConfig,
+    games: Sequence[GameConfig] = (),
 ) -> None:
     """Named policies: mapped seats, and the settings they work with."""
     if opponents.mode == "population" and "pool" in policies:
@@ -83,7 +84,7 @@ def check_policies(
             "policies.pool: with opponents.mode=population, policy:pool is the name the "
             "population's inference actor serves past checkpoints under: rename the policy"
         )
-    check_seat_policies(policies, seat_policies)
+    check_seat_policies(policies, seat_policies, games)
     for name, spec in policies.items():
         spec.sampling_over(sampling, name)
     if not policies:

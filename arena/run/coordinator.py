@@ -50,7 +50,7 @@ from arena.play.stats import merge_collects
 from arena.policies.chat import ChatFormat
 from arena.run.addresses import bus_address, own_broker
 from arena.run.bases import trained_bases
-from arena.run.collection import Collector
+from arena.run.collection import Collector, sync_order_seed
 from arena.run.config import RunConfig
 from arena.run.delivery import Deliveries
 from arena.run.directory import listing, rollout_actors
@@ -283,11 +283,10 @@ class RunCoordinator:
         while self.step < c.steps:
             try:
                 t0 = time.monotonic()
-                # Seeds (and so episode ids) follow the step: unique within a run, and a resumed run
-                # replays exactly the steps its checkpoint lacks.
                 await self._choose_opponent()
+                again = self.empty.in_a_row + self.skipped.in_a_row
                 collected = await self.collector.collect(
-                    c.rollout.episodes_per_step, seed=(c.seed + 1) * 10**6 + self.step * 100
+                    c.rollout.episodes_per_step, seed=sync_order_seed(c.seed, self.step, again)
                 )
                 await self.deliveries.wait(collected["episodes"])
                 t_collect = time.monotonic() - t0

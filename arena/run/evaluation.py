@@ -39,7 +39,8 @@ from arena.eval.roles import (
     reference_seat,
     role_seats,
 )
-from arena.eval.summary import EXPLOITABILITY_PREFIX, StrategyReading
+from arena.eval.strategy_reading import StrategyReading
+from arena.eval.summary import EXPLOITABILITY_PREFIX
 from arena.models.adapter_shape import SHARED_ADAPTER
 from arena.play.seating import SeatFactory, seat_policy_name
 from arena.play.seats import BotSeat, Seat

@@ -31,7 +31,8 @@ from rich.markup import escape
 from arena.eval.evaluate import MatchResult
 from arena.eval.progress import Progress
 from arena.eval.roles import RoleResult
-from arena.eval.summary import StrategyReading, seats_at
+from arena.eval.strategy_reading import StrategyReading
+from arena.eval.summary import seats_at
 from arena.run.config import RunConfig
 
 

@@ -16,7 +16,7 @@ import asyncio
 from pathlib import Path
 
 from arena.eval.exploitability import openspiel_missing
-from arena.eval.summary import StrategyReading
+from arena.eval.strategy_reading import StrategyReading
 from arena.policies.chat import ChatFormat
 from arena.run.config import RunConfig
 from arena.run.evaluation import base_weights, final_checkpoint, read_strategy, readable_games

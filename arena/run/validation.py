@@ -2,9 +2,9 @@
 it names exists, every game takes its ``kwargs``, every seat's role its role kwargs, every
 simulated seat is one the game lets a simulator play and every simulator takes its ``kwargs``;
 every game resets and shows its first seat a text observation. Games, roles and simulators are
-built once here for that (``arena train --dry-run`` included);
-bots are looked up only (a plugin's bot is imported too, so a broken one fails here): a run
-config gives them no arguments, and building one may solve a game first (``leduc-cfr-v0``)."""
+built once here for that (``arena train --dry-run`` included); every bot a player game is
+evaluated against or plays as its fixed opponent plays one game of it against ``random-v0``
+(a fraction of a second each; ``leduc-cfr-v0`` solves its game first, under a second)."""
 
 from __future__ import annotations
 
@@ -26,9 +26,11 @@ def validate(config: RunConfig) -> None:
     import roles
     import simulators
     from arena.core.registry import RegistryError
+    from arena.eval.roles import is_role_game
     from arena.play.acting import check_act
     from arena.play.seating import resolve_opponent
 
+    names: set[str] = set()  # every GAME:SEAT, seat and role a seat_policies key may name
     try:
         for game in config.games:
             games.registry.entry(game.id)
@@ -38,13 +40,12 @@ def validate(config: RunConfig) -> None:
             bots = [*config.eval.opponents, *(config.eval.opponents_before or [])] + (
                 [config.opponents.fixed] if config.opponents.mode == "fixed" else []
             )
-            for bot in bots:
-                bot_id = resolve_opponent(bot, game.id)
-                if games.bots.registry.entry(bot_id).plugin is not None:
-                    games.bots.registry.load(bot_id)  # a plugin's bot must at least import
             env = make_game(game)
             check_first_observation(game, env)
+            for bot in dict.fromkeys(bots):
+                check_bot(game, resolve_opponent(bot, game.id), plays=not is_role_game(env))
             check_roles(game, env)
+            names |= seat_names(game, env)
             check_act(game.act, game.id, env, game.simulators)
             for seat, simulator in game.simulators.items():
                 simulators.registry.entry(simulator.id)
@@ -57,7 +58,38 @@ def validate(config: RunConfig) -> None:
                 check_simulator(game, seat)
     except RegistryError as err:
         raise ConfigError(str(err)) from None
+    check_seat_policy_keys(config, names)
     check_models(config)
+
+
+def seat_names(game: GameConfig, env: TextGame) -> set[str]:
+    """What a ``seat_policies`` key may name in ``game``: ``GAME:SEAT``, a seat, a seat's role
+    id and its role's name (:meth:`~arena.play.config.PlayConfig.seat_policy`)."""
+    from arena.play.seating import seat_role, seat_role_id
+
+    names: set[str] = set()
+    for agent in env.possible_agents:
+        if agent in game.simulators:
+            continue
+        role_id = seat_role_id(game, env, agent)
+        names |= {f"{game.id}:{agent}", agent, role_id, seat_role(game, env, agent).name}
+    return names
+
+
+def check_seat_policy_keys(config: RunConfig, names: set[str]) -> None:
+    """A ``seat_policies`` key that names no seat of the run's games would be ignored, and the
+    seat it meant would play another policy (``judg: judge`` leaves the judge's adapter
+    untrained): refuse it, naming the nearest."""
+    from arena.core.errors import did_you_mean
+
+    for key in config.seat_policies:
+        if key not in names:
+            seats = sorted(n for n in names if ":" in n)
+            raise ConfigError(
+                f"seat_policies.{key}: no seat of the run's games is called {key!r} (by "
+                f"GAME:SEAT, seat, role id or role){did_you_mean(key, sorted(names))}; the "
+                f"seats: {', '.join(seats)}"
+            )
 
 
 def check_models(config: RunConfig) -> None:
@@ -111,12 +143,40 @@ def check_first_observation(game: GameConfig, env: TextGame) -> None:
         ) from None
 
 
+def check_bot(game: GameConfig, bot_id: str, *, plays: bool) -> None:
+    """``bot_id`` must be registered and, where it ``plays`` the game (a player game's
+    evaluation opponent or fixed opponent), play one game of it against ``random-v0``: a bot
+    that cannot (``minimax-v0`` on poker) fails here, naming both, not in every evaluation
+    game of the run. A role game's evaluation plays its reference seats, not these bots: they
+    are only looked up (a plugin's imported)."""
+    import games.bots
+    from arena.play.bot_check import cannot_play
+
+    entry = games.bots.registry.entry(bot_id)
+    if plays:
+        failed = cannot_play(lambda: games.bots.make(bot_id, seed=0), game)
+        if failed:
+            raise ConfigError(f"games[{game.id}]: bot {bot_id} cannot play it: {failed}")
+    elif entry.plugin is not None:
+        games.bots.registry.load(bot_id)  # a plugin's bot must at least import
+
+
 def check_roles(game: GameConfig, env: TextGame) -> None:
     """Build the role of every seat the policy may play, with the game's role kwargs and the
     config's ``role_kwargs`` over them: an argument no role takes (``role_kwargs.bogus=1``)
     fails here, not in the first episode."""
+    from arena.core.errors import did_you_mean
     from arena.play.seating import seat_role, seat_role_id
 
+    declared = {env.seat_role(agent) for agent in env.possible_agents}
+    for key in game.roles:
+        if key not in env.possible_agents and key not in declared:
+            known = [*env.possible_agents, *sorted(declared)]
+            raise ConfigError(
+                f"games[{game.id}].roles.{key}: {game.id} has no seat or role {key!r}"
+                f"{did_you_mean(key, known)} (seats: {', '.join(env.possible_agents)}; roles: "
+                f"{', '.join(sorted(declared))})"
+            )
     for agent in env.possible_agents:
         if agent in game.simulators:
             continue
@@ -138,9 +198,15 @@ def check_simulator(game: GameConfig, seat: str) -> None:
 
     spec = game.simulators[seat]
     try:
-        simulators.make(spec.id, **spec.kwargs)
+        simulator = simulators.make(spec.id, **spec.kwargs)
     except (TypeError, ValueError) as err:
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise ConfigError(
             f"games[{game.id}].simulators.{seat}: {spec.id} refuses kwargs {spec.kwargs}: {reason}"
         ) from None
+    if spec.policy and not simulator.needs_model:
+        raise ConfigError(
+            f"games[{game.id}].simulators.{seat}.policy: {spec.id} talks through no model, so "
+            f"policy {spec.policy!r} would not be used: drop it, or name a simulator that does "
+            "(llm-user-v0)"
+        )

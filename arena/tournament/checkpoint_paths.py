@@ -98,6 +98,13 @@ def newest_checkpoint(spec: str) -> Path | None:
                     f"base, not a model of its own: {adapter_command(shared[-1][1], policy)}"
                 )
             known = sorted({*known, *adapters})
+            frozen = frozen_model(path, policy)
+            if frozen is not None:
+                raise ConfigError(
+                    f"{spec}: policy {policy!r} of run {run} is frozen (train: false), so it "
+                    f"has no checkpoints: it plays its model {frozen!r} as it is (evaluate that: "
+                    f"--model {frozen}; a participant's model: {frozen})"
+                )
             raise ConfigError(
                 f"{spec}: run {run} has no policy {policy!r} with checkpoints of its own "
                 f"(its policies: {', '.join(['main', *known])})"
@@ -108,6 +115,19 @@ def newest_checkpoint(spec: str) -> Path | None:
             f"run directory {spec} has no checkpoint with a model yet (checkpoints/step-*/model)"
         )
     return found[-1][1]
+
+
+def frozen_model(run_dir: Path, policy: str) -> str | None:
+    """The model of ``policy`` where the run's ``config.yaml`` declares it frozen (``train:
+    false``: never trained, never checkpointed); None otherwise, or where the config cannot be
+    read (the caller's own message stands then)."""
+    from arena.run.config import load_run_config
+
+    try:
+        spec = load_run_config(str(run_dir / "config.yaml"), []).policies.get(policy)
+    except Exception:  # an old or foreign run config: say what is on disk only
+        return None
+    return str(spec.model) if spec is not None and not spec.train and spec.model else None
 
 
 def steps_in(folder: Path) -> list[tuple[int, Path]]:

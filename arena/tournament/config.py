@@ -198,5 +198,16 @@ def check_adapter_participant(where: str, participant: ParticipantConfig) -> Non
 
 
 def load_tournament_config(path: str | None, overrides: Sequence[str] = ()) -> TournamentConfig:
-    """The tournament config at ``path`` (``None``: defaults) with ``a.b=c`` overrides."""
-    return load_config(TournamentConfig, path, overrides)
+    """The tournament config at ``path`` (``None``: defaults) with ``a.b=c`` overrides. A
+    game's ``simulators`` are refused: a match seats a participant in every seat, so they
+    would be ignored (``arena eval --simulator`` evaluates a role game's seat beside one)."""
+    config = load_config(TournamentConfig, path, overrides)
+    for index, game in enumerate(config.games):
+        if game.simulators:
+            raise ConfigError(
+                f"games.{index}.simulators: a tournament seats a participant in every seat of "
+                f"{game.id}, so no seat is simulated: drop simulators (to evaluate a seat beside "
+                f"a simulator: arena eval PARTICIPANT --games {game.id} --simulator "
+                f"{next(iter(game.simulators))}={next(iter(game.simulators.values())).id})"
+            )
+    return config

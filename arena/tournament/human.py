@@ -241,7 +241,9 @@ def opponent_move(env: TextGame, agent: str, seat: Seat, write: Write, game_id: 
         return
     why = info["invalid_reason"] or reply.reason
     if info["forfeit"]:
-        write(f"{label}'s reply is not a valid move ({why}); it forfeits the game")
+        # a role game (mae-v0) takes a forfeit as the seat's turn only, and plays on
+        lost = "the game" if env.is_over else "its turn; play goes on"
+        write(f"{label}'s reply is not a valid move ({why}); it forfeits {lost}")
     else:
         left = env.max_retries - info["retries"] + 1
         write(

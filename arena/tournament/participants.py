@@ -25,6 +25,7 @@ import games
 import games.bots
 from arena.core.errors import ConfigError, did_you_mean
 from arena.core.registry import RegistryError, load_object
+from arena.play.bot_check import cannot_play
 from arena.play.config import GameConfig, SamplingConfig
 from arena.policies.types import SamplingParams
 from arena.tournament.checkpoint_paths import (
@@ -45,7 +46,7 @@ from arena.tournament.participant_names import (
     match_names,
     step_order,
 )
-from games.bots.base import Bot, legal_move
+from games.bots.base import Bot
 
 if TYPE_CHECKING:
     from arena.run.config import RunConfig
@@ -181,8 +182,11 @@ def resolve_participants(
     game_configs: Sequence[GameConfig] = (),
     *,
     minimum: int = 2,
+    taken: Sequence[str] = (),
 ) -> list[Participant]:
-    """Every participant, named and checked; one error lists every one that cannot be loaded."""
+    """Every participant, named and checked; one error lists every one that cannot be loaded.
+    ``taken``: seats no participant plays (a person's, in ``arena play``), skipped as simulated
+    seats are when a bot is checked."""
     problems: list[str] = []
     resolved: list[Participant] = []
     for index, config in enumerate(configs):
@@ -209,7 +213,7 @@ def resolve_participants(
     ]
     for participant in resolved:
         if participant.kind == "bot":
-            problems += _check_bot(participant, game_configs)
+            problems += _check_bot(participant, game_configs, taken)
     if len(problems) == 1:  # one line, as `arena eval` shows its one participant's problem
         raise ConfigError(problems[0])
     if problems:
@@ -331,33 +335,18 @@ def make_bot(config: ParticipantConfig, seed: int) -> Bot:
     return games.bots.make(config.bot, seed=seed, **config.bot_kwargs)
 
 
-def _check_bot(participant: Participant, game_configs: Sequence[GameConfig]) -> list[str]:
+def _check_bot(
+    participant: Participant, game_configs: Sequence[GameConfig], taken: Sequence[str] = ()
+) -> list[str]:
     """Play one game of each tournament game against the random bot: a bot that cannot play
-    a game (minimax on poker) is found now, not as forfeits halfway through. It sits in the
-    first seat no simulator fills (a simulated seat is never the participant's: the retail
-    agent bot is evaluated in the agent's seat, the user simulated)."""
+    a game (minimax on poker) is found now, not as forfeits halfway through. ``taken``: seats
+    the bot will not play (a person's, in ``arena play``)."""
     problems = []
     for game in game_configs:
-        env = games.make(game.id, **game.kwargs)
-        own = [a for a in env.possible_agents if a not in game.simulators]
-        seat = own[0] if own else env.possible_agents[0]
-        bots = {
-            agent: make_bot(participant.config, 0)
-            if agent == seat
-            else games.bots.make("random-v0")
-            for agent in env.possible_agents
-        }
-        env.reset(seed=0)
-        try:
-            while env.agents:
-                agent = env.agent_selection
-                if env.terminations[agent] or env.truncations[agent]:
-                    env.step(None)
-                else:
-                    env.step(legal_move(bots[agent], env, agent))
-        except Exception as err:
+        failed = cannot_play(lambda: make_bot(participant.config, 0), game, taken)
+        if failed:
             problems.append(
                 f"participant {participant.name!r} ({participant.describe()}) cannot play "
-                f"{game.id}: {type(err).__name__}: {err}"
+                f"{game.id}: {failed}"
             )
     return problems

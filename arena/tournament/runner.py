@@ -78,8 +78,8 @@ async def play_matches(
             agents = list(env.possible_agents)
             started = time.monotonic()
             try:
-                seats = {
-                    agent: seating.seat(name, game, match.seed)
+                seats = {  # each in the role the game gives its seat (a role game's)
+                    agent: seating.seat(name, game, match.seed, env, agent)
                     for agent, name in zip(agents, match.seats, strict=True)
                 }
                 episode = await play_episode(

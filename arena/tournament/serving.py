@@ -32,7 +32,7 @@ from typing import Any
 import simulators
 from arena.bus import Actor, BusError
 from arena.core.config import to_arguments
-from arena.core.errors import CannotStart
+from arena.core.errors import CannotStart, ConfigError
 from arena.eval.roles import reference_seat
 from arena.play.acting import resolve_act
 from arena.play.config import GameConfig, PlayConfig
@@ -84,6 +84,21 @@ class Seating:
         """Participant name -> the name its adapter is served under (absent: the base)."""
         self._factories: dict[str, SeatFactory] = {}
         self._games = {g.id: g for g in config.games}
+        self._check_simulators()
+
+    def _check_simulators(self) -> None:
+        """A simulator that talks through a model talks through the participant's own: beside
+        a bot there is none, and every episode would fail. Refused before anything starts."""
+        bots = [p for p in self.participants.values() if p.kind == "bot"]
+        for game in self.config.games:
+            for seat, spec in game.simulators.items():
+                if bots and simulators.make(spec.id, **spec.kwargs).needs_model:
+                    raise ConfigError(
+                        f"{game.id} seat {seat}: simulator {spec.id} talks through the "
+                        f"evaluated participant's model, but {bots[0].name!r} is a bot "
+                        f"({bots[0].describe()}): give that seat a simulator that needs no model "
+                        "(scripted-user-v0)"
+                    )
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -252,7 +267,14 @@ class Seating:
         (a model-backed one talks through participant ``name``'s policy), else the game's
         reference simulator or strongest bot (:func:`arena.eval.roles.reference_seat`)."""
         if agent in game.simulators and name in self._factories:
-            return self._factories[name].simulator_seat(game.id, env, agent)
+            seat = self._factories[name].simulator_seat(game.id, env, agent)
+            if seat.simulator.needs_model:  # say whose model it talks through
+                spec = game.simulators[agent]
+                other = spec.policy not in ("", "main", name)
+                seat.name = f"{spec.id} on {name}" + (
+                    f" (its run's policy {spec.policy} is not served here)" if other else ""
+                )
+            return seat
         if agent in game.simulators:
             spec = game.simulators[agent]
             return SimulatorSeat(simulators.make(spec.id, **spec.kwargs), spec.id, spec.timeout)

@@ -114,10 +114,14 @@ class ClassicSpec:
 
     module: str
     rules: str
+    """Rules shown to every seat; ``{max_turns}`` stands for the game's turn limit."""
     describe: Callable[[PettingZooClassic, int], str]
     name: Callable[[PettingZooClassic, int, int], str]
     metadata: Mapping[str, Any]
     env_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    order: Callable[[int], int] | None = None
+    """Sort key of the legal actions, so that a seat reads them in the order of their names
+    (tic-tac-toe's cells 1-9, which PettingZoo numbers column by column); None keeps PettingZoo's."""
 
 
 SPECS: dict[str, ClassicSpec] = {
@@ -129,6 +133,7 @@ SPECS: dict[str, ClassicSpec] = {
         _ttt_describe,
         lambda game, player, action: str(_ttt_cell(action) + 1),
         {"max_turns": 9, "strongest_bot": "random-v0"},
+        order=_ttt_cell,
     ),
     "connect_four": ClassicSpec(
         "pettingzoo.classic.connect_four.connect_four",
@@ -153,8 +158,9 @@ SPECS: dict[str, ClassicSpec] = {
     "chess": ClassicSpec(
         "pettingzoo.classic.chess.chess",
         "Chess (PettingZoo chess_v6), 2 players; player_0 plays white. Standard rules; a draw "
-        "is claimed whenever possible. Write moves in UCI notation: from-square then to-square, "
-        "plus the piece letter for a promotion (e2e4, e7e8q).",
+        "is claimed whenever possible, and a game still on after {max_turns} moves in all (both "
+        "sides' together) ends there with no winner. Write moves in UCI notation: from-square "
+        "then to-square, plus the piece letter for a promotion (e2e4, e7e8q).",
         _chess_describe,
         _chess_name,
         {"max_turns": 200, "strongest_bot": "random-v0"},
@@ -175,7 +181,6 @@ class PettingZooClassic(TextGame):
         self.inner = module.raw_env(**{**self.spec.env_kwargs, **(env_kwargs or {})})
         self._inner_agents = list(self.inner.possible_agents)
         self.metadata = {**TextGame.metadata, "name": f"pettingzoo_{env}", **self.spec.metadata}
-        self.rules_text = self.spec.rules
         first = self._inner_agents[0]
         self._obs_space = self.inner.observation_space(first)
         if isinstance(self._obs_space, spaces.Dict):
@@ -183,6 +188,8 @@ class PettingZooClassic(TextGame):
         else:  # a Discrete observation (rps: the opponent's last move) becomes a one-hot
             box = spaces.Box(0, 1, (self._obs_space.n,), np.int8)
         super().__init__(len(self._inner_agents), self.inner.action_space(first), box, **kwargs)
+        # a rules text may state the turn limit, which a game argument can change
+        self.rules_text = self.spec.rules.replace("{max_turns}", str(self.max_turns))
         self._obs_cache: tuple[tuple[int, str] | None, Any] = (None, None)
         self._names_cache: tuple[tuple[int, str] | None, dict[str, int]] = (None, {})
 
@@ -208,8 +215,10 @@ class PettingZooClassic(TextGame):
     def _legal_actions(self, agent: str) -> list[int]:
         obs = self._observe_inner(agent)
         if isinstance(obs, dict) and "action_mask" in obs:
-            return [int(a) for a in np.flatnonzero(obs["action_mask"])]
-        return list(range(self.action_space(agent).n))
+            legal = [int(a) for a in np.flatnonzero(obs["action_mask"])]
+        else:
+            legal = list(range(self.action_space(agent).n))
+        return legal if self.spec.order is None else sorted(legal, key=self.spec.order)
 
     def _apply(self, agent: str, action: int) -> Mapping[str, float]:
         self.inner.step(action)

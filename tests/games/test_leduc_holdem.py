@@ -59,6 +59,18 @@ def test_opponent_card_stays_hidden_until_showdown() -> None:
     assert "Public card: [Jh]" in views[0]["text"] and "Your card: [Ks]" in views[0]["text"]
 
 
+def test_a_forfeit_shows_no_showdown() -> None:
+    # the last view of a forfeited hand said "Showdown: player_0 [Js], player_1 [Ks]."
+    env = deal((0, 4), 1, [])
+    for _ in range(env.max_retries + 1):
+        env.step_text("check")
+    assert env.termination_reason == "illegal"
+    text = env.observe("player_1")["text"]
+    assert "Showdown" not in text and "[Js]" not in text
+    shown = deal((0, 4), 1, ["call", "call", "call", "call"]).observe("player_1")["text"]
+    assert "Showdown: player_0 [Js], player_1 [Ks]." in shown
+
+
 def test_native_game_matches_openspiel() -> None:
     pytest.importorskip("pyspiel")
     env, rng = LeducHoldem(), np.random.default_rng(0)

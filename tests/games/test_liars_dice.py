@@ -83,3 +83,21 @@ def test_dice_are_hidden_until_the_challenge() -> None:
     )
     views[0].step_text("liar")
     assert "player_1 had [6 6]" in views[0].observe("player_0")["text"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "said"),
+    [
+        ({"dice_per_player": "2"}, "dice_per_player must be a whole number >= 1, got '2'"),
+        ({"dice_per_player": 2.5}, "dice_per_player must be a whole number >= 1, got 2.5"),
+        ({"dice_per_player": 6}, "dice_per_player must be between 1 and 5, got 6"),
+        ({"num_players": "3"}, "num_players must be a whole number >= 2, got '3'"),
+    ],
+)
+def test_counts_that_are_not_whole_numbers_are_refused_naming_them(
+    kwargs: dict[str, object], said: str
+) -> None:
+    # each failed deep inside with a TypeError that named no argument
+    with pytest.raises(ValueError) as err:
+        LiarsDice(**kwargs)
+    assert str(err.value) == said

@@ -9,6 +9,8 @@ from functools import reduce
 from itertools import product
 from operator import xor
 
+import pytest
+
 from games.bots.minimax import AlphaBetaBot
 from games.bots.nim import NimSumBot, optimal_move
 from games.nim import Heaps, Nim
@@ -67,3 +69,21 @@ def test_alpha_beta_finds_the_same_wins() -> None:
         winning = reduce(xor, sizes) != 0
         leaves_zero = [reduce(xor, heaps.play(m).sizes) == 0 for m in best]
         assert all(leaves_zero) if winning else not any(leaves_zero), sizes
+
+
+@pytest.mark.parametrize(
+    ("heaps", "said"),
+    [
+        (5, "heaps must be a list of heap sizes, e.g. [3, 4, 5], got 5"),
+        ("345", "heaps must be a list of heap sizes, e.g. [3, 4, 5], got '345'"),
+        ([], "heaps must be a list of heap sizes, e.g. [3, 4, 5], got []"),
+        ([3, 2.5], "heaps[1] must be a whole number >= 1, got 2.5"),
+        ([3, 0], "heaps[1] must be a whole number >= 1, got 0"),
+        ([3, "x"], "heaps[1] must be a whole number >= 1, got 'x'"),
+    ],
+)
+def test_heaps_that_are_not_whole_sizes_are_refused_naming_them(heaps: object, said: str) -> None:
+    # --game-arg heaps=5 said "'int' object is not iterable"; heaps=[2.5, 3] played heap 2
+    with pytest.raises(ValueError) as err:
+        Nim(heaps=heaps)
+    assert str(err.value) == said

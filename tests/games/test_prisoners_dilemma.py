@@ -6,6 +6,7 @@ Run with ``.venv/bin/python -m pytest -q tests/games/test_prisoners_dilemma.py``
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from games.prisoners_dilemma import PrisonersDilemma
 
@@ -41,3 +42,13 @@ def test_both_choices_are_shown_after_the_round() -> None:
     env.step_text("defect")
     env.step_text("cooperate")
     assert "Round 1: player_0 defect, player_1 cooperate" in env.observe("player_1")["text"]
+
+
+@pytest.mark.parametrize("rounds", [0, 2.5, "x"])
+def test_rounds_that_are_not_a_positive_whole_number_are_refused_naming_them(
+    rounds: object,
+) -> None:
+    # 2.5 failed inside gymnasium's Box, "x" with "'<' not supported between str and int"
+    with pytest.raises(ValueError) as err:
+        PrisonersDilemma(rounds=rounds)
+    assert str(err.value) == f"rounds must be a whole number >= 1, got {rounds!r}"

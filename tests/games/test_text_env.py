@@ -174,3 +174,13 @@ def test_a_limit_that_is_not_a_number_is_refused_naming_it(key: str, value: obje
     with pytest.raises(ValueError) as err:
         TicTacToe(**{key: value})
     assert str(err.value) == f"{key} must be a number, got {value!r}"
+
+
+@pytest.mark.parametrize("value", [0, -3, 2.5, "x", True])
+def test_a_turn_limit_that_is_not_a_positive_whole_number_is_refused_naming_it(
+    value: object,
+) -> None:
+    # 0 built a game that ended after its first move; 2.5 was rounded down in silence
+    with pytest.raises(ValueError) as err:
+        TicTacToe(max_turns=value)
+    assert str(err.value) == f"max_turns must be a whole number >= 1, got {value!r}"

@@ -21,7 +21,12 @@ import numpy as np
 import pytest
 import torch
 
-from arena.actors.backend_watch import OutOfMemoryStreak, out_of_memory, serve_in_halves
+from arena.actors.backend_watch import (
+    BatchCeiling,
+    OutOfMemoryStreak,
+    out_of_memory,
+    serve_in_halves,
+)
 from arena.actors.inference import InferenceActor
 from arena.bus import Actor, BlockingActor, BusError
 from arena.core.errors import ConfigError
@@ -167,16 +172,43 @@ def bug() -> list[int]:
     raise RuntimeError("mat1 and mat2 shapes cannot be multiplied")
 
 
+def test_a_cut_batch_ceiling_doubles_back_after_full_batches_served_whole() -> None:
+    ceiling = BatchCeiling(8, regrow_after=2)
+    assert ceiling.served(8, 8) is None and ceiling.now == 8  # served whole at the top
+    assert ceiling.served(8, 2) == (
+        "a batch of 8 ran out of memory and was served in parts; at most 2 requests a batch "
+        "from now on"
+    )
+    assert ceiling.now == 2
+    assert ceiling.served(1, 1) is None  # a batch below the ceiling says nothing of it
+    assert ceiling.served(2, 2) is None
+    assert ceiling.served(2, 2) == (
+        "2 batches of 2 served without running out of memory; at most 4 requests a batch "
+        "from now on"
+    )
+    assert ceiling.served(4, 2) is not None and ceiling.now == 2  # still short: cut again
+    for size in (2, 2, 4, 4):
+        ceiling.served(size, size)
+    assert ceiling.now == 8  # 2 -> 4 -> 8, never past max_batch
+    assert ceiling.served(8, 8) is None and ceiling.now == 8
+    stays = BatchCeiling(8, regrow_after=0)
+    stays.served(8, 4)
+    assert [stays.served(4, 4) for _ in range(100)] == [None] * 100 and stays.now == 4
+    with pytest.raises(ConfigError, match="inference.oom_regrow_batches must be >= 0, got -1"):
+        InferenceConfig(oom_regrow_batches=-1)
+
+
 class FitsTwo(ScriptedFailures):
-    """A backend out of memory on a batch of more than two requests."""
+    """A backend out of memory on a batch of more than ``capacity`` (2) requests."""
 
     def __init__(self) -> None:
         super().__init__([])
         self.sizes: list[int] = []
+        self.capacity = 2
 
     def generate(self, prompts: Any, params: Any = None) -> list[Generation]:
         self.sizes.append(len(prompts))
-        self.script = ["oom" if len(prompts) > 2 else "ok"]
+        self.script = ["oom" if len(prompts) > self.capacity else "ok"]
         return super().generate(prompts, params)
 
 
@@ -208,6 +240,41 @@ def test_a_batch_out_of_memory_is_served_in_parts_and_later_batches_are_smaller(
     assert backend.sizes == [8, 4, 2, 2, 4, 2, 2, 2, 2]
     assert actor.queue.max_batch == 2 and actor.gave_up is None
     assert actor.actor.status["max_batch"]() == 2  # what `arena status` reads
+    assert actor.counters["oom_splits"] == 1 and actor.counters["batch_failed"] == 0
+
+
+def test_batches_grow_again_once_memory_is_back(broker: str) -> None:
+    # Four requests run out of memory and are served as 2 + 2; memory then comes back, two
+    # full batches of two go through (oom_regrow_batches 2) and the next four are one batch.
+    async def scenario() -> tuple[InferenceActor, FitsTwo]:
+        backend = FitsTwo()
+        config = InferenceConfig(name="fit", max_wait_ms=500.0, max_batch=4, oom_regrow_batches=2)
+        actor = InferenceActor(backend, broker, config, actor_name="inference-4")
+        stop = asyncio.Event()
+        served, client = await serving(actor, stop, broker)
+
+        async def ask(n: int) -> None:
+            await asyncio.gather(
+                *(
+                    client.request({"prompt": CHAT}, service="policy:fit", timeout=10)
+                    for _ in range(n)
+                )
+            )
+
+        await ask(4)
+        assert actor.queue.max_batch == 2
+        backend.capacity = 4
+        await ask(2)
+        await ask(2)
+        await ask(4)
+        stop.set()
+        await served
+        await client.close()
+        return actor, backend
+
+    actor, backend = asyncio.run(scenario())
+    assert backend.sizes == [4, 2, 2, 2, 2, 4]
+    assert actor.queue.max_batch == 4 and actor.actor.status["max_batch"]() == 4
     assert actor.counters["oom_splits"] == 1 and actor.counters["batch_failed"] == 0
 
 

@@ -109,7 +109,7 @@ def test_arena_tournament_refuses_it_before_the_first_match(site: Path, tmp_path
 
 
 def test_arena_eval_refuses_a_simulator_for_a_player_game() -> None:
-    from arena.commands.eval import refuse_simulated_player_games
+    from arena.commands.eval_checks import refuse_simulated_player_games
     from arena.core.errors import ConfigError
 
     refuse_simulated_player_games(["retail-v0"], ["race-v0"])  # a role game takes it
@@ -118,4 +118,42 @@ def test_arena_eval_refuses_a_simulator_for_a_player_game() -> None:
     assert str(err.value) == (
         "--simulator: race-v0 is a player game, evaluated against --opponents in every seat; "
         "--simulator fills seats of role games (arena play --simulator plays against one)"
+    )
+
+
+def test_arena_eval_refuses_an_opponent_that_cannot_play_a_game(site: Path) -> None:
+    # Before: each game failed in the evaluation, which then exited 0 ("every game failed").
+    done = python(
+        site, "-m", "arena", "eval", "random-v0", "--opponents", "off-board-v0",
+        "--games", "tictactoe-v0", "--n", "2",
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == f"arena eval: bad config: opponent off-board-v0 cannot play tictactoe-v0: IllegalMove: {WHY}\n"  # fmt: skip
+    strongest = python(
+        site, "-m", "arena", "eval", "random-v0", "--opponents", "strongest",
+        "--games", "tictactoe-v0", "--n", "1",
+    )  # fmt: skip
+    assert strongest.returncode == 0, strongest.stderr
+    assert "tictactoe-v0 vs minimax-v0: score" in strongest.stdout  # played, not refused
+
+
+def test_arena_train_refuses_a_fixed_or_evaluation_bot_that_cannot_play_its_game(
+    site: Path,
+) -> None:
+    config = str(Path(__file__).resolve().parents[3] / "configs" / "smoke.yaml")
+    fixed = python(
+        site, "-m", "arena", "train", config, "opponents.mode=fixed",
+        "opponents.fixed=off-board-v0", "--dry-run",
+    )  # fmt: skip
+    assert fixed.returncode == 2, fixed.stderr
+    assert fixed.stderr == (
+        f"arena train: bad config: games[tictactoe-v0]: bot off-board-v0 cannot play it: "
+        f"IllegalMove: {WHY}\n"
+    )
+    poker = python(site, "-m", "arena", "train", config, "eval.opponents=[minimax-v0]", "--dry-run")
+    assert poker.returncode == 2, poker.stderr
+    assert poker.stderr == (
+        "arena train: bad config: games[kuhn-poker-v0]: bot minimax-v0 cannot play it: "
+        "TypeError: AlphaBetaBot cannot play kuhn_poker_v0: it needs a game with a searchable "
+        "position()\n"
     )

@@ -184,6 +184,30 @@ def test_a_checkpoint_is_prompted_as_its_run_trained_it(tmp_path: Path) -> None:
     assert (game.kwargs, game.role_kwargs, max_new_tokens) == ({}, {}, None)
 
 
+def test_a_role_game_checkpoint_names_each_seats_role(tmp_path: Path, capsys) -> None:
+    """A role game's seats play the game's roles, not ``game.role``: the first line said
+    ``role player-v0`` for a mae-v0 checkpoint, whose seats play proposer, solver and judge."""
+    from arena.commands.play import trained_defaults
+
+    checkpoint = tmp_path / "run" / "checkpoints" / "step-00000001"
+    checkpoint.mkdir(parents=True)
+    (tmp_path / "run" / "config.yaml").write_text(
+        "games:\n- id: mae-v0\n  kwargs: {num_solvers: 1}\n  roles: {judge: verifier-v0}\n"
+        "- id: retail-v0\n  simulators: {user: {id: scripted-user-v0}}\n"
+        "- id: nim-v0\nsampling: {max_new_tokens: 6}\n"
+    )
+    for game_id in ("mae-v0", "retail-v0", "nim-v0"):
+        trained_defaults(str(checkpoint), game_id)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [
+        "as trained: game {'num_solvers': 1}, roles proposer=proposer-v0 solver_0=solver-v0 "
+        "judge=verifier-v0 {}, replies of at most 6 tokens",
+        "as trained: game {}, roles user=simulator:scripted-user-v0 agent=executor-v0 {}, "
+        "replies of at most 6 tokens",
+        "as trained: game {}, role player-v0 {}, replies of at most 6 tokens",
+    ]
+
+
 def test_a_named_policys_checkpoint_replies_as_long_as_that_policy_did(tmp_path: Path) -> None:
     """``arena play --against RUN:POLICY`` and ``arena eval`` of a named policy's checkpoint or
     adapter take that policy's own ``max_new_tokens`` (``policies.NAME.sampling``), the
@@ -272,3 +296,13 @@ def test_a_role_game_checkpoint_plays_against_its_runs_simulator(
     # --simulator names another for the seat; one the seat cannot take is refused
     out = play("--seat", "agent", "--simulator", "user=llm-user-v0")
     assert "You play agent, against simulator llm-user-v0 (user)." in out
+
+
+def test_a_bot_is_checked_in_a_seat_it_plays_not_the_persons() -> None:
+    """`--seat user` against the retail agent bot: the check sat the bot in the first seat, the
+    person's (the user), and refused it, though it would play the agent."""
+    done = arena("play", "retail-v0", "--against", "retail-agent-v0", "--seat", "user")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "You play user, against retail-agent-v0 (agent)." in done.stdout, done.stdout[:1500]
+    refused = arena("play", "retail-v0", "--against", "retail-agent-v0", "--seat", "agent")
+    assert refused.returncode == 2 and "needs the agent seat" in refused.stderr

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -234,6 +235,10 @@ def test_arena_train_stops_in_one_line_when_every_episode_fails(
     events = (run_dir / "events.log").read_text()
     assert events.count(reason) == 2
     assert "step 1: no turn to train on (2 in a row; the run stops after 2" in events
+    # the step collected again plays fresh episodes: the same seeds replayed the same ones,
+    # which the learner drops as duplicates, so no retry could ever train
+    firsts = re.findall(r"the first: retail-v0 episode (\S+):", " ".join(events.split()))
+    assert len(firsts) == 2 and firsts[0] != firsts[1], firsts
     assert reason in " ".join(done.stdout.split())  # the console wraps long lines
     assert not (run_dir / "metrics.jsonl").exists()  # no step was trained
 

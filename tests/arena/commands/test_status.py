@@ -88,3 +88,37 @@ def test_the_timeout_bounds_the_wait_for_a_broker_that_never_answers(tmp_path: P
     elapsed, down = timed(f"ipc://{tmp_path}/nobody.sock", "--timeout", "1")
     assert down.returncode == 1 and "no broker" in down.stderr, down.stderr
     assert elapsed - startup < 5.0, f"arena status --timeout 1 took {elapsed:.1f} s"
+
+
+def test_a_run_directory_names_its_broker(tmp_path: Path) -> None:
+    """`arena status RUN`: the run's own broker (ipc://RUN/bus.sock); it was refused as 'names
+    no ZeroMQ transport', and said nothing of the run when it had stopped."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "config.yaml").write_text("name: run\n")
+    from arena.run.addresses import local_address
+
+    address = local_address(run_dir)  # ipc://RUN/bus.sock, or a temp one for a deep RUN
+
+    def status(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "arena", "status", str(run_dir), *args]
+        return subprocess.run(command, capture_output=True, text=True, timeout=60)
+
+    stopped = status("--timeout", "1")
+    assert stopped.returncode == 1, stopped.stderr
+    assert stopped.stderr.startswith(
+        f"arena status: no broker at {address} (the broker of run "
+        f"{run_dir}, which is not running now): "
+    ), stopped.stderr
+    broker = subprocess.Popen(
+        [sys.executable, "-m", "arena", "broker", "--bind", address],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        running = status("--timeout", "20")
+    finally:
+        broker.terminate()
+        broker.wait(timeout=30)
+    assert running.returncode == 0, running.stderr
+    assert running.stdout.split()[:3] == ["name", "kind", "host"], running.stdout

@@ -123,3 +123,55 @@ def test_to_arguments_is_what_add_arguments_parses_back() -> None:
     add_arguments(parser, Child, exclude=("count",))
     assert from_arguments(Child, parser.parse_args(argv), count=9) == config
     assert "--no-verbose" in to_arguments(Child(verbose=False))
+
+
+@dataclass
+class Sim:
+    id: str = "scripted-user-v0"
+    kwargs: dict = field(default_factory=dict)
+
+
+@dataclass
+class Item:
+    id: str = "g"
+    simulators: dict[str, Sim] = field(default_factory=dict)
+
+
+@dataclass
+class WithList:
+    games: list[Item] = field(default_factory=lambda: [Item()])
+
+
+def test_a_list_items_error_names_its_place_and_the_fix(tmp_path: Path) -> None:
+    """omegaconf names a list item's keys from the item (``simulators.user``): the message
+    names them from the config's root, in the override syntax, with the fix."""
+    run = tmp_path / "run.yaml"
+    run.write_text("games:\n  - id: a\n  - id: b\n    simulators: {user: llm-user-v0}\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(WithList, run)
+    assert str(err.value) == (
+        f"{run}: games.1.simulators.user: a Sim is a mapping, not the str 'llm-user-v0': "
+        "write user: {id: llm-user-v0}"
+    )
+    # the command line names it the same way (omegaconf wrote games[1] there)
+    with pytest.raises(ConfigError) as err:
+        load_config(WithList, None, ["games.0.simulators.user=x-v0"])
+    assert str(err.value) == (
+        "command line: games.0.simulators.user: a Sim is a mapping, not the str 'x-v0': "
+        "write user: {id: x-v0}"
+    )
+    # a misspelled key inside a list item: its place, the nearest key and the item's fields
+    run.write_text("games:\n  - id: a\n    simulators: {user: {id: u, kwarg: {}}}\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(WithList, run)
+    assert str(err.value) == (
+        f"{run}: unknown key 'games.0.simulators.user.kwarg'; did you mean "
+        "'games.0.simulators.user.kwargs'? (valid here: id, kwargs)"
+    )
+    run.write_text("games:\n  - id: a\n    simulatorz: {}\n")
+    with pytest.raises(ConfigError, match=r"'games.0.simulatorz'; did you mean 'games.0.simul"):
+        load_config(WithList, run)
+    # a bare string for a list item: omegaconf names that item itself
+    run.write_text("games: [a]\n")
+    with pytest.raises(ConfigError, match=r"games.0: a Item is a mapping, not the str 'a': write"):
+        load_config(WithList, run)

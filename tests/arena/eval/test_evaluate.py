@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from arena.eval.evaluate import MatchResult, game_score, mean_ci, score_interval, wilson
-from arena.eval.summary import before_after
+from arena.eval.summary import before_after, markdown
 from arena.records import Episode, SeatAssignment, Turn
 
 
@@ -193,3 +193,40 @@ def test_a_game_that_fails_is_an_error_of_its_row_never_a_loss() -> None:
     all_fail = MatchResult.from_episodes("tictactoe-v0", "random-v0", [], errors=["x", "y"])
     assert (all_fail.games, all_fail.errors) == (0, 2)
     assert all_fail.line() == "tictactoe-v0 vs random-v0: every game failed  2 errors (first: x)"
+
+
+def test_a_cooperative_game_reads_its_mean_return_beside_the_score() -> None:
+    # mini-hanabi's seats share a return: every game is a draw (score 0.5) however well the team
+    # played, so the line shows the mean return too. Returns 0.2 x 5 and 0.6 x 5: mean 0.4,
+    # sample sd sqrt(10 * 0.04 / 9) = 0.210819, half = 1.959964 * 0.210819 / sqrt(10) = 0.130665
+    played = [
+        (replace(_episode({"player_0": r, "player_1": r}), game="mini-hanabi-v0"), "player_0")
+        for r in [0.2] * 5 + [0.6] * 5
+    ]
+    result = MatchResult.from_episodes("mini-hanabi-v0", "random-v0", played)
+    assert result.kind == "cooperative" and result.score == 0.5
+    assert result.mean_return == pytest.approx(0.4)
+    assert result.return_ci == pytest.approx((0.269335, 0.530665), abs=1e-6)
+    assert result.line() == (
+        "mini-hanabi-v0 vs random-v0: score 0.500 [0.237, 0.763]  return 0.400 [0.269, 0.531]"
+        "  W/D/L 0.00/1.00/0.00  (10 games)"
+    )
+    # a competitive game's line is as before; one game has no return interval
+    lone = MatchResult.from_episodes("g", "random-v0", [(_episode({"a": 1.0, "b": -1.0}), "a")])
+    assert lone.kind == "competitive" and lone.return_ci is None and "return" not in lone.line()
+    # the summary: the return before and after, beyond the before interval, and the random
+    # mover's; the markdown shows the row
+    better = played[5:] * 2  # ten games at 0.6
+    after = MatchResult.from_episodes("mini-hanabi-v0", "random-v0", better)
+    baseline = MatchResult.from_episodes("mini-hanabi-v0", "random-v0", played[:5] * 2)
+    row = before_after([result.to_dict()], [after.to_dict()], [baseline.to_dict()])
+    hanabi = row["mini-hanabi-v0"]
+    assert hanabi["return_vs_random_before"] == pytest.approx(0.4)
+    assert hanabi["return_vs_random_after"] == pytest.approx(0.6)
+    assert hanabi["return_improved"] is True  # 0.6 > 0.530665
+    assert hanabi["random_baseline_return"] == pytest.approx(0.2)
+    assert hanabi["score_improved"] is False  # 0.5 both times: the score cannot see it
+    assert (
+        "| mini-hanabi-v0 | mean return vs random-v0 | 0.400 [0.269, 0.531] | 0.600 [0.600, "
+        "0.600] | yes | 0.200 [0.200, 0.200] |" in markdown(row)
+    )

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from arena.eval.summary import StrategyReading, before_after, markdown, write_eval_summary
+from arena.eval.strategy_reading import StrategyReading
+from arena.eval.summary import before_after, markdown, write_eval_summary
 
 TTT, KUHN = "tictactoe-v0", "kuhn-poker-v0"
 

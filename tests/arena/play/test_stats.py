@@ -146,6 +146,22 @@ def test_episode_stats_by_hand() -> None:
     assert (stats["min_version"], stats["max_version"]) == (3, 6)
 
 
+def test_staleness_counts_trained_turns_only() -> None:
+    """A frozen judge's turns stay at version 0 (its policy never trains), a population
+    opponent's at its snapshot's: counted, `staleness` grew by one every step of a run with a
+    frozen policy though every trained turn was fresh."""
+    frozen = policy_turn("a", 1, "player_1", 2, version=0)
+    frozen.trained = False
+    episode = self_play(
+        "a", "ttt", (1.0, 0.0), [policy_turn("a", 0, "player_0", 3, version=7), frozen]
+    )
+    episode.seats["player_1"] = SeatAssignment("player", "judge", trained=False)
+    stats = episode_stats([episode])
+    assert (stats["min_version"], stats["max_version"]) == (7, 7)
+    assert stats["policy_turns"] == 2 and stats["generated_tokens"] == 5  # still counted there
+    assert stats["invalid_rate"] == {"ttt/player": 0.0}
+
+
 def test_episode_stats_of_nothing() -> None:
     assert episode_stats([]) == {
         "reward": {},

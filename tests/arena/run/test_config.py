@@ -38,7 +38,7 @@ def test_extends_and_overrides_merge_in_order() -> None:
     [
         ("stepz=3", "did you mean 'steps'"),
         ("learner.optim.lrr=1e-5", "did you mean 'learner.optim.lr'"),
-        ("games.0.idd=x", "did you mean 'games[0].id'"),
+        ("games.0.idd=x", "did you mean 'games.0.id'"),
         ("steps=many", "steps"),
         ("mode=asynch", "did you mean 'async'"),
         ("inference.backend=vlm", "did you mean 'vllm'"),
@@ -46,6 +46,13 @@ def test_extends_and_overrides_merge_in_order() -> None:
         ("steps", "key=value"),
         ("rollout.max_episode_turns=0", "rollout.max_episode_turns must be > 0, got 0"),
         ("rollout.episode_timeout=-1", "rollout.episode_timeout must be > 0, got -1.0"),
+        # the seat's key, not "simulator timeout"; a negative game weight was taken
+        (
+            "games.0.simulators.user={id: scripted-user-v0, timeout: 0}",
+            "games[tictactoe-v0].simulators.user.timeout must be > 0, got 0.0",
+        ),
+        ("games.0.weight=-1", "games[tictactoe-v0].weight must be >= 0, got -1.0"),
+        ("games=[{id: nim-v0, weight: 0}]", "every game's weight is 0, so the mixture draws none"),
     ],
 )
 def test_bad_overrides_name_the_key(override: str, message: str) -> None:
@@ -199,3 +206,53 @@ def test_a_simulator_argument_it_does_not_take_is_refused_before_anything_starts
         with pytest.raises(ConfigError) as caught:
             validate(load_run_config(tools, override.split()))
         assert str(caught.value) == f"games[retail-v0].simulators.user: {message}"
+
+
+def test_a_name_that_matches_no_seat_is_refused_not_ignored() -> None:
+    """A misspelled seat under ``roles`` or ``seat_policies`` matched nothing and was dropped
+    (the judge then played the shared adapter, its own trained nothing), and a scripted
+    simulator's ``policy`` was never used: each is refused in one line naming the key."""
+    from arena.run.validation import validate
+
+    mae, roles = CONFIGS / "mae.yaml", CONFIGS / "mae_lora_roles.yaml"
+    validate(load_run_config(mae, ["games.0.roles.judge=judge-v0"]))  # by seat
+    validate(load_run_config(mae, ["games.0.roles.solver-v0=solver-v0"]))  # by role id
+    with pytest.raises(ConfigError) as caught:
+        validate(load_run_config(mae, ["games.0.roles.judgee=judge-v0"]))
+    assert str(caught.value) == (
+        "games[mae-v0].roles.judgee: mae-v0 has no seat or role 'judgee'; did you mean "
+        "'judge'? (seats: proposer, solver_0, solver_1, judge; roles: judge-v0, proposer-v0, "
+        "solver-v0)"
+    )
+    validate(load_run_config(roles))
+    with pytest.raises(ConfigError, match=r"^seat_policies.judg: no seat of the run's games is "):
+        validate(load_run_config(roles, ["seat_policies.judg=judge"]))
+    tools = CONFIGS / "smoke_tools.yaml"
+    validate(
+        load_run_config(
+            tools,
+            ["games.0.simulators.user.id=llm-user-v0", "games.0.simulators.user.policy=judge"],
+        )
+    )
+    with pytest.raises(ConfigError) as caught:
+        validate(load_run_config(tools, ["games.0.simulators.user.policy=judge"]))
+    assert str(caught.value).startswith(
+        "games[retail-v0].simulators.user.policy: scripted-user-v0 talks through no model"
+    )
+
+
+def test_a_policy_declared_for_a_simulator_says_how_a_simulator_gets_one() -> None:
+    """A simulator talks through a policy served apart; declared in ``policies`` it plays no
+    seat, and the refusal says both ways to get the frozen simulated user meant."""
+    tools, frozen = CONFIGS / "smoke_tools.yaml", "policies={userlm: {model: tiny, train: false}}"
+    llm_user = "games.0.simulators.user:={id: llm-user-v0, policy: userlm}"
+    with pytest.raises(ConfigError) as caught:
+        load_run_config(tools, [llm_user, frozen])
+    assert str(caught.value).startswith(
+        "policies: 'userlm' plays no seat; games[retail-v0].simulators.user.policy names it, "
+        "but a simulator talks through a policy served apart (`arena inference --connect ADDR "
+        "--name userlm --model MODEL`)"
+    )
+    # the other way: no simulator, the seat mapped to the frozen model
+    config = load_run_config(tools, ["games.0.simulators:={}", frozen, "seat_policies.user=userlm"])
+    assert config.seat_policies == {"user": "userlm"}

@@ -91,6 +91,19 @@ def test_run_colon_policy_stands_for_that_policys_newest_checkpoint(tmp_path: Pa
     (participant,) = resolve_participants([parse_participant(f"{run}:responder")], minimum=1)
     assert participant.model == str(own / "model")
     assert participant.name == "responder@step-3"
+    # a frozen policy never trains, so it has no checkpoints: say so, and what it plays
+    (run / "config.yaml").write_text(
+        "model: tiny\npolicies:\n  responder: {model: tiny}\n"
+        "  judge: {model: tiny, train: false}\n"
+        "seat_policies: {player_1: responder, judge: judge}\n"
+    )
+    with pytest.raises(ConfigError) as caught:
+        newest_checkpoint(f"{run}:judge")
+    assert str(caught.value) == (
+        f"{run}:judge: policy 'judge' of run {run} is frozen (train: false), so it has no "
+        "checkpoints: it plays its model 'tiny' as it is (evaluate that: --model tiny; a "
+        "participant's model: tiny)"
+    )
 
 
 def test_a_lora_runs_checkpoint_is_refused_without_its_adapter(tmp_path: Path) -> None:

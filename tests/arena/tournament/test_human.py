@@ -233,3 +233,34 @@ def test_a_failing_simulator_stops_the_game_saying_why() -> None:
     )
     assert result.outcome == "stopped"
     assert "simulator mute-v0 returned NoneType, not str; the game stops here" in terminal.out
+
+
+def test_a_forfeit_in_a_role_game_costs_the_turn_and_says_so() -> None:
+    """mae-v0 takes a forfeit as the seat's turn only and plays on: the terminal said the
+    model "forfeits the game" while the person went on to judge."""
+    from arena.models import load_tokenizer
+    from arena.play.seating import SeatFactory
+    from arena.policies.chat import ChatFormat
+    from arena.policies.config import PolicyConfig
+    from arena.policies.factory import make_policy
+    from arena.policies.types import SamplingParams
+
+    game = GameConfig(id="mae-v0", kwargs={"num_solvers": 1, "max_retries": 0})
+    policy = make_policy(PolicyConfig(backend="hf", model="tiny", dtype="float32", device="cpu"))
+    factory = SeatFactory(
+        PlayConfig(games=[game], policy_name="tiny"), policy, ChatFormat(load_tokenizer("tiny"))
+    )
+    params = SamplingParams(temperature=1.0, max_new_tokens=6)
+    env = games.make("mae-v0", **game.kwargs)
+    seats = {
+        agent: factory.policy_seat("mae-v0", trained=False, params=params, env=env, agent=agent)
+        for agent in ("proposer", "solver_0")
+    }
+    terminal = Terminal(["1"])
+    play_human(env, "judge", seats, seed=0, read_line=terminal.read_line, write=terminal.write)
+    text = terminal.text
+    # six random tokens are never a problem in the family's grammar: the proposer forfeits
+    assert "(could not read" in text or "invalid" in text, text[-2000:]
+    assert "it forfeits its turn; play goes on" in text, text[-2000:]
+    assert "forfeits the game" not in text
+    assert "result: " in terminal.out[-1]

@@ -356,3 +356,51 @@ def test_ctrl_c_stops_the_matches_before_the_log_closes(tmp_path: Path) -> None:
         assert asyncio.run(interrupt(config)) == set()  # nothing left playing
     records = lines(log)
     assert 2 <= len(records) < 400 and all(r["game"] == "tictactoe-v0" for r in records)
+
+
+def test_each_seat_of_a_role_game_is_filled_in_its_own_role() -> None:
+    """A match asked for each participant's seat without the game and the seat, so a model
+    played every seat of mae-v0 as player-v0 (not proposer, solver, judge): the seating is now
+    handed both, as arena eval's role evaluation hands them."""
+    import asyncio
+
+    from arena.play.seats import BotSeat
+    from arena.tournament.runner import play_matches
+    from arena.tournament.schedule import ScheduledMatch
+    from games.bots import make as make_bot
+
+    game = GameConfig("mae-v0", kwargs={"num_solvers": 1})
+    asked: list[tuple[str, str | None]] = []
+
+    class Recording:  # the two calls play_matches makes of a tournament's Seating
+        def game(self, game_id: str) -> GameConfig:
+            return game
+
+        def seat(self, name, game, seed, env=None, agent=None) -> BotSeat:
+            asked.append((name, agent))
+            return BotSeat(make_bot("mae-oracle-v0", seed=seed), name)
+
+    lines: list[dict] = []
+    match = ScheduledMatch("mae-v0", 0, ("a", "b", "c"), "p")
+    assert asyncio.run(play_matches(Recording(), [match], 1, lines.append)) == 0  # type: ignore[arg-type]
+    assert asked == [("a", "proposer"), ("b", "solver_0"), ("c", "judge")]
+    assert lines[0]["seats"] == ["a", "b", "c"] and lines[0]["forfeit"] is None
+
+
+def test_a_tournament_game_with_simulators_is_refused(tmp_path: Path) -> None:
+    """A match seats a participant in every seat: a game's simulators were ignored (an unknown
+    simulator id too), and the retail agent bot forfeited as the user."""
+    from arena.tournament.config import load_tournament_config
+
+    path = tmp_path / "t.yaml"
+    path.write_text(
+        "participants: [{bot: retail-agent-v0}, {bot: random-v0}]\n"
+        "games: [{id: retail-v0, simulators: {user: {id: scripted-usr-v0}}}]\n"
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_tournament_config(path)
+    assert str(caught.value) == (
+        "games.0.simulators: a tournament seats a participant in every seat of retail-v0, so no "
+        "seat is simulated: drop simulators (to evaluate a seat beside a simulator: arena eval "
+        "PARTICIPANT --games retail-v0 --simulator user=scripted-usr-v0)"
+    )

@@ -80,3 +80,38 @@ def test_omp_num_threads_in_the_environment_decides(
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     started = start_servers(tmp_path, monkeypatch)
     assert started == {"broker": {}, "inference-model-0": {}, "inference-model-1": {}}
+
+
+def test_a_model_backed_simulator_says_whose_model_it_talks_through(tmp_path: Path) -> None:
+    """arena eval's reference user: llm-user-v0 talks through the evaluated participant's
+    model. Beside a bot there is none (every episode failed, 'LLMUser needs a model'): refused
+    up front. Beside a model, the seat says whose, and that the run's own user policy is not
+    the one playing (it silently was the evaluated model)."""
+    import games
+    from arena.core.errors import ConfigError
+    from arena.models import load_tokenizer
+    from arena.play.config import GameConfig, PlayConfig, SimulatorConfig
+    from arena.play.seating import SeatFactory
+    from arena.policies.chat import ChatFormat
+    from arena.tournament.config import ParticipantConfig, TournamentConfig
+
+    user = SimulatorConfig(id="llm-user-v0", policy="userlm")
+    game = GameConfig("retail-v0", simulators={"user": user})
+    bot = ParticipantConfig(bot="retail-agent-v0")
+    config = TournamentConfig(participants=[bot], games=[game])
+    with pytest.raises(ConfigError) as caught:
+        serving.Seating(config, resolve_participants([bot], [game], minimum=1), tmp_path)
+    assert str(caught.value).startswith(
+        "retail-v0 seat user: simulator llm-user-v0 talks through the evaluated participant's "
+        "model, but 'retail-agent-v0' is a bot"
+    )
+    scripted = GameConfig("retail-v0", simulators={"user": SimulatorConfig()})
+    seating = serving.Seating(TournamentConfig(participants=[bot], games=[scripted]), [], tmp_path)
+    env = games.make("retail-v0")
+    assert seating.reference("m", scripted, env, "user", 0).name == "scripted-user-v0"
+    seating = serving.Seating(TournamentConfig(participants=[], games=[game]), [], tmp_path)
+    seating._factories["m"] = SeatFactory(  # a model participant's, its policy never asked here
+        PlayConfig(games=[game], policy_name="m"), object(), ChatFormat(load_tokenizer("tiny"))
+    )
+    seat = seating.reference("m", game, env, "user", 0)
+    assert seat.name == "llm-user-v0 on m (its run's policy userlm is not served here)"

@@ -25,6 +25,15 @@ def test_tictactoe_cells_are_numbered_row_by_row() -> None:
     assert env.returns == {"player_0": 1.0, "player_1": -1.0}
 
 
+def test_tictactoe_lists_the_legal_cells_in_order() -> None:
+    # PettingZoo's column-major action order listed them "1, 7, 5, 8, 3, 6, 9"
+    env = PettingZooClassic("tictactoe")
+    env.reset(seed=0)
+    env.step_text("2")
+    env.step_text("4")
+    assert "Legal actions: 1, 3, 5, 6, 7, 8, 9\n" in env.observe("player_0")["text"]
+
+
 def test_connect_four_columns() -> None:
     env = PettingZooClassic("connect_four")
     env.reset(seed=0)
@@ -56,6 +65,18 @@ def test_chess_moves_in_uci() -> None:
     env.step_text("D8H4")
     assert env.termination_reason == "win"  # fool's mate
     assert env.returns == {"player_0": -1.0, "player_1": 1.0}
+
+
+def test_chess_rules_state_the_turn_limit_that_ends_a_game() -> None:
+    pytest.importorskip("chess")
+    # the rules said "Standard rules", yet max_turns stops a game, with no winner
+    env = PettingZooClassic("chess", max_turns=2)
+    assert "a game still on after 2 moves in all (both sides' together) ends there" in env.rules()
+    env.reset(seed=0)
+    for move in ("e2e4", "e7e5"):
+        env.step_text(move)
+    assert env.termination_reason == "max_turns"
+    assert env.returns == {"player_0": 0.0, "player_1": 0.0}
 
 
 def test_pygame_is_not_needed_and_not_faked_outside() -> None:
