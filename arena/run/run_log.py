@@ -66,6 +66,11 @@ class RunLog:
             finally:
                 self._advance_step = None
 
+    def verbatim(self, text: str) -> None:
+        """``text`` as it is: never wrapped (a command line a user copies, from a terminal or a
+        log, must stay one line) nor read as markup."""
+        self.console.print(text, soft_wrap=True, markup=False, highlight=False)
+
     def event(self, text: str) -> None:
         stamp = time.strftime("%H:%M:%S")
         self.console.print(f"[yellow]{stamp} {escape(text)}")  # "[openspiel]" is not markup
