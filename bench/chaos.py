@@ -38,8 +38,8 @@ Each fault waits for the previous one to recover (a step logged after its detect
 is then stopped with SIGKILL (its children follow it), resumed with ``resume=`` for two more
 steps, and checked from its own records:
 
-- every step 1..N is in ``metrics.jsonl`` with a loss (``steps_missing``), and the resume
-  completed (``resume_ok``);
+- every step 1..N is in ``metrics.jsonl``, taken by the learner or recovered from its
+  checkpoint (``steps_missing``), and the resume completed (``resume_ok``);
 - ``episodes_trained_twice``: episode ids in more than one step's batch, over the steps that
   stand (the learner logs each step's ids, ``trainers/inbox.py``; a step a restarted learner
   rolled back is replaced by its redo), for each learner (a named policy's own too);
@@ -384,7 +384,13 @@ class Chaos:
     # -- the records -----------------------------------------------------------------------
     def report(self, run_dir: Path, alive: bool, resume_ok: bool, steps: int) -> dict[str, Any]:
         table = rows(run_dir)
-        logged = {r["step"] for r in table if "learner/loss" in r or r.get("recovered")}
+        # a step the learner took (with a loss, or none where no turn had any signal: a role
+        # game on the untrained tiny model), or one its checkpoint holds
+        logged = {
+            r["step"]
+            for r in table
+            if "learner/loss" in r or "learner/step" in r or r.get("recovered")
+        }
         detect: dict[str, list[float]] = defaultdict(list)
         recover: dict[str, list[float]] = defaultdict(list)
         for r in self.records:
