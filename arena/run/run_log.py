@@ -145,21 +145,37 @@ class RunLog:
 
         Rows past the checkpoint are dropped (those steps run again). Steps the checkpoint holds
         but the log lacks (the launcher died between the update and its log line) get a row
-        marked ``recovered``: the update happened, its metrics died with the launcher.
+        marked ``recovered``: the update happened, its metrics died with the launcher. So does
+        a step whose row was cut short (its append stopped by a full disk or a kill: a last
+        line with no end, which is dropped and named in the event log; it once failed the
+        resume of a run whose disk had filled with a JSONDecodeError). The log is rewritten
+        beside and renamed over the old one, so a kill mid-rewrite loses no row.
         """
         path = self.run_dir / "metrics.jsonl"
-        rows = (
-            [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-            if path.exists()
-            else []
-        )
-        rows = [r for r in rows if r["step"] <= step]
+        text = path.read_text() if path.exists() else ""
+        lines = [line for line in text.splitlines() if line.strip()]
+        if lines and not text.endswith("\n"):  # the last append did not finish
+            try:
+                json.loads(lines[-1])
+            except json.JSONDecodeError:
+                cut = lines.pop()
+                self.event(
+                    f"metrics.jsonl: its last row was cut short ({len(cut)} characters, no end: "
+                    "a full disk or a kill while it was written); dropped, its step runs again "
+                    "or is marked recovered"
+                )
+        rows = [r for r in map(json.loads, lines) if r["step"] <= step]
         logged = {r["step"] for r in rows}
         rows += [{"step": s, "recovered": True} for s in range(1, step + 1) if s not in logged]
         if rows or path.exists():
-            path.write_text(
-                "".join(json.dumps(r) + "\n" for r in sorted(rows, key=lambda r: r["step"]))
-            )
+            new = path.with_name(".metrics.jsonl.new")
+            try:
+                new.write_text(
+                    "".join(json.dumps(r) + "\n" for r in sorted(rows, key=lambda r: r["step"]))
+                )
+                new.replace(path)
+            finally:
+                new.unlink(missing_ok=True)
 
     # -- evaluation ------------------------------------------------------------------------
     def evaluation(

@@ -58,3 +58,35 @@ def test_a_command_line_to_copy_is_printed_whole(
         "waiting up to 600s for actors to join at tcp://10.0.0.7:5555:",
         line,
     ]
+
+
+def test_a_resume_drops_a_last_row_cut_short_and_keeps_the_others(tmp_path) -> None:
+    """A run whose disk filled wrote part of its last row (tmpfs: up to a page boundary) and
+    ended; its resume then failed with a JSONDecodeError reading metrics.jsonl (the overlap
+    chaos run on kuhn_lora.yaml). The cut row is dropped and named; a step the checkpoint holds
+    gets a ``recovered`` row, as when the launcher died before logging it."""
+    import json
+
+    from arena.run.config import RunConfig
+
+    metrics = tmp_path / "metrics.jsonl"
+    whole = [{"step": 1, "learner/loss": 0.5}, {"step": 2, "learner/loss": 0.25}]
+    cut = '{"step": 3, "learner/loss": 0.1, "learner/adv/kuhn-poker-v0/player_1/min"'
+    metrics.write_text("".join(json.dumps(r) + "\n" for r in whole) + cut)
+    RunLog(tmp_path, RunConfig()).resume_at(3)  # the checkpoint holds step 3
+    assert [json.loads(line) for line in metrics.read_text().splitlines()] == [
+        *whole,
+        {"step": 3, "recovered": True},
+    ]
+    assert (
+        "metrics.jsonl: its last row was cut short (73 characters"
+        in (tmp_path / "events.log").read_text()
+    )
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == [
+        "events.log",
+        "metrics.jsonl",
+    ]
+    # a whole last row whose newline alone is missing is kept
+    metrics.write_text(json.dumps(whole[0]) + "\n" + json.dumps(whole[1]))
+    RunLog(tmp_path, RunConfig()).resume_at(2)
+    assert [json.loads(line) for line in metrics.read_text().splitlines()] == whole
