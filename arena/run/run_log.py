@@ -168,14 +168,8 @@ class RunLog:
         logged = {r["step"] for r in rows}
         rows += [{"step": s, "recovered": True} for s in range(1, step + 1) if s not in logged]
         if rows or path.exists():
-            new = path.with_name(".metrics.jsonl.new")
-            try:
-                new.write_text(
-                    "".join(json.dumps(r) + "\n" for r in sorted(rows, key=lambda r: r["step"]))
-                )
-                new.replace(path)
-            finally:
-                new.unlink(missing_ok=True)
+            ordered = sorted(rows, key=lambda r: r["step"])
+            replace_text(path, "".join(json.dumps(r) + "\n" for r in ordered))
 
     # -- evaluation ------------------------------------------------------------------------
     def evaluation(
@@ -197,7 +191,9 @@ class RunLog:
             line["roles"] = role_rows
         self._append("evals.jsonl", line)
         if label in ("before", "baseline"):
-            (self.run_dir / f"eval_{label}.json").write_text(json.dumps(rows + role_rows, indent=1))
+            replace_text(
+                self.run_dir / f"eval_{label}.json", json.dumps(rows + role_rows, indent=1)
+            )
         for r in results:
             self.console.print(f"eval {label}: {r.line()}")
             if self._tb is not None and label != "baseline" and r.games:
@@ -321,3 +317,15 @@ def _tensorboard(path: Path) -> Any:
     except ImportError:
         return None
     return SummaryWriter(str(path))
+
+
+def replace_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all: beside it, then renamed over it, so a
+    kill or a full disk mid-write leaves the old file (or none), never a cut one that a resume
+    would fail to read."""
+    new = path.with_name(f".{path.name}.new")
+    try:
+        new.write_text(text)
+        new.replace(path)
+    finally:
+        new.unlink(missing_ok=True)

@@ -90,3 +90,28 @@ def test_a_resume_drops_a_last_row_cut_short_and_keeps_the_others(tmp_path) -> N
     metrics.write_text(json.dumps(whole[0]) + "\n" + json.dumps(whole[1]))
     RunLog(tmp_path, RunConfig()).resume_at(2)
     assert [json.loads(line) for line in metrics.read_text().splitlines()] == whole
+
+
+def test_a_file_a_resume_reads_is_replaced_whole_or_not_at_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # eval_before.json, which a resumed run reuses, was written in place: a disk that filled
+    # mid-write left half a JSON list, and the resume failed reading it.
+    from arena.run.run_log import replace_text
+
+    target = tmp_path / "eval_before.json"
+    target.write_text('[{"game": "kuhn-poker-v0"}]')
+    write_text = Path.write_text
+
+    def full_disk(self: Path, text: str, *args: object, **kwargs: object) -> int:
+        write_text(self, text[: len(text) // 2])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        replace_text(target, '[{"game": "leduc-holdem-v0"}, {"game": "nim-v0"}]')
+    monkeypatch.undo()
+    assert target.read_text() == '[{"game": "kuhn-poker-v0"}]'  # the old one, whole
+    assert [p.name for p in tmp_path.iterdir()] == ["eval_before.json"]  # nothing beside it
+    replace_text(target, "[]")
+    assert target.read_text() == "[]"
