@@ -89,8 +89,10 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     module.add_arguments(command_parser)  # type: ignore[attr-defined]
+    parsed = None
     try:
-        code = int(module.run(command_parser.parse_intermixed_args(rest)) or 0)  # type: ignore[attr-defined]
+        parsed = command_parser.parse_intermixed_args(rest)
+        code = int(module.run(parsed) or 0)  # type: ignore[attr-defined]
         sys.stdout.flush()  # here, where a closed pipe is caught, not at the interpreter's exit
         return code
     except ConfigError as err:
@@ -113,11 +115,17 @@ def main(argv: list[str] | None = None) -> int:
         # an actor started before its broker (`arena rollout --connect ADDR` with nothing at
         # ADDR): one line, exit 1 (not refused: a launcher may start it again once the broker
         # is up). BusError is looked up, not imported: the bus imports zmq, which a command
-        # that never touched it must not pay for, and it cannot have raised one then.
+        # that never touched it must not pay for, and it cannot have raised one then (nor
+        # connected without loading its security module, whose hint says keys may be why).
         errors = sys.modules.get("arena.bus.errors")
         if errors is None or not isinstance(err, errors.BusError) or err.code != "no_broker":
             raise
-        print(f"{prog}: {err.message}: start the broker first (arena broker)", file=sys.stderr)
+        security = sys.modules.get("arena.bus.security")
+        address = getattr(parsed, "address", None) or ""
+        hint = security.keys_hint(address) if security is not None else ""
+        print(
+            f"{prog}: {err.message}: start the broker first (arena broker){hint}", file=sys.stderr
+        )
         return 1
 
 

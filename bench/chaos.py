@@ -1,9 +1,11 @@
-"""Chaos run: faults of every kind, one at a time, in one training run; then what it lost.
+"""Chaos run: faults of every kind, one at a time or together, in one training run; then what
+it lost.
 
 Starts ``arena train configs/smoke.yaml`` (the tiny model, async, ``--rollouts`` rollout
-actors, no evaluation) and, for ``--minutes``, injects a fault every ``--every`` seconds, the
-kinds in a seeded order (each kind once before any repeats, so a run of a few faults covers
-every kind):
+actors, no evaluation; ``--config``, ``--mode`` and ``--set KEY=VALUE`` overrides run another
+shape: a population run, a LoRA run, a role game) and, for ``--minutes``, injects a fault every
+``--every`` seconds, the kinds in a seeded order (each kind once before any repeats, so a run of
+a few faults covers every kind):
 
 - ``kill_rollout``, ``kill_inference``, ``kill_learner``, ``kill_broker``: SIGKILL of that child
   (a random rollout actor); detected when the launcher logs its exit in ``events.log``;
@@ -18,6 +20,16 @@ every kind):
   intact, which the resume below (the disk freed) starts from; the resume's end is this fault's
   recovery. Where the host cannot mount a tmpfs it is skipped and the JSON says why.
 
+With ``--overlap`` the faults are combinations instead, injected at one instant or at a moment
+of the run's own recovery (:mod:`chaos_overlap`: the learner killed while the broker is stopped,
+the inference actor killed while a rollout actor is stopped, the learner killed mid-save and
+killed again the moment its replacement resumed, three deaths at once, every rollout actor at
+once), each detected when all its parts are; ``disk_full`` still comes last, and the ``resume=``
+run is killed the moment its learner resumed and resumed again (``kill_resume``). A stopped
+child must stay stopped past the run's ``bus.heartbeat_timeout`` to be a hang: pass
+``--set bus.heartbeat_timeout=5`` to a config whose timeout (10 s by default) the 8-12 s stops
+of the test would not pass.
+
 A policy request that never returns is what ``stop_actor`` of the inference actor does to every
 request in flight; a simulator that never returns has no injection point outside the game's
 code and is not injected (``skipped`` says so).
@@ -26,11 +38,11 @@ Each fault waits for the previous one to recover (a step logged after its detect
 is then stopped with SIGKILL (its children follow it), resumed with ``resume=`` for two more
 steps, and checked from its own records:
 
-- every step 1..N is in ``metrics.jsonl`` with a loss (``steps_missing``), and the resume
-  completed (``resume_ok``);
+- every step 1..N is in ``metrics.jsonl``, taken by the learner or recovered from its
+  checkpoint (``steps_missing``), and the resume completed (``resume_ok``);
 - ``episodes_trained_twice``: episode ids in more than one step's batch, over the steps that
   stand (the learner logs each step's ids, ``trainers/inbox.py``; a step a restarted learner
-  rolled back is replaced by its redo);
+  rolled back is replaced by its redo), for each learner (a named policy's own too);
 - ``episodes_lost``: episodes collects reported that never reached the learner (the
   coordinator's ``received X of Y reported episodes`` events); ``episodes_failed`` (episodes
   that failed in play and were counted, not trained) is reported beside it.
@@ -41,6 +53,8 @@ and the median per kind), ``episodes_lost``, ``episodes_trained_twice``, ``hang_
 Usage: nice python bench/chaos.py --minutes 10 --every 90 --seed 1 [--out DIR] [--rollouts 3]
        [--faults N] (at most N faults: ``--faults 7 --every 1`` is one of each kind, back to
        back, each after the previous one recovered: ``tests/bench/test_chaos.py``)
+       [--overlap] [--config PATH] [--mode async|sync] [--set KEY=VALUE ...]
+       (``--overlap --faults 8 --every 1``: each combination once, then the disk)
 """
 
 from __future__ import annotations
@@ -62,6 +76,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from chaos_overlap import OVERLAPS, inject_overlap, kill, resumes, stop
+
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")
 KINDS = (
@@ -78,13 +94,16 @@ RECOVERY_LIMIT = 240.0
 """Seconds a fault may take to recover before the bench counts it unrecovered and goes on."""
 
 
-def train_args(run_dir: Path, rollouts: int) -> list[str]:
+def train_args(run_dir: Path, args: argparse.Namespace) -> list[str]:
+    """``arena train`` of ``--config`` (smoke.yaml) in ``--mode`` with ``--rollouts`` rollout
+    actors, endless, no evaluation, restarts unbounded, ``--set`` overrides on top."""
+    rollouts = args.rollouts
     return [
-        "train", SMOKE, f"run_dir={run_dir}", "mode=async", "steps=100000",
+        "train", args.config, f"run_dir={run_dir}", f"mode={args.mode}", "steps=100000",
         f"rollout.actors={rollouts}", "learner.batch.batch_samples=1",
         "eval.games=0", "eval.exploitability=false",
         "rollout.max_restarts=1000", "learner_max_restarts=1000",
-        "inference_max_restarts=1000", "bus.max_restarts=1000",
+        "inference_max_restarts=1000", "bus.max_restarts=1000", *args.set,
     ]  # fmt: skip
 
 
@@ -129,8 +148,9 @@ def children(parent: int) -> dict[str, int]:
         args = cmd[cmd.index("arena") + 1 :]
         if "broker" in args[:2]:
             found["broker"] = int(entry)
-        elif "learner" in args[:2]:
-            found["learner"] = int(entry)
+        elif "learner" in args[:2]:  # a named policy's own learner: ``--name learner-<policy>``
+            name = args[args.index("--name") + 1] if "--name" in args else "learner"
+            found[name] = int(entry)
         elif "--actor-name" in args:
             found[args[args.index("--actor-name") + 1]] = int(entry)
         elif "--index" in args:
@@ -182,6 +202,8 @@ class Chaos:
         return mount / "run"
 
     def kinds(self) -> list[str]:
+        if self.args.overlap:  # each once, in their order, before any repeats
+            return list(OVERLAPS) * 100
         kinds = list(KINDS)
         order: list[str] = []
         while len(order) < 1000:
@@ -192,36 +214,32 @@ class Chaos:
 
     # -- faults --------------------------------------------------------------------------
     def inject(self, kind: str, proc: subprocess.Popen, run_dir: Path) -> dict[str, Any]:
+        """Inject ``kind`` (one of :data:`KINDS`, or with ``--overlap`` one of
+        :data:`chaos_overlap.OVERLAPS`); its record names the ``markers`` that ``events.log``
+        must show for it to count as detected and the ``stops`` (pid, until) to release."""
+        if self.args.overlap:
+            return inject_overlap(
+                kind,
+                lambda: children(proc.pid),
+                lambda: on_the_bus(run_dir, children(proc.pid)),
+                run_dir,
+                self.rng,
+                self.args.stop_seconds,
+            )
         kids = children(proc.pid)
-        record: dict[str, Any] = {"kind": kind, "at": time.time()}
+        record: dict[str, Any] = {"kind": kind, "targets": [], "markers": [], "stops": []}
         if kind.startswith("kill_"):
-            role = kind.removeprefix("kill_")
-            names = sorted(n for n in kids if n.startswith(role))
-            name = self.rng.choice(names)
-            os.kill(kids[name], signal.SIGKILL)
-            record |= {"target": name, "marker": f"{name} (pid {kids[name]}) exited with code -9"}
-        elif kind == "stop_broker":
-            # the broker is on no bus: it is the bus. The run kills it once silent (hangs.py)
-            record |= {
-                "target": "broker",
-                "pid": kids["broker"],
-                "until": time.time() + self.rng.uniform(*self.args.stop_seconds),
-                "marker": f"broker (pid {kids['broker']}) is hung",
-            }
-            os.kill(kids["broker"], signal.SIGSTOP)
-        elif kind == "stop_actor":
-            # a hang is of an actor on the bus: one restarted by an earlier fault and still
-            # starting up has no heartbeat to miss yet (and a stopped start-up is named by the
-            # run's waits, not as a hang), so the target is drawn among those registered
-            names = on_the_bus(run_dir, kids)
-            name = self.rng.choice(names)
-            record |= {
-                "target": name,
-                "pid": kids[name],
-                "until": time.time() + self.rng.uniform(*self.args.stop_seconds),
-                "marker": f"{name} (pid {kids[name]}) is hung",
-            }
-            os.kill(kids[name], signal.SIGSTOP)
+            name = self.rng.choice(sorted(n for n in kids if n.startswith(kind[5:])))
+            record["at"] = time.time()
+            kill(name, kids[name], record)
+            return record
+        # stop_broker: the broker is on no bus, it is the bus; the run kills it once silent
+        # (hangs.py). stop_actor: a hang is of an actor on the bus: one restarted by an earlier
+        # fault and still starting up has no heartbeat to miss yet (and a stopped start-up is
+        # named by the run's waits, not as a hang), so the target is drawn among those registered
+        name = "broker" if kind == "stop_broker" else self.rng.choice(on_the_bus(run_dir, kids))
+        record["at"] = time.time()
+        stop(name, kids[name], record["at"] + self.rng.uniform(*self.args.stop_seconds), record)
         return record
 
     def fill_disk(self, proc: subprocess.Popen) -> None:
@@ -229,7 +247,7 @@ class Chaos:
         recover from that; it must end with a clear message and a non-zero exit status, its last
         checkpoint intact (the resume that follows starts from it once the disk is freed)."""
         assert self.mount is not None
-        record: dict[str, Any] = {"kind": "disk_full", "target": "disk", "at": time.time()}
+        record: dict[str, Any] = {"kind": "disk_full", "targets": ["disk"], "at": time.time()}
         print("chaos: disk_full disk", file=sys.stderr, flush=True)
         filler = self.mount / "filler"
         with open(filler, "wb") as f, contextlib.suppress(OSError):
@@ -247,40 +265,37 @@ class Chaos:
         filler.unlink()
         self.records.append(record)
 
-    def release(self, record: dict[str, Any]) -> None:
-        if record["kind"] in ("stop_actor", "stop_broker"):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(record["pid"], signal.SIGCONT)
-
     def follow(self, record: dict[str, Any], proc: subprocess.Popen, run_dir: Path) -> None:
-        """Wait for the fault's detection and recovery (a step logged after detection)."""
-        start = record["at"]
-        released = False
+        """Wait for the fault's detection (every marker in ``events.log``) and its recovery (a
+        step logged after the detection), releasing each stopped process at its time."""
+        stops = list(record["stops"])
         last_row: dict[str, Any] | None = None
-        while time.time() - start < RECOVERY_LIMIT and proc.poll() is None:
+        while time.time() - record["at"] < RECOVERY_LIMIT and proc.poll() is None:
             now = time.time()
-            if "until" in record and not released and now >= record["until"]:
-                self.release(record)
-                released = True
-            marker = record.get("marker")
-            if "detected" not in record and marker and marker in events(run_dir):
+            for pid, until in [s for s in stops if now >= s[1]]:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+                stops.remove([pid, until])
+            text = events(run_dir)
+            if "detected" not in record and all(m in text for m in record["markers"]):
                 record["detected"] = now
                 last_row = (rows(run_dir) or [None])[-1]
             logged = (rows(run_dir) or [None])[-1]  # a step logged since detection
             if "detected" in record and "recovered" not in record and logged != last_row:
                 record["recovered"] = time.time()
-            if "recovered" in record and (released or "until" not in record):
+            if "recovered" in record and not stops:
                 break
             time.sleep(0.25)
-        if not released and "until" in record:
-            self.release(record)
+        for pid, _ in stops:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
 
     # -- the run -------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         run_dir = self.prepare()
         with open(self.out / "train.out", "w") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "arena", *train_args(run_dir, self.args.rollouts)],
+                [sys.executable, "-m", "arena", *train_args(run_dir, self.args)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=ROOT,
@@ -301,7 +316,7 @@ class Chaos:
                 while time.time() < at:
                     time.sleep(0.5)
                 record = self.inject(kind, proc, run_dir)
-                print(f"chaos: {kind} {record.get('target', '')}", file=sys.stderr, flush=True)
+                print(f"chaos: {kind} {record['targets']}", file=sys.stderr, flush=True)
                 self.follow(record, proc, run_dir)
                 self.records.append(record)
             alive = proc.poll() is None
@@ -313,18 +328,46 @@ class Chaos:
             proc.kill()
         time.sleep(3)
         last = max((r["step"] for r in rows(run_dir)), default=0)
-        resumed = subprocess.run(
-            [sys.executable, "-m", "arena", "train", SMOKE, f"resume={run_dir}",
-             f"steps={last + 2}"],
-            capture_output=True, text=True, cwd=ROOT, timeout=600,
-        )  # fmt: skip
-        (self.out / "resume.out").write_text(resumed.stdout + resumed.stderr)
-        for record in self.records:  # a full disk ends the run: its recovery is the resume
-            if record["kind"] == "disk_full" and resumed.returncode == 0:
+        if self.args.overlap:
+            self.kill_resume(run_dir, last + 2)
+        resumed = self.resume(run_dir, last + 2)
+        for record in self.records:  # a full disk, a killed resume: the recovery is the resume
+            if record["kind"] in ("disk_full", "kill_resume") and resumed.returncode == 0:
                 record["recovered"] = time.time()
         result = self.report(run_dir, alive, resumed.returncode == 0, last + 2)
         self.keep_records(run_dir)
         return result
+
+    def resume(self, run_dir: Path, steps: int) -> subprocess.CompletedProcess:
+        resumed = subprocess.run(
+            [sys.executable, "-m", "arena", "train", self.args.config, f"resume={run_dir}",
+             f"steps={steps}"],
+            capture_output=True, text=True, cwd=ROOT, timeout=600,
+        )  # fmt: skip
+        with open(self.out / "resume.out", "a") as f:
+            f.write(resumed.stdout + resumed.stderr)
+        return resumed
+
+    def kill_resume(self, run_dir: Path, steps: int) -> None:
+        """The overlap mode's last fault: the ``resume=`` run killed (SIGKILL of its launcher,
+        its children follow) the moment its learner has resumed, then resumed again."""
+        before = resumes(run_dir)
+        with open(self.out / "resume.out", "a") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "arena", "train", self.args.config, f"resume={run_dir}",
+                 f"steps={steps}"],
+                stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+            )  # fmt: skip
+        deadline = time.time() + RECOVERY_LIMIT
+        while proc.poll() is None and time.time() < deadline and resumes(run_dir) == before:
+            time.sleep(0.01)
+        record: dict[str, Any] = {"kind": "kill_resume", "targets": ["resume"], "at": time.time()}
+        record["mid_run"] = proc.poll() is None  # else it ended (or failed) before its learner
+        proc.kill()
+        proc.wait()
+        print("chaos: kill_resume", file=sys.stderr, flush=True)
+        self.records.append(record)
+        time.sleep(3)
 
     def keep_records(self, run_dir: Path) -> None:
         """The records outlive the tmpfs: copied next to the JSON."""
@@ -341,7 +384,13 @@ class Chaos:
     # -- the records -----------------------------------------------------------------------
     def report(self, run_dir: Path, alive: bool, resume_ok: bool, steps: int) -> dict[str, Any]:
         table = rows(run_dir)
-        logged = {r["step"] for r in table if "learner/loss" in r or r.get("recovered")}
+        # a step the learner took (with a loss, or none where no turn had any signal: a role
+        # game on the untrained tiny model), or one its checkpoint holds
+        logged = {
+            r["step"]
+            for r in table
+            if "learner/loss" in r or "learner/step" in r or r.get("recovered")
+        }
         detect: dict[str, list[float]] = defaultdict(list)
         recover: dict[str, list[float]] = defaultdict(list)
         for r in self.records:
@@ -357,14 +406,20 @@ class Chaos:
         hangs = [
             r["detected"] - r["at"]
             for r in self.records
-            if r["kind"] in ("stop_actor", "stop_broker") and "detected" in r
+            if any(t.startswith("stop:") for t in r.get("targets", [])) and "detected" in r
         ]
         return {
             "minutes": self.args.minutes,
             "every_s": self.args.every,
             "seed": self.args.seed,
             "faults": dict(Counter(r["kind"] for r in self.records)),
-            "targets": [f"{r['kind']}:{r.get('target', '')}" for r in self.records],
+            "overlap": self.args.overlap,
+            "config": Path(self.args.config).name,
+            "mode": self.args.mode,
+            "set": self.args.set,
+            "targets": [f"{r['kind']}:{','.join(r['targets'])}" for r in self.records],
+            "mid_save": [r["mid_save"] for r in self.records if "mid_save" in r],
+            "resume_killed_mid_run": [r["mid_run"] for r in self.records if "mid_run" in r],
             "recovered": dict(Counter(r["kind"] for r in self.records if "recovered" in r)),
             "skipped": self.skipped,
             "detect_s": dict(detect),
@@ -381,7 +436,9 @@ class Chaos:
             "steps_missing": sorted(set(range(1, steps + 1)) - logged),
             "run_alive_at_end": alive,
             "resume_ok": resume_ok,
-            "episodes_trained_twice": trained_twice(run_dir / "logs" / "learner.log"),
+            "episodes_trained_twice": sum(
+                trained_twice(log) for log in sorted((run_dir / "logs").glob("learner*.log"))
+            ),
             "episodes_lost": lost,
             "episodes_failed": int(sum(r.get("episodes_failed", 0) for r in table)),
             "re_leased": max((r.get("leases/re_leased", 0) for r in table), default=0),
@@ -422,6 +479,14 @@ def main() -> None:
         "--faults", type=int, default=-1, help="stop after this many faults (-1: no limit)"
     )
     parser.add_argument("--disk-mb", type=int, default=512)
+    parser.add_argument("--config", default=SMOKE, help="the run's config (default smoke.yaml)")
+    parser.add_argument("--mode", default="async", choices=("async", "sync"))
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="a config override"
+    )
+    parser.add_argument(
+        "--overlap", action="store_true", help="faults together (bench/chaos_overlap.py)"
+    )
     parser.add_argument(
         "--stop-seconds",
         type=float,

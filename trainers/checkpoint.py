@@ -12,7 +12,9 @@ Layout of ``<dir>/step-00000042/`` (one directory per saved step)::
 
 A checkpoint is written into ``<dir>/.tmp-step-...``, flushed to disk, then renamed into place
 in one ``os.rename``: a directory named ``step-*`` is complete, and a crash (even ``kill -9``)
-mid-write leaves only a temporary directory, removed by the next save.
+mid-write leaves only a temporary directory, removed by the next save. A step saved again
+(the final checkpoint after the last step's) is swapped in by one ``renameat2`` exchange, so
+no moment lacks it (where the system has no such swap, two renames).
 
 Disk space: a full checkpoint takes about 12 bytes per weight (the weights in float32, and
 Adam's two float32 moments of each trained weight: 1.7 GB on disk for the 135M default model), and
@@ -23,6 +25,7 @@ temporary directory and leaves the earlier checkpoints as they were.
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import json
 import os
@@ -111,6 +114,29 @@ def _out_of_space(err: BaseException) -> bool:
     return "No space left on device" in str(err)
 
 
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap directories ``a`` and ``b`` in one step (Linux ``renameat2(RENAME_EXCHANGE)``);
+    False where the system or the file system cannot. A step is saved again (the final
+    checkpoint after the last step's, a resumed run's) by such a swap: moving the complete copy
+    aside and the new one in, two renames, left no ``step-N`` at all to a kill between them,
+    and a learner restarted then resumed from an older checkpoint (none, with
+    ``checkpoint.keep: 1``)."""
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code), str(b))
+
+
 def write_atomically(
     root: str | os.PathLike[str], step: int, write: Callable[[Path], None], keep: int = 0
 ) -> Path:
@@ -125,7 +151,9 @@ def write_atomically(
     try:
         write(tmp)
         _fsync_tree(tmp)
-        if final.exists():  # re-saving a step (after a resume): swap, never a moment without one
+        if final.exists() and _exchange(tmp, final):  # re-saving a step: one atomic swap
+            shutil.rmtree(tmp, ignore_errors=True)  # the old copy, now
+        elif final.exists():  # no atomic swap on this system: two renames
             old = root / f"{_TMP_PREFIX}old-{final.name}"
             os.rename(final, old)
             os.rename(tmp, final)

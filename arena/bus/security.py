@@ -40,6 +40,20 @@ _TRUE = {"1", "true", "yes", "on"}
 
 
 # -- which addresses need keys -----------------------------------------------------------------
+def keys_hint(address: str) -> str:
+    """Why a broker that listens at ``address`` may still not answer: one with CURVE keys drops
+    a handshake whose key it does not admit (or a plain one) without a word, so a wrong or
+    missing key looks exactly like a missing broker. Empty off tcp, where no keys are used."""
+    if not address.startswith("tcp://"):
+        return ""
+    if os.environ.get(KEYS_ENV):
+        return "; if the broker is up, it may not allow these keys (its authorized/ directory)"
+    return (
+        "; if the broker is up, it may require CURVE keys: pass --keys DIR "
+        "(the directory of `arena keys generate`)"
+    )
+
+
 def is_loopback(address: str) -> bool:
     """Whether plain traffic to ``address`` stays on this host.
 

@@ -1,8 +1,9 @@
 """``arena deploy slurm|k8s CONFIG [key=value ...] --out PATH``: a run's processes for a cluster.
 
-``slurm`` writes an ``sbatch`` script (``--out FILE``): one heterogeneous job whose components
-hold the broker and ``arena train`` (the job's first node), the inference actors, the learner
-and the rollout actors, each process an ``srun`` step. ``k8s`` writes manifests (``--out DIR``,
+``slurm`` writes an ``sbatch`` script (``--out FILE``; beside it the config as read here, which
+the job's ``arena train`` reads: ``job.sh``, ``job.config.yaml``): one heterogeneous job whose
+components hold the broker and ``arena train`` (the job's first node), the inference actors, the
+learner and the rollout actors, each process an ``srun`` step. ``k8s`` writes manifests (``--out DIR``,
 then ``kubectl apply -f DIR``): a Secret with the keys, a ConfigMap with the resolved run config,
 the broker (StatefulSet and headless Service), inference Deployments, learner and ``arena
 train`` Jobs and a rollout StatefulSet.
@@ -100,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
     if config.resume:
         raise ConfigError("resume: arena deploy starts a new run; resume one by hand")
     validate(config)
+    _check_deployable(args, config)
     keys = _check_keys(args)
     name = args.name or f"arena-{config.name}"
     if args.target == "k8s":
@@ -117,6 +119,47 @@ def _check_flags(args: argparse.Namespace) -> None:
             raise ConfigError(f"--{flag.replace('_', '-')} is not a flag of `{args.target}`")
     if args.run_dir and not args.run_dir.startswith("/"):
         raise ConfigError(f"--run-dir {args.run_dir}: must be absolute (on a shared filesystem)")
+
+
+def _check_deployable(args: argparse.Namespace, config: Any) -> None:
+    """Settings the generated files would overrule or leave broken, refused before anything is
+    written rather than found on the cluster."""
+    if config.launcher != "local":
+        raise ConfigError(
+            f"launcher={config.launcher}: arena deploy starts every process through "
+            f"{args.target} itself; drop it (launcher=ray is arena train on a Ray cluster)"
+        )
+    if config.bus.address:
+        raise ConfigError(
+            f"bus.address={config.bus.address}: arena deploy starts the run's broker itself "
+            "(--port); leave bus.address unset"
+        )
+    if args.target == "k8s":
+        from arena.deploy.k8s import RUNS_DIR
+
+        key, run_dir = ("--run-dir", args.run_dir) if args.run_dir else ("run_dir", config.run_dir)
+        if run_dir and run_dir.startswith("/") and not f"{run_dir}/".startswith(f"{RUNS_DIR}/"):
+            raise ConfigError(
+                f"{key} {run_dir}: not under {RUNS_DIR}, the volume (--volume-claim) the train, "
+                "learner and inference pods share: each pod would keep its own, the learner's "
+                f"checkpoints in its pod; give a directory under {RUNS_DIR} or a relative one"
+            )
+
+
+def _warn_unstarted(config: Any, address: str) -> None:
+    """Warn of the policies the run's simulators talk through that no process of the
+    deployment serves (a frozen checkpoint, an endpoint: the run never starts those): its
+    ``arena train`` waits ``wait.timeout`` for each, then fails, unless one is started beside."""
+    from arena.run.join_commands import simulator_command
+    from arena.run.plan import simulator_policies
+
+    for policy, seats in simulator_policies(config).items():
+        print(
+            f"arena deploy: warning: policy:{policy} (the simulator of {', '.join(seats)}) is "
+            f"served by no process this writes: the run waits {config.wait.timeout:g}s "
+            f"(wait.timeout) for one, started on the cluster: {simulator_command(address, policy)}",
+            file=sys.stderr,
+        )
 
 
 def _check_keys(args: argparse.Namespace) -> Path | None:
@@ -157,6 +200,13 @@ def _resources(args: argparse.Namespace, config: Any) -> dict[str, Resources]:
     if guessed:
         print(auto_gpu_note(guessed), file=sys.stderr)
     return out
+
+
+def threads(kind: str, res: Resources) -> int:
+    """Torch threads per process of ``kind``: its CPUs, shared among the ranks of a learner
+    under ``torchrun`` (one per GPU), each of which would otherwise take them all."""
+    ranks = res.gpus if kind == "learner" and res.gpus > 1 else 1
+    return max(1, res.cpus // ranks)
 
 
 def auto_gpu_note(kinds: list[str]) -> str:
@@ -219,9 +269,9 @@ def deployment(
             max_restarts=bus.max_restarts,
         ),
     ]
-    if args.target == "slurm":
-        path = str(Path(args.config).resolve())
-        processes.append(Process("train", ["train", path, *args.overrides, *coordinating]))
+    if args.target == "slurm":  # the config as read here, overrides and all (see _slurm)
+        path = str(frozen_config(Path(args.out)).resolve())
+        processes.append(Process("train", ["train", path, *coordinating]))
     else:
         processes.append(Process("train", ["train", str(config_dir / "config.yaml")]))
     # paths in the run directory (a policy's adapter) are run_dir's; the files are config_dir's
@@ -232,7 +282,7 @@ def deployment(
             served = served_inference(resolved, Path(run_dir), command.name)
             adapters = [str(Path(p) / ADAPTER_CONFIG) for p in served.adapters.values()]
         if kind in GPU_KINDS:
-            env["OMP_NUM_THREADS"] = str(config.cpu_threads or resources[kind].cpus)
+            env["OMP_NUM_THREADS"] = str(config.cpu_threads or threads(kind, resources[kind]))
         restarts = command.max_restarts if command.restartable else 0
         reads = [argv[argv.index("--config") + 1], *adapters]
         # a pool actor loads the learners' checkpoints from the run directory as it serves
@@ -254,9 +304,11 @@ def deployment(
 
 
 def _slurm(args: argparse.Namespace, config: Any, name: str, keys: Path | None) -> int:
+    from arena.core.config import to_yaml
     from arena.deploy.slurm import BROKER_HOST_MARK, RUN_DIR_MARK, SlurmOptions, render
 
     address = f"tcp://{BROKER_HOST_MARK}:{args.port}"
+    _warn_unstarted(config, f"tcp://BROKER_HOST:{args.port}")  # the job's first node
     spec, _ = deployment(args, config, name, keys, (address, RUN_DIR_MARK, Path(RUN_DIR_MARK)))
     run_dir = args.run_dir or config.run_dir
     options = SlurmOptions(
@@ -270,24 +322,45 @@ def _slurm(args: argparse.Namespace, config: Any, name: str, keys: Path | None) 
     )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    # what the job's arena train reads: the config as read now, not the file when the job
+    # starts (hours later, maybe edited), which the processes written here would not match
+    frozen = frozen_config(out)
+    frozen.write_text(to_yaml(replace(config, resume=None)))
     out.write_text(render(spec, options))
     out.chmod(0o755)
-    print(f"arena deploy: wrote {out}: {_summary(spec)}")
+    print(f"arena deploy: wrote {out} and {frozen}: {_summary(spec)}")
     print(f"  submit from a directory every node shares: sbatch {out}")
     return 0
 
 
+def frozen_config(script: Path) -> Path:
+    """The run config beside a Slurm script (``job.sh``: ``job.config.yaml``)."""
+    return script.with_name(f"{script.stem}.config.yaml")
+
+
 def _k8s(args: argparse.Namespace, config: Any, name: str, keys: Path | None) -> int:
     from arena.deploy.files import write
-    from arena.deploy.k8s import CONFIG_DIR, FILES, RUNS_DIR, SECRET_FILE, K8sOptions, render
+    from arena.deploy.k8s import (
+        CONFIG_DIR,
+        FILES,
+        RUNS_DIR,
+        SECRET_FILE,
+        K8sOptions,
+        name_clashes,
+        render,
+    )
     from arena.run.processes import write_configs
 
     address = f"tcp://{name}-broker:{args.port}"
+    _warn_unstarted(config, address)
     # on the runs volume unless given absolute: a relative one would land in the image
     run_dir = args.run_dir or config.run_dir or config.name
     if not run_dir.startswith("/"):
         run_dir = f"{RUNS_DIR}/{run_dir}"
     spec, resolved = deployment(args, config, name, keys, (address, run_dir, Path(CONFIG_DIR)))
+    clash = name_clashes(spec)
+    if clash:
+        raise ConfigError(f"policies: {clash}; rename a policy, or pass a shorter --name")
     _check_shared_volume(args, spec)
     with tempfile.TemporaryDirectory() as tmp:  # the files arena train itself would write
         write_configs(resolved, Path(run_dir), Path(tmp))

@@ -25,12 +25,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     apply_bus_arguments(args)
     from arena.bus import BlockingActor, BusError
+    from arena.bus.security import keys_hint
 
     name = f"ping-{os.getpid()}-{int(time.time() * 1000) % 100000}"
     try:
         actor = BlockingActor(name, args.address, request_timeout=args.timeout).start(args.timeout)
     except (BusError, TimeoutError) as err:
-        print(f"arena ping: no broker at {args.address}: {err}{_keys_hint()}", file=sys.stderr)
+        print(
+            f"arena ping: no broker at {args.address}: {err}{keys_hint(args.address)}",
+            file=sys.stderr,
+        )
         return 1
     rtts = []
     try:
@@ -51,16 +55,3 @@ def run(args: argparse.Namespace) -> int:
         f"{len(rtts)} round trips: median {statistics.median(rtts):.0f} us, min {min(rtts):.0f} us"
     )
     return 0
-
-
-def _keys_hint() -> str:
-    """Why a listening broker may still not answer: a broker with CURVE keys drops a plain
-    handshake without a word, so a missing key looks exactly like a missing broker."""
-    from arena.bus.security import KEYS_ENV
-
-    if os.environ.get(KEYS_ENV):
-        return "; if the broker is up, it may not allow these keys (its authorized/ directory)"
-    return (
-        "; if the broker is up, it may require CURVE keys: pass --keys DIR "
-        "(the directory of `arena keys generate`)"
-    )

@@ -33,6 +33,7 @@ other on any port (or set ``bus.routing=brokered``).
 from __future__ import annotations
 
 import base64
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +62,8 @@ FILES = (
 WAIT_SCRIPT = 'for f in "$@"; do until [ -e "$f" ]; do echo "waiting for $f"; sleep 2; done; done'
 """The init container's ``sh -c`` script: until every file named after it exists."""
 INDEX_ENV = "ARENA_INDEX"
+MAX_NAME = 63
+"""The longest object name: a DNS label (a Service's name, a Job's ``job-name`` label)."""
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 
 
@@ -128,7 +131,7 @@ class _Builder:
         self.key_files = key_files
 
     def name(self, part: str) -> str:
-        return f"{self.d.name}-{part}"
+        return object_name(self.d.name, part)
 
     def labels(self, component: str, **more: str) -> dict[str, str]:
         return {
@@ -303,6 +306,26 @@ class _Builder:
             "template": template,
         }
         return [service, self.object("apps/v1", "StatefulSet", "rollout", spec=spec)]
+
+
+def object_name(prefix: str, part: str) -> str:
+    """``<prefix>-<part>`` as Kubernetes takes an object's name (lower case, ``[a-z0-9-]``):
+    a process's name holds its policy's (``inference-My_judge``), which may hold neither."""
+    return re.sub(r"[^a-z0-9-]", "-", f"{prefix}-{part}".lower())
+
+
+def name_clashes(deployment: Deployment) -> str | None:
+    """Why the processes' objects cannot all be named (two policies whose names differ only in
+    case or ``_``/``-``, or a name past the 63 characters of a DNS label), or None."""
+    seen: dict[str, str] = {}
+    for process in deployment.processes:
+        name = object_name(deployment.name, process.name)
+        if len(name) > MAX_NAME:
+            return f"{process.name}: its objects' name {name} is longer than {MAX_NAME}"
+        if name in seen and seen[name] != process.name:
+            return f"{seen[name]} and {process.name} would both be named {name}"
+        seen[name] = process.name
+    return None
 
 
 def reads_run_dir(process: Process) -> bool:

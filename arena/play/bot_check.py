@@ -22,16 +22,16 @@ def cannot_play(
     """Play one game of ``game`` (seed 0) with ``make_bot()`` in the first seat no simulator
     fills and not ``taken`` (a simulated seat is never a bot's: the retail agent bot plays the
     agent, the user simulated; nor is a person's seat in ``arena play``) and ``random-v0`` in every other: None when it ends, else the error that stopped
-    it (``TypeError: AlphaBetaBot cannot play kuhn_poker_v0: ...``). Building the bot counts:
-    a bot that refuses the game's arguments fails here too."""
+    it (``TypeError: AlphaBetaBot cannot play kuhn_poker_v0: ...``). A bot that cannot be built
+    (a plugin that fails to import) raises its own error, which names it."""
     env = games.make(game.id, **game.kwargs)
     own = [a for a in env.possible_agents if a not in game.simulators and a not in taken]
     seat = own[0] if own else env.possible_agents[0]
+    bots = {
+        agent: make_bot() if agent == seat else games.bots.make("random-v0")
+        for agent in env.possible_agents
+    }
     try:
-        bots = {
-            agent: make_bot() if agent == seat else games.bots.make("random-v0")
-            for agent in env.possible_agents
-        }
         env.reset(seed=0)
         while env.agents:
             agent = env.agent_selection

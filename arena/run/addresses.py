@@ -54,11 +54,3 @@ def own_broker(config: RunConfig, run_dir: Path | None = None) -> bool:
 def bus_address(config: RunConfig, run_dir: Path) -> str:
     """Where the run's processes find the broker."""
     return config.bus.address or own_address(config, run_dir)
-
-
-def broker_hint(address: str) -> str:
-    """The command that starts a broker others can reach at ``address``."""
-    bind = address
-    if address.startswith("tcp://") and ":" in address[6:]:
-        bind = "tcp://*:" + address.rsplit(":", 1)[1]
-    return f"arena broker --bind {bind}"

@@ -43,11 +43,12 @@ from pathlib import Path
 from typing import Any
 
 from arena.bus import Actor, BusError
+from arena.bus.security import keys_hint
 from arena.eval.summary import write_eval_summary
 from arena.models import load_tokenizer
 from arena.play.stats import merge_collects
 from arena.policies.chat import ChatFormat
-from arena.run.addresses import broker_hint, bus_address, own_broker
+from arena.run.addresses import bus_address, own_broker
 from arena.run.bases import trained_bases
 from arena.run.collection import Collector, sync_order_seed
 from arena.run.config import RunConfig
@@ -57,6 +58,7 @@ from arena.run.evaluation import evaluate_baseline, evaluate_policy
 from arena.run.failures import EmptySteps, SkippedSteps
 from arena.run.hangs import HangWatch
 from arena.run.inference_settings import SettingsCheck
+from arena.run.join_commands import broker_hint
 from arena.run.launcher import Launcher
 from arena.run.learner_restart import LearnerClient, LearnerRestarted
 from arena.run.policy_learners import PolicyLearners
@@ -144,6 +146,7 @@ class RunCoordinator:
                     f"no broker answered at bus.address={self.address} within {timeout:g}s "
                     f"({err}). Start one there first: `{broker_hint(self.address)}` (on the "
                     "broker's host), or leave bus.address unset to let arena train start its own"
+                    + keys_hint(self.address)
                 ) from None
         self.actor = actor
         self.collector = Collector(
@@ -194,6 +197,7 @@ class RunCoordinator:
         self.chat = ChatFormat(load_tokenizer(self.config.model))
         self.strategy = StrategyReads(self.config, self.run_dir, self.log, self.chat)
         self.commands = actor_commands(self.config, self.run_dir)
+        self.launcher.expect([c.name for c in self.commands])
         # the broker first: the trainer joins it before the actors start (an external broker
         # that does not answer then fails the run before anything was started)
         start_processes(self.launcher, [c for c in self.commands if c.name == "broker"])
@@ -222,7 +226,7 @@ class RunCoordinator:
         await self.connect()
         start_processes(self.launcher, [c for c in self.commands if c.name != "broker"])
         await wait_for_actors(
-            self.actor, self.config, self.run_dir, self.address, self.log.console.print
+            self.actor, self.config, self.run_dir, self.address, self.log.verbatim
         )
         status = await self.learner("status")
         self.step, self.version = status["step"], status["version"]

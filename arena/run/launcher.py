@@ -70,6 +70,13 @@ class Launcher:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
         self.children: dict[str, Child] = {}
+        self.expected: list[str] = []
+        """The names of every process the run will start (:meth:`expect`), started or not."""
+
+    def expect(self, names: list[str]) -> None:
+        """Say up front which processes the run will start (they start one at a time): a
+        launcher that places them on a cluster judges the whole request at the first."""
+        self.expected = list(names)
 
     def start(
         self,

@@ -8,11 +8,11 @@ from pathlib import Path
 
 from arena.play.acting import CHOICE
 from arena.play.config import GameConfig, PlayConfig
-from arena.run.addresses import broker_hint, own_address, own_broker
+from arena.run.addresses import own_address, own_broker
 from arena.run.bases import lora_of, own_bases, pooled_bases, shared_adapters
 from arena.run.config import RunConfig
 from arena.run.inference_actors import pool_actor, pool_policy
-from arena.run.join_commands import simulator_command, start_command
+from arena.run.join_commands import broker_hint, simulator_command, start_command
 from arena.run.memory_plan import elsewhere_lines, gib, host_memory, memory_plan
 from arena.run.resources import cpu_threads
 from trainers.config import LearnerConfig

@@ -242,7 +242,8 @@ class RayLauncher(Launcher):
             self.ray.kill(child.actor)
         resources = self.resources(child.name)
         if not self._warned_beyond:
-            asked = {name: self.resources(name) for name in self.children}
+            # the whole run, not only what started so far: the warning names every kind
+            asked = {name: self.resources(name) for name in [*self.expected, *self.children]}
             beyond = beyond_cluster(
                 asked, self.ray.cluster_resources(), self.config.placement_timeout
             )

@@ -28,7 +28,7 @@ from typing import Any
 from arena.bus import Actor
 from arena.run.bases import learner_service, pooled_bases, trained_bases
 from arena.run.config import RunConfig
-from arena.run.directory import listing, rollout_names, serving
+from arena.run.directory import listing, rollout_index, rollout_names, serving
 from arena.run.inference_actors import named_inference, pool_actor
 from arena.run.join_commands import simulator_command, start_command
 from arena.run.plan import simulator_policies
@@ -76,13 +76,26 @@ def missing(
                 f"an inference actor serving policy:{name} (the simulator of {', '.join(seats)}): "
                 + simulator_command(address, name)
             )
-    found = len(rollout_names(actors))
-    if found < rollout:
-        out.append(
-            f"{rollout - found} more rollout actor(s) (of {rollout}): "
-            + start_command(c, run_dir, address, "rollout")
-        )
+    present = rollout_names(actors)
+    lacking = rollout - len(present)
+    # a line each, with an index of its own: two actors of one index would fight over its name
+    for index in free_indices(c.rollout.actors, present, lacking):
+        command = start_command(c, run_dir, address, "rollout", index=index)
+        out.append(f"rollout-{index} (of {lacking} more rollout actor(s), of {rollout}): {command}")
     return out
+
+
+def free_indices(first: int, present: list[str], count: int) -> list[int]:
+    """``count`` rollout indices from ``first`` on (those below are the run's own actors') that
+    no actor on the bus (``present``, their names) has."""
+    taken = {rollout_index(name) for name in present}
+    free: list[int] = []
+    index = first
+    while len(free) < count:
+        if index not in taken:
+            free.append(index)
+        index += 1
+    return free
 
 
 def expects_others(config: RunConfig) -> bool:

@@ -66,6 +66,11 @@ class RunLog:
             finally:
                 self._advance_step = None
 
+    def verbatim(self, text: str) -> None:
+        """``text`` as it is: never wrapped (a command line a user copies, from a terminal or a
+        log, must stay one line) nor read as markup."""
+        self.console.print(text, soft_wrap=True, markup=False, highlight=False)
+
     def event(self, text: str) -> None:
         stamp = time.strftime("%H:%M:%S")
         self.console.print(f"[yellow]{stamp} {escape(text)}")  # "[openspiel]" is not markup
@@ -140,21 +145,31 @@ class RunLog:
 
         Rows past the checkpoint are dropped (those steps run again). Steps the checkpoint holds
         but the log lacks (the launcher died between the update and its log line) get a row
-        marked ``recovered``: the update happened, its metrics died with the launcher.
+        marked ``recovered``: the update happened, its metrics died with the launcher. So does
+        a step whose row was cut short (its append stopped by a full disk or a kill: a last
+        line with no end, which is dropped and named in the event log; it once failed the
+        resume of a run whose disk had filled with a JSONDecodeError). The log is rewritten
+        beside and renamed over the old one, so a kill mid-rewrite loses no row.
         """
         path = self.run_dir / "metrics.jsonl"
-        rows = (
-            [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-            if path.exists()
-            else []
-        )
-        rows = [r for r in rows if r["step"] <= step]
+        text = path.read_text() if path.exists() else ""
+        lines = [line for line in text.splitlines() if line.strip()]
+        if lines and not text.endswith("\n"):  # the last append did not finish
+            try:
+                json.loads(lines[-1])
+            except json.JSONDecodeError:
+                cut = lines.pop()
+                self.event(
+                    f"metrics.jsonl: its last row was cut short ({len(cut)} characters, no end: "
+                    "a full disk or a kill while it was written); dropped, its step runs again "
+                    "or is marked recovered"
+                )
+        rows = [r for r in map(json.loads, lines) if r["step"] <= step]
         logged = {r["step"] for r in rows}
         rows += [{"step": s, "recovered": True} for s in range(1, step + 1) if s not in logged]
         if rows or path.exists():
-            path.write_text(
-                "".join(json.dumps(r) + "\n" for r in sorted(rows, key=lambda r: r["step"]))
-            )
+            ordered = sorted(rows, key=lambda r: r["step"])
+            replace_text(path, "".join(json.dumps(r) + "\n" for r in ordered))
 
     # -- evaluation ------------------------------------------------------------------------
     def evaluation(
@@ -176,7 +191,9 @@ class RunLog:
             line["roles"] = role_rows
         self._append("evals.jsonl", line)
         if label in ("before", "baseline"):
-            (self.run_dir / f"eval_{label}.json").write_text(json.dumps(rows + role_rows, indent=1))
+            replace_text(
+                self.run_dir / f"eval_{label}.json", json.dumps(rows + role_rows, indent=1)
+            )
         for r in results:
             self.console.print(f"eval {label}: {r.line()}")
             if self._tb is not None and label != "baseline" and r.games:
@@ -300,3 +317,15 @@ def _tensorboard(path: Path) -> Any:
     except ImportError:
         return None
     return SummaryWriter(str(path))
+
+
+def replace_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all: beside it, then renamed over it, so a
+    kill or a full disk mid-write leaves the old file (or none), never a cut one that a resume
+    would fail to read."""
+    new = path.with_name(f".{path.name}.new")
+    try:
+        new.write_text(text)
+        new.replace(path)
+    finally:
+        new.unlink(missing_ok=True)

@@ -65,10 +65,17 @@ class Watchdog:
         try:
             yield
         finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            task.cancel()  # it runs no more of its code: the next report is never written
             self._current.pop(key, None)
+            try:
+                await task
+            except asyncio.CancelledError:
+                # the reporter's own end, unless this wait was cancelled while it awaited it
+                # (then the cancel went to the reporter, and swallowing it kept a cancelled run
+                # waiting on a dead learner for wait.timeout: the overlap chaos run's disk_full)
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise
 
     async def _watch(self, key: int, what: str, on: list[str]) -> None:
         started = time.monotonic()

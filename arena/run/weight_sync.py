@@ -103,10 +103,28 @@ class WeightSync:
     async def served_version(self) -> int:
         """The oldest version an inference actor of this policy on the bus now serves, as far
         as their announcements tell (one that has announced nothing yet serves the initial
-        weights: 0). Turns sampled from now on are at least this new."""
+        weights: 0). Turns sampled from now on are at least this new.
+
+        While none is on the bus (a restarted broker before they registered again, or every
+        one restarting) this waits for one: an empty directory says nothing of the version
+        that will serve (it read as v0 once, and the run named an actor serving v0 that served
+        the learner's latest; the chaos run's ``kill_broker+kill_learner+kill_rollout``)."""
         assert self.actor is not None
-        names = serving(await self._listing(), f"policy:{self.policy_name}:status")
-        return min((self.serving.get(name, 0) for name in names), default=0)
+        service = f"policy:{self.policy_name}:status"
+        if not (names := serving(await self._listing(), service)):
+            deadline = time.monotonic() + self.timeout
+            what = f"waiting for an inference actor serving policy:{self.policy_name}"
+            async with (
+                self.watchdog.waiting(what, []) if self.watchdog else contextlib.nullcontext()
+            ):
+                while not (names := serving(await self._listing(), service)):
+                    if time.monotonic() > deadline:
+                        self._expired(
+                            f"no inference actor serving policy:{self.policy_name} joined the "
+                            f"bus in {self.timeout:g}s"
+                        )
+                    await asyncio.sleep(0.25)
+        return min(self.serving.get(name, 0) for name in names)
 
     async def admission_version(self, learner_version: int, max_staleness: int) -> int:
         """The oldest version a turn of an order starting now can have: what the inference

@@ -5,6 +5,7 @@ Run with ``.venv/bin/python -m pytest -q tests/trainers/test_learner_checkpoint.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
@@ -371,3 +372,25 @@ def test_a_save_that_fills_the_disk_is_reported_and_cleaned_up(tmp_path: Path) -
         assert sorted(p.name for p in tmp_path.iterdir()) == ["step-00000001"]  # no partial copy
     with pytest.raises(ValueError):  # any other error passes through unchanged
         write_atomically(tmp_path, 3, lambda out: int("x"))
+
+
+def test_a_step_saved_again_is_never_missing_even_killed_midway(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The final checkpoint saves the last step again. Moving the complete copy aside, then the
+    new one in, left no ``step-N`` to a kill between the two renames: a restarted learner then
+    resumed from an older checkpoint, or (``checkpoint.keep: 1``) from none. Here every rename
+    is where the learner dies, just after it; the step must still be there, old or new."""
+    write_atomically(tmp_path, 3, lambda out: (out / "state.json").write_text('"old"'), keep=1)
+    rename = os.rename
+
+    def killed_after(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+        rename(src, dst)
+        raise KeyboardInterrupt  # stands for the SIGKILL that came right after it
+
+    monkeypatch.setattr(os, "rename", killed_after)
+    with contextlib.suppress(KeyboardInterrupt):
+        write_atomically(tmp_path, 3, lambda out: (out / "state.json").write_text('"new"'), keep=1)
+    assert latest_checkpoint(tmp_path) == tmp_path / "step-00000003"
+    assert (tmp_path / "step-00000003" / "state.json").read_text() == '"new"'
+    assert [p.name for p in tmp_path.iterdir()] == ["step-00000003"]  # the old copy removed

@@ -15,10 +15,11 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from arena.bus import Actor, Broker, BusError
 from arena.bus.codec import decode, encode
@@ -64,6 +65,26 @@ async def until(predicate, timeout: float = 5.0) -> None:
         await asyncio.sleep(0.01)
 
 
+def actor_sees_its_broker_go(actor: Actor) -> Callable[[], None]:
+    """A wait, to call once the broker is stopped, until the actor's socket has seen its
+    connection drop. A request sent before that (a loaded host's I/O thread may take a while to
+    read the closed connection) goes out on the dead connection and is lost, which would make
+    the request below time out rather than reach the new broker first."""
+    sock = actor._broker.sock  # type: ignore[union-attr]
+    assert sock is not None
+    monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+
+    def wait() -> None:
+        try:
+            assert monitor.poll(5000), "the actor never saw its broker go"
+            recv_monitor_message(monitor)
+        finally:
+            sock.disable_monitor()
+            monitor.close(linger=0)
+
+    return wait
+
+
 def test_a_request_that_reaches_a_restarted_broker_first_makes_the_actor_register_again(
     address: str, brokers: list[BrokerThread]
 ) -> None:
@@ -72,7 +93,9 @@ def test_a_request_that_reaches_a_restarted_broker_first_makes_the_actor_registe
     async def scenario() -> None:
         actor = Actor("client", address, heartbeat_interval=30.0)
         await actor.start()
+        stopped_at = actor_sees_its_broker_go(actor)
         brokers[0].stop()
+        stopped_at()
         brokers.append(slow_broker(address))
         # The new broker hears this request before anything else from the actor.
         with pytest.raises(BusError) as lost:

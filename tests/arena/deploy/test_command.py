@@ -77,6 +77,35 @@ def test_a_relative_run_dir_and_a_bad_name_are_refused(
     assert result.code == 2 and "--name" in result.err
 
 
+def test_a_k8s_run_dir_off_the_shared_volume_is_refused(
+    deploy: Callable[..., Result], tmp_path: Path
+) -> None:
+    # /tmp/x in each pod is a directory of its own: the train pod never saw the learner's
+    # checkpoints, and a pool actor none of them
+    out = tmp_path / "d"
+    flags = ["--out", str(out), "--insecure", "--image", "i:1", "--volume-claim", "v"]
+    result = deploy("k8s", SMOKE, *flags, "--run-dir", "/tmp/x")
+    assert result.code == 2 and "--run-dir /tmp/x: not under /arena/runs" in result.err
+    result = deploy("k8s", SMOKE, "run_dir=/arena/runs-old/x", *flags)
+    assert result.code == 2 and "run_dir /arena/runs-old/x: not under /arena/runs" in result.err
+    assert not out.exists()
+    assert deploy("k8s", SMOKE, *flags, "--run-dir", "/arena/runs/x").code == 0
+
+
+@pytest.mark.parametrize("target", ["slurm", "k8s"])
+def test_settings_the_deployment_overrules_are_refused(
+    deploy: Callable[..., Result], tmp_path: Path, target: str
+) -> None:
+    # both were once taken and overruled on the cluster: its arena train started a Ray instance
+    # of its own with nothing to place, and its broker replaced the one named
+    out = tmp_path / "out"
+    result = deploy(target, SMOKE, "launcher=ray", "--out", str(out), "--insecure")
+    assert result.code == 2 and "launcher=ray: arena deploy starts every process" in result.err
+    result = deploy(target, SMOKE, "bus.address=tcp://b:5555", "--out", str(out), "--insecure")
+    assert result.code == 2 and "bus.address=tcp://b:5555: arena deploy starts" in result.err
+    assert not out.exists()
+
+
 def test_resume_is_refused(deploy: Callable[..., Result], tmp_path: Path) -> None:
     result = deploy("slurm", SMOKE, "resume=runs/x", "--out", str(tmp_path / "x.sh"), "--insecure")
     assert result.code == 2 and "resume" in result.err
@@ -180,7 +209,7 @@ def test_k8s_paths_in_the_run_directory_are_the_run_directorys_not_the_mounted_c
     """The config files are mounted at /etc/arena/config; the adapter a policy's inference
     actor serves and its learner's checkpoints are in the run directory."""
     two = str(ROOT / "configs" / "two_models.yaml")
-    run_dir = tmp_path / "run"
+    run_dir = Path("/arena/runs") / tmp_path.name  # on the pods' shared volume
     result = deploy(
         "k8s",
         two,
@@ -217,3 +246,27 @@ def test_k8s_paths_in_the_run_directory_are_the_run_directorys_not_the_mounted_c
     section = yaml.safe_load(files["config.yaml"])["inference"]
     assert section["adapters"] == {"shared-lora": f"{run_dir}/adapters/shared-lora"}
     assert not run_dir.exists()
+
+
+@pytest.mark.parametrize("target", ["slurm", "k8s"])
+def test_a_simulators_policy_no_process_serves_is_named(
+    deploy: Callable[..., Result], tmp_path: Path, target: str
+) -> None:
+    # the cluster's arena train waited wait.timeout for policy:frozen, which no step started,
+    # and the job failed without a word at deploy time
+    user_tool_use = str(ROOT / "configs" / "user_tool_use.yaml")
+    frozen = "games.0.simulators.user:={id: llm-user-v0, policy: frozen}"
+    flags = ["--out", str(tmp_path / "out"), "--insecure", "--image", "i:1"][
+        : 5 if target == "k8s" else 3
+    ]
+    result = deploy(target, user_tool_use, frozen, *flags)
+    assert result.code == 0, result.err
+    broker = (
+        "tcp://BROKER_HOST:5555" if target == "slurm" else "tcp://arena-user-tool-use-broker:5555"
+    )
+    assert (
+        "warning: policy:frozen (the simulator of retail-v0.user) is served by no process this "
+        f"writes: the run waits 600s (wait.timeout) for one, started on the cluster: arena "
+        f"inference --connect {broker} --name frozen --model CHECKPOINT_OR_MODEL"
+    ) in result.err
+    assert "warning: policy:" not in deploy(target, user_tool_use, *flags).err  # scripted: none

@@ -358,3 +358,36 @@ def test_insecure_writes_no_secret_and_says_so(deploy: Callable[..., Result], ou
             env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
             assert env["ARENA_INSECURE"] == "1" and "ARENA_KEYS" not in env
             assert "keys" not in {v["name"] for v in pod["volumes"]}
+
+
+def test_objects_of_policies_named_outside_dns_labels_get_names_kubernetes_takes(
+    deploy: Callable[..., Result], tmp_path: Path
+) -> None:
+    # a policy named My_judge once made Deployment arena-x-inference-My_judge, which the API
+    # server refuses (names are lower case [a-z0-9-])
+    config = tmp_path / "x.yaml"
+    policies = "policies:\n  My_judge: {model: tiny, train: false}\n  big_one: {model: tiny}\n"
+    seats = 'seat_policies:\n  "kuhn-poker-v0:player_1": big_one\n  judge: My_judge\n'
+    games = (
+        "games:\n  - {id: kuhn-poker-v0, act: choice}\n  - {id: mae-v0, kwargs: {num_solvers: 1}}\n"
+    )
+    config.write_text(f"extends: {SMOKE}\nname: x\n{games}{policies}{seats}eval: {{games: 0}}\n")
+    out = tmp_path / "k8s"
+    flags = ["--out", str(out), "--insecure", "--image", "i:1", "--volume-claim", "v"]
+    result = deploy("k8s", str(config), "opponents.mode=population", *flags)
+    assert result.code == 0, result.err
+    objects = by_name(out)
+    for name in ("inference-my-judge", "inference-big-one", "inference-pool-big-one"):
+        assert f"Deployment/arena-x-{name}" in objects, sorted(objects)
+    assert "Job/arena-x-learner-big-one" in objects
+    for key in objects:
+        assert DNS_LABEL.fullmatch(key.split("/")[1]), key
+    # the bus name stays the policy's own: the label says which actor a pod runs
+    judge = objects["Deployment/arena-x-inference-my-judge"]
+    assert judge["spec"]["selector"]["matchLabels"]["arena.dev/actor"] == "inference-My_judge"
+    assert container(judge)["args"][-2:] == ["--actor-name", "inference-My_judge"]
+    # two policies whose objects would share a name are refused, naming both
+    config.write_text(config.read_text().replace("big_one", "my_judge"))
+    result = deploy("k8s", str(config), *flags)
+    assert result.code == 2
+    assert "inference-My_judge and inference-my_judge would both be named" in result.err

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -107,7 +108,8 @@ def test_the_script_is_valid_bash_and_starts_every_process(script: str) -> None:
     assert found["learner"]["restarts"] == "3" and found["train"]["restarts"] == "0"
     # torch threads follow the CPUs each step asks for, not the cores of the writing host
     assert found["inference-1"]["env"] == {"OMP_NUM_THREADS": "4"}
-    assert found["learner"]["env"] == {"OMP_NUM_THREADS": "8"}
+    # the learner's two torchrun ranks share its 8 CPUs (each once took all 8: 16 threads)
+    assert found["learner"]["env"] == {"OMP_NUM_THREADS": "4"}
 
 
 def test_components_ask_for_what_each_kind_needs(script: str) -> None:
@@ -173,7 +175,13 @@ def test_command_lines_are_those_arena_train_starts_locally(script: str, tmp_pat
         launcher_at = command.index("-v")
         assert shlex.join(command[launcher_at:]) == shlex.join(shlex.split(" ".join(expected)))
     train = found["train"]["command"]
-    assert train[:3] == ["arena", "train", SMOKE]
+    # the config as arena deploy read it, written beside the script: an edit of the file while
+    # the job waits in the queue does not reach it (the steps written here would not match it)
+    frozen = tmp_path / "job.config.yaml"
+    assert train[:3] == ["arena", "train", str(frozen)]
+    written = load_run_config(frozen)
+    assert written == replace(config, resume=None)
+    assert (written.inference.actors, written.rollout.actors) == (2, 3)  # the overrides in it
     assert "rollout.actors=0" in train and "inference.actors=0" in train
     assert "start_learner=false" in train and "run_dir=${RUN_DIR}" in train
     assert "wait.rollout_actors=3" in train and "wait.inference_actors=2" in train

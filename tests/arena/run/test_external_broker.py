@@ -24,6 +24,7 @@ from arena.bus.peers import IPC_PATH_LIMIT
 from arena.core.errors import ConfigError
 from arena.run.addresses import bus_address, local_address, own_broker
 from arena.run.config import load_run_config
+from arena.run.join_commands import broker_hint
 from arena.run.plan import plan
 from arena.run.processes import actor_commands, write_configs
 from arena.run.resources import cpu_threads
@@ -96,9 +97,12 @@ def test_counts_of_zero_are_allowed_and_the_run_waits_for_at_least_one(
     with pytest.raises(ConfigError, match="rollout.actors must be >= 0"):
         smoke("rollout.actors=-1")
     text = plan(smoke("bus.address=tcp://10.0.0.1:5555", "rollout.actors=0", "start_learner=false"))
-    assert "already running, not started here: arena broker --bind tcp://*:5555" in text
+    assert "already running, not started here: arena broker --bind 'tcp://*:5555'" in text
     assert "rollout x0" in text and "waits for 1 on the bus" in text
     assert "joins: arena learner --connect tcp://10.0.0.1:5555" in text
+    # a loopback broker binds its own address: a wildcard one is refused without keys
+    text = plan(smoke("bus.address=tcp://127.0.0.1:5555", "rollout.actors=0"))
+    assert "not started here: arena broker --bind tcp://127.0.0.1:5555)" in text
 
 
 def test_missing_actors_are_named_with_the_command_that_starts_them(
@@ -115,9 +119,16 @@ def test_missing_actors_are_named_with_the_command_that_starts_them(
         {"name": "x", "kind": "inference", "services": ["policy:main", "policy:main:status"]},
         {"name": "rollout-4", "kind": "rollout", "services": ["rollout"]},
     ]
+    rollout = f"arena rollout --connect {address} --config {tmp_path}/config.yaml --index"
     assert missing(config, actors, tmp_path, address) == [
-        f"1 more rollout actor(s) (of 2): arena rollout --connect {address} "
-        f"--config {tmp_path}/config.yaml --index 0"
+        f"rollout-0 (of 1 more rollout actor(s), of 2): {rollout} 0"
+    ]
+    # a line for each, an index of its own (the same line for all once started three actors
+    # named rollout-0, which fought over the name), none that is on the bus already
+    three = replace(config, wait=replace(config.wait, rollout_actors=4))
+    present = actors[:2] + [{**actors[2], "name": "rollout-1"}]
+    assert missing(three, present, tmp_path, address) == [
+        f"rollout-{i} (of 3 more rollout actor(s), of 4): {rollout} {i}" for i in (0, 2, 3)
     ]
     assert missing(config, actors + [{**actors[2], "name": "rollout-9"}], tmp_path, address) == []
     # the run's own settings, read from its config rather than spelled out (issue 30, item 12)
@@ -125,6 +136,10 @@ def test_missing_actors_are_named_with_the_command_that_starts_them(
     assert inference == f"arena inference --connect {address} --config {tmp_path}/config.yaml"
     monkeypatch.setenv("ARENA_KEYS", "/secure/keys")  # what --keys sets: the hints pass it on
     assert start_command(config, tmp_path, address, "learner").endswith(" --keys /secure/keys")
+    # the broker's too: one started without them refuses the run's keyed actors
+    assert broker_hint("tcp://10.0.0.1:5555") == (
+        "arena broker --bind 'tcp://*:5555' --keys /secure/keys"
+    )
 
 
 POPULATION = [
@@ -347,7 +362,7 @@ def test_no_broker_at_the_address_fails_fast_and_says_how_to_start_one(tmp_path:
     assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
     assert time.monotonic() - started < 60
     assert f"no broker answered at bus.address=tcp://127.0.0.1:{port}" in result.stderr
-    assert f"arena broker --bind tcp://*:{port}" in result.stderr
+    assert f"arena broker --bind tcp://127.0.0.1:{port}" in result.stderr
     assert "Traceback" not in result.stderr
     assert not list((tmp_path / "run" / "logs").glob("*.log"))  # nothing was started
 

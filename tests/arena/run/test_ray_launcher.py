@@ -320,7 +320,7 @@ def until_died(launcher: RayLauncher, timeout: float = 120.0) -> tuple[list[str]
 
 @pytest.mark.slow
 def test_dead_and_unplaceable_children_are_named(
-    ray_cluster: SimpleNamespace, tmp_path: Path
+    ray_cluster: SimpleNamespace, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     ray = ray_cluster.ray
     resources = RayResourcesConfig(rollout=RayResources(num_cpus=0.5))
@@ -364,8 +364,15 @@ def test_dead_and_unplaceable_children_are_named(
         ),
         "tcp://127.0.0.1:1",
     )
+    # the run says what it starts before the first starts: the warning weighs all of it (it
+    # once counted only the processes started so far, here the learner's 1 CPU of 8)
+    unplaceable.expect(["learner", *(f"rollout-{i}" for i in range(9))])
     try:
-        unplaceable.start("learner", ["learner", "--help"])
+        with caplog.at_level("WARNING", logger="arena.run.ray_launcher"):
+            unplaceable.start("learner", ["learner", "--help"])
+        assert "ask for 10 CPU in all (learner 1, rollout 9) and the Ray cluster has 8" in (
+            caplog.text
+        )
         _, error = until_died(unplaceable, timeout=30)
         assert error.startswith("learner was not placed by Ray within ray.placement_timeout=2s")
         assert "1 CPU, 1 GPU" in error and "ray.resources.learner" in error and "0/0 GPU" in error

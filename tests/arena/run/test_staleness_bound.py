@@ -175,3 +175,35 @@ def test_no_order_starts_on_an_inference_actor_too_far_behind() -> None:
     within = Behind(3, events)  # 4 behind: within the bound, and the order says so
     assert asyncio.run(within.admission_version(7, max_staleness=4)) == 3
     assert within.waited == [] and len(events) == 1
+
+
+def test_an_empty_directory_is_waited_out_not_read_as_an_actor_serving_v0() -> None:
+    """Just after the run's broker restarted, before the inference actors registered again, the
+    directory lists none of them: admission waits for one instead of reading the empty listing
+    as v0 (the overlap chaos run's ``kill_broker+kill_learner+kill_rollout`` named "an inference
+    actor serves v0" while inference-0 served v10, and started the order as if its turns could be
+    v0)."""
+    import asyncio
+
+    from arena.run.weight_sync import WeightSync
+
+    actor = {"name": "inference-0", "services": ["policy:main", "policy:main:status"]}
+
+    class Restarting(WeightSync):
+        def __init__(self, events: list[str]) -> None:
+            super().__init__("main", events.append, timeout=5.0)
+            self.actor = object()  # type: ignore[assignment]  # only _listing reads the bus
+            self.listings = [[], [], [actor]]  # registered again at the third look
+            self.serving = {"inference-0": 10}  # its announcement before the broker died
+            self.waited: list[int] = []
+
+        async def _listing(self) -> list[dict]:
+            return self.listings.pop(0) if len(self.listings) > 1 else self.listings[0]
+
+        async def wait_serving(self, version: int, timeout=None, exact=False) -> None:
+            self.waited.append(version)
+
+    events: list[str] = []
+    sync = Restarting(events)
+    assert asyncio.run(sync.admission_version(10, max_staleness=1)) == 10
+    assert events == [] and sync.waited == [] and sync.listings == [[actor]]

@@ -11,6 +11,7 @@ Run with `.venv/bin/python -m pytest -q tests/arena/run/test_watch.py`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from arena.bus import BusError
 from arena.run.watch import Watchdog, diagnosis
@@ -71,3 +72,40 @@ def test_the_watchdog_reports_while_the_wait_lasts_and_stops_after() -> None:
 
     asyncio.run(silent_broker())
     assert "the broker does not answer" in reports[-1]
+
+
+def test_a_wait_cancelled_while_it_stops_its_reporter_stays_cancelled() -> None:
+    """The run's end cancels every task (asyncio.run). A learner request that failed (its actor
+    closed) was leaving its wait, awaiting the stopped reporter, when the cancel came: the cancel
+    went to the reporter, whose CancelledError the wait swallowed, and the request went on to
+    wait wait.timeout (600 s) for a learner that was gone: the run hung after its disk filled
+    (bench/chaos.py --overlap, a run with a named policy's learner)."""
+
+    async def listing() -> list[dict]:
+        return LISTING
+
+    async def main() -> bool:
+        watchdog = Watchdog(lambda line: None, listing, every=30)
+        reply: asyncio.Future = asyncio.get_running_loop().create_future()
+
+        async def request() -> None:
+            try:
+                async with watchdog.waiting("waiting for the learner's step", ["learner"]):
+                    await reply
+            except BusError:
+                await asyncio.sleep(600)  # the wait for a learner to answer again
+
+        task = asyncio.create_task(request())
+        await asyncio.sleep(0)  # it awaits the reply
+        reply.set_exception(BusError("closed", "actor trainer closed"))
+        await asyncio.sleep(0)  # it leaves the block: stops its reporter and awaits it
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+            await asyncio.wait_for(asyncio.shield(task), 5)
+        ended = task.done()
+        task.cancel()  # without the fix: it sleeps on; end it here
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        return ended and watchdog.current() == []
+
+    assert asyncio.run(main())
