@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 from pathlib import Path
 from typing import IO
@@ -19,6 +20,7 @@ from typing import IO
 from arena.core.errors import CannotStart
 
 LOCK_FILE = "train.lock"
+log = logging.getLogger("arena.run")
 
 
 class RunInUse(CannotStart):
@@ -40,6 +42,9 @@ def hold_run(run_dir: Path) -> IO[str]:
             "directory would write over each other's metrics and checkpoints; wait for it to "
             "end or stop it, then resume"
         ) from None
+    except OSError as err:  # a file system without locks (some network mounts): run unguarded
+        log.warning("cannot lock %s (%s): nothing stops a second arena train there", run_dir, err)
+        return handle
     with contextlib.suppress(OSError):
         handle.truncate(0)
         handle.write(f"{os.getpid()}\n")

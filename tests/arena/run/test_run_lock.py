@@ -42,3 +42,17 @@ def hold_elsewhere(run_dir: Path) -> str:
     env = os.environ | {"PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     return done.stderr
+
+
+def test_a_file_system_without_locks_runs_unguarded_with_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import fcntl
+
+    def no_locks(*args: object) -> None:
+        raise OSError(37, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    handle = hold_run(tmp_path)
+    handle.close()
+    assert "nothing stops a second arena train there" in caplog.text
