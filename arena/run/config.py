@@ -68,8 +68,12 @@ class RolloutConfig:
     concurrency: int = 16
     """Episodes each rollout actor plays at once (their requests batch together)."""
     episodes_per_step: int = 32
-    """Episodes that make one learner step (sync mode) or the batch size (async mode); a
-    multiple of ``group_size``."""
+    """Episodes that make one learner step; a multiple of ``group_size``. Sync mode collects
+    exactly this many a step. Async mode starts a step once at least this many were delivered
+    and trains on every episode delivered by then (more where the rollouts outpace the
+    learner, e.g. the first step after a resume: the console's step line says how many;
+    ``learner.batch.max_batch_samples`` caps the turns of a step), and paces its orders by it
+    (``learner.batch.max_staleness``)."""
     group_size: int = 1
     """Episodes per group: each group plays ``group_size`` episodes of one game from one seed
     (the same deal or board), with the same seats and opponent, and its turns share a group id
