@@ -31,7 +31,9 @@ It writes ``metrics.jsonl``, TensorBoard events, transcripts and checkpoints und
 (``eval_summary.md`` and ``eval_summary.json``). A crashed rollout actor, inference actor, the
 run's own broker, or the learner is restarted, and so is a hung one (:mod:`arena.run.hangs`); any other dead child stops the run with an error that
 names it. A restarted learner resumes from its last checkpoint, and the run goes back to that
-step and continues (:mod:`arena.run.learner_restart`).
+step and continues (:mod:`arena.run.learner_restart`). An inference actor the run waits for and
+did not start that leaves the bus or dies is named at once, with the command that starts it
+again, and again when it is back (:mod:`arena.run.departures`).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from arena.run.bases import trained_bases
 from arena.run.collection import Collector, sync_order_seed
 from arena.run.config import RunConfig
 from arena.run.delivery import Deliveries
+from arena.run.departures import Departures
 from arena.run.directory import listing, rollout_actors
 from arena.run.evaluation import evaluate_baseline, evaluate_policy
 from arena.run.failures import EmptySteps, SkippedSteps
@@ -104,6 +107,8 @@ class RunCoordinator:
         self.empty = EmptySteps(config.rollout.max_empty_steps, run_dir, self.log)
         self.skipped = SkippedSteps(self.log)
         self.hangs = HangWatch(self.launcher, config.bus.heartbeat_timeout, self.log.event)
+        # inference actors the run waits for and does not start: named when gone, and back
+        self.departures = Departures(config, run_dir, self.address, self.launcher, self.log.event)
 
     # -- processes and bus -----------------------------------------------------------------
     async def watch_children(self) -> None:
@@ -129,6 +134,7 @@ class RunCoordinator:
         self.weights.attach(actor)
         self.policy_learners.attach(actor)
         self.hangs.attach(actor)  # children the broker declares dead while they live: killed
+        self.departures.attach(actor, self.hangs)
         actor.subscribe("metrics.learner", lambda m: None)
         timeout = 120.0 if self.own_broker else c.bus.connect_timeout
         deadline = time.monotonic() + timeout

@@ -77,6 +77,9 @@ class HangWatch:
         self._broker_seen: dict[int, float] = {}
         """When :meth:`broker_silent` began listening to each pid of the run's own broker."""
         self._last_look = time.monotonic()
+        self.listeners: list[Callable[[dict[str, Any]], object]] = []
+        """Also told of every death notice, after this: :mod:`arena.run.departures` names the
+        actors the run does not start (an actor takes one handler per topic)."""
 
     def attach(self, actor: Actor) -> None:
         """Listen to the broker's death notices (call before the actor starts)."""
@@ -86,6 +89,8 @@ class HangWatch:
         body = msg.body
         if isinstance(body, dict):
             self.dead(body)
+            for listener in self.listeners:
+                listener(body)
 
     def dead(self, info: dict[str, Any]) -> bool:
         """The broker declared ``info`` (its public entry) dead: kill the process if it is a

@@ -29,7 +29,7 @@ from arena.bus import Actor
 from arena.run.bases import learner_service, pooled_bases, trained_bases
 from arena.run.config import RunConfig
 from arena.run.directory import listing, rollout_index, rollout_names, serving
-from arena.run.inference_actors import named_inference, pool_actor
+from arena.run.inference_actors import MAIN_ACTOR, named_inference, pool_actor
 from arena.run.join_commands import simulator_command, start_command
 from arena.run.plan import simulator_policies
 
@@ -83,6 +83,29 @@ def missing(
         command = start_command(c, run_dir, address, "rollout", index=index)
         out.append(f"rollout-{index} (of {lacking} more rollout actor(s), of {rollout}): {command}")
     return out
+
+
+def inference_command(
+    config: RunConfig, run_dir: Path, address: str, name: str, service: str
+) -> str | None:
+    """The command that starts again the inference actor ``name``, which served ``service``
+    (``policy:<policy>``), as the run waits for one (:func:`missing`): under its own name where
+    it is one of the run's (``inference-<N>``, a pool or named policy's actor), else one more of
+    the policy's; None where the run uses no such policy (the actor was none of its)."""
+    c = config
+    policy = service.removeprefix("policy:")
+    named = named_inference(c, run_dir)
+    if name in named and named[name].name == policy:
+        return start_command(c, run_dir, address, "inference", name)
+    for actor, served in named.items():  # the run's actor of that policy, under another name
+        if served.name == policy:
+            return start_command(c, run_dir, address, "inference", actor)
+    if policy == c.learner.name:
+        own = name if MAIN_ACTOR.fullmatch(name) else None
+        return start_command(c, run_dir, address, "inference", own)
+    if policy in simulator_policies(c):
+        return simulator_command(address, policy)
+    return None
 
 
 def free_indices(first: int, present: list[str], count: int) -> list[int]:

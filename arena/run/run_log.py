@@ -73,7 +73,8 @@ class RunLog:
 
     def event(self, text: str) -> None:
         stamp = time.strftime("%H:%M:%S")
-        self.console.print(f"[yellow]{stamp} {escape(text)}")  # "[openspiel]" is not markup
+        # "[openspiel]" is not markup, and a command line in an event stays one line to copy
+        self.console.print(f"[yellow]{stamp} {escape(text)}", soft_wrap=True)
         with open(self.run_dir / "events.log", "a") as out:
             out.write(f"{stamp} {text}\n")
 

@@ -1,0 +1,124 @@
+"""Inference actors the run needs and does not start: named the moment they are gone, and again
+when they are back.
+
+A run with ``inference.actors: 0`` (the hand-started recipe of ``docs/deploy.md``) waits for its
+inference actors by name and prints the command of each (:mod:`arena.run.roster`); so does one
+that waits for more than it starts, or for a simulator's. Nothing restarts those: the launcher
+restarts only the run's own children (and :mod:`arena.run.hangs` kills its hung ones). Before,
+one that died went unsaid: requests went to the others, or waited until one served again, and
+the steps only slowed. Now the broker's notices tell: ``actor.left`` (it closed, e.g. Ctrl-C) and
+``actor.dead`` (silent past ``bus.heartbeat_timeout``: killed, its host gone, hung) name it at
+once in ``events.log`` and on the console, with the command line that starts it again
+(:func:`~arena.run.roster.inference_command`); ``actor.joined`` says when it is back, under its
+own name, or (for an actor started without ``--actor-name``, whose name holds its pid) when
+another serving the same policy took its place.
+
+An actor of the run's own (named in its launcher) gets no such line: it is restarted, and the
+launcher says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from arena.bus import Actor, Message
+from arena.run.config import RunConfig
+from arena.run.hangs import HangWatch
+from arena.run.inference_actors import MAIN_ACTOR, named_inference
+from arena.run.launcher import Launcher
+from arena.run.roster import inference_command
+
+LEFT_TOPIC = "actor.left"
+JOINED_TOPIC = "actor.joined"
+
+
+def policy_service(info: dict[str, Any]) -> str | None:
+    """The ``policy:<name>`` an actor's directory entry serves (not its ``:status``), else None."""
+    for service in info.get("services") or ():
+        if service.startswith("policy:") and service.count(":") == 1:
+            return str(service)
+    return None
+
+
+class Departures:
+    """Names the inference actors the run does not start when they leave and when back."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        run_dir: Path,
+        address: str,
+        launcher: Launcher,
+        on_event: Callable[[str], None],
+    ) -> None:
+        self.config = config
+        self.run_dir = run_dir
+        self.address = address
+        self.launcher = launcher
+        self.on_event = on_event
+        self.gone: dict[str, str] = {}
+        """Actors named gone and not back yet: name -> the service it served."""
+        self._named = set(named_inference(config, run_dir))
+
+    def attach(self, actor: Actor, hangs: HangWatch) -> None:
+        """Listen to the broker's notices (call before the actor starts); the death notices
+        come through ``hangs``, which listens to them for the run's own hung children."""
+        actor.subscribe(LEFT_TOPIC, self._on(lambda info: self.left(info, "left the bus")))
+        actor.subscribe(JOINED_TOPIC, self._on(self.joined))
+        hangs.listeners.append(lambda info: self.left(info, "was declared dead by the broker"))
+
+    @staticmethod
+    def _on(handle: Callable[[dict[str, Any]], Any]) -> Callable[[Message], None]:
+        def on(msg: Message) -> None:
+            if isinstance(msg.body, dict):
+                handle(msg.body)
+
+        return on
+
+    def _own(self, name: str) -> bool:
+        return name in self.launcher.children or name in self.launcher.expected
+
+    def left(self, info: dict[str, Any], how: str) -> bool:
+        """``info`` (its directory entry) is gone (``how``): named with the command that starts
+        it again if it is an inference actor the run uses and does not start. True if named."""
+        name, service = str(info.get("name")), policy_service(info)
+        if service is None or self._own(name):
+            return False
+        command = inference_command(self.config, self.run_dir, self.address, name, service)
+        if command is None:
+            return False  # it served a policy this run does not play
+        self.gone[name] = service
+        where = f"pid {info.get('pid')} on {info.get('host')}"
+        self.on_event(
+            f"{name} (serving {service}, {where}) {how}; this run did not start it, so nothing "
+            f"restarts it: start it again with: {command}"
+        )
+        return True
+
+    def joined(self, info: dict[str, Any]) -> bool:
+        """``info`` registered: named if it is back (or, started without ``--actor-name``,
+        serves the policy of one that is gone in its place). True if named."""
+        name, service = str(info.get("name")), policy_service(info)
+        if name in self.gone:
+            served = self.gone.pop(name)
+            self.on_event(f"{name} (serving {served}) is back on the bus")
+            return True
+        stand_in = next(
+            (
+                gone
+                for gone, served in self.gone.items()
+                if served == service and not self._named_actor(gone)
+            ),
+            None,
+        )
+        if stand_in is None:
+            return False
+        del self.gone[stand_in]
+        self.on_event(f"{name} joined serving {service}, in place of {stand_in}")
+        return True
+
+    def _named_actor(self, name: str) -> bool:
+        """Whether ``name`` is one of the run's actor names, which only it takes again."""
+        return name in self._named or MAIN_ACTOR.fullmatch(name) is not None

@@ -1,0 +1,167 @@
+"""An inference actor the run waits for and does not start is named the moment it is gone (it
+left, or the broker declared it dead), with the command that starts it again, and when it is
+back (arena/run/departures.py); the run's own get no such line (its launcher restarts them).
+
+Before, killing a hand-started ``inference-0`` made ``arena train`` say nothing: the steps only
+slowed. A real broker (in a thread, 1.5 s heartbeat timeout), the coordinator's own trainer
+(connected, not training), in-process inference actors that register and close, and one in a
+process of its own killed with SIGKILL.
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/run/test_departures.py`` (about 4 s).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from arena.bus import Actor, Broker
+from arena.run.config import load_run_config
+from arena.run.coordinator import RunCoordinator
+from arena.run.processes import actor_commands
+from arena.run.run_dir import resolve_for_run
+from tests.arena.run.test_discovery import until
+
+ROOT = Path(__file__).resolve().parents[3]
+
+SERVING = """
+import asyncio, sys
+from arena.bus import Actor
+
+async def main():
+    actor = Actor(sys.argv[2], sys.argv[1], kind="inference", heartbeat_interval=0.2)
+    actor.serve("policy:main", lambda msg: None)
+    await actor.start()
+    print("ready", flush=True)
+    await asyncio.Event().wait()
+
+asyncio.run(main())
+"""
+"""An inference actor of policy:main in a process of its own, to be killed."""
+
+
+@pytest.fixture
+def quick_broker(ipc_dir: str) -> Iterator[str]:
+    """A broker that declares an actor dead after 1.5 s without a heartbeat."""
+    address = f"ipc://{ipc_dir}/quick.sock"
+    server = Broker(address, heartbeat_interval=0.2, heartbeat_timeout=1.5)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield address
+    server.stop()
+    thread.join(timeout=5)
+
+
+def inference(address: str, name: str, policy: str = "main") -> Actor:
+    actor = Actor(name, address, kind="inference", heartbeat_interval=0.2)
+    actor.serve(f"policy:{policy}", lambda msg: None)
+    actor.serve(f"policy:{policy}:status", lambda msg: None)
+    return actor
+
+
+def test_a_hand_started_inference_actor_that_leaves_or_dies_is_named_with_its_command(
+    quick_broker: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ARENA_KEYS", raising=False)
+    monkeypatch.delenv("ARENA_INSECURE", raising=False)
+    address = quick_broker
+    # the run starts inference-0 and waits for one more, started by hand
+    config = resolve_for_run(
+        load_run_config(
+            ROOT / "configs" / "smoke.yaml",
+            [
+                "cpu_threads=1",
+                f"bus.address={address}",
+                "inference.actors=1",
+                "wait.inference_actors=2",
+            ],
+        ),
+        tmp_path,
+    )
+    coordinator = RunCoordinator(config, tmp_path)  # its trainer listens as in a run
+    coordinator.launcher.expect([c.name for c in actor_commands(config, tmp_path)])
+    events = tmp_path / "events.log"
+
+    def said() -> list[str]:  # events.log's lines, less their time
+        return [line[9:] for line in events.read_text().splitlines()] if events.exists() else []
+
+    start = f"arena inference --connect {address} --config {tmp_path}/config.yaml"
+    host = socket.gethostname()
+    victim = subprocess.Popen(
+        [sys.executable, "-c", SERVING, address, "inference-main-4242"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+    async def scenario() -> None:
+        await coordinator.connect()
+        own, hand = inference(address, "inference-0"), inference(address, "inference-1")
+        other = inference(address, "inference-x", policy="elsewhere")  # no policy of the run's
+        for actor in (own, hand, other):
+            await actor.start()
+        # the run's own actor leaves (its launcher restarts it), one of another policy leaves
+        await own.close()
+        await other.close()
+        await hand.close()  # the hand-started one: named at once, with its command
+        await until(lambda: len(said()) >= 1)
+        back = inference(address, "inference-1")
+        await back.start()
+        await until(lambda: len(said()) >= 2)
+        # one started without --actor-name (its name holds its pid), killed: the broker
+        # declares it dead after its heartbeat timeout, and another of its policy replaces it
+        assert victim.stdout is not None
+        assert (await asyncio.to_thread(victim.stdout.readline)).strip() == "ready"
+        os.kill(victim.pid, signal.SIGKILL)
+        await until(lambda: len(said()) >= 3)
+        stand_in = inference(address, "inference-main-5151")
+        await stand_in.start()
+        await until(lambda: len(said()) >= 4)
+        for actor in (back, stand_in, coordinator.actor):
+            await actor.close()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        victim.kill()
+        victim.wait()
+    assert said() == [
+        f"inference-1 (serving policy:main, pid {os.getpid()} on {host}) left the bus; this run "
+        f"did not start it, so nothing restarts it: start it again with: {start} "
+        "--actor-name inference-1",
+        "inference-1 (serving policy:main) is back on the bus",
+        f"inference-main-4242 (serving policy:main, pid {victim.pid} on {host}) was declared "
+        f"dead by the broker; this run did not start it, so nothing restarts it: start it again "
+        f"with: {start}",
+        "inference-main-5151 joined serving policy:main, in place of inference-main-4242",
+    ]
+    assert coordinator.departures.gone == {}
+
+
+def test_a_pool_actor_is_started_again_under_the_runs_name_for_it(tmp_path: Path) -> None:
+    from arena.run.roster import inference_command
+
+    config = load_run_config(
+        ROOT / "configs" / "smoke.yaml",
+        ["cpu_threads=1", "inference.actors=0", "opponents.mode=population"],
+    )
+    address = "tcp://127.0.0.1:5555"
+    start = f"arena inference --connect {address} --config {tmp_path}/config.yaml"
+
+    def command(name: str, service: str) -> str | None:
+        return inference_command(config, tmp_path, address, name, service)
+
+    assert command("inference-pool", "policy:pool") == f"{start} --actor-name inference-pool"
+    # a pool actor under another name: the command gives it the run's name for it
+    assert command("x", "policy:pool") == f"{start} --actor-name inference-pool"
+    assert command("inference-3", "policy:main") == f"{start} --actor-name inference-3"
+    assert command("x", "policy:main") == start
+    assert command("x", "policy:elsewhere") is None
