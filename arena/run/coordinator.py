@@ -68,7 +68,7 @@ from arena.run.policy_learners import PolicyLearners
 from arena.run.population import Population
 from arena.run.processes import actor_commands, start_processes
 from arena.run.ray_launcher import RayLauncher
-from arena.run.resume import before_training
+from arena.run.resume import before_training, saved_baseline
 from arena.run.roster import wait_for_actors
 from arena.run.run_log import RunLog
 from arena.run.strategy_reads import StrategyReads
@@ -241,14 +241,14 @@ class RunCoordinator:
         self.log.resume_at(self.step)
         await self.weights.wait_serving(self.version)
         await self.policy_learners.start()
-        before, said = before_training(
-            self.log.load_eval("before"), self.config.eval.before, self.step
-        )
+        before, said = before_training(self.log.load_eval("before"), self.config.eval, self.step)
         if said:
             self.log.event(said)
         if before is None:
             before = await self.evaluate("before")
-        baseline = self.log.load_eval("baseline")
+        baseline, said = saved_baseline(self.log.load_eval("baseline"), self.config.eval)
+        if said:
+            self.log.event(said)
         if baseline is None:
             baseline = [r.to_dict() for r in await evaluate_baseline(self.config, self.log)]
         started = time.monotonic()

@@ -14,7 +14,13 @@ command exits 0, unless ``steps`` was raised past N, which continues it to the n
 A resumed run compares its final evaluation with the one taken before its first step
 (``eval_before.json``); where the run took none then (evaluation was off, and turned on by the
 resume), :func:`before_training` says so rather than reading the resumed, trained policy as
-"before".
+"before". Each saved row holds the settings it was measured under
+(:func:`~arena.run.run_log.reading_settings`); a resume that changed them (``eval.games``,
+``eval.temperature``, ``eval.opponents``) compares no reading with one taken otherwise: at step
+0 the policy is still the initial one and is evaluated again; past it, the rows measured
+otherwise (under another games count or temperature, or against an opponent no longer played)
+are left out of the before column, and ``events.log`` says which and why. The random mover's
+(``eval_baseline.json``), which needs no model, is measured again (:func:`saved_baseline`).
 """
 
 from __future__ import annotations
@@ -28,7 +34,9 @@ from omegaconf import OmegaConf
 
 from arena.core.errors import ConfigError
 from arena.core.overrides import parse_overrides
-from arena.run.config import RunConfig, load_run_config
+from arena.play.seating import resolve_opponent
+from arena.run.config import EvalConfig, RunConfig, load_run_config
+from arena.run.run_log import SETTINGS, reading_settings
 
 FIXED = {
     "model": "every checkpoint holds this model's weights",
@@ -118,15 +126,29 @@ def resumed_config(run_dir: str, overrides: Sequence[str]) -> Resumed:
 
 
 def before_training(
-    saved: list[dict[str, Any]] | None, wanted: bool, step: int
+    saved: list[dict[str, Any]] | None, settings: EvalConfig, step: int
 ) -> tuple[list[dict[str, Any]] | None, str | None]:
     """The evaluation before training that a run at ``step`` compares its last one with, and
-    what to say about it: the one saved at the start (``saved``); None (evaluate now) at step 0
-    with ``eval.before``; otherwise none ([]) and why, since past step 0 the policy is a
-    trained one and would be misread as the one before training."""
+    what to say about it: the one saved at the start (``saved``), less the rows measured under
+    other ``settings`` than the run's now (:func:`comparable`); None (evaluate now) at step 0
+    with ``eval.before``, or at step 0 when the settings changed; otherwise none ([]) and why,
+    since past step 0 the policy is a trained one and would be misread as the one before
+    training."""
     if saved is not None:
-        return saved, None
-    if not wanted:
+        kept, changed = comparable(saved, settings, "before")
+        if not changed or not settings.games:  # nothing evaluated after: nothing to compare
+            return saved, None
+        taken = f"the evaluation before training (eval_before.json) was taken with {changed}"
+        if step == 0 and settings.before:  # the policy served is still the initial one
+            return None, f"{taken}: evaluating the initial policy again"
+        why = (
+            f"at step {step} the policy is a trained one, so it cannot be taken again"
+            if step > 0
+            else "eval.before is off"
+        )
+        left_out = _rows(r for r in saved if r not in kept)
+        return kept, f"{taken}; {why}: the summary has no before column for {left_out}"
+    if not settings.before:
         return [], "no evaluation before training (eval.before: false)"
     if step > 0:
         return [], (
@@ -135,6 +157,83 @@ def before_training(
             "has no before column"
         )
     return None, None
+
+
+def saved_baseline(
+    saved: list[dict[str, Any]] | None, settings: EvalConfig
+) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """The random mover's evaluation to reuse (``eval_baseline.json``) and what to say: None
+    (measure it again: it plays no model, so any step can) when it was taken under other
+    ``settings`` than the run's now."""
+    if saved is None:
+        return None, None
+    now = reading_settings(settings, "baseline")
+    changed = _said({k: v for row in saved for k, v in _differs(row, now).items()})
+    if not changed:  # an opponent added counts too: it needs a row of its own
+        return saved, None
+    taken = f"the random mover's evaluation (eval_baseline.json) was taken with {changed}"
+    return None, f"{taken}: measuring it again"
+
+
+def comparable(
+    saved: list[dict[str, Any]], settings: EvalConfig, label: str
+) -> tuple[list[dict[str, Any]], str]:
+    """The rows of the saved ``label`` evaluation that compare with the run's evaluations under
+    ``settings`` now, and the changes that left the others out (``""``: none left out). A row
+    measured under another games count or temperature is left out, and after a change of
+    ``eval.opponents``, a row against an opponent no longer played (its invalid rate would
+    stand beside one read against another opponent); a row without settings (from an older
+    run) is kept."""
+    now = reading_settings(settings, label)
+    kept: list[dict[str, Any]] = []
+    changes: dict[str, tuple[Any, Any]] = {}
+    for row in saved:
+        differs = _differs(row, now)
+        gone = (
+            "opponents" in differs
+            and "opponent" in row
+            and row["opponent"]
+            not in {resolve_opponent(o, row["game"]) for o in settings.opponents}
+        )
+        if gone or differs.keys() & {"games", "temperature"}:
+            changes.update({k: v for k, v in differs.items() if k != "opponents" or gone})
+        else:
+            kept.append(row)
+    return kept, _said(changes)
+
+
+def _differs(row: dict[str, Any], now: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """Setting -> (then, now) of each setting the ``row`` was measured under that differs from
+    ``now``; none for a row without settings (an older run's)."""
+    then = row.get(SETTINGS)
+    if not isinstance(then, dict):
+        return {}
+    return {k: (then[k], now[k]) for k in now if k in then and then[k] != now[k]}
+
+
+def _said(changes: dict[str, tuple[Any, Any]]) -> str:
+    return " and ".join(
+        f"eval.{key}={_setting(old)} (now {_setting(new)})" for key, (old, new) in changes.items()
+    )
+
+
+def _setting(value: Any) -> str:
+    """A setting as written in a config: ``[random-v0, strongest]``, ``0.7``."""
+    if isinstance(value, list):
+        return "[" + ", ".join(map(str, value)) + "]"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _rows(rows: Any) -> str:
+    """The games (and opponents, or roles) of evaluation rows, each once, for a message."""
+    names: list[str] = []
+    for row in rows:
+        what = (
+            f"{row['game']} vs {row['opponent']}" if "opponent" in row else f"{row['game']} roles"
+        )
+        if what not in names:
+            names.append(what)
+    return ", ".join(names)
 
 
 def config_changes(old: RunConfig, new: RunConfig) -> list[tuple[str, Any, Any]]:

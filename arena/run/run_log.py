@@ -6,7 +6,8 @@ Files in the run directory:
 - ``evals.jsonl``: one line per evaluation (label, step, ``results``: one entry per game and
   opponent, ``roles``: one per role game's seat and metric; the label ``baseline`` is the
   random mover's, ``strategy`` the exploitability readings);
-- ``eval_before.json``, ``eval_baseline.json``: those evaluations whole, for a resumed run;
+- ``eval_before.json``, ``eval_baseline.json``: those evaluations whole, for a resumed run,
+  each row with the settings it was measured under (:data:`SETTINGS`, :func:`reading_settings`);
 - ``events.log``: restarts, refused weight updates, failed (dropped) episodes with the first
   one's reason, and other incidents; created by the first event, so a run without any has none;
 - ``transcripts.jsonl``: sampled episodes as conversations, each turn marked ``trained``
@@ -33,7 +34,22 @@ from arena.eval.progress import Progress
 from arena.eval.roles import RoleResult
 from arena.eval.strategy_reading import StrategyReading
 from arena.eval.summary import seats_at
-from arena.run.config import RunConfig
+from arena.run.config import EvalConfig, RunConfig
+
+SETTINGS = "eval_settings"
+"""The key of each row of ``eval_before.json`` and ``eval_baseline.json`` holding the settings it
+was measured under (:func:`reading_settings`): a resumed run with other settings does not compare
+its readings with those (arena/run/resume.py). A row without it is from an older run."""
+
+
+def reading_settings(config: EvalConfig, label: str) -> dict[str, Any]:
+    """What a ``before`` or ``baseline`` evaluation's figures depend on beyond the fixed game and
+    seed: the games per match (``eval.games``), the opponents of the evaluations after it
+    (``eval.opponents``) and, for the policy's (not the random mover's), ``eval.temperature``."""
+    settings: dict[str, Any] = {"games": config.games, "opponents": list(config.opponents)}
+    if label != "baseline":
+        settings["temperature"] = config.temperature
+    return settings
 
 
 class RunLog:
@@ -192,9 +208,9 @@ class RunLog:
             line["roles"] = role_rows
         self._append("evals.jsonl", line)
         if label in ("before", "baseline"):
-            replace_text(
-                self.run_dir / f"eval_{label}.json", json.dumps(rows + role_rows, indent=1)
-            )
+            settings = reading_settings(self.config.eval, label)
+            kept = [{**row, SETTINGS: settings} for row in rows + role_rows]
+            replace_text(self.run_dir / f"eval_{label}.json", json.dumps(kept, indent=1))
         for r in results:
             self.console.print(f"eval {label}: {r.line()}")
             if self._tb is not None and label != "baseline" and r.games:

@@ -8,14 +8,18 @@ run of the tiny model. Run with
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from arena.core.errors import ConfigError
-from arena.run.config import load_run_config
+from arena.play.config import GameConfig
+from arena.run.config import EvalConfig, RunConfig, load_run_config
+from arena.run.evaluation import evaluate_baseline
 from arena.run.processes import write_configs
 from arena.run.resume import (
     before_training,
@@ -23,8 +27,10 @@ from arena.run.resume import (
     fixed_key,
     resume_run,
     resumed_config,
+    saved_baseline,
 )
 from arena.run.run_dir import resolve_for_run
+from arena.run.run_log import RunLog
 from tests.cli import arena
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -182,16 +188,83 @@ def test_settings_an_older_saved_config_lacks_are_printed_with_their_default(
 
 
 def test_a_resumed_run_without_an_evaluation_from_its_start_reads_no_before() -> None:
-    saved = [{"game": "kuhn-poker-v0", "score": 0.5}]
-    assert before_training(saved, True, 2) == (saved, None)  # the one from the start
-    assert before_training(None, True, 0) == (None, None)  # step 0: evaluate now
-    assert before_training(None, False, 0) == (
+    saved = [{"game": "kuhn-poker-v0", "score": 0.5}]  # an older run's: no settings recorded
+    on, off = EvalConfig(), EvalConfig(before=False)
+    assert before_training(saved, on, 2) == (saved, None)  # the one from the start
+    assert before_training(None, on, 0) == (None, None)  # step 0: evaluate now
+    assert before_training(None, off, 0) == (
         [],
         "no evaluation before training (eval.before: false)",
     )
     # eval turned on by the resume at step 2: the policy now is trained, not "before"
-    before, said = before_training(None, True, 2)
+    before, said = before_training(None, on, 2)
     assert before == [] and said is not None and "at step 2 its policy is a trained one" in said
+
+
+def test_a_resume_with_other_evaluation_settings_compares_no_reading_taken_otherwise(
+    tmp_path: Path,
+) -> None:
+    # Before, eval_before.json was reused whatever the resume changed: the table set a greedy
+    # reading over 6 games beside one sampled at 0.7 over 2, or read the invalid rate against
+    # another opponent after than before.
+    nim = GameConfig(id="nim-v0", kwargs={"heaps": [1, 1]})
+    settings = EvalConfig(games=2, opponents=["random-v0", "strongest"], concurrency=2)
+    log = RunLog(tmp_path, RunConfig(games=[nim], eval=settings))
+    results = asyncio.run(evaluate_baseline(log.config, log))  # any rows will do
+    log.evaluation("before", 0, results)
+    saved, baseline = log.load_eval("before"), log.load_eval("baseline")
+    assert saved is not None and baseline is not None
+    assert [(r["opponent"], r["eval_settings"]) for r in saved] == [
+        ("random-v0", {"games": 2, "opponents": ["random-v0", "strongest"], "temperature": 0.0}),
+        (
+            "nim-optimal-v0",
+            {"games": 2, "opponents": ["random-v0", "strongest"], "temperature": 0.0},
+        ),
+    ]
+    assert baseline[0]["eval_settings"] == {"games": 2, "opponents": ["random-v0", "strongest"]}
+    # the same settings: both reused as they are
+    assert before_training(saved, settings, 3) == (saved, None)
+    assert saved_baseline(baseline, settings) == (baseline, None)
+    # another games count or temperature: past step 0 nothing compares, and the log says why
+    fewer = replace(settings, games=6)
+    assert before_training(saved, fewer, 3) == (
+        [],
+        "the evaluation before training (eval_before.json) was taken with eval.games=2 (now 6); "
+        "at step 3 the policy is a trained one, so it cannot be taken again: the summary has no "
+        "before column for nim-v0 vs random-v0, nim-v0 vs nim-optimal-v0",
+    )
+    warmer = replace(settings, temperature=0.7)
+    kept, said = before_training(saved, warmer, 3)
+    assert kept == [] and said is not None and "eval.temperature=0 (now 0.7)" in said
+    # ... and at step 0 the policy is still the initial one: evaluated again
+    assert before_training(saved, fewer, 0) == (
+        None,
+        "the evaluation before training (eval_before.json) was taken with eval.games=2 (now 6): "
+        "evaluating the initial policy again",
+    )
+    # an opponent dropped: its rows go; the ones still played compare as they were
+    fewer_bots = replace(settings, opponents=["strongest"])
+    kept, said = before_training(saved, fewer_bots, 3)
+    assert kept == saved[1:]
+    assert said == (
+        "the evaluation before training (eval_before.json) was taken with "
+        "eval.opponents=[random-v0, strongest] (now [strongest]); at step 3 the policy is a "
+        "trained one, so it cannot be taken again: the summary has no before column for nim-v0 "
+        "vs random-v0"
+    )
+    # an opponent added leaves every saved row comparable
+    more_bots = replace(settings, opponents=["random-v0", "strongest", "minimax-v0"])
+    assert before_training(saved, more_bots, 3) == (saved, None)
+    # the random mover plays no model: measured again under the new settings
+    assert saved_baseline(baseline, fewer) == (
+        None,
+        "the random mover's evaluation (eval_baseline.json) was taken with eval.games=2 "
+        "(now 6): measuring it again",
+    )
+    assert saved_baseline(baseline, warmer) == (baseline, None)  # it samples nothing
+    # ... and an opponent added needs a row of its own
+    assert saved_baseline(baseline, more_bots)[0] is None
+    assert saved_baseline(None, settings) == (None, None)
 
 
 # -- against a real run -----------------------------------------------------------------------
