@@ -16,6 +16,18 @@ its checkpoint, ``RUN:POLICY``, or its adapter) unless the flags say otherwise. 
 seat in turn; the code is :func:`arena.eval.evaluate.evaluate`, the one training's evaluations
 call, and a model is served by an inference actor on a private broker as in a tournament.
 
+A run with named policies (``policies``, ``seat_policies``) is evaluated as it was trained
+(:mod:`arena.tournament.run_policies`): its directory or a checkpoint of it plays each seat with
+the policy that plays it in the run at that step (the shared policy's ``model/``, an adapter's
+``adapters/<policy>/`` on the run's base, a model of its own's newest checkpoint by then, a
+frozen model as it is), each listed first with its weights and seats; one policy alone
+(``--adapter .../adapters/<policy>``, ``RUN:POLICY``, ``RUN:main``) plays only the seats it plays
+in its run, the others filled as for any role game or player game (a run's game it plays no
+seat of is left out, one ``--games`` names refused); ``--every-seat`` plays it in every seat.
+Each row then names its policy (``kuhn-poker-v0 vs random-v0, policy responder: ...``; a player
+game whose seats two policies play gets a row each, ``--n`` games apiece), and every seat
+samples at the evaluation's temperature with its policy's other settings.
+
 Prints one line per game and opponent (score with a 95% interval, W/D/L, invalid rate) and, with
 ``--json PATH``, writes the results as a JSON list. Exit 2 when the participant cannot be loaded.
 
@@ -46,10 +58,13 @@ with the first reason, and the evaluation goes on; a row whose every episode fai
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from arena.play.config import GameConfig
+    from arena.play.seats import Seat
     from arena.tournament.config import ParticipantConfig
 
 
@@ -160,6 +175,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--tries", type=int, default=1, help="role games: tries per task, for pass^k (1)"
     )
     add_seat_arguments(parser)
+    parser.add_argument(
+        "--every-seat",
+        action="store_true",
+        help="a run with named policies: play the one model or adapter in every seat, not "
+        "only those its policy plays in the run",
+    )
     parser.add_argument("--concurrency", type=int, default=64, help="games played at once")
     parser.add_argument("--json", default=None, metavar="PATH", help="write the results here")
 
@@ -179,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
     from arena.core.errors import ConfigError
     from arena.eval.evaluate import evaluate
     from arena.eval.progress import Progress
-    from arena.eval.roles import RoleResult, evaluate_roles, is_role_game, role_seats
+    from arena.eval.roles import RoleResult, evaluate_roles, is_role_game
     from arena.play.acting import check_act, resolve_act
     from arena.play.config import GameConfig
     from arena.run.config import RunConfig
@@ -191,22 +212,38 @@ def run(args: argparse.Namespace) -> int:
         run_config_of,
         trained_sampling,
     )
+    from arena.tournament.run_policies import (
+        Routing,
+        evaluated_policy,
+        games_played,
+        header,
+        run_participants,
+    )
     from arena.tournament.serving import Seating
 
-    spec = evaluated_spec(args.participant, args.model)
+    typed = evaluated_spec(args.participant, args.model)
     # a run directory plays its newest checkpoint; RUN/checkpoints/step-12 is step-00000012
-    spec, taken = checkpoint_of(spec)
+    spec, taken = checkpoint_of(typed)
     if taken:
         print(taken, flush=True)
     if args.adapter:
         args.adapter = on_disk(args.adapter)
-    else:
-        refuse_frozen_base(spec)  # a LoRA run's checkpoint: its model/ is the untrained base
     run_config = (
         run_config_of(spec)
         or (adapter_run_config(args.adapter) if args.adapter else None)
         or RunConfig()
     )
+    named_run = bool(run_config.play.policies)
+    if args.every_seat and not named_run:
+        raise ConfigError(
+            f"--every-seat: {args.adapter or typed} is no policy of a run with named policies; "
+            "it plays every seat already"
+        )
+    named_run = named_run and not args.every_seat
+    only = evaluated_policy(typed, spec, args.adapter) if named_run else None
+    whole_run = named_run and only is None  # every policy of the run, each in its own seats
+    if not args.adapter and not whole_run:
+        refuse_frozen_base(spec)  # a LoRA run's checkpoint: its model/ is the untrained base
     known = {g.id: g for g in run_config.games}
     games = (
         [known.get(game_id, GameConfig(id=game_id)) for game_id in args.games]
@@ -224,28 +261,56 @@ def run(args: argparse.Namespace) -> int:
     n = run_config.eval.games if args.n is None else args.n
     if n < 1 or args.tries < 1:
         raise ConfigError(f"--n and --tries must be >= 1, got {n} and {args.tries}")
-    participant = participant_config(spec, args.backend, model=args.model is not None)
-    if participant.model is None and args.act is not None:
-        raise ConfigError(f"--act {args.act} says how a model acts; bot {spec!r} plays its own")
-    participant.adapter = args.adapter
-    participant.sampling.temperature = (
-        run_config.eval.temperature if args.temperature is None else args.temperature
-    )
+    temperature = run_config.eval.temperature if args.temperature is None else args.temperature
+    notes: list[str] = []
+    if whole_run:
+        participants, notes = run_participants(Path(spec), run_config, games, temperature)
+        if args.backend is not None:  # checked as for one model, then given to each
+            participant_config(spec, args.backend, model=True)
+        for each in participants:
+            each.backend = args.backend or each.backend
+    else:
+        participant = participant_config(spec, args.backend, model=args.model is not None)
+        if participant.model is None and args.act is not None:
+            raise ConfigError(f"--act {args.act} says how a model acts; bot {spec!r} plays its own")
+        participant.adapter = args.adapter
+        participant.sampling.temperature = temperature
+        if participant.model is not None:  # as long as the policy's replies were in training
+            trained = trained_sampling(run_config, spec, args.adapter)
+            participant.sampling.max_new_tokens = trained.max_new_tokens
+        participants = [participant]
     if args.max_new_tokens is not None:
-        participant.sampling.max_new_tokens = args.max_new_tokens
-    elif participant.model is not None:  # as long as the policy's replies were in training
-        trained = trained_sampling(run_config, spec, args.adapter)
-        participant.sampling.max_new_tokens = trained.max_new_tokens
-    config = TournamentConfig(participants=[participant], games=games)
-    found = resolve_participants([participant], games, minimum=1)
-    if len(found) != 1:  # a glob over checkpoints or adapters: a tournament plays them all
+        for each in participants:
+            each.sampling.max_new_tokens = args.max_new_tokens
+    config = TournamentConfig(participants=participants, games=games)
+    found = resolve_participants(participants, games, minimum=1)
+    if len(found) != len(participants):  # a glob over checkpoints or adapters
         names = ", ".join(p.name for p in found)
         raise ConfigError(
             f"{args.adapter or spec!r} names {len(found)} models ({names}): arena eval "
             "evaluates one; pick one, or play them all in arena tournament"
         )
-    (resolved,) = found
-    print(f"evaluating {resolved.name} ({resolved.describe()})", flush=True)
+    name = found[0].name
+    routing = Routing(name)
+    if whole_run:
+        routing = Routing(name, run_config.play, {p.name: p.name for p in found})
+    elif only is not None:
+        routing = Routing(name, run_config.play, {only: name})
+    games, left_out = games_played(routing, games, run_config.games, bool(args.games))
+    if whole_run:
+        print(
+            f"evaluating run {Path(spec).parent.parent} at {Path(spec).name}, each seat by "
+            "the policy that plays it in the run:",
+            flush=True,
+        )
+    elif only is None:
+        print(f"evaluating {name} ({found[0].describe()})", flush=True)
+    for line in [
+        *header(routing, games, {p.name: p.describe() for p in found}, whole_run),
+        *notes,
+        *left_out,
+    ]:
+        print(line, flush=True)
 
     role_games = [g for g in games if is_role_game(registry_games.make(g.id, **g.kwargs))]
     player_games = [g for g in games if g not in role_games]
@@ -256,23 +321,28 @@ def run(args: argparse.Namespace) -> int:
             f"--tries {args.tries}: pass^k is measured on a role game's tasks; "
             f"{', '.join(g.id for g in games)} play games against --opponents (raise --n)"
         )
-    name = resolved.name
+
+    def policy_seat(game_id: str, env: Any, agent: str, seed: int = 0, role: bool = False) -> Seat:
+        game = seating.game(game_id)
+        player = routing.player(game, env, agent) or name
+        return seating.seat(player, game, seed, *((env, agent) if role else ()))
+
+    def labels(game: GameConfig) -> Callable[[str], str]:
+        probe = registry_games.make(game.id, **game.kwargs)
+        return lambda agent: routing.label(game, probe, agent)
+
+    seating = Seating(config, found, Path(tempfile.mkdtemp(prefix="arena-eval-")), act=args.act)
 
     async def main() -> list:
-        seating = Seating(
-            config, [resolved], Path(tempfile.mkdtemp(prefix="arena-eval-")), act=args.act
-        )
-        episodes = n * len(player_games) * len(opponents)
-        for game in role_games:
-            probe = registry_games.make(game.id, **game.kwargs)
-            episodes += n * args.tries * len(role_seats(probe, list(game.simulators)))
+        episodes = n * len(opponents) * sum(len(routing.player_seats(g)) for g in player_games)
+        episodes += n * args.tries * sum(len(routing.role_seats(g)) for g in role_games)
         try:
             await seating.start()
             with Progress("eval", episodes) as progress:
                 results: list = []
                 if player_games:
                     results += await evaluate(
-                        lambda game_id, env, agent: seating.seat(name, seating.game(game_id), 0),
+                        lambda game_id, env, agent: policy_seat(game_id, env, agent),
                         [g.id for g in player_games],
                         opponents,
                         games_per_match=n,
@@ -280,23 +350,24 @@ def run(args: argparse.Namespace) -> int:
                         concurrency=args.concurrency,
                         game_kwargs={g.id: g.kwargs for g in player_games},
                         on_episode=progress.advance,
+                        seats={g.id: routing.player_seats(g) for g in player_games},
                     )
                 for game in role_games:
                     results += await evaluate_roles(
-                        lambda g, env, agent, seed: seating.seat(
-                            name, seating.game(g), seed, env, agent
-                        ),
+                        lambda g, env, agent, seed: policy_seat(g, env, agent, seed, role=True),
                         lambda g, env, agent, seed: seating.reference(
                             name, seating.game(g), env, agent, seed
                         ),
                         game.id,
                         tasks=n,
                         tries=args.tries,
+                        seats=routing.role_seats(game),
                         simulated=list(game.simulators),
                         seed=args.seed,
                         concurrency=args.concurrency,
                         game_kwargs=game.kwargs,
                         on_episode=progress.advance,
+                        policy_of=labels(game),
                     )
                 return results
         finally:

@@ -1,7 +1,10 @@
 """Evaluation: the policy against reference bots, with 95% confidence intervals.
 
 The policy plays every seat in turn against bots on the others (seat ``i`` in game ``i mod n``),
-greedy by default. For each (game, opponent) it reports:
+greedy by default. Where the seats of a game are played by different policies (a run's named
+policies, ``arena eval`` of such a run), each policy gets rows of its own: ``seats`` names the
+seats each plays, and each row its ``policy``; that policy's games cycle through its seats.
+For each (game, opponent) it reports:
 
 - ``score``: the mean of 1 (win), 0.5 (draw: tied for the best return) and 0 (loss) per game
   (:func:`game_score`), with the Wilson 95% interval of the score as a proportion of points,
@@ -118,6 +121,9 @@ class MatchResult:
     """The evaluated seat's mean final return over :attr:`games`."""
     return_ci: tuple[float, float] | None = None
     """Its normal-approximation 95% interval (:func:`mean_ci`, unclipped); None under 2 games."""
+    policy: str = ""
+    """Who played the evaluated seats, where the seats of the game are told apart by policy
+    (``responder``); empty where one policy plays every seat."""
 
     @classmethod
     def from_episodes(
@@ -127,6 +133,7 @@ class MatchResult:
         played: list[tuple[Episode, str]],
         game_kwargs: dict[str, Any] | None = None,
         errors: Sequence[str] = (),
+        policy: str = "",
     ) -> MatchResult:
         """The statistics of ``played`` (episode, the evaluated seat); ``game_kwargs`` are the
         game's settings, which the optimal-move replay needs to rebuild its env; ``errors`` the
@@ -161,6 +168,7 @@ class MatchResult:
             kind=game_kind(game),
             mean_return=sum(returns) / max(n, 1),
             return_ci=mean_ci(returns, -math.inf, math.inf) if n > 1 else None,
+            policy=policy,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -171,8 +179,9 @@ class MatchResult:
         """One console line: score, W/D/L, invalid rate and, where judged, the optimal-move rate,
         with their intervals; the games that failed, with the first reason."""
         failed = error_text(self.errors, self.first_error)
+        who = f"{self.game} vs {self.opponent}" + (f", policy {self.policy}" if self.policy else "")
         if not self.games:
-            return f"{self.game} vs {self.opponent}: every game failed{failed}"
+            return f"{who}: every game failed{failed}"
         n = self.games  # every interval of the line is judged by its games (MIN_N)
         optimal = ""
         if self.optimal_move_rate is not None and self.optimal_move_ci is not None:
@@ -186,7 +195,7 @@ class MatchResult:
             ci = self.return_ci or (self.mean_return, self.mean_return)  # shown n too small
             mean_return = f"  return {with_interval(self.mean_return, ci, n)}"
         return (
-            f"{self.game} vs {self.opponent}: score {with_interval(self.score, self.score_ci, n)}"
+            f"{who}: score {with_interval(self.score, self.score_ci, n)}"
             f"{mean_return}  W/D/L {self.win:.2f}/{self.draw:.2f}/{self.loss:.2f}"
             f"{invalid}{optimal}  ({self.games} games){failed}"
         )
@@ -239,19 +248,27 @@ async def evaluate(
     concurrency: int = 64,
     game_kwargs: dict[str, dict[str, Any]] | None = None,
     on_episode: Callable[[], None] | None = None,
+    seats: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
 ) -> list[MatchResult]:
     """Play ``games_per_match`` games per (game, opponent); ``make_seat(game_id, env, agent)``
     gives a fresh seat filler (a policy seat with its own conversation state, or a bot seat)
     for the evaluated seat ``agent`` of each game (a run with named policies plays the seat's
-    own adapter)."""
+    own adapter). ``seats``: per game id, the seats each policy plays (``{"kuhn-poker-v0":
+    {"main": ["player_0"], "responder": ["player_1"]}}``), ``games_per_match`` games and a row
+    per policy, its games cycling through its seats; a game it leaves out is played in every
+    seat, on one row with no policy named."""
     limit = asyncio.Semaphore(concurrency)
     game_kwargs = game_kwargs or {}
 
-    async def one(game_id: str, opponent_id: str, index: int) -> tuple[Episode, str] | str:
-        """The episode and the evaluated seat, or why the episode failed."""
+    async def one(
+        game_id: str, opponent_id: str, index: int, agents: Sequence[str] | None
+    ) -> tuple[Episode, str] | str:
+        """The episode and the evaluated seat (of ``agents``: None, every one), or why the
+        episode failed."""
         async with limit:
             env = games.make(game_id, **game_kwargs.get(game_id, {}))
-            seat = env.possible_agents[index % len(env.possible_agents)]
+            cycle = agents or env.possible_agents
+            seat = cycle[index % len(cycle)]
             game_seed = seed + index
             seats = {
                 agent: make_seat(game_id, env, agent)
@@ -271,18 +288,21 @@ async def evaluate(
 
     results = []
     for game_id in game_ids:
+        groups: Mapping[str, Sequence[str] | None] = (seats or {}).get(game_id) or {"": None}
         for opponent in opponents:
             opponent_id = resolve_opponent(opponent, game_id)
-            played = await asyncio.gather(
-                *(one(game_id, opponent_id, i) for i in range(games_per_match))
-            )
-            results.append(
-                MatchResult.from_episodes(
-                    game_id,
-                    opponent_id,
-                    [p for p in played if not isinstance(p, str)],
-                    game_kwargs.get(game_id),
-                    errors=[p for p in played if isinstance(p, str)],
+            for policy, agents in groups.items():
+                played = await asyncio.gather(
+                    *(one(game_id, opponent_id, i, agents) for i in range(games_per_match))
                 )
-            )
+                results.append(
+                    MatchResult.from_episodes(
+                        game_id,
+                        opponent_id,
+                        [p for p in played if not isinstance(p, str)],
+                        game_kwargs.get(game_id),
+                        errors=[p for p in played if isinstance(p, str)],
+                        policy=policy,
+                    )
+                )
     return results

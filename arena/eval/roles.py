@@ -76,15 +76,19 @@ class RoleResult:
     """Why the first of them failed."""
     seats: dict[str, str] = field(default_factory=dict)
     """What filled each other seat: ``"simulator ID"``, ``"bot ID"`` or ``"policy NAME"``."""
+    policy: str = ""
+    """Who played the evaluated seat, where a run's policies tell the seats apart (``judge``);
+    empty where one policy plays every seat."""
 
     def line(self) -> str:
         failed = error_text(self.errors, self.first_error)
+        seat = self.seat + (f", policy {self.policy}" if self.policy else "")
         if self.mean is None or self.ci is None:
-            return f"{self.game} {self.role} ({self.seat}): every episode failed{failed}"
+            return f"{self.game} {self.role} ({seat}): every episode failed{failed}"
         passes = "".join(f"  pass^{k} {v:.3f}" for k, v in self.pass_k.items())
         value = with_interval(self.mean, self.ci, self.episodes)
         return (
-            f"{self.game} {self.role} ({self.seat}): {self.metric} {value}{passes}  "
+            f"{self.game} {self.role} ({seat}): {self.metric} {value}{passes}  "
             f"({self.episodes} episodes){failed}"
         )
 
@@ -106,14 +110,20 @@ def interval(values: Sequence[float]) -> tuple[float, float]:
     return mean_ci(values, min(0.0, *values), max(1.0, *values))
 
 
-def role_seats(env: TextGame, simulated: Sequence[str] = ()) -> list[str]:
+def role_seats(
+    env: TextGame,
+    simulated: Sequence[str] = (),
+    policy_of: Callable[[str], str] | None = None,
+) -> list[str]:
     """One seat per job the policy can do, simulated seats excepted: the first seat of each role
     and role arguments. Seats alike (mae's k solvers) stand for each other; seats of one role
-    with different arguments (Search Self-Play's validator and solver, both solvers) do not."""
-    seen: dict[tuple[str, str], str] = {}
+    with different arguments (Search Self-Play's validator and solver, both solvers) do not,
+    and neither do seats alike that ``policy_of(agent)`` says different policies play."""
+    seen: dict[tuple[str, str, str], str] = {}
     for agent in env.possible_agents:
         if agent not in simulated:
-            seen.setdefault((env.seat_role(agent), repr(env.role_kwargs(agent))), agent)
+            policy = policy_of(agent) if policy_of is not None else ""
+            seen.setdefault((env.seat_role(agent), repr(env.role_kwargs(agent)), policy), agent)
     return list(seen.values())
 
 
@@ -156,15 +166,17 @@ async def evaluate_roles(
     concurrency: int = 16,
     game_kwargs: dict[str, Any] | None = None,
     on_episode: Callable[[], None] | None = None,
+    policy_of: Callable[[str], str] | None = None,
 ) -> list[RoleResult]:
     """Play ``tasks`` x ``tries`` episodes per evaluated seat (default: :func:`role_seats`):
     the policy (``make_seat``) in that seat, references (``make_reference``: the game's bot, or a
-    simulator on ``simulated`` seats) in the others."""
+    simulator on ``simulated`` seats) in the others. ``policy_of(agent)``: the name of the
+    policy that plays a seat, on its rows (``policy``)."""
     if tasks < 1 or tries < 1:
         raise ValueError(f"tasks and tries must be >= 1, got {tasks} and {tries}")
     kwargs = game_kwargs or {}
     probe = games.make(game_id, **kwargs)
-    evaluated = list(seats) if seats is not None else role_seats(probe, simulated)
+    evaluated = list(seats) if seats is not None else role_seats(probe, simulated, policy_of)
     limit = asyncio.Semaphore(concurrency)
 
     fillers_seen: dict[str, dict[str, str]] = {}
@@ -205,9 +217,12 @@ async def evaluate_roles(
                 for name, value in values.items():
                     per_metric[name].append(value)
         role = probe.seat_role(seat)
+        policy = policy_of(seat) if policy_of is not None else ""
         if len(errors) == len(runs):
             results.append(
-                RoleResult(game_id, seat, role, "", None, None, 0, {}, len(errors), first, others)
+                RoleResult(
+                    game_id, seat, role, "", None, None, 0, {}, len(errors), first, others, policy
+                )
             )
             continue
         if not per_metric:
@@ -225,6 +240,7 @@ async def evaluate_roles(
                 errors=len(errors),
                 first_error=first,
                 seats=others,
+                policy=policy,
             )
             passing = name in probe.metadata.get("pass_metrics", ())
             if passing and tries > 1 and len(values) == tasks * tries:

@@ -191,3 +191,31 @@ def test_each_policy_samples_and_is_rescored_at_its_own_temperature(run: Path) -
         if "learner/responder/sampler_kl" in r
     ]
     assert kl and max(kl) < 1e-4, kl
+
+
+@pytest.mark.e2e
+def test_arena_eval_plays_each_seat_with_the_policy_that_played_it_in_the_run(
+    run: Path, tmp_path: Path
+) -> None:
+    """``arena eval RUN`` (the run's newest step, 3): Kuhn's player_0 on the shared policy's
+    checkpoint, player_1 on the responder's own, mae-v0's judge on the frozen model, each row
+    under its policy's name; ``RUN:responder`` plays only the responder's seat."""
+    out = tmp_path / "eval.json"
+    done = arena("eval", str(run), "--n", "2", "--json", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    responder = run / "checkpoints/policies/responder/step-00000003/model"
+    assert f"  responder: hf model {responder}; plays kuhn-poker-v0 player_1" in done.stdout
+    assert "  judge: hf model tiny, frozen (train: false); plays mae-v0 judge" in done.stdout
+    rows = json.loads(out.read_text())
+    kuhn = {(r["policy"], r["games"]) for r in rows if r["game"] == "kuhn-poker-v0"}
+    assert kuhn == {("main", 2), ("responder", 2)}
+    roles = {(r["seat"], r["policy"]) for r in rows if r["game"] == "mae-v0"}
+    assert roles == {("proposer", "main"), ("solver_0", "main"), ("judge", "judge")}
+    alone = arena("eval", f"{run}:responder", "--n", "2")
+    assert alone.returncode == 0, alone.stderr[-3000:]
+    assert "policy responder of its run, in the seats it plays there, kuhn-poker-v0 player_1" in (
+        alone.stdout
+    )
+    assert "mae-v0: responder@step-3 plays no seat of it in its run; not evaluated" in alone.stdout
+    (row,) = [line for line in alone.stdout.splitlines() if " vs random-v0" in line]
+    assert row.startswith("kuhn-poker-v0 vs random-v0, policy responder: score")

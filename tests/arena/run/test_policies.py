@@ -156,3 +156,20 @@ def test_a_role_game_plays_each_role_through_its_own_adapter(tmp_path: Path) -> 
         assert (run_dir / "checkpoints" / "step-00000002" / "adapters" / name).is_dir()
     labels = {row["label"] for row in lines(run_dir / "evals.jsonl") if "roles" in row}
     assert labels == {"after"}
+    # arena eval of the run plays each role through its own adapter, each row under its name;
+    # the judge's adapter alone plays only the judge (the proposer and solvers: references)
+    evaluated = arena("eval", str(run_dir), "--n", "1", "--json", str(tmp_path / "run.json"))
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    rows = json.loads((tmp_path / "run.json").read_text())
+    assert {(r["seat"], r["policy"]) for r in rows} == {
+        ("proposer", "proposer"),
+        ("solver_0", "shared"),
+        ("judge", "judge"),
+    }
+    adapter = run_dir / "checkpoints" / "step-2" / "adapters" / "judge"
+    judge = arena("eval", "--model", "tiny", "--adapter", str(adapter), "--n", "1")
+    assert judge.returncode == 0, judge.stderr[-3000:]
+    assert "policy judge of its run, in the seats it plays there, mae-v0 judge" in judge.stdout
+    assert [line.split(":")[0] for line in judge.stdout.splitlines() if "(judge" in line] == [
+        "mae-v0 judge-v0 (judge, policy judge)"
+    ]
