@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--timeout",
         type=float,
         default=5.0,
-        help="seconds to wait for the broker: to register, then for the listing",
+        help="seconds to wait for the broker: to register, then for the listing (default 5.0)",
     )
 
 
