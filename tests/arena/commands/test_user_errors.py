@@ -160,3 +160,23 @@ def test_arena_train_without_its_config_and_a_misspelt_argument(tmp_path: Path) 
     # a game's or role's argument it does not take names the nearest one it does
     line = refused("train", "configs/smoke.yaml", "--dry-run", "games.1.role_kwargs.prefil=true")
     assert line.endswith("unexpected keyword argument 'prefil'; did you mean 'prefill'?"), line
+
+
+def test_a_mistyped_flag_is_one_line_naming_the_nearest(capsys: pytest.CaptureFixture[str]) -> None:
+    from arena.cli import main
+
+    for argv, line in (
+        (
+            ["train", "configs/smoke.yaml", "--dryrun"],
+            "arena train: unrecognized arguments: --dryrun; did you mean '--dry-run'? "
+            "(see arena train --help)",
+        ),
+        (
+            ["play", "tictactoe-v0"],
+            "arena play: the following arguments are required: --against (see arena play --help)",
+        ),
+    ):
+        with pytest.raises(SystemExit) as done:
+            main(argv)
+        assert done.value.code == 2
+        assert capsys.readouterr().err == line + "\n"
