@@ -10,8 +10,10 @@ imports (torch, transformers) never slow the others down.
 Options and positional arguments may come in any order (``arena train CFG --dry-run steps=3``).
 A config error (malformed YAML: its file, line and column) or an unknown id ends the command
 with exit code 2 and one line naming the key or the nearest id, never a traceback. So does an
-unknown command (``arena: unknown command 'trian'; did you mean 'train'?``) and a plugin's
-command that cannot run (its module fails to import, or lacks ``add_arguments`` or ``run``).
+unknown command (``arena: unknown command 'trian'; did you mean 'train'?``), a plugin's
+command that cannot run (its module fails to import, or lacks ``add_arguments`` or ``run``),
+and a command line its parser refuses (``arena train: unrecognized arguments: --dryrun; did
+you mean '--dry-run'? (see arena train --help)``).
 ``arena --help`` shows a plugin command's first docstring line as its summary; plugin command
 modules are imported for that listing only, never to run another command. A process started
 by a launcher with ``ARENA_PARENT_PID`` set dies with its parent
@@ -24,9 +26,10 @@ import argparse
 import logging
 import os
 import sys
+from typing import NoReturn
 
 from arena.core.commands import commands, load, summary
-from arena.core.errors import EXIT_REFUSED, CannotStart, ConfigError
+from arena.core.errors import EXIT_REFUSED, CannotStart, ConfigError, did_you_mean
 from arena.core.process import die_with_parent, lift_open_file_limit
 from arena.core.registry import RegistryError
 
@@ -35,6 +38,19 @@ EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
 """What a shell reports for a process that SIGPIPE ended (128 + 13): Python ignores SIGPIPE, so a
 command whose reader closed the pipe (`| head`) exits with it instead of a traceback."""
+
+
+class CommandParser(argparse.ArgumentParser):
+    """A command's parser whose refusal of its command line is one line, as a config error's
+    is, naming the nearest flag for a mistyped one (``--dryrun``: ``did you mean
+    '--dry-run'?``) and pointing to ``--help``, instead of the whole usage; exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        unknown = message.partition("unrecognized arguments: ")[2].split()
+        flags = [flag for flag in self._option_string_actions if flag.startswith("--")]
+        hints = [did_you_mean(word.split("=")[0], flags) for word in unknown if word[:1] == "-"]
+        hint = next((h for h in hints if h), "")
+        self.exit(EXIT_REFUSED, f"{self.prog}: {message}{hint} (see {self.prog} --help)\n")
 
 
 def build_parser(summaries: bool = False) -> argparse.ArgumentParser:
@@ -83,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     except RegistryError as err:  # a plugin's command that cannot run
         print(f"{prog}: {err}", file=sys.stderr)
         return EXIT_REFUSED
-    command_parser = argparse.ArgumentParser(
+    command_parser = CommandParser(
         prog=prog,
         description=(module.__doc__ or entry.metadata.get("help", "")).replace("``", ""),
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -162,7 +162,7 @@ class Actor(Serving):
             reply = await self._request("register", body, None, BROKER, timeout, via_broker=True)
         except BusTimeout:
             raise BusError(
-                "no_broker", f"no broker answered at {self.address} within {timeout:.0f}s"
+                "no_broker", f"no broker answered at {self.address} within {timeout:g}s"
             ) from None
         settings = reply.body if isinstance(reply.body, dict) else {}
         self.heartbeat_timeout = float(settings.get("heartbeat_timeout", self.heartbeat_timeout))

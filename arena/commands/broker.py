@@ -20,16 +20,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_bus_arguments(parser, connect=False)
     parser.add_argument(
-        "--heartbeat-interval", type=float, default=1.0, help="seconds between heartbeats"
+        "--heartbeat-interval",
+        type=float,
+        default=1.0,
+        help="seconds between heartbeats (default 1.0)",
     )
     parser.add_argument(
         "--heartbeat-timeout",
         type=float,
         default=5.0,
-        help="seconds of silence before an actor is declared dead",
+        help="seconds of silence before an actor is declared dead (default 5.0; a run's own "
+        "broker and arena deploy's take the run's bus.heartbeat_timeout, 10 by default)",
     )
     parser.add_argument(
-        "--max-message-mb", type=int, default=256, help="largest accepted message, MiB"
+        "--max-message-mb",
+        type=int,
+        default=256,
+        help="largest accepted message, MiB (default 256)",
     )
 
 

@@ -32,9 +32,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--all", action="store_true", help="check every registered game")
     add_param_argument(parser)
     parser.add_argument(
-        "--playthroughs", type=int, default=4, help="random games per play-based check"
+        "--playthroughs", type=int, default=4, help="random games per play-based check (default 4)"
     )
-    parser.add_argument("--seed", type=int, default=0, help="first seed of the random games")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="first seed of the random games (default 0)"
+    )
 
 
 def target(game_id: str, params: dict[str, Any]) -> Callable[[], Any]:

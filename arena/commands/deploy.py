@@ -57,7 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="slurm: the script to write; k8s: a directory")
     parser.add_argument("--keys", metavar="DIR", help="CURVE keys from `arena keys generate DIR`")
     parser.add_argument("--insecure", action="store_true", help="no keys: plain tcp (warns)")
-    parser.add_argument("--port", type=int, default=5555, help="the broker's tcp port")
+    parser.add_argument(
+        "--port", type=int, default=5555, help="the broker's tcp port (default 5555)"
+    )
     parser.add_argument("--name", help="job name / object prefix (default arena-<config name>)")
     parser.add_argument("--run-dir", help="the run directory (absolute; default: see docs)")
     parser.add_argument(
@@ -81,14 +83,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             f"--mem-per-{kind}", type=int, metavar="GIB", help=f"{kind}: the scheduler's default"
         )
     slurm = parser.add_argument_group("slurm")
-    slurm.add_argument("--partition")
+    slurm.add_argument(
+        "--partition", help="partition of the CPU components (default: the cluster's default)"
+    )
     slurm.add_argument("--gpu-partition", help="partition of the GPU components")
-    slurm.add_argument("--account")
+    slurm.add_argument("--account", help="account the job is charged to (default: yours)")
     slurm.add_argument("--time", help="time limit, e.g. 1-00:00:00")
     slurm.add_argument("--setup", action="append", metavar="LINE", help="shell line run first")
     k8s = parser.add_argument_group("k8s")
     k8s.add_argument("--image", help=f"the container image with arena (default {DEFAULT_IMAGE})")
-    k8s.add_argument("--namespace")
+    k8s.add_argument(
+        "--namespace", help="namespace of every object (default: kubectl's current one)"
+    )
     k8s.add_argument("--volume-claim", metavar="PVC", help="PVC for run directories (RWX)")
 
 

@@ -18,7 +18,7 @@ from arena.commands.bus_options import add_bus_arguments, apply_bus_arguments
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_bus_arguments(parser)
-    parser.add_argument("--name", default="learner", help="actor name on the bus")
+    parser.add_argument("--name", default="learner", help="actor name on the bus (default learner)")
     parser.add_argument("--config", help="YAML file with LearnerConfig fields")
     parser.add_argument(
         "--weight-transport",

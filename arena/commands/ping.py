@@ -18,8 +18,12 @@ from arena.commands.bus_options import add_bus_arguments, apply_bus_arguments
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("address", help="broker address, e.g. tcp://127.0.0.1:5555")
     add_bus_arguments(parser, connect=False)
-    parser.add_argument("-n", "--count", type=int, default=5, help="number of round trips")
-    parser.add_argument("--timeout", type=float, default=3.0, help="seconds to wait for each reply")
+    parser.add_argument(
+        "-n", "--count", type=int, default=5, help="number of round trips (default 5)"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=3.0, help="seconds to wait for each reply (default 3.0)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -19,6 +19,9 @@ marker, so curves that coincide (Kuhn's and Tic-Tac-Toe's invalid rate, both 1.0
 Every line of ``evals.jsonl`` holds ``results``, ``roles`` (a role game's line holds both) or
 ``readings``; a row whose every game or episode failed gets no point, and a line of any other
 shape is skipped with a warning, never a crash.
+
+Exit status: 0 when the PNGs are written; 1 when RUN_DIR holds neither metrics.jsonl nor
+evals.jsonl (or matplotlib is missing); 2 when RUN_DIR is no directory (a mistyped path).
 """
 
 from __future__ import annotations
@@ -168,6 +171,10 @@ def run(args: argparse.Namespace) -> int:
         print("arena plot needs matplotlib: pip install -e '.[watch]'", file=sys.stderr)
         return 1
     run_dir = Path(args.run_dir)
+    if not run_dir.is_dir():  # a mistyped path: one line, exit 2, as arena eval says it
+        from arena.core.errors import ConfigError
+
+        raise ConfigError(f"no such directory: {run_dir}")
     metrics = read_jsonl(run_dir / "metrics.jsonl")
     evals = read_jsonl(run_dir / "evals.jsonl")
     if not metrics and not evals:

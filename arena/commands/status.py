@@ -35,12 +35,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--timeout",
         type=float,
         default=5.0,
-        help="seconds to wait for the broker: to register, then for the listing",
+        help="seconds to wait for the broker: to register, then for the listing (default 5.0)",
     )
 
 
 def run(args: argparse.Namespace) -> int:
     run_dir = run_address(args)
+    socket = args.address.removeprefix("ipc://") if args.address.startswith("ipc://") else None
+    if run_dir and socket and not os.path.exists(socket):  # the run ended: say so at once
+        print(
+            f"arena status: no broker at {args.address} (the broker of run {run_dir}, which is "
+            "not running now): no socket there",
+            file=sys.stderr,
+        )
+        return 1
     apply_bus_arguments(args)
     from arena.bus import BlockingActor, BusError
 

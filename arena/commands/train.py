@@ -6,7 +6,8 @@ processes (each one an ``arena`` subcommand, logged to ``<run dir>/logs/``), tra
 ``<output_dir>/<name>/<time>/``.
 
 ``resume=RUN`` continues the run in directory RUN from its last checkpoint, with the config it
-ran with (RUN/config.yaml): the CONFIG argument is not used then. The other overrides go on
+ran with (RUN/config.yaml): the CONFIG argument is not used then, and may be left out
+(``arena train resume=RUN steps=8``). The other overrides go on
 top of that saved config and each change is printed (``steps: 4 -> 8``), so ``resume=RUN
 steps=8`` extends a run; an override of what cannot change mid-run (the model, the games, the
 named policies, the adapters' shape ``learner.lora``, ``learner.name``, the seed) is refused
@@ -42,7 +43,11 @@ from arena.commands.bus_options import add_bus_arguments, apply_bus_arguments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("config", help="YAML run config, e.g. configs/selfplay.yaml")
+    parser.add_argument(
+        "config",
+        help="YAML run config, e.g. configs/selfplay.yaml; with resume=RUN it may be left out "
+        "(the run's saved config.yaml is used)",
+    )
     parser.add_argument(
         "overrides",
         nargs="*",
@@ -61,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     apply_bus_arguments(args)
     from arena.run.prepare import prepare  # no torch: a dry run or a bad config answers at once
 
-    config = prepare(args.config, args.overrides)
+    config = prepare(*config_and_overrides(args.config, args.overrides))
     if config is None:
         return 0
     if args.dry_run:
@@ -72,3 +77,25 @@ def run(args: argparse.Namespace) -> int:
     from arena.run.train import train
 
     return train(config)
+
+
+def config_and_overrides(config: str, overrides: list[str]) -> tuple[str | None, list[str]]:
+    """``arena train resume=RUN [key=value ...]`` needs no CONFIG: the run's saved config.yaml
+    is the one it continues. Any other command line whose first word is an override lacks
+    its CONFIG, and says so rather than look for a file named ``steps=3``."""
+    from pathlib import Path
+
+    from arena.core.errors import ConfigError
+
+    if "=" not in config or Path(config).exists():
+        return config, overrides
+    words = [config, *overrides]
+    resume = [w.partition("=")[2] for w in words if w.partition("=")[0].strip(": ") == "resume"]
+    if not resume:
+        raise ConfigError(
+            f"{config!r} is an override, but the first argument is the run's CONFIG file: "
+            f"arena train CONFIG [key=value ...], e.g. arena train configs/smoke.yaml {config}"
+        )
+    saved = Path(resume[-1]) / "config.yaml"
+    # none there: the defaults, so that resume= itself says what the directory is
+    return (str(saved) if saved.is_file() else None), words

@@ -91,7 +91,9 @@ def _merge(schema: type[S], layers: list[tuple[str, Any]], overrides: Sequence[s
 
 def _extends_chain(path: Path) -> list[Path]:
     if not path.is_file():
-        raise ConfigError(f"config file {path} does not exist")
+        siblings = [f.name for f in path.parent.glob("*.y*ml")] if path.parent.is_dir() else []
+        hint = did_you_mean(path.name, siblings, prefix=f"{path.parent}/")
+        raise ConfigError(f"config file {path} does not exist{hint}")
     raw = _read_yaml(path)
     parent = raw.pop("extends", None) if isinstance(raw, DictConfig) else None
     chain = _extends_chain(path.parent / parent) if parent else []

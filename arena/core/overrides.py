@@ -49,8 +49,25 @@ class Override(NamedTuple):
 
 
 def parse_overrides(items: Sequence[str]) -> list[Override]:
-    """Each ``key=value`` / ``key:=value`` item parsed; the first malformed one is refused."""
+    """Each ``key=value`` / ``key:=value`` item parsed; the first malformed one is refused. A
+    piece without ``=`` after an item whose brackets stay open is a value the shell split at a
+    space (``games.0.kwargs={max_turns: 4}`` typed unquoted): that says to quote it."""
+    for at, item in enumerate(items):
+        if at and "=" not in item and _depth(items[at - 1]) > 0:
+            start, end = at - 1, at  # {a: 1, b: 2} is four pieces: gather the rest
+            while end < len(items) and _depth(" ".join(items[start : end + 1])) > 0:
+                end += 1
+            whole = " ".join(items[start : end + 1])
+            raise ConfigError(
+                f"override {items[start]!r} ends inside a mapping or list that {item!r} "
+                f"continues: the shell split one value at its spaces; quote it: '{whole}'"
+            )
     return [Override.parse(item) for item in items]
+
+
+def _depth(text: str) -> int:
+    """How many more ``{``/``[`` than ``}``/``]`` ``text`` has (> 0: a value cut off)."""
+    return sum((char in "{[") - (char in "}]") for char in text)
 
 
 def apply_override(merged: DictConfig, override: Override, others: Sequence[Override]) -> None:

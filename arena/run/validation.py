@@ -120,11 +120,13 @@ def check_models(config: RunConfig) -> None:
 def make_game(game: GameConfig) -> TextGame:
     """The game as its config builds it: a constructor argument it refuses is a config error."""
     import games
+    from arena.core.errors import keyword_hint
 
     try:
         return games.make(game.id, **game.kwargs)
     except (TypeError, ValueError) as err:
-        raise ConfigError(f"games[{game.id}].kwargs {game.kwargs}: {err}") from None
+        hint = keyword_hint(err, games.registry.load(game.id))
+        raise ConfigError(f"games[{game.id}].kwargs {game.kwargs}: {err}{hint}") from None
 
 
 def check_first_observation(game: GameConfig, env: TextGame) -> None:
@@ -165,7 +167,7 @@ def check_roles(game: GameConfig, env: TextGame) -> None:
     """Build the role of every seat the policy may play, with the game's role kwargs and the
     config's ``role_kwargs`` over them: an argument no role takes (``role_kwargs.bogus=1``)
     fails here, not in the first episode."""
-    from arena.core.errors import did_you_mean
+    from arena.core.errors import did_you_mean, keyword_hint
     from arena.play.seating import seat_role, seat_role_id
 
     declared = {env.seat_role(agent) for agent in env.possible_agents}
@@ -183,10 +185,13 @@ def check_roles(game: GameConfig, env: TextGame) -> None:
         try:
             seat_role(game, env, agent)
         except (TypeError, ValueError) as err:
+            import roles
+
             role_id = seat_role_id(game, env, agent)
+            hint = keyword_hint(err, roles.registry.load(role_id))
             raise ConfigError(
                 f"games[{game.id}]: seat {agent!r} plays {role_id}, which refuses role_kwargs "
-                f"{game.role_kwargs}: {err}"
+                f"{game.role_kwargs}: {err}{hint}"
             ) from None
 
 
@@ -200,9 +205,13 @@ def check_simulator(game: GameConfig, seat: str) -> None:
     try:
         simulator = simulators.make(spec.id, **spec.kwargs)
     except (TypeError, ValueError) as err:
+        from arena.core.errors import keyword_hint
+
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        hint = keyword_hint(err, simulators.registry.load(spec.id))
         raise ConfigError(
-            f"games[{game.id}].simulators.{seat}: {spec.id} refuses kwargs {spec.kwargs}: {reason}"
+            f"games[{game.id}].simulators.{seat}: {spec.id} refuses kwargs {spec.kwargs}: "
+            f"{reason}{hint}"
         ) from None
     if spec.policy and not simulator.needs_model:
         raise ConfigError(

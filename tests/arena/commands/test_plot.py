@@ -118,3 +118,17 @@ def test_whole_steps_and_coinciding_curves_both_visible() -> None:
         assert ttt.get_markersize() < kuhn.get_markersize()  # drawn on top, seen inside it
     finally:
         plt.close(fig)
+
+
+def test_a_mistyped_run_directory_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from arena.cli import main
+
+    assert main(["plot", str(tmp_path / "nope")]) == 2
+    assert (
+        capsys.readouterr().err
+        == f"arena plot: bad config: no such directory: {tmp_path / 'nope'}\n"
+    )
+    assert main(["plot", str(tmp_path)]) == 1  # a directory, but no run's metrics in it
+    assert capsys.readouterr().err == f"arena plot: no metrics.jsonl or evals.jsonl in {tmp_path}\n"

@@ -202,7 +202,7 @@ def test_resume_after_kill_continues_without_lost_or_repeated_steps(tmp_path: Pa
     saved = sorted(int(p.name.split("-")[1]) for p in (run_dir / "checkpoints").glob("step-*"))
     assert saved and saved[-1] >= 1
     logged = [r["step"] for r in metrics(run_dir)]
-    resumed = arena("train", SMOKE, f"resume={run_dir}")
+    resumed = arena("train", f"resume={run_dir}")  # no CONFIG: the run's own config.yaml
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     rows = metrics(run_dir)
     assert [r["step"] for r in rows] == [1, 2, 3, 4]

@@ -144,3 +144,39 @@ def test_an_actor_started_before_its_broker_says_so_in_one_line(
         .err.splitlines()[-1]
         .endswith("if the broker is up, it may not allow these keys (its authorized/ directory)")
     )
+
+
+def test_arena_train_without_its_config_and_a_misspelt_argument(tmp_path: Path) -> None:
+    # an override where CONFIG goes says CONFIG comes first, not "no file named steps=3"
+    assert refused("train", "steps=3") == (
+        "arena train: bad config: 'steps=3' is an override, but the first argument is the run's "
+        "CONFIG file: arena train CONFIG [key=value ...], e.g. arena train configs/smoke.yaml "
+        "steps=3"
+    )
+    # resume=RUN needs no CONFIG (the run's saved config.yaml is used): RUN itself is checked
+    assert refused("train", f"resume={tmp_path / 'nope'}", "--dry-run") == (
+        f"arena train: bad config: resume={tmp_path / 'nope'}: no such directory"
+    )
+    # a game's or role's argument it does not take names the nearest one it does
+    line = refused("train", "configs/smoke.yaml", "--dry-run", "games.1.role_kwargs.prefil=true")
+    assert line.endswith("unexpected keyword argument 'prefil'; did you mean 'prefill'?"), line
+
+
+def test_a_mistyped_flag_is_one_line_naming_the_nearest(capsys: pytest.CaptureFixture[str]) -> None:
+    from arena.cli import main
+
+    for argv, line in (
+        (
+            ["train", "configs/smoke.yaml", "--dryrun"],
+            "arena train: unrecognized arguments: --dryrun; did you mean '--dry-run'? "
+            "(see arena train --help)",
+        ),
+        (
+            ["play", "tictactoe-v0"],
+            "arena play: the following arguments are required: --against (see arena play --help)",
+        ),
+    ):
+        with pytest.raises(SystemExit) as done:
+            main(argv)
+        assert done.value.code == 2
+        assert capsys.readouterr().err == line + "\n"

@@ -69,8 +69,15 @@ def test_unknown_keys_name_the_nearest_valid_key(tmp_path: Path) -> None:
         from_dict(Outer, {"cuont": 1})
     with pytest.raises(ConfigError, match="must look like key=value"):
         load_config(Outer, None, ["count"])
-    with pytest.raises(ConfigError, match="does not exist"):
+    with pytest.raises(ConfigError, match="does not exist$"):
         load_config(Outer, tmp_path / "missing.yaml")
+    (tmp_path / "smoke.yaml").write_text("count: 2\n")  # a typo of a file beside it: named
+    with pytest.raises(ConfigError) as err:
+        load_config(Outer, tmp_path / "smokee.yaml")
+    assert str(err.value) == (
+        f"config file {tmp_path / 'smokee.yaml'} does not exist; did you mean "
+        f"'{tmp_path / 'smoke.yaml'}'?"
+    )
     with pytest.raises(ConfigError, match="count"):
         from_dict(Outer, {"count": "many"})
 

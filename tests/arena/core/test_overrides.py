@@ -99,3 +99,17 @@ def test_an_index_past_the_end_of_a_list_says_how_long_it_is() -> None:
         "command line: games.3.id: games has 1 entry, so there is no games.3; "
         "games:=[...] gives the whole list"
     )
+
+
+def test_a_mapping_the_shell_split_at_its_spaces_says_to_quote_it() -> None:
+    # `games.0.kwargs={max_turns: 4, max_retries: 1}` typed unquoted reaches us in four words
+    words = ["steps=3", "games.0.kwargs={max_turns:", "4,", "max_retries:", "1}", "seed=2"]
+    with pytest.raises(ConfigError) as err:
+        load_run_config(CONFIGS / "smoke.yaml", words)
+    assert str(err.value) == (
+        "override 'games.0.kwargs={max_turns:' ends inside a mapping or list that '4,' continues: "
+        "the shell split one value at its spaces; quote it: "
+        "'games.0.kwargs={max_turns: 4, max_retries: 1}'"
+    )
+    quoted = load_run_config(CONFIGS / "smoke.yaml", ["games.0.kwargs={max_turns: 4}"])
+    assert quoted.games[0].kwargs == {"max_retries": 1, "max_turns": 4}

@@ -142,7 +142,8 @@ def test_a_role_argument_no_role_takes_is_refused_before_anything_starts() -> No
     assert str(caught.value) == (
         "games[tictactoe-v0]: seat 'player_0' plays player-v0, which refuses role_kwargs "
         "{'prefill': True, 'bogus': 1}: Player.__init__() got an unexpected keyword argument "
-        "'bogus'"
+        "'bogus' (it takes: name, job, output, what, memory, prefill, format_bonus, example, "
+        "show_rules, turn_suffix)"
     )
     bad_game = load_run_config(CONFIGS / "smoke.yaml", ["games.0.kwargs.nope=3"])
     with pytest.raises(ConfigError, match=r"games\[tictactoe-v0\].kwargs .*'nope'"):
@@ -195,12 +196,14 @@ def test_a_simulator_argument_it_does_not_take_is_refused_before_anything_starts
         (
             "games.0.simulators.user.kwargs.bogus=1",
             "scripted-user-v0 refuses kwargs {'latency': 0.5, 'bogus': 1}: "
-            "ScriptedUser.__init__() got an unexpected keyword argument 'bogus'",
+            "ScriptedUser.__init__() got an unexpected keyword argument 'bogus' "
+            "(it takes: max_idle, latency)",
         ),
         (  # a new id drops the old kwargs; the ones given beside it are the new one's
             "games.0.simulators.user.id=llm-user-v0 games.0.simulators.user.kwargs.latency=1",
             "llm-user-v0 refuses kwargs {'latency': 1}: "
-            "LLMUser.__init__() got an unexpected keyword argument 'latency'",
+            "LLMUser.__init__() got an unexpected keyword argument 'latency' "
+            "(it takes: persona, max_turns, stop, leak_words, retries)",
         ),
     ):
         with pytest.raises(ConfigError) as caught:
