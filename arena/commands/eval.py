@@ -62,79 +62,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from arena.commands.participant_options import (
+    add_backend_argument,
+    add_seat_arguments,
+    participant_config,
+)
+
 if TYPE_CHECKING:
     from arena.play.config import GameConfig
     from arena.play.seats import Seat
-    from arena.tournament.config import ParticipantConfig
-
-
-def add_seat_arguments(parser: argparse.ArgumentParser) -> None:
-    """How the model's seats are played (``--act``) and who fills the others (``--simulator``):
-    shared by ``arena eval`` and ``arena play``."""
-    from arena.play.acting import ACTS
-
-    parser.add_argument(
-        "--simulator",
-        action="append",
-        default=[],
-        metavar="[SEAT=]ID",
-        help="role games: the simulator that fills SEAT (all seats a simulator may fill, "
-        "without SEAT); default: the run's (repeatable)",
-    )
-    parser.add_argument(
-        "--act",
-        choices=ACTS,
-        default=None,
-        help="how the model plays games that list their legal actions: write a reply "
-        "(generate) or pick among the legal replies by their scores (choice); default: as its "
-        "run config says (see arena/play/acting.py)",
-    )
-
-
-UNSERVED_BACKENDS = {
-    "openai": "an endpoint plays as a tournament participant (backend: openai, base_url: ...)",
-    "remote": "remote is the client of a policy an inference actor already serves",
-    "scripted": "a bot plays as its id (arena plugins bots)",
-}
-"""Registered backends that ``--backend`` cannot serve a model on, and what to do instead."""
-
-
-def add_backend_argument(parser: argparse.ArgumentParser) -> None:
-    """``--backend NAME``, the policy backend that serves a model participant: shared by
-    ``arena eval`` and ``arena play`` (read by :func:`participant_config`)."""
-    parser.add_argument(
-        "--backend",
-        default=None,
-        metavar="NAME",
-        help="the policy backend that serves the model: hf (default), vllm, or a plugin "
-        "backend (arena plugins backends), which gets the model string as it is",
-    )
-
-
-def participant_config(spec: str, backend: str | None, *, model: bool = False) -> ParticipantConfig:
-    """The participant ``spec`` names (a bot id or a model spec; with ``model``, a model spec
-    whatever it looks like), served by ``backend`` (``--backend``; None keeps ``hf``): shared by
-    ``arena eval`` and ``arena play``. A bad ``--backend`` is a :class:`ConfigError` in one line
-    before any model loads: given with a bot; an unknown name (the nearest registered ones) or
-    a plugin that cannot be imported; a backend a command line cannot serve a model on
-    (``remote``, ``scripted``; ``openai``, whose endpoint only a tournament config names)."""
-    from arena.core.errors import ConfigError
-    from arena.tournament.config import ParticipantConfig, check_backend
-    from arena.tournament.participants import parse_participant
-
-    participant = ParticipantConfig(model=spec) if model else parse_participant(spec)
-    if backend is None:
-        return participant
-    if participant.model is None:
-        raise ConfigError(f"--backend {backend} serves a model, not bot {spec!r}")
-    if backend in UNSERVED_BACKENDS:
-        raise ConfigError(
-            f"--backend {backend}: a model is served here by hf, vllm or a plugin backend "
-            f"(arena plugins backends); {UNSERVED_BACKENDS[backend]}"
-        )
-    check_backend("--backend", backend)  # an unknown name, or a plugin that cannot import
-    participant.backend = backend
-    return participant
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -160,17 +96,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="play the LoRA adapter in this peft directory (e.g. a run's "
         "checkpoints/step-00000008/adapters/solver) on the model, the base it was made for",
     )
-    parser.add_argument("--games", nargs="+", default=None, help="game ids (default: the run's)")
+    parser.add_argument(
+        "--games", nargs="+", default=None, help="game ids (default: the run's, else tictactoe-v0)"
+    )
     parser.add_argument(
         "--opponents",
         nargs="+",
         default=None,
-        help="bot ids; `strongest` is each game's strongest bot (default: random-v0 strongest)",
+        help="bot ids; `strongest` is each game's strongest bot (default: the run's "
+        "eval.opponents, else random-v0 strongest)",
     )
-    parser.add_argument("--n", type=int, default=None, help="games per game and opponent (200)")
-    parser.add_argument("--temperature", type=float, default=None, help="0 is greedy (default)")
-    parser.add_argument("--max-new-tokens", type=int, default=None, help="longest reply (24)")
-    parser.add_argument("--seed", type=int, default=10_000, help="seed of the first game")
+    parser.add_argument(
+        "--n",
+        type=int,
+        default=None,
+        help="games per game and opponent (default: the run's eval.games, else 200)",
+    )
+    parser.add_argument(
+        "--temperature",
+        type=float,
+        default=None,
+        help="0 is greedy (default: the run's eval.temperature, else 0)",
+    )
+    parser.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=None,
+        help="longest reply (default: as in training, else 24)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=10_000, help="seed of the first game (default: 10000)"
+    )
     parser.add_argument(
         "--tries", type=int, default=1, help="role games: tries per task, for pass^k (1)"
     )
@@ -181,7 +137,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a run with named policies: play the one model or adapter in every seat, not "
         "only those its policy plays in the run",
     )
-    parser.add_argument("--concurrency", type=int, default=64, help="games played at once")
+    parser.add_argument(
+        "--concurrency", type=int, default=64, help="games played at once (default: 64)"
+    )
     parser.add_argument("--json", default=None, metavar="PATH", help="write the results here")
 
 

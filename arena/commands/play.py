@@ -17,7 +17,7 @@ checkpoint of ``configs/user_tool_use.yaml``: the retail user is ``scripted-user
 line says what fills each seat: ``You play agent, against simulator scripted-user-v0 (user)``.
 
 ``--backend NAME`` serves the model, read as ``arena eval`` reads it (one definition:
-:func:`arena.commands.eval.participant_config`): ``hf`` (the default: transformers, float32),
+:func:`arena.commands.participant_options.participant_config`): ``hf`` (the default: transformers, float32),
 ``vllm`` (the model directory, a checkpoint's ``model/``, in the ``auto`` dtype as ``arena eval``
 loads it: bfloat16 where this machine computes it faster, else float32), or a plugin policy
 backend (``arena plugins backends``; docs/plugins.md), which gets PARTICIPANT as it is, except
@@ -56,7 +56,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from arena.commands.eval import add_backend_argument, add_seat_arguments
+from arena.commands.participant_options import add_backend_argument, add_seat_arguments
 
 if TYPE_CHECKING:
     from arena.play.config import GameConfig
@@ -250,11 +250,11 @@ def resolve_one(
     text: str, game: GameConfig, backend: str | None = None, human: str | None = None
 ) -> Participant:
     """The opponent on ``backend`` (``--backend``, as ``arena eval`` reads it:
-    :func:`arena.commands.eval.participant_config`), checked as a tournament checks its
+    :func:`arena.commands.participant_options.participant_config`), checked as a tournament checks its
     participants (an unknown bot names the nearest, a path must be a model, a bot must be able
     to play the game, in a seat other than the person's ``human``; a plugin backend's model
     string is its own business)."""
-    from arena.commands.eval import participant_config
+    from arena.commands.participant_options import participant_config
     from arena.core.errors import ConfigError
     from arena.tournament.participants import resolve_participants
 

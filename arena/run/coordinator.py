@@ -150,7 +150,7 @@ class RunCoordinator:
                     raise
                 raise NoBroker(
                     f"no broker answered at bus.address={self.address} within {timeout:g}s "
-                    f"({err}). Start one there first: `{broker_hint(self.address)}` (on the "
+                    f"({err}). Start one there first: `{broker_hint(self.address, self.config.bus)}` (on the "
                     "broker's host), or leave bus.address unset to let arena train start its own"
                     + keys_hint(self.address)
                 ) from None

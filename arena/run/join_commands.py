@@ -11,8 +11,8 @@ import shlex
 from pathlib import Path
 
 from arena.bus.security import INSECURE_ENV, KEYS_ENV, is_loopback
-from arena.run.config import RunConfig
-from arena.run.processes import inference_argv, learner_argv
+from arena.run.config import BusConfig, RunConfig
+from arena.run.processes import broker_argv, inference_argv, learner_argv
 
 
 def start_command(
@@ -42,14 +42,16 @@ def start_command(
     return hand_command(argv)
 
 
-def broker_hint(address: str) -> str:
+def broker_hint(address: str, bus: BusConfig) -> str:
     """The command that starts a broker others can reach at ``address``, with this run's bus
-    flags: on every interface for another host's address, on the address itself for a loopback
-    one (the bus refuses a wildcard bind without keys, and a loopback address needs none)."""
+    flags and heartbeats (``bus``: a broker's own default timeout is not the run's, and would
+    declare its actors dead sooner or later than the run expects): on every interface for
+    another host's address, on the address itself for a loopback one (the bus refuses a
+    wildcard bind without keys, and a loopback address needs none)."""
     bind = address
     if address.startswith("tcp://") and ":" in address[6:] and not is_loopback(address):
         bind = "tcp://*:" + address.rsplit(":", 1)[1]
-    return hand_command(["broker", "--bind", bind])
+    return hand_command(broker_argv(bind, bus.heartbeat_interval, bus.heartbeat_timeout))
 
 
 def hand_command(argv: list[str]) -> str:

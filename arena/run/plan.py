@@ -30,7 +30,9 @@ def plan(config: RunConfig, run_dir: Path | None = None) -> str:
         broker = f"{address} (started here, restarted up to {config.bus.max_restarts} times)"
     else:
         address = str(config.bus.address)
-        broker = f"{address} (already running, not started here: {broker_hint(address)})"
+        broker = (
+            f"{address} (already running, not started here: {broker_hint(address, config.bus)})"
+        )
     learner = (
         "started here"
         if config.start_learner

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from arena.core.errors import ConfigError
+from arena.core.errors import ConfigError, did_you_mean
 from arena.play.acting import CHOICE
 from arena.play.choice import choose_turn
 from arena.play.seats import BotSeat, Seat, SimulatorSeat, seat_seed
@@ -73,9 +73,10 @@ def pick_seat(choice: str, agents: Sequence[str], rng: random.Random) -> str:
     if index is None:
         if choice in agents:
             return choice
+        near = did_you_mean(text, ["first", "second", "random", *agents])
         raise ConfigError(
             f"--seat {choice!r}: expected first, second, random, a player index 0.."
-            f"{len(agents) - 1} or one of {list(agents)}"
+            f"{len(agents) - 1} or one of {list(agents)}{near}"
         )
     if not 0 <= index < len(agents):
         raise ConfigError(f"--seat {choice!r}: this game seats {len(agents)} players")

@@ -102,7 +102,10 @@ def test_counts_of_zero_are_allowed_and_the_run_waits_for_at_least_one(
     assert "joins: arena learner --connect tcp://10.0.0.1:5555" in text
     # a loopback broker binds its own address: a wildcard one is refused without keys
     text = plan(smoke("bus.address=tcp://127.0.0.1:5555", "rollout.actors=0"))
-    assert "not started here: arena broker --bind tcp://127.0.0.1:5555)" in text
+    assert (
+        "not started here: arena broker --bind tcp://127.0.0.1:5555 --heartbeat-interval 0.5 "
+        "--heartbeat-timeout 5.0)" in text  # and the run's heartbeats (smoke.yaml's)
+    )
 
 
 def test_missing_actors_are_named_with_the_command_that_starts_them(
@@ -137,8 +140,9 @@ def test_missing_actors_are_named_with_the_command_that_starts_them(
     monkeypatch.setenv("ARENA_KEYS", "/secure/keys")  # what --keys sets: the hints pass it on
     assert start_command(config, tmp_path, address, "learner").endswith(" --keys /secure/keys")
     # the broker's too: one started without them refuses the run's keyed actors
-    assert broker_hint("tcp://10.0.0.1:5555") == (
-        "arena broker --bind 'tcp://*:5555' --keys /secure/keys"
+    assert broker_hint("tcp://10.0.0.1:5555", config.bus) == (
+        "arena broker --bind 'tcp://*:5555' --heartbeat-interval 0.5 --heartbeat-timeout 5.0 "
+        "--keys /secure/keys"
     )
 
 

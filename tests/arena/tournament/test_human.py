@@ -124,6 +124,12 @@ def test_pick_seat() -> None:
     for bad in ("third", "2", "-1"):
         with pytest.raises(ConfigError, match="--seat"):
             pick_seat(bad, agents, rng)
+    with pytest.raises(ConfigError) as typo:
+        pick_seat("sevond", agents, rng)
+    assert str(typo.value) == (
+        "--seat 'sevond': expected first, second, random, a player index 0..1 or one of "
+        "['player_0', 'player_1']; did you mean 'second'?"
+    )
 
 
 def test_a_model_opponent_shows_its_reply() -> None:
