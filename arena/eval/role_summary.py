@@ -25,6 +25,8 @@ def role_rows(
                 (r["game"], r["seat"], r["metric"]),
                 {"seat": r["seat"], "role": r["role"], "metric": r["metric"]},
             )
+            if r.get("policy"):
+                entry["policy"] = r["policy"]
             entry[label] = r["mean"]
             entry[f"{label}_ci"] = r["ci"]
             entry[f"episodes_{label}"] = r["episodes"]
@@ -54,8 +56,9 @@ def role_table(roles: list[tuple[str, dict[str, Any]]], notes: list[str]) -> lis
     for game, e in roles:
         before, after = _role_value(e, "before"), _role_value(e, "after")
         change = e.get("change") or "n/a"
+        policy = f", policy {e['policy']}" if e.get("policy") else ""
         lines.append(
-            f"| {game} | {e['role']} ({e['seat']}) | {e['metric'] or 'none'} | {before} | "
+            f"| {game} | {e['role']} ({e['seat']}{policy}) | {e['metric'] or 'none'} | {before} | "
             f"{after} | {change} |"
         )
         errors = [f"{e[f'errors_{x}']} {x}" for x in ("before", "after") if e.get(f"errors_{x}")]

@@ -48,6 +48,12 @@ and ``change``: ``higher`` or ``lower`` when the after value lies beyond the bef
 interval, ``no`` when inside it (a metric's better direction is the game's business: success
 up, tool errors down). A seat whose every episode failed has the metric ``""``.
 
+In a run with named policies each evaluation row names the policy that played it
+(``policy``), and the summary keeps them apart: a player game has an entry per policy, under
+``<game>, policy <policy>`` (``main``: the shared policy), compared with the random mover in the
+same seats; the game's exploitability (read over every seat, each with its policy) goes on its
+first entry. A role entry carries its ``policy`` too.
+
 ``eval_summary.md`` shows the same as one row per game and measure, with the random mover's
 value and the exploitability references beside each, and one row per role and metric of the
 role games. An interval over fewer than 10 games (``games_per_eval``; a role's episodes) is
@@ -117,12 +123,13 @@ def before_after(
     by_role = role_rows([r for r in before if is_role_row(r)], [r for r in after if is_role_row(r)])
     before = [r for r in before if not is_role_row(r)]
     after = [r for r in after if not is_role_row(r)]
-    game_ids = sorted({r["game"] for r in before} | {r["game"] for r in after})
-    for game in game_ids:
+    entries = sorted({_entry(r) for r in before} | {_entry(r) for r in after})
+    read: set[str] = set()
+    for game, policy in entries:
         row: dict[str, Any] = {}
         strongest = strongest_bot(game)
         for label, results in (("before", before), ("after", after)):
-            played = [r for r in results if r["game"] == game]
+            played = [r for r in results if _entry(r) == (game, policy)]
             failed = [r for r in played if r.get("errors")]
             if failed:
                 row[f"errors_{label}"] = sum(r["errors"] for r in failed)
@@ -157,12 +164,21 @@ def before_after(
         _flag(row, "score_vs_strongest_improved", "score_vs_strongest")
         _flag(row, "return_improved", "return_vs_random")
         _flag(row, "optimal_move_rate_improved", "optimal_move_rate")
-        _baseline(row, [r for r in baseline if r["game"] == game and r["games"]], strongest)
-        _exploitability(row, game, [r for r in readings if r["game"] == game])
-        out[game] = row
+        _baseline(
+            row, [r for r in baseline if _entry(r) == (game, policy) and r["games"]], strongest
+        )
+        if game not in read:  # a reading is of every seat: once, on the game's first entry
+            read.add(game)
+            _exploitability(row, game, [r for r in readings if r["game"] == game])
+        out[f"{game}, policy {policy}" if policy else game] = row
     for game, entries in by_role.items():
         out.setdefault(game, {})["roles"] = entries
     return out
+
+
+def _entry(result: dict[str, Any]) -> tuple[str, str]:
+    """(game, policy) of an evaluation row: the policy empty where one plays every seat."""
+    return result["game"], result.get("policy", "")
 
 
 def _flag(row: dict[str, Any], name: str, key: str, lower: bool = False) -> None:

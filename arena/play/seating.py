@@ -67,6 +67,19 @@ def seat_policy_name(
     return config.seat_policy(game.id, agent, seat_role_id(game, env, agent), role.name)
 
 
+SHARED_POLICY = "main"
+"""What an evaluation row names the shared policy by, where the seats of a run with named
+policies are told apart (``arena eval``'s ``RUN:main``)."""
+
+
+def policy_label(config: PlayConfig, game: GameConfig, env: TextGame, agent: str) -> str:
+    """The policy an evaluation row of ``agent``'s seat names: its named policy, else
+    :data:`SHARED_POLICY`; ``""`` in a run without named policies (one policy, every seat)."""
+    if not config.policies:
+        return ""
+    return seat_policy_name(config, game, env, agent) or SHARED_POLICY
+
+
 def generator(policy: Any, chat: ChatFormat, params: SamplingParams) -> Generate:
     """An async ``generate(messages) -> text`` on ``policy``: how a simulator talks through a
     model without importing one."""

@@ -31,9 +31,9 @@ It writes ``metrics.jsonl``, TensorBoard events, transcripts and checkpoints und
 (``eval_summary.md`` and ``eval_summary.json``). A crashed rollout actor, inference actor, the
 run's own broker, or the learner is restarted, and so is a hung one (:mod:`arena.run.hangs`); any other dead child stops the run with an error that
 names it. A restarted learner resumes from its last checkpoint, and the run goes back to that
-step and continues (:mod:`arena.run.learner_restart`). An inference actor the run waits for and
-did not start that leaves the bus or dies is named at once, with the command that starts it
-again, and again when it is back (:mod:`arena.run.departures`).
+step and continues (:mod:`arena.run.learner_restart`). An inference actor or learner the run
+waits for and did not start that leaves the bus or dies is named at once, with the command that
+starts it again, and again when it is back (:mod:`arena.run.departures`).
 """
 
 from __future__ import annotations
@@ -107,7 +107,8 @@ class RunCoordinator:
         self.empty = EmptySteps(config.rollout.max_empty_steps, run_dir, self.log)
         self.skipped = SkippedSteps(self.log)
         self.hangs = HangWatch(self.launcher, config.bus.heartbeat_timeout, self.log.event)
-        # inference actors the run waits for and does not start: named when gone, and back
+        # inference actors and learners the run waits for and does not start: named when
+        # gone, and when back
         self.departures = Departures(config, run_dir, self.address, self.launcher, self.log.event)
 
     # -- processes and bus -----------------------------------------------------------------

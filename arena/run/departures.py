@@ -1,5 +1,5 @@
-"""Inference actors the run needs and does not start: named the moment they are gone, and again
-when they are back.
+"""Inference actors and learners the run needs and does not start: named the moment they are
+gone, and again when they are back.
 
 A run with ``inference.actors: 0`` (the hand-started recipe of ``docs/deploy.md``) waits for its
 inference actors by name and prints the command of each (:mod:`arena.run.roster`); so does one
@@ -13,6 +13,12 @@ once in ``events.log`` and on the console, with the command line that starts it 
 own name, or (for an actor started without ``--actor-name``, whose name holds its pid) when
 another serving the same policy took its place.
 
+A learner started by hand (``start_learner: false``: the run's own, serving ``learner``, and
+each named policy's with a model of its own, serving ``learner:<policy>``) is named the same
+way, with the command that starts it again (:func:`~arena.run.join_commands.start_command`: it
+resumes from the run's newest checkpoint), and when it is back, under any name: a learner
+service has one learner.
+
 An actor of the run's own (named in its launcher) gets no such line: it is restarted, and the
 launcher says so.
 """
@@ -24,9 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from arena.bus import Actor, Message
+from arena.run.bases import MAIN_SERVICE, learner_services
 from arena.run.config import RunConfig
 from arena.run.hangs import HangWatch
 from arena.run.inference_actors import MAIN_ACTOR, named_inference
+from arena.run.join_commands import start_command
 from arena.run.launcher import Launcher
 from arena.run.roster import inference_command
 
@@ -43,7 +51,8 @@ def policy_service(info: dict[str, Any]) -> str | None:
 
 
 class Departures:
-    """Names the inference actors the run does not start when they leave and when back."""
+    """Names the inference actors and learners the run does not start when they leave and when
+    back."""
 
     def __init__(
         self,
@@ -61,6 +70,7 @@ class Departures:
         self.gone: dict[str, str] = {}
         """Actors named gone and not back yet: name -> the service it served."""
         self._named = set(named_inference(config, run_dir))
+        self._learners = set(learner_services(config.play))
 
     def attach(self, actor: Actor, hangs: HangWatch) -> None:
         """Listen to the broker's notices (call before the actor starts); the death notices
@@ -80,13 +90,26 @@ class Departures:
     def _own(self, name: str) -> bool:
         return name in self.launcher.children or name in self.launcher.expected
 
+    def _learner_service(self, info: dict[str, Any]) -> str | None:
+        """The learner service of the run's that ``info`` offers, else None."""
+        return next((s for s in info.get("services") or () if s in self._learners), None)
+
+    def _service(self, info: dict[str, Any]) -> str | None:
+        """What ``info`` serves that the run waits for: a policy, or one of its learners."""
+        return policy_service(info) or self._learner_service(info)
+
     def left(self, info: dict[str, Any], how: str) -> bool:
         """``info`` (its directory entry) is gone (``how``): named with the command that starts
-        it again if it is an inference actor the run uses and does not start. True if named."""
-        name, service = str(info.get("name")), policy_service(info)
+        it again if it is an inference actor or learner the run uses and does not start. True
+        if named."""
+        name, service = str(info.get("name")), self._service(info)
         if service is None or self._own(name):
             return False
-        command = inference_command(self.config, self.run_dir, self.address, name, service)
+        if service in self._learners:
+            policy = None if service == MAIN_SERVICE else service.partition(":")[2]
+            command = start_command(self.config, self.run_dir, self.address, "learner", policy)
+        else:
+            command = inference_command(self.config, self.run_dir, self.address, name, service)
         if command is None:
             return False  # it served a policy this run does not play
         self.gone[name] = service
@@ -100,7 +123,7 @@ class Departures:
     def joined(self, info: dict[str, Any]) -> bool:
         """``info`` registered: named if it is back (or, started without ``--actor-name``,
         serves the policy of one that is gone in its place). True if named."""
-        name, service = str(info.get("name")), policy_service(info)
+        name, service = str(info.get("name")), self._service(info)
         if name in self.gone:
             served = self.gone.pop(name)
             self.on_event(f"{name} (serving {served}) is back on the bus")
@@ -109,7 +132,7 @@ class Departures:
             (
                 gone
                 for gone, served in self.gone.items()
-                if served == service and not self._named_actor(gone)
+                if served == service and (service in self._learners or not self._named_actor(gone))
             ),
             None,
         )

@@ -15,6 +15,12 @@ Each seat is read with the policy it plays: a seat on a policy with a model of i
 (:mod:`arena.run.bases`) with that model, its tokenizer and its own adapter, from its newest
 checkpoint at or before the step read (:func:`base_weights`); the game's table is the union of
 every seat's rows.
+
+In a run with named policies, each evaluation row names the policy that played it, as ``arena
+eval`` of the run does: a player game is played ``eval.games`` games per policy, each cycling
+through the seats its policy plays (:func:`seats_by_policy`), on a row of its own (``policy``;
+``main`` for the shared policy), and so is the random mover's baseline, in the same seats; a
+role game's seats are told apart by policy too (``policy_of``).
 """
 
 from __future__ import annotations
@@ -42,7 +48,8 @@ from arena.eval.roles import (
 from arena.eval.strategy_reading import StrategyReading
 from arena.eval.summary import EXPLOITABILITY_PREFIX
 from arena.models.adapter_shape import SHARED_ADAPTER
-from arena.play.seating import SeatFactory, seat_policy_name
+from arena.play.config import GameConfig
+from arena.play.seating import SeatFactory, policy_label, seat_policy_name
 from arena.play.seats import BotSeat, Seat
 from arena.policies.chat import ChatFormat
 from arena.run.bases import policy_checkpoint, shared_adapters
@@ -112,9 +119,13 @@ async def evaluate_role_games(
             return factory.simulator_seat(game_id, env, agent)
         return reference_seat(game_id, env, agent, seed)
 
+    def labels(game: GameConfig) -> Callable[[str], str]:
+        probe = games.make(game.id, **game.kwargs)
+        return lambda agent: policy_label(c.play, game, probe, agent)
+
     maker: SeatMaker = policy
     total = sum(
-        c.eval.games * len(role_seats(games.make(g.id, **g.kwargs), list(g.simulators)))
+        c.eval.games * len(role_seats(games.make(g.id, **g.kwargs), list(g.simulators), labels(g)))
         for g in role_games
     )
     results: list[RoleResult] = []
@@ -130,6 +141,7 @@ async def evaluate_role_games(
                 concurrency=c.eval.concurrency,
                 game_kwargs=game.kwargs,
                 on_episode=advance,
+                policy_of=labels(game),
             )
     return results
 
@@ -153,23 +165,39 @@ async def _evaluate(
     """``eval.games`` games per game (role games aside) and opponent, with the evaluation's
     seeds; none, and no progress bar, when there is nothing to play."""
     c = config
-    player_games = [g.id for g in c.games if not is_role_game(games.make(g.id, **g.kwargs))]
+    player_games = [g for g in c.games if not is_role_game(games.make(g.id, **g.kwargs))]
+    seats = {g.id: seats_by_policy(c, g) for g in player_games}
     opponents = c.eval.opponents_at(label)
-    total = c.eval.games * len(player_games) * len(opponents)
+    total = c.eval.games * sum(len(s) or 1 for s in seats.values()) * len(opponents)
     if not total:
         return []
     with log.progress(f"eval {label}", total) as advance:
         results = await evaluate(
             make_seat,
-            player_games,
+            [g.id for g in player_games],
             opponents,
             games_per_match=c.eval.games,
             seed=c.seed + 10_000,
             concurrency=c.eval.concurrency,
             game_kwargs={g.id: g.kwargs for g in c.games},
             on_episode=advance,
+            seats=seats,
         )
     return results
+
+
+def seats_by_policy(config: RunConfig, game: GameConfig) -> dict[str, list[str]]:
+    """The seats of a player game each policy of the run plays, by the name its rows carry
+    (:func:`~arena.play.seating.policy_label`); empty (every seat, one row with no policy) in a
+    run without named policies."""
+    if not config.play.policies:
+        return {}
+    env = games.make(game.id, **game.kwargs)
+    out: dict[str, list[str]] = {}
+    for agent in env.possible_agents:
+        if agent not in game.simulators:
+            out.setdefault(policy_label(config.play, game, env, agent), []).append(agent)
+    return out
 
 
 def readable_games(config: RunConfig) -> list[str]:

@@ -9,7 +9,9 @@ the key. ``learner.optim.total_steps`` follows ``steps`` when it did in the save
 
 A run that already finished (its final checkpoint at ``steps`` and its evaluation summary
 written) is not started again: :func:`resume_run` says ``already complete at step N`` and the
-command exits 0, unless ``steps`` was raised past N, which continues it to the new count.
+command exits 0, unless ``steps`` was raised past N, which continues it to the new count. Any
+other change on the command line is then said to be not applied (nothing ran), and a ``steps``
+below N that the run already did (``steps: 2 -> 1``) is said to change nothing.
 
 A resumed run compares its final evaluation with the one taken before its first step
 (``eval_before.json``); where the run took none then (evaluation was off, and turned on by the
@@ -53,6 +55,9 @@ FIXED = {
 }
 """Keys (and everything under them) that cannot change mid-run -> why not."""
 
+_FOLLOW_STEPS = ("steps", "learner.optim.total_steps")
+"""Changes that only ``steps`` makes: on a finished run, said by what is said of ``steps``."""
+
 IGNORED = ("resume",)
 """Keys left out of the comparison: ``resume`` itself is the resumed run's own directory."""
 
@@ -88,13 +93,26 @@ def resume_run(run_dir: str, overrides: Sequence[str]) -> RunConfig | None:
             f"  {key}: not in the saved config.yaml, now {_show(value)} (the default)", flush=True
         )
     if resumed.complete_at is not None:
-        print(
-            f"arena train: {run_dir} is already complete at step {resumed.complete_at}; "
-            f"raise steps to train on (resume={run_dir} steps=N)",
-            flush=True,
-        )
+        print(f"arena train: {_complete(run_dir, resumed)}", flush=True)
         return None
     return resumed.config
+
+
+def _complete(run_dir: str, resumed: Resumed) -> str:
+    """What a resume of a finished run says: it is complete, nothing ran, and so any change
+    printed above was not applied; a ``steps`` at or below the steps done changes nothing."""
+    done = resumed.complete_at
+    steps = resumed.config.steps
+    others = [key for key, _, _ in resumed.changes if key not in _FOLLOW_STEPS]
+    said = f"{run_dir} is already complete at step {done}"
+    if steps < done:
+        said = (
+            f"{run_dir} already did {done} steps and is complete: steps={steps} changes "
+            f"nothing (steps can only grow)"
+        )
+    if others:
+        said += "; the changes above were not applied (nothing ran)"
+    return f"{said}; raise steps past {done} to train on (resume={run_dir} steps=N)"
 
 
 def resumed_config(run_dir: str, overrides: Sequence[str]) -> Resumed:

@@ -214,7 +214,7 @@ class RunLog:
         for r in results:
             self.console.print(f"eval {label}: {r.line()}")
             if self._tb is not None and label != "baseline" and r.games:
-                prefix = f"eval/{r.game}/{r.opponent}"
+                prefix = f"eval/{r.game}/{r.opponent}" + (f"/{r.policy}" if r.policy else "")
                 self._tb.add_scalar(f"{prefix}/score", r.score, step)
                 self._tb.add_scalar(f"{prefix}/invalid_rate", r.invalid_rate, step)
                 if r.optimal_move_rate is not None:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import games as registry
 from arena.core.errors import ConfigError
 from arena.play.config import GameConfig, PlayConfig
-from arena.play.seating import seat_policy_name
+from arena.play.seating import SHARED_POLICY, seat_policy_name
 from arena.tournament.checkpoint_paths import STEP_DIR, run_and_policy
 from arena.tournament.config import ParticipantConfig
 from arena.tournament.participants import policy_of
@@ -40,7 +40,7 @@ from games.text_env import TextGame
 if TYPE_CHECKING:
     from arena.run.config import RunConfig
 
-MAIN = "main"
+MAIN = SHARED_POLICY
 """The run's shared policy (the seats ``seat_policies`` maps to no named policy)."""
 
 

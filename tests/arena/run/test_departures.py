@@ -1,6 +1,7 @@
-"""An inference actor the run waits for and does not start is named the moment it is gone (it
-left, or the broker declared it dead), with the command that starts it again, and when it is
-back (arena/run/departures.py); the run's own get no such line (its launcher restarts them).
+"""An inference actor or learner the run waits for and does not start is named the moment it is
+gone (it left, or the broker declared it dead), with the command that starts it again, and when
+it is back (arena/run/departures.py); the run's own get no such line (its launcher restarts
+them).
 
 Before, killing a hand-started ``inference-0`` made ``arena train`` say nothing: the steps only
 slowed. A real broker (in a thread, 1.5 s heartbeat timeout), the coordinator's own trainer
@@ -165,3 +166,67 @@ def test_a_pool_actor_is_started_again_under_the_runs_name_for_it(tmp_path: Path
     assert command("inference-3", "policy:main") == f"{start} --actor-name inference-3"
     assert command("x", "policy:main") == start
     assert command("x", "policy:elsewhere") is None
+
+
+def learner(address: str, name: str, service: str) -> Actor:
+    actor = Actor(name, address, kind="learner", heartbeat_interval=0.2)
+    actor.serve(service, lambda msg: None)
+    return actor
+
+
+def test_a_hand_started_learner_that_leaves_is_named_with_its_command(
+    quick_broker: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ARENA_KEYS", raising=False)
+    monkeypatch.delenv("ARENA_INSECURE", raising=False)
+    address = quick_broker
+    # start_learner=false: the run's learner and responder's (a model of its own) by hand
+    overrides = ["cpu_threads=1", f"bus.address={address}", "start_learner=false"]
+    config = resolve_for_run(
+        load_run_config(ROOT / "configs" / "two_models.yaml", overrides), tmp_path
+    )
+    coordinator = RunCoordinator(config, tmp_path)
+    coordinator.launcher.expect([c.name for c in actor_commands(config, tmp_path)])
+    events = tmp_path / "events.log"
+
+    def said() -> list[str]:
+        return [line[9:] for line in events.read_text().splitlines()] if events.exists() else []
+
+    async def scenario() -> None:
+        await coordinator.connect()
+        own = learner(address, "learner", "learner")
+        responder = learner(address, "learner-responder", "learner:responder")
+        for actor in (own, responder):
+            await actor.start()
+        await own.close()
+        await until(lambda: len(said()) >= 1)
+        await responder.close()
+        await until(lambda: len(said()) >= 2)
+        # back under another name: a learner service has one learner, so it is the one
+        again = learner(address, "learner-2", "learner")
+        await again.start()
+        await until(lambda: len(said()) >= 3)
+        for actor in (again, coordinator.actor):
+            await actor.close()
+
+    asyncio.run(scenario())
+    pid, host = os.getpid(), socket.gethostname()
+    start = f"arena learner --connect {address}"
+    assert said() == [
+        f"learner (serving learner, pid {pid} on {host}) left the bus; this run did not start "
+        f"it, so nothing restarts it: start it again with: {start} --config "
+        f"{tmp_path}/learner.yaml",
+        f"learner-responder (serving learner:responder, pid {pid} on {host}) left the bus; this "
+        f"run did not start it, so nothing restarts it: start it again with: {start} --name "
+        f"learner-responder --config {tmp_path}/learner-responder.yaml",
+        "learner-2 joined serving learner, in place of learner",
+    ]
+    assert coordinator.departures.gone == {"learner-responder": "learner:responder"}
+    # the run's own learners (start_learner: true, its launcher restarts them): no line
+    own = resolve_for_run(
+        load_run_config(ROOT / "configs" / "two_models.yaml", overrides[:2]), tmp_path / "own"
+    )
+    departures = RunCoordinator(own, tmp_path / "own").departures
+    departures.launcher.expect([c.name for c in actor_commands(own, tmp_path / "own")])
+    for name, service in (("learner", "learner"), ("learner-responder", "learner:responder")):
+        assert not departures.left({"name": name, "services": [service]}, "left the bus")

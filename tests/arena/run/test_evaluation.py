@@ -337,3 +337,45 @@ def test_a_policy_of_its_own_training_an_adapter_is_read_through_it(
         want = plain.table[key] if key in firsts else through[key]
         assert after.policy[key] == pytest.approx(want, abs=1e-5), key
     assert any(through[k] != pytest.approx(plain.table[k], abs=1e-3) for k in through)
+
+
+def test_a_run_with_named_policies_evaluates_and_summarises_each_policy_on_its_rows(
+    tmp_path: Path,
+) -> None:
+    # Nim on heaps (1, 1) is lost for whoever moves first: the shared policy plays player_0
+    # (it always opens: score 0), responder player_1 (it always answers: score 1). Before,
+    # both seats went on one row with no policy, the random mover's score 0.5.
+    from arena.eval.summary import before_after, markdown
+
+    config = RunConfig(
+        games=[GameConfig(id="nim-v0", kwargs={"heaps": [1, 1]})],
+        eval=EvalConfig(games=4, opponents=["random-v0"], concurrency=4),
+        policies={"responder": PolicySpec(model="tiny")},  # unmapped seats: the shared one
+        seat_policies={"nim-v0:player_1": "responder"},
+    )
+    log = RunLog(tmp_path, config)
+    results = asyncio.run(evaluate_baseline(config, log))
+    assert [(r.policy, r.games, r.score) for r in results] == [
+        ("main", 4, 0.0),
+        ("responder", 4, 1.0),
+    ]
+    rows = [r.to_dict() for r in results]
+    roles = [
+        {
+            "game": "mae-v0",
+            "seat": "judge",
+            "role": "judge",
+            "metric": "accuracy",
+            "mean": 0.5,
+            "ci": [0.1, 0.9],
+            "episodes": 4,
+            "policy": "judge",
+        }
+    ]
+    summary = before_after([*rows, *roles], [*rows, *roles], rows)
+    assert summary["nim-v0, policy main"]["random_baseline_score"] == 0.0
+    assert summary["nim-v0, policy responder"]["random_baseline_score"] == 1.0
+    assert summary["mae-v0"]["roles"][0]["policy"] == "judge"
+    table = markdown(summary)
+    assert "| nim-v0, policy responder | score vs random-v0 | 1.000" in table
+    assert "| mae-v0 | judge (judge, policy judge) | accuracy |" in table

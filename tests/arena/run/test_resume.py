@@ -132,6 +132,24 @@ def test_a_finished_run_is_complete_unless_steps_grow(tmp_path: Path, capsys) ->
     assert resumed_config(str(run_dir), ["steps=1"]).complete_at == 2
 
 
+def test_a_finished_run_says_what_its_overrides_did_not_do(tmp_path: Path, capsys) -> None:
+    run_dir = saved_run(tmp_path / "run", step=2)
+    assert resume_run(str(run_dir), ["eval.games=8"]) is None
+    out = capsys.readouterr().out.splitlines()
+    assert "  eval.games: 0 -> 8" in out
+    assert out[-1] == (
+        f"arena train: {run_dir} is already complete at step 2; the changes above were not "
+        f"applied (nothing ran); raise steps past 2 to train on (resume={run_dir} steps=N)"
+    )
+    assert resume_run(str(run_dir), ["steps=1"]) is None
+    out = capsys.readouterr().out.splitlines()
+    assert "  steps: 2 -> 1" in out
+    assert out[-1] == (
+        f"arena train: {run_dir} already did 2 steps and is complete: steps=1 changes nothing "
+        f"(steps can only grow); raise steps past 2 to train on (resume={run_dir} steps=N)"
+    )
+
+
 def test_an_unfinished_run_continues_and_cannot_shrink_below_its_checkpoint(
     tmp_path: Path,
 ) -> None:
