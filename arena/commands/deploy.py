@@ -36,6 +36,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from arena.commands.deploy_checks import (
+    DEFAULT_IMAGE,
+    check_deployable,
+    check_flags,
+    check_keys,
+    check_shared_volume,
+    warn_k8s_defaults,
+    warn_unstarted,
+)
 from arena.core.errors import ConfigError
 from arena.deploy import Deployment, Process, Resources
 
@@ -43,10 +52,6 @@ CPUS = {"train": 4, "inference": 4, "learner": 8, "rollout": 2}
 """Default CPUs per process of each kind (``train``: ``arena train``; in Slurm the broker runs
 beside it on one more CPU)."""
 GPU_KINDS = ("inference", "learner")
-SLURM_ONLY = ("partition", "gpu_partition", "account", "time", "setup")
-K8S_ONLY = ("image", "namespace", "volume_claim")
-DEFAULT_IMAGE = "arena:latest"
-"""The image of every pod without ``--image`` (with a warning)."""
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?")
 
 
@@ -102,13 +107,13 @@ def run(args: argparse.Namespace) -> int:
     from arena.run.config import load_run_config
     from arena.run.validation import validate
 
-    _check_flags(args)
+    check_flags(args)
     config = load_run_config(args.config, args.overrides)
     if config.resume:
         raise ConfigError("resume: arena deploy starts a new run; resume one by hand")
     validate(config)
-    _check_deployable(args, config)
-    keys = _check_keys(args)
+    check_deployable(args, config)
+    keys = check_keys(args)
     name = args.name or f"arena-{config.name}"
     if args.target == "k8s":
         name = name.lower().replace("_", "-").replace(".", "-")
@@ -116,75 +121,6 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"--name {name!r}: Kubernetes wants [a-z0-9-], at most 40 long")
         return _k8s(args, config, name, keys)
     return _slurm(args, config, name, keys)
-
-
-def _check_flags(args: argparse.Namespace) -> None:
-    other = K8S_ONLY if args.target == "slurm" else SLURM_ONLY
-    for flag in other:
-        if getattr(args, flag) is not None:
-            raise ConfigError(f"--{flag.replace('_', '-')} is not a flag of `{args.target}`")
-    if args.run_dir and not args.run_dir.startswith("/"):
-        raise ConfigError(f"--run-dir {args.run_dir}: must be absolute (on a shared filesystem)")
-
-
-def _check_deployable(args: argparse.Namespace, config: Any) -> None:
-    """Settings the generated files would overrule or leave broken, refused before anything is
-    written rather than found on the cluster."""
-    if config.launcher != "local":
-        raise ConfigError(
-            f"launcher={config.launcher}: arena deploy starts every process through "
-            f"{args.target} itself; drop it (launcher=ray is arena train on a Ray cluster)"
-        )
-    if config.bus.address:
-        raise ConfigError(
-            f"bus.address={config.bus.address}: arena deploy starts the run's broker itself "
-            "(--port); leave bus.address unset"
-        )
-    if args.target == "k8s":
-        from arena.deploy.k8s import RUNS_DIR
-
-        key, run_dir = ("--run-dir", args.run_dir) if args.run_dir else ("run_dir", config.run_dir)
-        if run_dir and run_dir.startswith("/") and not f"{run_dir}/".startswith(f"{RUNS_DIR}/"):
-            raise ConfigError(
-                f"{key} {run_dir}: not under {RUNS_DIR}, the volume (--volume-claim) the train, "
-                "learner and inference pods share: each pod would keep its own, the learner's "
-                f"checkpoints in its pod; give a directory under {RUNS_DIR} or a relative one"
-            )
-
-
-def _warn_unstarted(config: Any, address: str) -> None:
-    """Warn of the policies the run's simulators talk through that no process of the
-    deployment serves (a frozen checkpoint, an endpoint: the run never starts those): its
-    ``arena train`` waits ``wait.timeout`` for each, then fails, unless one is started beside."""
-    from arena.run.join_commands import simulator_command
-    from arena.run.plan import simulator_policies
-
-    for policy, seats in simulator_policies(config).items():
-        print(
-            f"arena deploy: warning: policy:{policy} (the simulator of {', '.join(seats)}) is "
-            f"served by no process this writes: the run waits {config.wait.timeout:g}s "
-            f"(wait.timeout) for one, started on the cluster: {simulator_command(address, policy)}",
-            file=sys.stderr,
-        )
-
-
-def _check_keys(args: argparse.Namespace) -> Path | None:
-    """The key directory, checked as the bus will check it; or None with ``--insecure``."""
-    from arena.bus.keys import BROKER, DEFAULT_CLIENT, load_security
-
-    if args.keys:
-        keys = Path(args.keys).expanduser().resolve()
-        for identity in (BROKER, DEFAULT_CLIENT):
-            load_security(keys, identity)
-        return keys
-    if not args.insecure:
-        raise ConfigError(
-            f"{args.target}: processes on different hosts talk over tcp, which is not loopback: "
-            "make keys with `arena keys generate DIR` and pass --keys DIR, or pass --insecure "
-            "for unauthenticated, unencrypted traffic"
-        )
-    print("arena deploy: INSECURE: ARENA_INSECURE=1, bus traffic unencrypted", file=sys.stderr)
-    return None
 
 
 def _resources(args: argparse.Namespace, config: Any) -> dict[str, Resources]:
@@ -314,7 +250,7 @@ def _slurm(args: argparse.Namespace, config: Any, name: str, keys: Path | None) 
     from arena.deploy.slurm import BROKER_HOST_MARK, RUN_DIR_MARK, SlurmOptions, render
 
     address = f"tcp://{BROKER_HOST_MARK}:{args.port}"
-    _warn_unstarted(config, f"tcp://BROKER_HOST:{args.port}")  # the job's first node
+    warn_unstarted(config, f"tcp://BROKER_HOST:{args.port}")  # the job's first node
     spec, _ = deployment(args, config, name, keys, (address, RUN_DIR_MARK, Path(RUN_DIR_MARK)))
     run_dir = args.run_dir or config.run_dir
     options = SlurmOptions(
@@ -358,7 +294,7 @@ def _k8s(args: argparse.Namespace, config: Any, name: str, keys: Path | None) ->
     from arena.run.processes import write_configs
 
     address = f"tcp://{name}-broker:{args.port}"
-    _warn_unstarted(config, address)
+    warn_unstarted(config, address)
     # on the runs volume unless given absolute: a relative one would land in the image
     run_dir = args.run_dir or config.run_dir or config.name
     if not run_dir.startswith("/"):
@@ -367,12 +303,12 @@ def _k8s(args: argparse.Namespace, config: Any, name: str, keys: Path | None) ->
     clash = name_clashes(spec)
     if clash:
         raise ConfigError(f"policies: {clash}; rename a policy, or pass a shorter --name")
-    _check_shared_volume(args, spec)
+    check_shared_volume(args, spec)
     with tempfile.TemporaryDirectory() as tmp:  # the files arena train itself would write
         write_configs(resolved, Path(run_dir), Path(tmp))
         # config.yaml, learner.yaml, and learner-<policy>.yaml per policy with its own model
         config_files = {f.name: f.read_text() for f in sorted(Path(tmp).glob("*.yaml"))}
-    _warn_k8s_defaults(args)
+    warn_k8s_defaults(args)
     options = K8sOptions(
         image=args.image or DEFAULT_IMAGE,
         namespace=args.namespace,
@@ -385,39 +321,6 @@ def _k8s(args: argparse.Namespace, config: Any, name: str, keys: Path | None) ->
         print(f"  {Path(args.out) / SECRET_FILE} holds secret keys: keep it out of git")
     print(f"  start: kubectl apply -f {args.out}; the run ends when job {name}-train completes")
     return 0
-
-
-def _check_shared_volume(args: argparse.Namespace, spec: Deployment) -> None:
-    """Inference actors that serve adapters read them from the run directory, where the train
-    pod writes them: without ``--volume-claim`` each pod has a run directory of its own, and
-    they would never find them."""
-    from arena.deploy.k8s import reads_run_dir
-
-    readers = [p.name for p in spec.of_kind("inference") if reads_run_dir(p)]
-    if readers and not args.volume_claim:
-        raise ConfigError(
-            f"--volume-claim: {', '.join(readers)} {'serve' if len(readers) > 1 else 'serves'} "
-            "adapters that arena train writes into the run directory, which pods share only on "
-            "a volume: pass --volume-claim PVC (a ReadWriteMany claim)"
-        )
-
-
-def _warn_k8s_defaults(args: argparse.Namespace) -> None:
-    """Warn of the defaults that work on a test cluster and lose a real run: an image tag that
-    is whatever was pushed last, and run directories that die with their pods."""
-    if not args.image:
-        print(
-            f"arena deploy: warning: no --image: the pods run {DEFAULT_IMAGE}, which must hold "
-            "Arena and the config's model; name a pinned image with --image",
-            file=sys.stderr,
-        )
-    if not args.volume_claim:
-        print(
-            "arena deploy: warning: no --volume-claim: the run directory is an emptyDir of each "
-            "pod, so the checkpoints die with the learner's pod; pass --volume-claim PVC "
-            "(a ReadWriteMany claim) to keep them",
-            file=sys.stderr,
-        )
 
 
 def _key_files(keys: Path) -> dict[str, bytes]:
