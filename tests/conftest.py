@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -59,19 +60,28 @@ def ipc_dir() -> Iterator[str]:
     shutil.rmtree(path, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def threaded_broker(address: str, heartbeat_timeout: float) -> Iterator[str]:
+    """A real broker on its own thread at ``address`` (heartbeats every 0.2 s), stopped on
+    exit; it declares an actor dead after ``heartbeat_timeout`` seconds of silence."""
+    from arena.bus import Broker
+
+    server = Broker(address, heartbeat_interval=0.2, heartbeat_timeout=heartbeat_timeout)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield address
+    finally:
+        server.stop()
+        thread.join(timeout=5)
+
+
 @pytest.fixture
 def broker(ipc_dir: str) -> Iterator[str]:
     """The address of a real broker on its own thread, over ipc. A generous liveness timeout:
     the actors of a test often share one event loop with the work they do."""
-    from arena.bus import Broker
-
-    address = f"ipc://{ipc_dir}/bus.sock"
-    server = Broker(address, heartbeat_interval=0.2, heartbeat_timeout=10.0)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield address
-    server.stop()
-    thread.join(timeout=5)
+    with threaded_broker(f"ipc://{ipc_dir}/bus.sock", heartbeat_timeout=10.0) as address:
+        yield address
 
 
 def _skipped_on_ci(config: pytest.Config) -> list[pytest.TestReport]:

@@ -17,17 +17,17 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from arena.bus import Actor, Broker
+from arena.bus import Actor
 from arena.run.collection import Collector
 from arena.run.directory import rollout_actors
 from arena.run.stream import CollectStream
 from tests.arena.run.test_discovery import fake_rollout, until
+from tests.conftest import threaded_broker
 
 HANGING = """
 import asyncio, sys
@@ -104,13 +104,8 @@ def test_a_killed_rollout_actor_gets_no_more_jobs_while_the_broker_still_lists_i
 @pytest.fixture
 def quick_broker(ipc_dir: str) -> Iterator[str]:
     """A broker that declares an actor dead after 3 s without a heartbeat."""
-    address = f"ipc://{ipc_dir}/quick.sock"
-    server = Broker(address, heartbeat_interval=0.2, heartbeat_timeout=3.0)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield address
-    server.stop()
-    thread.join(timeout=5)
+    with threaded_broker(f"ipc://{ipc_dir}/quick.sock", heartbeat_timeout=3.0) as address:
+        yield address
 
 
 def test_a_killed_rollout_actor_is_dropped_from_async_collection_at_once(

@@ -19,18 +19,18 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from arena.bus import Actor, Broker
+from arena.bus import Actor
 from arena.run.config import load_run_config
 from arena.run.coordinator import RunCoordinator
 from arena.run.processes import actor_commands
 from arena.run.run_dir import resolve_for_run
 from tests.arena.run.test_discovery import until
+from tests.conftest import threaded_broker
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -53,13 +53,8 @@ asyncio.run(main())
 @pytest.fixture
 def quick_broker(ipc_dir: str) -> Iterator[str]:
     """A broker that declares an actor dead after 1.5 s without a heartbeat."""
-    address = f"ipc://{ipc_dir}/quick.sock"
-    server = Broker(address, heartbeat_interval=0.2, heartbeat_timeout=1.5)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield address
-    server.stop()
-    thread.join(timeout=5)
+    with threaded_broker(f"ipc://{ipc_dir}/quick.sock", heartbeat_timeout=1.5) as address:
+        yield address
 
 
 def inference(address: str, name: str, policy: str = "main") -> Actor:
