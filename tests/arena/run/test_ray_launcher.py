@@ -351,7 +351,7 @@ def test_dead_and_unplaceable_children_are_named(
         events, error = until_died(refusing)
         assert events == [] and error.startswith("rollout-0 (pid ")
         assert "exited with code 2" in error and "not restarted" in error
-        assert "arena rollout: error" in error  # the end of its log
+        assert "arena rollout: the following arguments are required" in error  # its log's end
     finally:
         refusing.stop_all()
     assert not live_hosts(ray)
