@@ -19,7 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -57,6 +57,34 @@ def quick_broker(ipc_dir: str) -> Iterator[str]:
         yield address
 
 
+def watched_run(
+    config_name: str,
+    overrides: list[str],
+    address: str,
+    run_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[RunCoordinator, Callable[[], list[str]]]:
+    """A run's coordinator on the broker at ``address`` (its trainer listens as in a run; its
+    launcher knows the processes the run would start) and a reader of ``events.log``'s lines,
+    less their time. No keys: the printed commands carry none."""
+    monkeypatch.delenv("ARENA_KEYS", raising=False)
+    monkeypatch.delenv("ARENA_INSECURE", raising=False)
+    config = resolve_for_run(
+        load_run_config(
+            ROOT / "configs" / config_name, ["cpu_threads=1", f"bus.address={address}", *overrides]
+        ),
+        run_dir,
+    )
+    coordinator = RunCoordinator(config, run_dir)
+    coordinator.launcher.expect([c.name for c in actor_commands(config, run_dir)])
+    events = run_dir / "events.log"
+
+    def said() -> list[str]:
+        return [line[9:] for line in events.read_text().splitlines()] if events.exists() else []
+
+    return coordinator, said
+
+
 def inference(address: str, name: str, policy: str = "main") -> Actor:
     actor = Actor(name, address, kind="inference", heartbeat_interval=0.2)
     actor.serve(f"policy:{policy}", lambda msg: None)
@@ -67,28 +95,10 @@ def inference(address: str, name: str, policy: str = "main") -> Actor:
 def test_a_hand_started_inference_actor_that_leaves_or_dies_is_named_with_its_command(
     quick_broker: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv("ARENA_KEYS", raising=False)
-    monkeypatch.delenv("ARENA_INSECURE", raising=False)
     address = quick_broker
     # the run starts inference-0 and waits for one more, started by hand
-    config = resolve_for_run(
-        load_run_config(
-            ROOT / "configs" / "smoke.yaml",
-            [
-                "cpu_threads=1",
-                f"bus.address={address}",
-                "inference.actors=1",
-                "wait.inference_actors=2",
-            ],
-        ),
-        tmp_path,
-    )
-    coordinator = RunCoordinator(config, tmp_path)  # its trainer listens as in a run
-    coordinator.launcher.expect([c.name for c in actor_commands(config, tmp_path)])
-    events = tmp_path / "events.log"
-
-    def said() -> list[str]:  # events.log's lines, less their time
-        return [line[9:] for line in events.read_text().splitlines()] if events.exists() else []
+    overrides = ["inference.actors=1", "wait.inference_actors=2"]
+    coordinator, said = watched_run("smoke.yaml", overrides, address, tmp_path, monkeypatch)
 
     start = f"arena inference --connect {address} --config {tmp_path}/config.yaml"
     host = socket.gethostname()
@@ -172,20 +182,11 @@ def learner(address: str, name: str, service: str) -> Actor:
 def test_a_hand_started_learner_that_leaves_is_named_with_its_command(
     quick_broker: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv("ARENA_KEYS", raising=False)
-    monkeypatch.delenv("ARENA_INSECURE", raising=False)
     address = quick_broker
     # start_learner=false: the run's learner and responder's (a model of its own) by hand
-    overrides = ["cpu_threads=1", f"bus.address={address}", "start_learner=false"]
-    config = resolve_for_run(
-        load_run_config(ROOT / "configs" / "two_models.yaml", overrides), tmp_path
+    coordinator, said = watched_run(
+        "two_models.yaml", ["start_learner=false"], address, tmp_path, monkeypatch
     )
-    coordinator = RunCoordinator(config, tmp_path)
-    coordinator.launcher.expect([c.name for c in actor_commands(config, tmp_path)])
-    events = tmp_path / "events.log"
-
-    def said() -> list[str]:
-        return [line[9:] for line in events.read_text().splitlines()] if events.exists() else []
 
     async def scenario() -> None:
         await coordinator.connect()
@@ -218,10 +219,8 @@ def test_a_hand_started_learner_that_leaves_is_named_with_its_command(
     ]
     assert coordinator.departures.gone == {"learner-responder": "learner:responder"}
     # the run's own learners (start_learner: true, its launcher restarts them): no line
-    own = resolve_for_run(
-        load_run_config(ROOT / "configs" / "two_models.yaml", overrides[:2]), tmp_path / "own"
-    )
-    departures = RunCoordinator(own, tmp_path / "own").departures
-    departures.launcher.expect([c.name for c in actor_commands(own, tmp_path / "own")])
+    (tmp_path / "own").mkdir()
+    own, _ = watched_run("two_models.yaml", [], address, tmp_path / "own", monkeypatch)
+    departures = own.departures
     for name, service in (("learner", "learner"), ("learner-responder", "learner:responder")):
         assert not departures.left({"name": name, "services": [service]}, "left the bus")
