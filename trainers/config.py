@@ -80,7 +80,9 @@ class LossConfig:
     """``token-mean``, ``seq-mean-token-mean`` or ``constant`` (sum over a turn's tokens divided
     by ``norm_constant``, then mean over turns, as Dr. GRPO)."""
     norm_constant: float | None = None
-    """Divisor of the ``constant`` aggregation; None uses batch.max_response_tokens."""
+    """Divisor of the ``constant`` aggregation; None uses batch.max_response_tokens (which
+    ``arena train`` sets to ``sampling.max_new_tokens``). A learner with neither is refused when
+    built."""
     tis_cap: float | None = 2.0
     """Cap C of truncated importance sampling, min(pi_learner / pi_sampler, C) per token;
     None disables the correction."""

@@ -15,6 +15,7 @@ import torch
 from synthetic import bandit_episode, episode, make_config, params, two_seat_episodes
 
 import trainers.update as update_module
+from arena.core.errors import ConfigError
 from arena.records import synthetic_turn
 from arena.weights.assembler import WeightAssembler
 from trainers.config import LearnerConfig
@@ -274,3 +275,12 @@ def test_the_loss_of_one_step_by_hand(fresh_tiny) -> None:
         learner.add_episodes(copy.deepcopy(mixed))
         metrics = learner.step()
         assert metrics is not None and metrics["pg_loss"] == pytest.approx(expected, abs=1e-6)
+
+
+def test_the_constant_aggregation_needs_its_divisor(fresh_tiny) -> None:
+    # a_t = 1 / (C * N_turns) with C = loss.norm_constant, else batch.max_response_tokens
+    with pytest.raises(ConfigError, match="learner.loss.norm_constant"):
+        Learner(make_config(loss={"aggregation": "constant"}), *fresh_tiny)
+    Learner(
+        make_config(loss={"aggregation": "constant"}, batch={"max_response_tokens": 8}), *fresh_tiny
+    )
