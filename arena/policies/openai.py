@@ -110,39 +110,39 @@ class OpenAIPolicy(Policy):
             raise InvalidRequest("the openai backend cannot continue token ids with new messages")
         if prompt.messages is not None:
             body.update(messages=[dict(m) for m in prompt.messages], logprobs=True)
-            choice = self._post("/chat/completions", body)
-            text = (choice.get("message") or {}).get("content") or ""
-            entries = (choice.get("logprobs") or {}).get("content") or []
-            tokens = [e.get("token", "") for e in entries]
-            logprobs = [float(e.get("logprob", 0.0)) for e in entries]
+            path = "/chat/completions"
+            choice = self._post(path, body)
+            reply = _Reply(self.base_url + path)
+            text = reply.text(reply.field(choice, "message").get("content"), "content")
+            entries = reply.items(reply.field(choice, "logprobs").get("content"), "content")
+            tokens = [reply.text(reply.dict(e, "content").get("token"), "token") for e in entries]
+            logprobs = [
+                reply.number(reply.dict(e, "content").get("logprob"), "logprob") for e in entries
+            ]
             prompt_ids = np.zeros(0, np.int32)
         else:
             assert prompt.ids is not None
             body.update(prompt=prompt.ids.tolist(), logprobs=0)
-            choice = self._post("/completions", body)
-            text = choice.get("text") or ""
-            info = choice.get("logprobs") or {}
-            tokens = list(info.get("tokens") or [])
+            path = "/completions"
+            choice = self._post(path, body)
+            reply = _Reply(self.base_url + path)
+            text = reply.text(choice.get("text"), "text")
+            info = reply.field(choice, "logprobs")
+            tokens = [reply.text(t, "tokens") for t in reply.items(info.get("tokens"), "tokens")]
             logprobs = [
-                float(x) if x is not None else 0.0 for x in info.get("token_logprobs") or []
+                reply.number(x, "token_logprobs")
+                for x in reply.items(info.get("token_logprobs"), "token_logprobs")
             ]
             prompt_ids = prompt.ids
         return Generation(
             prompt_ids=prompt_ids,
-            token_ids=self._token_ids(tokens, text),
+            token_ids=reply.token_ids(tokens, text, self.tokenizer),
             logprobs=np.asarray(logprobs, dtype=np.float32),
             text=text,
             finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
             version=self.version,
             extra={"exact_ids": all(t.startswith("token_id:") for t in tokens)},
         )
-
-    def _token_ids(self, tokens: list[str], text: str) -> np.ndarray:
-        if tokens and all(t.startswith("token_id:") for t in tokens):
-            return np.asarray([int(t.removeprefix("token_id:")) for t in tokens], dtype=np.int32)
-        if self.tokenizer is not None:
-            return np.asarray(self.tokenizer.encode(text, add_special_tokens=False), dtype=np.int32)
-        return np.zeros(0, np.int32)
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         headers = {"Content-Type": "application/json"}
@@ -166,3 +166,64 @@ class OpenAIPolicy(Policy):
         if not choices or not isinstance(choices[0], dict):
             raise PolicyError(f"{self.base_url}{path} answered without choices", "malformed")
         return choices[0]
+
+
+class _Reply:
+    """Reads one choice of an endpoint's answer: a field of the wrong type is a ``PolicyError``
+    (code ``malformed``) naming the endpoint and the field, never an ``AttributeError`` from deep
+    in the parsing or a reply whose ``text`` is not a string. An absent or null field is empty."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def _bad(self, name: str, value: Any, wanted: str) -> PolicyError:
+        shown = json.dumps(value)[:80]  # it came from JSON
+        return PolicyError(
+            f"{self.url} answered a malformed choice: {name!r} must be {wanted}, not {shown}",
+            "malformed",
+        )
+
+    def dict(self, value: Any, name: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self._bad(name, value, "an object")
+        return value
+
+    def field(self, choice: dict[str, Any], name: str) -> dict[str, Any]:
+        value = choice.get(name)
+        return {} if value is None else self.dict(value, name)
+
+    def items(self, value: Any, name: str) -> list[Any]:
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise self._bad(name, value, "a list")
+        return value
+
+    def text(self, value: Any, name: str) -> str:
+        if value is None:
+            return ""
+        if not isinstance(value, str):
+            raise self._bad(name, value, "a string")
+        return value
+
+    def number(self, value: Any, name: str) -> float:
+        if value is None:
+            return 0.0  # the API's null logprob (a prompt's first token)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self._bad(name, value, "a number")
+        return float(value)
+
+    def token_ids(
+        self, tokens: list[str], text: str, tokenizer: PreTrainedTokenizerBase | None
+    ) -> np.ndarray:
+        """The ids of ``tokens`` where the endpoint sent ids (``token_id:42``), else ``text``
+        tokenized again (empty without a tokenizer)."""
+        if tokens and all(t.startswith("token_id:") for t in tokens):
+            raw = [t.removeprefix("token_id:") for t in tokens]
+            if not all(r.isdecimal() for r in raw):
+                bad = next(t for t, r in zip(tokens, raw, strict=True) if not r.isdecimal())
+                raise self._bad("token", bad, "'token_id:' and a number")
+            return np.asarray([int(r) for r in raw], dtype=np.int32)
+        if tokenizer is not None:
+            return np.asarray(tokenizer.encode(text, add_special_tokens=False), dtype=np.int32)
+        return np.zeros(0, np.int32)

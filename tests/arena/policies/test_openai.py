@@ -22,11 +22,17 @@ class Stub(BaseHTTPRequestHandler):
     """Answers like vLLM's server; records what it was sent."""
 
     seen: list[tuple[str, dict[str, Any], str | None]] = []
+    answer: bytes | None = None  # set: the raw body of every answer (a broken endpoint)
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         Stub.seen.append((self.path, body, self.headers.get("Authorization")))
-        if body.get("model") == "missing":
+        if Stub.answer is not None:
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(Stub.answer)))
+            self.end_headers()
+            self.wfile.write(Stub.answer)
+        elif body.get("model") == "missing":
             self._send(404, {"error": {"message": "model 'missing' not found"}})
         elif self.path.endswith("/chat/completions"):
             entries = [
@@ -74,6 +80,7 @@ class Stub(BaseHTTPRequestHandler):
 @pytest.fixture
 def server() -> Iterator[str]:
     Stub.seen = []
+    Stub.answer = None
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Stub)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -106,6 +113,50 @@ def test_http_and_network_errors_are_clear(server: str) -> None:
     with pytest.raises(PolicyError, match="cannot reach") as info:
         OpenAIPolicy("http://127.0.0.1:9/v1", "m", timeout=2).generate([[1, 2]])
     assert info.value.code == "unreachable"
+
+
+CHAT = [{"role": "user", "content": "x"}]
+
+
+MALFORMED = [  # (the endpoint's whole answer, the prompt, what the error says)
+    (b'{"choices": [{"mess', CHAT, "chat/completions did not answer JSON"),
+    (b'{"choices": []}', CHAT, "chat/completions answered without choices"),
+    (b'{"choices": [{"message": "hi"}]}', CHAT, "'message' must be an object, not \"hi\""),
+    (b'{"choices": [{"message": {"content": 5}}]}', CHAT, "'content' must be a string, not 5"),
+    (
+        b'{"choices": [{"message": {"content": "a"}, "logprobs": {"content": ["a"]}}]}',
+        CHAT,
+        "'content' must be an object",
+    ),
+    (
+        b'{"choices": [{"message": {"content": "a"},'
+        b' "logprobs": {"content": [{"token": "a", "logprob": "abc"}]}}]}',
+        CHAT,
+        "'logprob' must be a number, not \"abc\"",
+    ),
+    (
+        b'{"choices": [{"message": {"content": "a"},'
+        b' "logprobs": {"content": [{"token": "token_id:zz", "logprob": -1}]}}]}',
+        CHAT,
+        "'token' must be 'token_id:' and a number",
+    ),
+    (b'{"choices": [{"text": ["a"]}]}', [1, 2], "'text' must be a string"),
+    (
+        b'{"choices": [{"text": "a", "logprobs": {"token_logprobs": "ab"}}]}',
+        [1, 2],
+        "'token_logprobs' must be a list",
+    ),
+]
+
+
+def test_an_endpoints_malformed_answer_is_a_policy_error_naming_the_field(server: str) -> None:
+    # Invalid model output from an endpoint fails that request alone, with code `malformed`
+    # (a bus error the caller reads), never an AttributeError or a reply whose text is no str.
+    for answer, prompt, message in MALFORMED:
+        Stub.answer = answer
+        with pytest.raises(PolicyError) as info:
+            OpenAIPolicy(server, "m").generate([prompt])
+        assert message in str(info.value) and info.value.code == "malformed", answer
 
 
 def test_built_from_a_config_it_counts_a_reply_without_ids_with_its_tokenizer(
