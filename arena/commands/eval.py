@@ -146,6 +146,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import asyncio
     import json
+    import sys
     import tempfile
 
     import games as registry_games
@@ -155,13 +156,14 @@ def run(args: argparse.Namespace) -> int:
         refuse_unused_flags,
         with_simulators,
     )
-    from arena.core.errors import ConfigError
+    from arena.core.errors import CannotStart, ConfigError
     from arena.eval.evaluate import evaluate
     from arena.eval.progress import Progress
     from arena.eval.roles import RoleResult, evaluate_roles, is_role_game
     from arena.play.acting import check_act, resolve_act
     from arena.play.config import GameConfig
     from arena.run.config import RunConfig
+    from arena.run.launcher import ChildDied
     from arena.tournament.checkpoint_paths import checkpoint_of, on_disk, refuse_frozen_base
     from arena.tournament.config import TournamentConfig
     from arena.tournament.participants import (
@@ -297,41 +299,51 @@ def run(args: argparse.Namespace) -> int:
         try:
             await seating.start()
             with Progress("eval", episodes) as progress:
-                results: list = []
-                if player_games:
-                    results += await evaluate(
-                        lambda game_id, env, agent: policy_seat(game_id, env, agent),
-                        [g.id for g in player_games],
-                        opponents,
-                        games_per_match=n,
-                        seed=args.seed,
-                        concurrency=args.concurrency,
-                        game_kwargs={g.id: g.kwargs for g in player_games},
-                        on_episode=progress.advance,
-                        seats={g.id: routing.player_seats(g) for g in player_games},
-                    )
-                for game in role_games:
-                    results += await evaluate_roles(
-                        lambda g, env, agent, seed: policy_seat(g, env, agent, seed, role=True),
-                        lambda g, env, agent, seed: seating.reference(
-                            name, seating.game(g), env, agent, seed
-                        ),
-                        game.id,
-                        tasks=n,
-                        tries=args.tries,
-                        seats=routing.role_seats(game),
-                        simulated=list(game.simulators),
-                        seed=args.seed,
-                        concurrency=args.concurrency,
-                        game_kwargs=game.kwargs,
-                        on_episode=progress.advance,
-                        policy_of=labels(game),
-                    )
-                return results
+                # a crashed inference actor is restarted meanwhile (its requests sent again)
+                return await seating.supervise(play(progress))
         finally:
             await seating.close()
 
-    results = asyncio.run(main())
+    async def play(progress: Progress) -> list:
+        results: list = []
+        if player_games:
+            results += await evaluate(
+                lambda game_id, env, agent: policy_seat(game_id, env, agent),
+                [g.id for g in player_games],
+                opponents,
+                games_per_match=n,
+                seed=args.seed,
+                concurrency=args.concurrency,
+                game_kwargs={g.id: g.kwargs for g in player_games},
+                on_episode=progress.advance,
+                seats={g.id: routing.player_seats(g) for g in player_games},
+            )
+        for game in role_games:
+            results += await evaluate_roles(
+                lambda g, env, agent, seed: policy_seat(g, env, agent, seed, role=True),
+                lambda g, env, agent, seed: seating.reference(
+                    name, seating.game(g), env, agent, seed
+                ),
+                game.id,
+                tasks=n,
+                tries=args.tries,
+                seats=routing.role_seats(game),
+                simulated=list(game.simulators),
+                seed=args.seed,
+                concurrency=args.concurrency,
+                game_kwargs=game.kwargs,
+                on_episode=progress.advance,
+                policy_of=labels(game),
+            )
+        return results
+
+    try:
+        results = asyncio.run(main())
+    except ChildDied as err:
+        if isinstance(err, CannotStart):  # before the first episode: the CLI's line, exit 2
+            raise
+        print(f"arena eval: stopped: {err}", file=sys.stderr)
+        return 1
     shown: set[tuple[str, str]] = set()
     for result in results:
         if isinstance(result, RoleResult) and (result.game, result.seat) not in shown:

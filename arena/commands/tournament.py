@@ -24,7 +24,10 @@ their adapters (each request names its own). Written to the output directory
 Running it again on the same output directory resumes: finished matches are not replayed and
 none is recorded twice. A participant that cannot be loaded is named before any match starts
 (exit 2; an adapter made for another base names both bases); one that fails mid-match forfeits
-that match only, and the reason is recorded.
+that match only, and the reason is recorded. An inference actor that dies (killed, out of
+memory) is started again, twice at most, and its matches go on; one that dies a third time
+stops the tournament in one line naming it and its log, saying how many finished matches the
+log keeps (exit 1): run the same command again to play the rest.
 """
 
 from __future__ import annotations
@@ -39,22 +42,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from arena.core.errors import CannotStart
+    from arena.run.launcher import ChildDied
     from arena.tournament.config import load_tournament_config
     from arena.tournament.records import finished_ids
     from arena.tournament.runner import output_dir, run_tournament
 
     config = load_tournament_config(args.config, args.overrides)
+    log = output_dir(config) / "matches.jsonl"
+
+    def kept() -> str:
+        count = len(finished_ids(log)) if log.exists() else 0
+        return f"{count} finished matches are in {log}; run the same command again to play the rest"
+
     try:
         result = run_tournament(config)
     except KeyboardInterrupt:  # Ctrl-C: what finished is in the log, and a rerun resumes
-        log = output_dir(config) / "matches.jsonl"
-        kept = len(finished_ids(log)) if log.exists() else 0
-        print(
-            f"\ninterrupted: {kept} finished matches are in {log}; run the same command again "
-            "to play the rest",
-            file=sys.stderr,
-        )
+        print(f"\ninterrupted: {kept()}", file=sys.stderr)
         return 130
+    except ChildDied as err:
+        if isinstance(err, CannotStart):  # before the first match: the CLI's one line, exit 2
+            raise
+        print(f"arena tournament: stopped: {err}\n{kept()}", file=sys.stderr)
+        return 1
     if result.forfeits:
         print(f"{result.forfeits} matches forfeited (reasons in matches.jsonl)")
     return 0

@@ -166,7 +166,6 @@ async def _play(
         return 0, 0.0
     seating = Seating(config, participants, out / "logs")
     writer = MatchLog(log_path)
-    play: asyncio.Task | None = None
     try:
         await seating.start()
         started = time.monotonic()
@@ -176,16 +175,13 @@ async def _play(
                 writer.append(line)
                 progress.advance()
 
-            play = asyncio.create_task(play_matches(seating, todo, config.concurrency, record))
-            while not play.done():
-                for event in seating.check():
-                    log.warning(event)
-                await asyncio.wait({play}, timeout=0.5)
-            return play.result(), time.monotonic() - started
+            # a crashed inference actor is restarted meanwhile; Ctrl-C or one that keeps dying
+            # cancels the matches in flight: no match records after the close
+            forfeits = await seating.supervise(
+                play_matches(seating, todo, config.concurrency, record)
+            )
+            return forfeits, time.monotonic() - started
     finally:
-        if play is not None and not play.done():  # Ctrl-C: no match records after the close
-            play.cancel()
-            await asyncio.gather(play, return_exceptions=True)
         writer.close()
         await seating.close()
 

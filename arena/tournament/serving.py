@@ -16,7 +16,10 @@ with every core each, their threads oversubscribe them (``bench/tournament_threa
 
 A model that fails to load (a plugin backend whose ``from_config`` raises included) stops the
 tournament before the first match with :class:`ServerDied`, naming the participant and the end of
-its actor's log, which the command prints without a traceback (exit 2).
+its actor's log, which the command prints without a traceback (exit 2). An actor that dies later
+(killed, out of memory) is started again by :meth:`Seating.supervise`, up to twice: the requests
+it held are sent again to the new one, so no match is lost or forfeited; a third death stops the
+play with :class:`~arena.run.launcher.ChildDied`, which the commands print in one line (exit 1).
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ import dataclasses
 import os
 import tempfile
 import time
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import simulators
 from arena.bus import Actor, BusError
@@ -51,6 +55,10 @@ from games.text_env import TextGame
 
 HEARTBEAT_INTERVAL = 1.0
 HEARTBEAT_TIMEOUT = 10.0
+MAX_RESTARTS = 2
+"""How many times a crashed inference actor is started again while matches are played."""
+
+T = TypeVar("T")
 
 
 class ServerDied(ChildDied, CannotStart):
@@ -185,7 +193,7 @@ class Seating:
                 f"inference-{policy_name}",
                 argv,
                 restartable=True,
-                max_restarts=2,
+                max_restarts=MAX_RESTARTS,
                 env=threads,
             )
         self.actor = Actor("tournament", address, kind="tournament")
@@ -227,8 +235,25 @@ class Seating:
             )
 
     def check(self) -> list[str]:
-        """Restart a crashed inference actor (its matches in flight are forfeited)."""
+        """Restart a crashed inference actor (the requests it held are sent again by each
+        :class:`RemotePolicy`, so its matches in flight go on); raises ``ChildDied`` for one that
+        died more than ``MAX_RESTARTS`` times."""
         return self.launcher.check() if self.launcher is not None else []
+
+    async def supervise(self, work: Awaitable[T]) -> T:
+        """Await ``work`` (the matches or evaluation episodes) while watching the inference
+        actors twice a second: a crashed one is restarted; ``ChildDied`` (or Ctrl-C) cancels
+        ``work`` first, so nothing is recorded after it."""
+        task = asyncio.ensure_future(work)
+        try:
+            while not task.done():
+                self.check()  # the launcher logs each restart
+                await asyncio.wait({task}, timeout=0.5)
+            return task.result()
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
 
     async def close(self) -> None:
         if self.actor is not None:

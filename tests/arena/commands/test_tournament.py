@@ -133,3 +133,37 @@ def test_eval_names_a_participant_that_cannot_load(participant: str, message: st
     done = arena("eval", participant, "--games", "tictactoe-v0", "--n", "2")
     assert done.returncode == 2
     assert message in done.stderr
+
+
+def test_an_actor_dead_for_good_stops_the_tournament_in_one_line_keeping_the_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An inference actor past its restarts (`Seating.supervise` raises `ChildDied`, as
+    test_serving shows with real processes) ends the command with one line and exit 1, saying
+    what the log keeps and how to play the rest; it was a traceback."""
+    import arena.tournament.runner as runner
+    from arena.cli import main
+    from arena.run.launcher import ChildDied
+
+    out = tmp_path / "t"
+
+    def dies(config: object) -> None:
+        out.mkdir()
+        (out / "matches.jsonl").write_text('{"id": "a"}\n{"id": "b"}\n{"id": "c", "ga')
+        raise ChildDied("inference-model-0 (pid 42) exited with code -9; end of LOG:\n...")
+
+    monkeypatch.setattr(runner, "run_tournament", dies)
+    config = tmp_path / "t.yaml"
+    config.write_text(
+        "participants: [{bot: random-v0}, {bot: mcts-v0}]\n"
+        f"games: [{{id: tictactoe-v0}}]\nout: {out}\n"
+    )
+    assert main(["tournament", str(config)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "arena tournament: stopped: inference-model-0 (pid 42) exited with code -9; end of LOG:"
+    )
+    assert err.endswith(
+        f"2 finished matches are in {out / 'matches.jsonl'}; run the same command again to "
+        "play the rest\n"
+    )

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import arena.tournament.serving as serving
-from arena.tournament.config import load_tournament_config
+from arena.run.launcher import ChildDied, Launcher
+from arena.tournament.config import TournamentConfig, load_tournament_config
 from arena.tournament.participants import resolve_participants
 
 CONFIG = """
@@ -115,3 +118,52 @@ def test_a_model_backed_simulator_says_whose_model_it_talks_through(tmp_path: Pa
     )
     seat = seating.reference("m", game, env, "user", 0)
     assert seat.name == "llm-user-v0 on m (its run's policy userlm is not served here)"
+
+
+def test_an_actor_that_dies_mid_play_is_restarted_and_a_third_death_stops_the_play(
+    tmp_path: Path,
+) -> None:
+    """The dead-actor fault, with real child processes: while matches (or `arena eval`'s
+    episodes) play, :meth:`Seating.supervise` starts a crashed inference actor again, and one
+    that dies more than ``MAX_RESTARTS`` times cancels the play with ``ChildDied`` naming it.
+    `arena eval` watched no actor: a killed one left every request waiting out
+    inference.timeout (600 s), where a tournament restarted it."""
+    seating = serving.Seating(TournamentConfig(), [], tmp_path)
+    seating.launcher = Launcher(tmp_path)
+    # a broker, SIGKILLed once: the play waits for its restart and goes on
+    seating.launcher.start(
+        "broker", ["broker", "--bind", f"ipc://{tmp_path}/bus.sock"], restartable=True
+    )
+    broker = seating.launcher.children["broker"]
+
+    async def until_restarted() -> str:
+        broker.max_restarts = 1
+        first = broker.process.pid
+        os.kill(first, signal.SIGKILL)
+        while broker.process.pid == first:
+            await asyncio.sleep(0.05)
+        return "played"
+
+    assert asyncio.run(seating.supervise(until_restarted())) == "played"
+    assert broker.restarts == 1 and broker.process.poll() is None
+
+    # an actor that cannot find its broker exits 1 at once, as often as it is started
+    argv = ["ping", f"ipc://{tmp_path}/none.sock", "--timeout", "0.1"]
+    seating.launcher.start(
+        "inference-model-0", argv, restartable=True, max_restarts=serving.MAX_RESTARTS
+    )
+    cancelled: list[bool] = []
+
+    async def matches() -> None:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+
+    started = time.monotonic()
+    with pytest.raises(ChildDied, match=r"^inference-model-0 \(pid \d+\) exited with code 1;"):
+        asyncio.run(seating.supervise(matches()))
+    assert cancelled == [True] and time.monotonic() - started < 30
+    assert seating.launcher.children["inference-model-0"].restarts == serving.MAX_RESTARTS == 2
+    seating.launcher.stop_all()
