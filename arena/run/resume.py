@@ -170,9 +170,9 @@ def before_training(
         return [], "no evaluation before training (eval.before: false)"
     if step > 0:
         return [], (
-            f"no evaluation before training: the run took none at its start (eval.games or "
-            f"eval.before was off) and at step {step} its policy is a trained one; the summary "
-            "has no before column"
+            "no evaluation before training: the run saved none at its start (eval.games or "
+            "eval.before was off, or eval_before.json could not be read) and at step "
+            f"{step} its policy is a trained one; the summary has no before column"
         )
     return None, None
 

@@ -169,19 +169,26 @@ class RunLog:
         beside and renamed over the old one, so a kill mid-rewrite loses no row.
         """
         path = self.run_dir / "metrics.jsonl"
-        text = path.read_text() if path.exists() else ""
+        text = path.read_text(errors="replace") if path.exists() else ""
         lines = [line for line in text.splitlines() if line.strip()]
-        if lines and not text.endswith("\n"):  # the last append did not finish
-            try:
-                json.loads(lines[-1])
-            except json.JSONDecodeError:
-                cut = lines.pop()
+        if lines and not text.endswith("\n") and _metrics_row(lines[-1]) is None:
+            cut = lines.pop()  # the last append did not finish
+            self.event(
+                f"metrics.jsonl: its last row was cut short ({len(cut)} characters, no end: "
+                "a full disk or a kill while it was written); dropped, its step runs again "
+                "or is marked recovered"
+            )
+        rows = []
+        for number, line in enumerate(lines, 1):
+            row = _metrics_row(line)
+            if row is None:  # a row cut short that later appends followed, or an edit
                 self.event(
-                    f"metrics.jsonl: its last row was cut short ({len(cut)} characters, no end: "
-                    "a full disk or a kill while it was written); dropped, its step runs again "
-                    "or is marked recovered"
+                    f"metrics.jsonl: line {number} is not a row of metrics (a JSON object with "
+                    f"an integer step): {line[:80]!r}; dropped, its step runs again or is "
+                    "marked recovered"
                 )
-        rows = [r for r in map(json.loads, lines) if r["step"] <= step]
+            elif row["step"] <= step:
+                rows.append(row)
         logged = {r["step"] for r in rows}
         rows += [{"step": s, "recovered": True} for s in range(1, step + 1) if s not in logged]
         if rows or path.exists():
@@ -246,8 +253,26 @@ class RunLog:
             )
 
     def load_eval(self, label: str) -> list[dict[str, Any]] | None:
+        """The evaluation saved as ``eval_<label>.json``, or None where there is none. One that
+        cannot be read (cut short, edited) is moved aside to ``eval_<label>.json.damaged``,
+        named in the event log, and read as none: a resume must not fail on it, nor write over
+        it."""
         path = self.run_dir / f"eval_{label}.json"
-        return json.loads(path.read_text()) if path.exists() else None
+        if not path.exists():
+            return None
+        try:
+            rows = json.loads(path.read_bytes())
+            if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+                raise ValueError(f"a JSON {type(rows).__name__}, not a list of rows")
+        except ValueError as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+            aside = path.with_name(path.name + ".damaged")
+            path.replace(aside)
+            self.event(
+                f"{path.name} cannot be read ({type(err).__name__}: {err}); moved to "
+                f"{aside.name} and read as no saved evaluation"
+            )
+            return None
+        return rows
 
     def finish(self, summary: str, *, episodes_per_s: float, mode: str) -> None:
         self.console.print(summary)
@@ -277,8 +302,8 @@ class RunLog:
         steps' p50s, the largest max, and the turns dropped or down-weighted for staleness
         (empty before any step)."""
         path = self.run_dir / "metrics.jsonl"
-        rows = [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
-        rows = [r for r in rows if "learner/staleness_max" in r]
+        lines = path.read_text(errors="replace").splitlines() if path.exists() else []
+        rows = [r for r in map(_metrics_row, lines) if r and "learner/staleness_max" in r]
         if not rows:
             return {}
         return {
@@ -295,6 +320,18 @@ class RunLog:
     def _append(self, name: str, row: dict[str, Any]) -> None:
         with open(self.run_dir / name, "a") as out:
             out.write(json.dumps(row, default=_plain) + "\n")
+
+
+def _metrics_row(line: str) -> dict[str, Any] | None:
+    """A line of ``metrics.jsonl`` read: None for one that is not a JSON object with an
+    integer ``step`` (cut short by a kill or a full disk, or edited)."""
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(row, dict) or type(row.get("step")) is not int:
+        return None
+    return row
 
 
 def update_text(metrics: dict[str, Any]) -> str:

@@ -115,3 +115,58 @@ def test_a_file_a_resume_reads_is_replaced_whole_or_not_at_all(
     assert [p.name for p in tmp_path.iterdir()] == ["eval_before.json"]  # nothing beside it
     replace_text(target, "[]")
     assert target.read_text() == "[]"
+
+
+def test_a_resume_drops_every_row_that_is_not_one_and_names_it(tmp_path: Path) -> None:
+    """A row cut short that later appends followed (a full disk that freed up), a line that is
+    no JSON object or has no integer step: each is dropped and named by its line number, the
+    rows around it kept, and its step marked recovered; the resume stopped on a JSONDecodeError
+    or a KeyError. The run's end reads the log again for its staleness line: no error there."""
+    import json
+
+    from arena.run.config import RunConfig
+
+    metrics = tmp_path / "metrics.jsonl"
+    one = {"step": 1, "learner/staleness_max": 1.0, "learner/staleness_p50": 0.0}
+    three = {"step": 3, "learner/staleness_max": 2.0, "learner/staleness_p50": 1.0}
+    metrics.write_text(
+        json.dumps(one) + "\n" + '{"step": 2, "learner/lo{"step": 2}\n'
+        "[1, 2]\n"
+        '{"step": "4"}\n' + json.dumps(three) + "\n\xff\n"
+    )
+    log = RunLog(tmp_path, RunConfig())
+    assert log.staleness() == {
+        "staleness_p50": 0.5,
+        "staleness_max": 2.0,
+        "stale_rejected": 0.0,
+        "stale_downweighted": 0.0,
+    }
+    log.resume_at(3)
+    assert [json.loads(line) for line in metrics.read_text().splitlines()] == [
+        one,
+        {"step": 2, "recovered": True},
+        three,
+    ]
+    events = (tmp_path / "events.log").read_text()
+    for number, shown in ((2, '\'{"step": 2, "learner/lo{"step": 2}\''), (3, "'[1, 2]'")):
+        assert f"metrics.jsonl: line {number} is not a row of metrics" in events
+        assert f"integer step): {shown}; dropped" in events
+    assert "line 4 is not a row" in events and "line 6 is not a row" in events
+
+
+@pytest.mark.parametrize("saved", ['[{"game": "kuhn', '{"game": "kuhn-poker-v0"}', "\xff"])
+def test_a_saved_evaluation_that_cannot_be_read_is_kept_aside_and_read_as_none(
+    tmp_path: Path, saved: str
+) -> None:
+    # `arena train resume=` failed with a JSONDecodeError traceback on a damaged
+    # eval_before.json; now the run goes on as one with no saved evaluation (step 0 evaluates
+    # again, a trained policy says the summary has no before column) and the file is kept.
+    from arena.run.config import RunConfig
+
+    (tmp_path / "eval_before.json").write_text(saved, errors="surrogateescape")
+    assert RunLog(tmp_path, RunConfig()).load_eval("before") is None
+    assert not (tmp_path / "eval_before.json").exists()
+    assert (tmp_path / "eval_before.json.damaged").read_text(errors="surrogateescape") == saved
+    event = (tmp_path / "events.log").read_text()
+    assert "eval_before.json cannot be read (" in event
+    assert "moved to eval_before.json.damaged and read as no saved evaluation" in event
