@@ -18,7 +18,8 @@ marker, so curves that coincide (Kuhn's and Tic-Tac-Toe's invalid rate, both 1.0
 
 Every line of ``evals.jsonl`` holds ``results``, ``roles`` (a role game's line holds both) or
 ``readings``; a row whose every game or episode failed gets no point, and a line of any other
-shape is skipped with a warning, never a crash.
+shape, or one of either file that is not JSON (cut short by a kill), is skipped with a warning
+naming it, never a crash.
 
 Exit status: 0 when the PNGs are written; 1 when RUN_DIR holds neither metrics.jsonl nor
 evals.jsonl (or matplotlib is missing); 2 when RUN_DIR is no directory (a mistyped path).
@@ -38,15 +39,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def read_jsonl(path: Path) -> list[dict]:
+    """The JSON objects of ``path``, one a line; a line that is none (cut short by a kill or a
+    full disk, edited) is left out with a warning naming it, never a crash."""
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = []
+    for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            row = None
+        if isinstance(row, dict):
+            rows.append(row)
+        else:
+            print(
+                f"arena plot: {path.name} line {number} left out: not a JSON object: {line[:60]!r}",
+                file=sys.stderr,
+            )
+    return rows
 
 
 def series(rows: list[dict], prefix: str) -> dict[str, tuple[list[float], list[float]]]:
     """Every metric whose name starts with ``prefix``, as (steps, values)."""
     out: dict[str, tuple[list[float], list[float]]] = {}
     for row in rows:
+        if not isinstance(row.get("step"), int | float):
+            continue  # no step to plot it at (a line of no known shape)
         for key, value in row.items():
             if key.startswith(prefix) and isinstance(value, (int, float)):
                 steps, values = out.setdefault(key.removeprefix(prefix), ([], []))

@@ -132,3 +132,23 @@ def test_a_mistyped_run_directory_is_one_line_and_exit_2(
     )
     assert main(["plot", str(tmp_path)]) == 1  # a directory, but no run's metrics in it
     assert capsys.readouterr().err == f"arena plot: no metrics.jsonl or evals.jsonl in {tmp_path}\n"
+
+
+def test_a_line_that_is_no_json_object_is_left_out_and_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A metrics.jsonl row cut short by a kill (and later rows after it) stopped `arena plot`
+    # with a JSONDecodeError traceback; a row without a step, with a KeyError.
+    from arena.commands.plot import read_jsonl, series
+
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(
+        '{"step": 1, "learner/kl": 0.5}\n{"step": 2, "lea\n[1]\n\n'
+        '{"learner/kl": 9.0}\n{"step": 3, "learner/kl": 0.25}\n'
+    )
+    rows = read_jsonl(path)
+    assert series(rows, "learner/kl") == {"": ([1, 3], [0.5, 0.25])}
+    assert capsys.readouterr().err.splitlines() == [
+        'arena plot: metrics.jsonl line 2 left out: not a JSON object: \'{"step": 2, "lea\'',
+        "arena plot: metrics.jsonl line 3 left out: not a JSON object: '[1]'",
+    ]
