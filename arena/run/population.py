@@ -37,7 +37,7 @@ from arena.bus import Actor, BusError
 from arena.run.bases import own_bases, policy_checkpoint, pooled_bases, shared_adapters
 from arena.run.config import RunConfig
 from arena.run.inference_actors import POOL, pool_actor, pool_policy
-from arena.run.weight_sync import WeightSync, WeightSyncTimeout
+from arena.run.weight_sync import WeightsRefused, WeightSync, WeightSyncTimeout
 
 STATUS_TIMEOUT = 10.0
 """Seconds one status request to the pool actor may take."""
@@ -115,11 +115,7 @@ class Population:
             return None
         label, load = draw(self.config, self.run_dir, seed)
         if load is None:
-            own = {
-                name: {"policy": name, "label": f"{name}@{(versions or {}).get(name, 0)}"}
-                for name in pooled_bases(self.config.play)
-            }
-            return opponent(self.config.learner.name, f"main@{version}", own)
+            return self._latest(version, versions)
         loads = {None: (f"{POOL}@{label}", load), **base_loads(self.config, self.run_dir, label)}
         sent = []
         for name, (_, message) in loads.items():
@@ -128,15 +124,32 @@ class Population:
                 self.weights.expect(pool_actor(name))
                 self.actor.send("control", message, dst=pool_actor(name))
                 sent.append((pool_actor(name), message["version"]))
-        await asyncio.gather(
-            *(self.weights.wait_applied(actor, v, exact=True) for actor, v in sent)
-        )
+        try:
+            await asyncio.gather(
+                *(self.weights.wait_applied(actor, v, exact=True) for actor, v in sent)
+            )
+        except WeightsRefused as err:  # a checkpoint damaged on disk: not worth a stopped run
+            self.weights.on_event(
+                f"population: the drawn opponent {label} cannot be played ({err}); this step "
+                f"plays the current policy instead (move {label} out of "
+                f"{self.run_dir / 'checkpoints'} to leave it out of the draw)"
+            )
+            return self._latest(version, versions)
         own = {
             name: {"policy": pool_policy(name), "label": played}
             for name, (played, _) in loads.items()
             if name is not None
         }
         return opponent(POOL, f"{POOL}@{label}", own)
+
+    def _latest(self, version: int, versions: Mapping[str, int] | None) -> dict[str, Any]:
+        """The current policy as the opponent (at ``version``; ``versions``: the learners'
+        of policies with models of their own)."""
+        own = {
+            name: {"policy": name, "label": f"{name}@{(versions or {}).get(name, 0)}"}
+            for name in pooled_bases(self.config.play)
+        }
+        return opponent(self.config.learner.name, f"main@{version}", own)
 
     async def served_version(self, name: str | None = None) -> int:
         """The version the pool actor of ``name`` (None: the shared base's) serves now, waiting

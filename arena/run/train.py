@@ -26,6 +26,7 @@ from arena.run.processes import write_configs
 from arena.run.roster import ActorsMissing
 from arena.run.run_dir import make_run_dir, resolve_for_run
 from arena.run.run_lock import hold_run
+from arena.run.weight_sync import WeightSyncTimeout
 
 
 def train(config: RunConfig) -> int:
@@ -44,6 +45,13 @@ def train(config: RunConfig) -> int:
         return asyncio.run(coordinator.run())
     except (ChildDied, NoBroker, ActorsMissing, NothingToTrain, HangTimeoutTooShort) as err:
         print(f"arena train: {err}", file=sys.stderr)
+        return 1
+    except WeightSyncTimeout as err:  # named in events.log as it was abandoned
+        print(
+            f"arena train: weight sync abandoned: {err} (wait.weights_timeout); read "
+            f"{run_dir / 'events.log'} and {run_dir / 'logs'}; continue with resume={run_dir}",
+            file=sys.stderr,
+        )
         return 1
     except PluginFailed as err:  # e.g. an evaluation's bot: built when first played
         print(f"arena train: {err}", file=sys.stderr)

@@ -50,6 +50,11 @@ class WeightSyncTimeout(TimeoutError):
     never served (or loaded) the awaited version, or the learner never answered a re-publish."""
 
 
+class WeightsRefused(WeightSyncTimeout):
+    """An actor refused the very version a wait is for (a checkpoint it cannot load): waiting
+    longer would not change it."""
+
+
 class WeightSync:
     """The versions the inference actors last applied, and ways to wait for one."""
 
@@ -70,6 +75,8 @@ class WeightSync:
         """Called with a line for the run's event log (a refused update)."""
         self.acks: dict[str, int] = {}
         """The version each inference actor last acknowledged applying."""
+        self.refusals: dict[str, tuple[int, str]] = {}
+        """The version each inference actor last refused since :meth:`expect`, and why."""
         self.serving: dict[str, int] = {}
         """The version each inference actor of this policy said it serves, at its last
         announcement (applied or refused): see :meth:`served_version`."""
@@ -151,6 +158,9 @@ class WeightSync:
             self.acks[body["actor"]] = int(body["version"])
             self._applied.set()
         elif NOT_NEWER not in str(body.get("reason")):  # a re-publish of served weights is no news
+            with contextlib.suppress(TypeError, ValueError):
+                self.refusals[str(body.get("actor"))] = (int(body["version"]), str(body["reason"]))
+            self._applied.set()
             self.on_event(
                 f"{body.get('actor')} refused weights v{body.get('version')}: {body.get('reason')}"
             )
@@ -239,16 +249,20 @@ class WeightSync:
         acknowledgement cannot satisfy the wait and the new one, however soon it comes, is kept
         (several loads may be sent before any is waited for)."""
         self.acks.pop(actor, None)
+        self.refusals.pop(actor, None)
 
     async def wait_applied(
         self, actor: str, version: int, exact: bool, timeout: float | None = None
     ) -> None:
         """Until ``actor`` acknowledges applying ``version`` (exactly, or it or a newer one)
         since :meth:`expect`; :class:`WeightSyncTimeout` past ``timeout`` (None:
-        :attr:`timeout`)."""
+        :attr:`timeout`), :class:`WeightsRefused` at once when ``actor`` refuses ``version``."""
         timeout = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + timeout
         while self.acks.get(actor) != version if exact else self.acks.get(actor, -1) < version:
+            refused, reason = self.refusals.get(actor, (None, ""))
+            if refused == version:
+                raise WeightsRefused(f"{actor} refused weights v{version}: {reason}")
             if time.monotonic() > deadline:
                 self._expired(f"{actor} did not load weights v{version} in {timeout:g}s")
             await self._next_ack(1.0)

@@ -289,3 +289,48 @@ def test_an_acknowledgement_that_comes_before_its_wait_is_kept(tmp_path: Path) -
     chosen = asyncio.run(asyncio.wait_for(population.choose(seed, 7, {"responder": 4}), 10))
     assert chosen is not None and chosen["label"] == "pool@step-00000002"
     assert [dst for dst, _, _ in pools.loads] == ["inference-pool", "inference-pool-responder"]
+
+
+class RefusingPoolActor(PoolActors):
+    """A pool actor that cannot load step 2 (its weights cut short on disk) and says so."""
+
+    def __init__(self, sync: WeightSync) -> None:
+        super().__init__()
+        self.sync = sync
+
+    def send(self, mtype: str, body: dict, dst: str) -> None:
+        self.loads.append((dst, Path(body["path"]).parent.name, body["version"]))
+        damaged = body["version"] == 2
+        ack = {"actor": dst, "applied": not damaged, "version": body["version"]}
+        if damaged:
+            ack["reason"] = "cannot load .../model: incomplete metadata, file not fully covered"
+        else:
+            self.serving[dst] = body["version"]
+        self.sync._on_ack(SimpleNamespace(topic=f"weights_ack.{dst}", body=ack))  # type: ignore[arg-type]
+
+
+def test_a_drawn_checkpoint_the_pool_actor_cannot_load_is_replaced_by_the_current_policy(
+    tmp_path: Path,
+) -> None:
+    # A damaged checkpoint (truncated model.safetensors) was refused by the pool actor at once,
+    # yet the run waited out wait.weights_timeout (600 s) and ended in a WeightSyncTimeout
+    # traceback. The step now plays the current policy, saying why and what to move.
+    config = run_with_checkpoints(tmp_path, "opponents.latest_prob=0", "wait.weights_timeout=30")
+    events: list[str] = []
+    sync = WeightSync("main", events.append, timeout=config.wait.weights_timeout)
+    pool = RefusingPoolActor(sync)
+    population = Population(config, tmp_path, pool, sync)  # type: ignore[arg-type]
+    seeds = {draw(config, tmp_path, s)[0]: s for s in range(60)}
+    choose = lambda label: population.choose(seeds[label], 7)  # noqa: E731
+    chosen = asyncio.run(asyncio.wait_for(choose("step-00000002"), 5))
+    assert chosen == {"policy": "main", "label": "main@7"}
+    assert events[-1] == (
+        "population: the drawn opponent step-00000002 cannot be played (inference-pool refused "
+        "weights v2: cannot load .../model: incomplete metadata, file not fully covered); this "
+        f"step plays the current policy instead (move step-00000002 out of {tmp_path}/checkpoints "
+        "to leave it out of the draw)"
+    )
+    # the next draw of a sound checkpoint loads and plays it
+    assert asyncio.run(asyncio.wait_for(choose("step-00000001"), 5))["label"] == (
+        "pool@step-00000001"
+    )

@@ -76,3 +76,23 @@ def test_a_weight_wait_past_weights_timeout_is_abandoned_by_name(monkeypatch) ->
 
     asyncio.run(scenario())
     assert len(events) == 2 and all("wait.weights_timeout" in e for e in events)
+
+
+def test_an_abandoned_wait_for_weights_ends_the_run_in_one_line(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # events.log named it, but the console got a WeightSyncTimeout traceback (exit 1).
+    import arena.run.train as run_train
+
+    async def abandoned(self: Any) -> int:
+        raise WeightSyncTimeout("inference-pool did not load weights v1 in 30s")
+
+    monkeypatch.setattr(run_train.RunCoordinator, "run", abandoned)
+    config = load_run_config(None, ["model=tiny", f"run_dir={tmp_path / 'run'}"])
+    assert run_train.train(config) == 1
+    run = tmp_path / "run"
+    assert capsys.readouterr().err == (
+        "arena train: weight sync abandoned: inference-pool did not load weights v1 in 30s "
+        f"(wait.weights_timeout); read {run / 'events.log'} and {run / 'logs'}; continue "
+        f"with resume={run}\n"
+    )
