@@ -123,9 +123,16 @@ def run_tournament(
     forfeits, seconds = asyncio.run(
         _play(config, participants, todo, out, log_path, len(matches) - len(todo), len(matches))
     )
-    report = ratings_report(
-        read_match_log(log_path), anchor=config.anchor, resamples=config.resamples
-    )
+    match_log = read_match_log(log_path)
+    if match_log.skipped:  # an edit, or a torn line later appends followed: named, not rated
+        shown = "; ".join(f"line {s.line}: {s.reason}" for s in match_log.skipped[:3])
+        more = "; ..." if len(match_log.skipped) > 3 else ""
+        on_line(
+            f"{log_path.name}: {len(match_log.skipped)} malformed lines left out of the ratings "
+            f"({shown}{more}); a finished match is found by its id, so one whose line is among "
+            "them was played again"
+        )
+    report = ratings_report(match_log, anchor=config.anchor, resamples=config.resamples)
     if config.exploitability:
         readable = [g.id for g in config.games if readable_game(g.id)]
         missing = openspiel_missing() if readable else None

@@ -146,6 +146,24 @@ def test_load_security_names_the_command_that_makes_missing_keys(tmp_path: Path)
         load_security(tmp_path / "k")
 
 
+def test_a_key_file_of_garbage_or_cut_short_is_named(keys: Path) -> None:
+    # A malformed file the bus reads: one line naming it (a ConfigError: exit 2), never a
+    # traceback from zmq's certificate parser.
+    secret_file = keys / "client.key_secret"
+    whole = secret_file.read_text()
+    cut = whole.replace(
+        whole.split('secret-key = "')[1][:40], whole.split('secret-key = "')[1][:20]
+    )
+    for text, message in (
+        ("garbage", f"cannot read key file {secret_file}: No public key found"),
+        (cut, f"key file {secret_file} holds a malformed key (not 40 z85 characters)"),
+    ):
+        secret_file.write_text(text)
+        with pytest.raises(SecurityError) as err:
+            load_security(keys)
+        assert str(err.value).startswith(message), err.value
+
+
 def test_security_error_is_a_config_error_so_the_cli_exits_2() -> None:
     assert issubclass(SecurityError, ConfigError) and issubclass(SecurityError, ValueError)
 

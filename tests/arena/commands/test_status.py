@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from arena.commands.status import format_table, run_state
 
 TRAINER = {
@@ -122,3 +124,17 @@ def test_a_run_directory_names_its_broker(tmp_path: Path) -> None:
         broker.wait(timeout=30)
     assert running.returncode == 0, running.stderr
     assert running.stdout.split()[:3] == ["name", "kind", "host"], running.stdout
+
+
+def test_a_run_directory_whose_config_is_malformed_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `arena status RUN` reads RUN/config.yaml for its bus address: a file cut short is named
+    # with its line and column, as every command names malformed YAML.
+    from arena.cli import main
+
+    (tmp_path / "config.yaml").write_text("name: run\nbus: {address: [\n")
+    assert main(["status", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"arena status: bad config: {tmp_path}/config.yaml:3:1: malformed YAML")
+    assert err.count("\n") == 1

@@ -404,3 +404,36 @@ def test_a_tournament_game_with_simulators_is_refused(tmp_path: Path) -> None:
         "seat is simulated: drop simulators (to evaluate a seat beside a simulator: arena eval "
         "PARTICIPANT --games retail-v0 --simulator user=scripted-usr-v0)"
     )
+
+
+def test_malformed_lines_in_the_log_are_named_and_their_matches_played_again(
+    tmp_path: Path,
+) -> None:
+    # A line cut short in the middle of matches.jsonl (later appends after it) or an edit was
+    # left out of the ratings without a word; the match it recorded was played again.
+    config = TournamentConfig(
+        participants=[ParticipantConfig(bot="random-v0"), ParticipantConfig(bot="minimax-v0")],
+        games=[TTT],
+        pairs=2,
+        out=str(tmp_path),
+    )
+    run_tournament(config, on_line=lambda _: None)
+    log = tmp_path / "matches.jsonl"
+    whole = log.read_text().splitlines(keepends=True)
+    cut = json.loads(whole[1])["id"]
+    log.write_text(whole[0] + whole[1][:25] + "\n" + "garbage\n" + "".join(whole[2:]))
+    said: list[str] = []
+    result = run_tournament(config, on_line=said.append)
+    assert result.played == 1 and result.skipped == 3
+    assert (
+        "matches.jsonl: 2 malformed lines left out of the ratings (line 2: bad JSON: "
+        in "\n".join(said)
+    )
+    assert "line 3: bad JSON: Expecting value (column 1)); a finished match is found" in (
+        "\n".join(said)
+    )
+    readable = [json.loads(line) for line in log.read_text().splitlines()[3:]]
+    assert sorted(r["id"] for r in [json.loads(whole[0]), *readable]) == sorted(
+        json.loads(line)["id"] for line in whole
+    )
+    assert readable[-1]["id"] == cut
