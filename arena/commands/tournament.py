@@ -24,7 +24,9 @@ their adapters (each request names its own). Written to the output directory
 Running it again on the same output directory resumes: finished matches are not replayed and
 none is recorded twice. A participant that cannot be loaded is named before any match starts
 (exit 2; an adapter made for another base names both bases); one that fails mid-match forfeits
-that match only, and the reason is recorded. An inference actor that dies (killed, out of
+that match only, and the reason is recorded. A match that fails through no participant's doing
+(the game's own code raises, a game that never ends) is not recorded: a line names it and the
+exit status is 1; the same command plays it again. An inference actor that dies (killed, out of
 memory) is started again, twice at most, and its matches go on; one that dies a third time
 stops the tournament in one line naming it and its log, saying how many finished matches the
 log keeps (exit 1): run the same command again to play the rest.
@@ -67,4 +69,4 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if result.forfeits:
         print(f"{result.forfeits} matches forfeited (reasons in matches.jsonl)")
-    return 0
+    return 1 if result.failed else 0  # the line saying so was printed with the ratings

@@ -17,7 +17,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,9 @@ class TournamentResult:
     seconds: float
     """Seconds spent playing this call's matches (after every participant was loaded)."""
     report: dict[str, Any]
+    failed: list[str] = field(default_factory=list)
+    """Matches not played to the end through no participant's doing (the game's own code
+    raised, or it never ended), each with its reason: not recorded, so a rerun plays them."""
 
 
 def output_dir(config: TournamentConfig) -> Path:
@@ -64,9 +67,13 @@ async def play_matches(
     matches: list[ScheduledMatch],
     concurrency: int,
     record: Callable[[dict[str, Any]], None],
+    failed: list[str] | None = None,
 ) -> int:
     """Play ``matches`` with at most ``concurrency`` at once; ``record`` gets each line.
-    Returns the number of forfeits."""
+    Returns the number of forfeits. A match whose episode failed with no seat to blame (the
+    game's own code raised, the turn bound) is no result: it is not recorded (a rerun plays
+    it again) and its reason goes to ``failed``; charging it to seat 0 as a forfeit skewed the
+    ratings with a loss for a plugin game's bug."""
     limit = asyncio.Semaphore(concurrency)
     forfeits = 0
 
@@ -86,7 +93,12 @@ async def play_matches(
                     env, game.id, seats, seed=match.seed, episode_id=match.id
                 )
             except EpisodeError as err:
-                seat = agents.index(err.seat) if err.seat in agents else 0
+                if err.seat not in agents:
+                    log.warning("%s: not recorded: %s", match.id, err)
+                    if failed is not None:
+                        failed.append(str(err))
+                    return
+                seat = agents.index(err.seat)
                 forfeits += 1
                 log.warning("%s: %s forfeits: %s", match.id, match.seats[seat], err)
                 record(forfeit_record(match, seat, str(err), time.monotonic() - started))
@@ -120,9 +132,24 @@ def run_tournament(
     done = finished_ids(log_path)
     todo = [m for m in matches if m.id not in done]
     on_line(_plan_line(participants, matches, len(matches) - len(todo)))
+    failed: list[str] = []
     forfeits, seconds = asyncio.run(
-        _play(config, participants, todo, out, log_path, len(matches) - len(todo), len(matches))
+        _play(
+            config,
+            participants,
+            todo,
+            out,
+            log_path,
+            len(matches) - len(todo),
+            len(matches),
+            failed,
+        )
     )
+    if failed:
+        on_line(
+            f"{len(failed)} matches failed through no participant's doing and are not in "
+            f"{log_path.name} (the first: {failed[0]}); run the same command again to play them"
+        )
     match_log = read_match_log(log_path)
     if match_log.skipped:  # an edit, or a torn line later appends followed: named, not rated
         shown = "; ".join(f"line {s.line}: {s.reason}" for s in match_log.skipped[:3])
@@ -156,7 +183,9 @@ def run_tournament(
         extra = f" (invalid-reply mass {invalid:.3f})" if invalid is not None else ""
         on_line(f"{name}: {reading['game']} exploitability {reading['exploitability']:.4f}{extra}")
     on_line(f"matches: {log_path}\nreport:  {out / 'report.html'}")
-    return TournamentResult(out, len(todo), len(matches) - len(todo), forfeits, seconds, report)
+    return TournamentResult(
+        out, len(todo), len(matches) - len(todo), forfeits, seconds, report, failed
+    )
 
 
 async def _play(
@@ -167,8 +196,10 @@ async def _play(
     log_path: Path,
     done: int,
     total: int,
+    failed: list[str] | None = None,
 ) -> tuple[int, float]:
-    """Play ``todo``; returns the forfeits and the seconds of play (model loading excluded)."""
+    """Play ``todo``; returns the forfeits and the seconds of play (model loading excluded);
+    ``failed`` gets the reason of each match that failed through no participant's doing."""
     if not todo:
         return 0, 0.0
     seating = Seating(config, participants, out / "logs")
@@ -185,7 +216,7 @@ async def _play(
             # a crashed inference actor is restarted meanwhile; Ctrl-C or one that keeps dying
             # cancels the matches in flight: no match records after the close
             forfeits = await seating.supervise(
-                play_matches(seating, todo, config.concurrency, record)
+                play_matches(seating, todo, config.concurrency, record, failed)
             )
             return forfeits, time.monotonic() - started
     finally:

@@ -437,3 +437,54 @@ def test_malformed_lines_in_the_log_are_named_and_their_matches_played_again(
         json.loads(line)["id"] for line in whole
     )
     assert readable[-1]["id"] == cut
+
+
+def test_a_match_the_game_itself_fails_is_no_forfeit_and_is_played_again(tmp_path: Path) -> None:
+    """A broken plugin game (its own code raises mid-match) was charged to the participant in
+    seat 0 as a forfeit, a loss kept in the log and rated. Now no participant is blamed: the
+    match is not recorded, a line names it, and a rerun plays it again."""
+    import games
+    from games.tictactoe import TicTacToe
+
+    class Buggy(TicTacToe):
+        """Tic-Tac-Toe whose moves raise from the process's fourth game on (the participants'
+        checks play the first two)."""
+
+        resets = 0
+
+        def reset(self, *args: Any, **kwargs: Any) -> Any:
+            Buggy.resets += 1
+            return super().reset(*args, **kwargs)
+
+        def _apply(self, agent: str, action: int) -> Any:
+            if Buggy.resets > 3:
+                raise KeyError("the board has no such cell")
+            return super()._apply(agent, action)
+
+    games.registry.register("buggy-ttt-v0", Buggy)
+    try:
+        config = TournamentConfig(
+            participants=[ParticipantConfig(bot="random-v0"), ParticipantConfig(bot="mcts-v0")],
+            games=[GameConfig("buggy-ttt-v0")],
+            pairs=2,
+            concurrency=1,
+            out=str(tmp_path),
+        )
+        said: list[str] = []
+        result = run_tournament(config, on_line=said.append)
+        assert (result.played, result.forfeits, len(result.failed)) == (4, 0, 3)
+        assert len(lines(tmp_path / "matches.jsonl")) == 1
+        assert said[1].startswith(
+            "3 matches failed through no participant's doing and are not in matches.jsonl (the "
+            "first: buggy-ttt-v0 episode buggy-ttt-v0/"
+        )
+        assert said[1].endswith(
+            ": the game failed: KeyError('the board has no such cell')); run the same command "
+            "again to play them"
+        )
+        Buggy.resets = 0  # the rerun's first match is played whole, the others fail again
+        again = run_tournament(config, on_line=lambda _: None)
+        assert (again.played, again.skipped, len(again.failed)) == (3, 1, 2)
+        assert len(lines(tmp_path / "matches.jsonl")) == 2
+    finally:
+        del games.registry._entries["buggy-ttt-v0"]
