@@ -52,6 +52,9 @@ class Inbox:
         self._count = 0
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._lock = threading.Lock()
+        self.last_rejection = ""
+        """Why the last episode was rejected (``episode ID: reason``): the run names it when a
+        step is left with nothing to train on (a model whose replies carry NaN log-probs)."""
 
     def add(self, item: Episode | dict[str, Any]) -> bool:
         """Queue one episode's trained turns; False (and a counted reason) if it is dropped."""
@@ -102,6 +105,7 @@ class Inbox:
         """Count and log an episode that could not be used."""
         with self._lock:
             self.counters["rejected_bad_record"] += 1
+            self.last_rejection = f"episode {ident}: {reason}"
         log.warning("rejected episode %s: %s", ident, reason)
 
     def take(self, limit: int = 0) -> list[Sample]:

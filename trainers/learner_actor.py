@@ -284,6 +284,7 @@ class LearnerActor:
                 "pending": self.learner.pending_samples,
                 "training": self._training > 0,
                 "counters": dict(state.counters),
+                "last_rejection": self.learner.inbox.last_rejection,
                 "metrics": self.last_metrics,
                 "warnings": list(self.learner.warnings),
             }

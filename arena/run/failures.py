@@ -36,6 +36,11 @@ def reason_of(collected: dict[str, Any]) -> str:
     if not played:
         return "no episode was played"
     first = one_line(collected.get("error") or "") or "no reason given"
+    if collected.get("rejected"):  # played whole, then refused by the learner as unusable
+        return (
+            f"the learner rejected {collected['rejected']} episodes as unusable (the last: "
+            f"{one_line(collected.get('rejection') or '') or 'no reason given'})"
+        )
     if failed == played:
         return f"every episode failed ({failed}/{played}); the first: {first}"
     shown = collected.get("transcript") or {}
@@ -82,10 +87,10 @@ class EmptySteps:
             f"{self.limit}, rollout.max_empty_steps): {reason}"
         )
         if self.in_a_row >= self.limit:
+            logs = "learner.log" if collected.get("rejected") else "rollout-*.log"
             raise NothingToTrain(
                 f"stopped after {self.in_a_row} steps in a row with no turn to train on: "
-                f"{reason}; read {self.run_dir / 'events.log'} and "
-                f"{self.run_dir / 'logs' / 'rollout-*.log'}"
+                f"{reason}; read {self.run_dir / 'events.log'} and {self.run_dir / 'logs' / logs}"
             )
         return True
 

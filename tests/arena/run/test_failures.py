@@ -33,6 +33,36 @@ def test_the_reason_names_the_first_failure_or_how_the_untrained_episodes_ended(
     )
 
 
+def test_episodes_the_learner_rejected_are_the_reason_with_its_last_word() -> None:
+    # Invalid model output: a model whose replies carry NaN log-probabilities plays whole
+    # episodes (none failed) that the learner rejects; the run stopped saying "none of the 8
+    # episodes failed, but none had a turn to train on; the first ended with illegal".
+    collected = {
+        "episodes": 8,
+        "failed": 0,
+        "error": "",
+        "transcript": {"termination": "illegal", "turns": [{}, {}]},
+        "rejected": 8,
+        "rejection": "episode r-3: turn 0 of r-3:\n response_logprobs holds NaN or inf",
+    }
+    assert reason_of(collected) == (
+        "the learner rejected 8 episodes as unusable (the last: episode r-3: turn 0 of r-3: "
+        "response_logprobs holds NaN or inf)"
+    )
+
+
+def test_the_learner_keeps_why_it_last_rejected_an_episode() -> None:
+    from collections import Counter
+
+    from trainers.inbox import Inbox
+
+    inbox = Inbox(1.0, Counter())
+    assert inbox.last_rejection == ""
+    assert inbox.add_group(["garbage", {"id": "e-1"}]) == 0
+    assert inbox.counters["rejected_bad_record"] == 2
+    assert inbox.last_rejection.startswith("episode e-1: ")
+
+
 def test_skipped_steps_are_retried_and_five_in_a_row_stop_the_run() -> None:
     events: list[str] = []
     skipped = SkippedSteps(SimpleNamespace(event=events.append))  # type: ignore[arg-type]
