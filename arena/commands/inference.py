@@ -182,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
     apply_bus_arguments(args)
     from arena.actors.inference import InferenceActor
     from arena.bus.sockets import flush_context
-    from arena.core.errors import ConfigError
+    from arena.core.errors import CannotStart, ConfigError
     from arena.core.process import exit_now, serve
     from arena.policies.factory import make_policy
     from arena.policies.types import InvalidRequest
@@ -192,6 +192,19 @@ def run(args: argparse.Namespace) -> int:
         policy = make_policy(config)
     except InvalidRequest as err:  # an unknown backend (naming the nearest), a bad setting
         raise ConfigError(str(err)) from None
+    except (ConfigError, CannotStart):
+        raise
+    except Exception as err:
+        if isinstance(err, MemoryError) or type(err).__name__ == "OutOfMemoryError":
+            raise  # not the model's fault: a restart may find the memory
+        # weights cut short, a config.json of garbage, a directory that holds no model: one
+        # line (exit 2: started again it would fail the same way), not a loader's traceback
+        reason = " ".join(str(err).split()) or "no message"
+        raise CannotStart(
+            f"cannot load {config.model} on backend {config.backend} "
+            f"({type(err).__name__}: {reason[:300]}): it is damaged, or no model this backend "
+            "reads"
+        ) from None
     actor = InferenceActor(
         policy,
         args.address,

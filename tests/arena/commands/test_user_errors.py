@@ -180,3 +180,28 @@ def test_a_mistyped_flag_is_one_line_naming_the_nearest(capsys: pytest.CaptureFi
             main(argv)
         assert done.value.code == 2
         assert capsys.readouterr().err == line + "\n"
+
+
+def test_arena_inference_names_weights_it_cannot_load_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A checkpoint whose model.safetensors was cut short (a copy or a disk that failed): the
+    # actor died with safetensors' traceback (exit 1, so a launcher started it again to fail the
+    # same way). In process: the model fails to load before any bus is touched.
+    from arena.cli import main
+    from arena.models import tiny_model
+
+    model, tokenizer = tiny_model(seed=0)
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:5000])
+    capsys.readouterr()  # the save's progress bar
+    argv = ["inference", "--address", f"ipc://{tmp_path}/bus.sock", "--model", str(tmp_path)]
+    assert main([*argv, "--device", "cpu", "--dtype", "float32"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"arena inference: cannot start: cannot load {tmp_path} on backend hf (SafetensorError: "
+        "Error while deserializing header: incomplete metadata, file not fully covered): it is "
+        "damaged, or no model this backend reads"
+    )
