@@ -112,6 +112,32 @@ def test_the_script_is_valid_bash_and_starts_every_process(script: str) -> None:
     assert found["learner"]["env"] == {"OMP_NUM_THREADS": "4"}
 
 
+def test_a_step_that_dies_is_started_again_up_to_its_restarts(script: str, tmp_path: Path) -> None:
+    """The script's own restart loop, run for real with a stand-in ``srun``: a killed learner
+    (status 137) is started again up to its restarts and its last status is the step's; one
+    that dies once and then ends well ends the step well."""
+    step = script[script.index("step() {") : script.index("\n}\n", script.index("step() {")) + 3]
+
+    def run(deaths: int) -> tuple[int, int, str]:
+        count = tmp_path / f"srun-{deaths}"
+        fake = f"srun() {{ echo x >> {count}; [ $(wc -l < {count}) -gt {deaths} ] || return 137; }}"
+        done = subprocess.run(
+            ["bash", "-c", f"RUN_DIR={tmp_path}\n{step}\n{fake}\nstep 2 8 0 - learner 3 arena"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        return done.returncode, len(count.read_text().splitlines()), done.stderr
+
+    code, started, said = run(deaths=9)
+    assert (code, started) == (137, 4)
+    assert said.splitlines() == [
+        *(f"arena deploy: learner exited with status 137; restart {n} of 3" for n in (1, 2, 3)),
+        "arena deploy: learner exited with status 137",
+    ]
+    assert run(deaths=1)[:2] == (0, 2)
+
+
 def test_components_ask_for_what_each_kind_needs(script: str) -> None:
     components = script.split("#SBATCH hetjob")
     assert len(components) == 4
