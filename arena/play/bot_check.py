@@ -22,8 +22,9 @@ def cannot_play(
     """Play one game of ``game`` (seed 0) with ``make_bot()`` in the first seat no simulator
     fills and not ``taken`` (a simulated seat is never a bot's: the retail agent bot plays the
     agent, the user simulated; nor is a person's seat in ``arena play``) and ``random-v0`` in every other: None when it ends, else the error that stopped
-    it (``TypeError: AlphaBetaBot cannot play kuhn_poker_v0: ...``). A bot that cannot be built
-    (a plugin that fails to import) raises its own error, which names it."""
+    it (``TypeError: AlphaBetaBot cannot play kuhn_poker_v0: ...``), or, where the game's own
+    code raised, says so (``the game itself failed, not the bot: KeyError: ...``). A bot that
+    cannot be built (a plugin that fails to import) raises its own error, which names it."""
     env = games.make(game.id, **game.kwargs)
     own = [a for a in env.possible_agents if a not in game.simulators and a not in taken]
     seat = own[0] if own else env.possible_agents[0]
@@ -33,12 +34,22 @@ def cannot_play(
     }
     try:
         env.reset(seed=0)
-        while env.agents:
-            agent = env.agent_selection
-            if env.terminations[agent] or env.truncations[agent]:
-                env.step(None)
-            else:
-                env.step(legal_move(bots[agent], env, agent))
     except Exception as err:
-        return f"{type(err).__name__}: {err}"
+        return _game_failed(err)
+    while env.agents:
+        agent = env.agent_selection
+        move = None
+        if not (env.terminations[agent] or env.truncations[agent]):
+            try:
+                move = legal_move(bots[agent], env, agent)
+            except Exception as err:
+                return f"{type(err).__name__}: {err}"
+        try:
+            env.step(move)
+        except Exception as err:  # a broken (plugin) game is not the bot's fault
+            return _game_failed(err)
     return None
+
+
+def _game_failed(err: Exception) -> str:
+    return f"the game itself failed, not the bot: {type(err).__name__}: {err}"
