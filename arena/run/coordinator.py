@@ -59,7 +59,7 @@ from arena.run.delivery import Deliveries
 from arena.run.departures import Departures
 from arena.run.directory import listing, rollout_actors
 from arena.run.evaluation import evaluate_baseline, evaluate_policy
-from arena.run.failures import EmptySteps, SkippedSteps
+from arena.run.failures import EmptySteps, Rejections, SkippedSteps
 from arena.run.hangs import HangWatch
 from arena.run.inference_settings import SettingsCheck
 from arena.run.launcher import Launcher
@@ -101,7 +101,7 @@ class RunCoordinator:
         self.version = 0
         self.step = 0
         self.empty = EmptySteps(config.rollout.max_empty_steps, run_dir, self.log)
-        self._rejected = 0  # the learner's rejected_bad_record when last asked
+        self.rejections = Rejections()
         self.skipped = SkippedSteps(self.log)
         self.hangs = HangWatch(self.launcher, config.bus.heartbeat_timeout, self.log.event)
         # inference actors and learners the run waits for and does not start: named when
@@ -280,7 +280,7 @@ class RunCoordinator:
                 t_collect = time.monotonic() - t0
                 sampled_with = self.version
                 metrics = await self._step_learners(collected["episodes"])
-                await self._rejections(metrics, collected)
+                await self.rejections.note(self.learner, metrics, collected)
                 if self.empty.untrained(metrics, self.step + 1, collected):
                     continue  # collected again; NothingToTrain once it keeps happening
                 t_train = time.monotonic() - t0 - t_collect
@@ -343,7 +343,7 @@ class RunCoordinator:
                         rewound = False
                         continue
                     rewound = False
-                    await self._rejections(metrics, collected)
+                    await self.rejections.note(self.learner, metrics, collected)
                     if self.empty.untrained(metrics, self.step + 1, collected):
                         continue
                     self.step = self.skipped.next_step(metrics, self.step)
@@ -380,21 +380,6 @@ class RunCoordinator:
             self.learner.step(self.version), self.policy_learners.train(episodes, self.step + 1)
         )
         return {**own, **others} if own is not None else None
-
-    async def _rejections(self, metrics: dict[str, Any] | None, collected: dict[str, Any]) -> None:
-        """On a step that trained nothing, put the episodes the learner rejected since the last
-        look (and the last reason) into ``collected``, for the step's reason to name: a model
-        whose replies carry NaN log-probabilities plays whole episodes that no step can use."""
-        if metrics is not None and "step" in metrics:
-            return
-        try:
-            status = await self.learner("status")
-        except BusError:
-            return
-        rejected = int((status.get("counters") or {}).get("rejected_bad_record", 0))
-        new, self._rejected = rejected - self._rejected, rejected
-        if new > 0:
-            collected["rejected"], collected["rejection"] = new, status.get("last_rejection")
 
     async def admission_version(self) -> int:
         """The oldest version a turn of an order starting now can have

@@ -14,9 +14,11 @@ with fresh episodes: :class:`SkippedSteps` stops the run after :data:`MAX_SKIPPE
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from arena.bus import BusError
 from arena.run.run_log import RunLog
 
 
@@ -55,6 +57,36 @@ def reason_of(collected: dict[str, Any]) -> str:
         f"{failed}/{played} episodes failed (the first: {first}), the others had no trained "
         f"turn{how}"
     )
+
+
+class Rejections:
+    """The episodes the learner rejected as unusable, told to a step that trained nothing: a
+    model whose replies carry NaN log-probabilities plays whole episodes (none failed) that no
+    step can use, and the step's reason should say so."""
+
+    def __init__(self) -> None:
+        self.seen = 0
+        """The learner's ``rejected_bad_record`` count when last asked."""
+
+    async def note(
+        self,
+        learner: Callable[[str], Awaitable[Any]],
+        metrics: dict[str, Any] | None,
+        collected: dict[str, Any],
+    ) -> None:
+        """On a step that trained nothing (``metrics`` without a step), put the rejections
+        since the last look and the learner's last reason into ``collected`` (read by
+        :func:`reason_of`)."""
+        if metrics is not None and "step" in metrics:
+            return
+        try:
+            status = await learner("status")
+        except BusError:
+            return
+        rejected = int((status.get("counters") or {}).get("rejected_bad_record", 0))
+        new, self.seen = rejected - self.seen, rejected
+        if new > 0:
+            collected["rejected"], collected["rejection"] = new, status.get("last_rejection")
 
 
 class EmptySteps:

@@ -51,6 +51,32 @@ def test_episodes_the_learner_rejected_are_the_reason_with_its_last_word() -> No
     )
 
 
+def test_a_step_that_trained_nothing_is_told_the_rejections_since_the_last_look() -> None:
+    import asyncio
+
+    from arena.run.failures import Rejections
+
+    counts = iter([3, 3, 11])
+
+    async def learner(op: str) -> dict:
+        assert op == "status"
+        return {"counters": {"rejected_bad_record": next(counts)}, "last_rejection": "why"}
+
+    rejections = Rejections()
+    steps = []
+    for metrics in (None, {"step": 4}, None, {"loss": 0.0}):  # the last: skipped, no step
+        collected: dict = {}
+        asyncio.run(rejections.note(learner, metrics, collected))
+        steps.append(collected)
+    # asked only after a step that trained nothing; each time, only what is new since
+    assert steps == [
+        {"rejected": 3, "rejection": "why"},
+        {},
+        {},
+        {"rejected": 8, "rejection": "why"},
+    ]
+
+
 def test_the_learner_keeps_why_it_last_rejected_an_episode() -> None:
     from collections import Counter
 
