@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import zmq
+import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 from zmq.utils import z85
 
@@ -35,8 +36,19 @@ def admit_from(context: zmq.Context, authorized: Path) -> str:
     authenticator = _authenticator(context)
     authenticator.configure_curve(domain=domain, location=str(authorized))
     if domain not in authenticator.certs:  # pyzmq logs a load failure instead of raising
-        raise SecurityError(f"cannot load the public keys in {authorized}")
+        raise SecurityError(f"cannot load the public keys in {authorized}{_unreadable(authorized)}")
     return domain
+
+
+def _unreadable(authorized: Path) -> str:
+    """``: FILE is not a public key (...)`` for the first certificate of ``authorized`` that
+    cannot be read (a file of garbage, cut short), to name it; empty when none is found."""
+    for path in sorted(authorized.glob("*.key")):
+        try:
+            zmq.auth.load_certificate(path)
+        except (OSError, ValueError) as err:
+            return f": {path.name} is not a public key ({err})"
+    return ""
 
 
 def denied(context: zmq.Context | None = None) -> int:

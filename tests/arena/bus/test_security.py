@@ -472,3 +472,17 @@ def test_commands_refuse_plain_public_tcp_and_bad_keys_with_exit_code_2(tmp_path
         assert wrong.returncode == 2 and "Traceback" not in wrong.stderr
         assert f"bus address {address!r} names no ZeroMQ transport" in wrong.stderr
         assert "arena keys generate" not in wrong.stderr
+
+
+def test_a_public_key_of_garbage_in_authorized_is_named(keys: Path) -> None:
+    # The broker said only "cannot load the public keys in DIR" (the file was in pyzmq's log).
+    (keys / "authorized" / "client.key").write_bytes(b"\xff\xfe garbage")
+    context = zmq.Context()
+    try:
+        with pytest.raises(SecurityError) as err:
+            curve_router(context, load_security(keys, "broker"))
+    finally:
+        threading.Thread(target=context.term, daemon=True).start()
+    assert str(err.value).startswith(
+        f"cannot load the public keys in {keys / 'authorized'}: client.key is not a public key ("
+    )
