@@ -139,6 +139,18 @@ def load_security(directory: str | Path, identity: str = DEFAULT_CLIENT) -> Secu
     )
 
 
+def unreadable_public_key(authorized: Path) -> str | None:
+    """``FILE is not a public key (why)`` for the first file of ``authorized`` that a server
+    could not read (garbage, cut short in a copy), or None: a CURVE server refuses to start on
+    one, and ``arena deploy`` refuses to ship one."""
+    for path in sorted(authorized.glob("*.key")):
+        try:
+            zmq.auth.load_certificate(path)
+        except (OSError, ValueError) as err:
+            return f"{path.name} is not a public key ({err})"
+    return None
+
+
 def _others(root: Path, identity: str) -> str:
     """A hint naming the keypairs the directory does hold, for a missing one."""
     names = sorted(p.name.removesuffix(".key_secret") for p in root.glob("*.key_secret"))

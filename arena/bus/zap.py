@@ -17,11 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import zmq
-import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 from zmq.utils import z85
 
-from arena.bus.keys import SecurityError
+from arena.bus.keys import SecurityError, unreadable_public_key
 
 
 def admit_from(context: zmq.Context, authorized: Path) -> str:
@@ -36,19 +35,11 @@ def admit_from(context: zmq.Context, authorized: Path) -> str:
     authenticator = _authenticator(context)
     authenticator.configure_curve(domain=domain, location=str(authorized))
     if domain not in authenticator.certs:  # pyzmq logs a load failure instead of raising
-        raise SecurityError(f"cannot load the public keys in {authorized}{_unreadable(authorized)}")
+        bad = unreadable_public_key(authorized)
+        raise SecurityError(
+            f"cannot load the public keys in {authorized}{f': {bad}' if bad else ''}"
+        )
     return domain
-
-
-def _unreadable(authorized: Path) -> str:
-    """``: FILE is not a public key (...)`` for the first certificate of ``authorized`` that
-    cannot be read (a file of garbage, cut short), to name it; empty when none is found."""
-    for path in sorted(authorized.glob("*.key")):
-        try:
-            zmq.auth.load_certificate(path)
-        except (OSError, ValueError) as err:
-            return f": {path.name} is not a public key ({err})"
-    return ""
 
 
 def denied(context: zmq.Context | None = None) -> int:

@@ -73,12 +73,22 @@ def warn_unstarted(config: Any, address: str) -> None:
 
 def check_keys(args: argparse.Namespace) -> Path | None:
     """The key directory, checked as the bus will check it; or None with ``--insecure``."""
-    from arena.bus.keys import BROKER, DEFAULT_CLIENT, load_security
+    from arena.bus.keys import (
+        AUTHORIZED,
+        BROKER,
+        DEFAULT_CLIENT,
+        SecurityError,
+        load_security,
+        unreadable_public_key,
+    )
 
     if args.keys:
         keys = Path(args.keys).expanduser().resolve()
         for identity in (BROKER, DEFAULT_CLIENT):
             load_security(keys, identity)
+        bad = unreadable_public_key(keys / AUTHORIZED)  # the broker would refuse to start
+        if bad:
+            raise SecurityError(f"cannot load the public keys in {keys / AUTHORIZED}: {bad}")
         return keys
     if not args.insecure:
         raise ConfigError(

@@ -54,6 +54,21 @@ def test_a_secret_key_others_may_read_is_refused(
     assert result.code == 2 and "chmod 600" in result.err
 
 
+def test_a_public_key_of_garbage_is_refused_before_it_is_shipped(
+    deploy: Callable[..., Result], keys: Path, tmp_path: Path
+) -> None:
+    # It was written into the job (the Secret, the script's key path): the broker then refused
+    # to start on the cluster, after the queue.
+    (keys / "authorized" / "client.key").write_bytes(b"garbage")
+    out = tmp_path / "out"
+    result = deploy("k8s", SMOKE, "--out", str(out), "--keys", str(keys))
+    assert result.code == 2 and not out.exists()
+    assert (
+        f"cannot load the public keys in {keys / 'authorized'}: client.key is not a public key"
+        in result.err
+    )
+
+
 def test_a_missing_key_directory_is_refused(deploy: Callable[..., Result], tmp_path: Path) -> None:
     result = deploy("slurm", SMOKE, "--out", str(tmp_path / "x.sh"), "--keys", str(tmp_path / "no"))
     assert result.code == 2 and "does not exist" in result.err
