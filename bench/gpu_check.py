@@ -29,15 +29,25 @@ knowing about a GPU is gathered in one run, and each part reports even where ano
   ``metrics.jsonl``. It gets what is left of ``--budget``; a run cut off by it still reports
   the steps it logged.
 
+Each part has a share of ``--budget`` (:data:`SHARES`; the training run gets what is left)
+and is cut off past it, and the whole check ends inside the budget whatever a part does: the
+JSON so far is saved after every part to ``--out`` (``$OUT/gpu_check.json`` where ``$OUT`` is
+set, so that it comes back from a GPU host even when the host kills the command), and printed
+once, at the end, at the budget (a watchdog thread, for a part stuck where Python cannot
+interrupt it) or on SIGTERM (an outer ``timeout``), with ``cut_off`` naming the part that was
+running. Its own processes (pytest, ``arena train``, bench/ipc_sync.py) are stopped with it.
+Under ``$OUT`` it also leaves the logs of pytest and of the training run.
+
 ``--device cpu --quick`` runs the same code here in under two minutes with tiny sizes (the
 tiny model, a few requests, a small run): it checks the script, not the numbers.
 
-Usage: python3 bench/gpu_check.py [--device cuda|cpu] [--quick] [--budget SECONDS]
+Usage: python3 bench/gpu_check.py [--device cuda|cpu] [--quick] [--budget SECONDS] [--out PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import os
@@ -48,6 +58,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -104,6 +115,98 @@ SIZES: dict[bool, dict[str, Any]] = {
 }
 
 
+SHARES = {"cuda_tests": 1 / 3, "hf": 1 / 6, "learner": 1 / 8, "weight_sync": 1 / 5}
+"""Each part's most seconds, as a share of ``--budget`` (360 s: 120, 60, 45 and 72 s); the
+training run, last, gets what is left. On an H200 each is expected to take half its share or
+less (docs/gpu.md): a part that needs more is cut off and says so, and the rest still run."""
+
+CHILDREN: set[subprocess.Popen] = set()
+"""The check's running subprocesses, each the leader of its own process group: stopped with
+the check (an ``arena train`` left behind would hold the GPU into the next command)."""
+
+
+SUBPROCESS_GRACE = 25.0
+"""Seconds a part that runs a subprocess keeps, after that subprocess's own limit, to stop it
+(SIGTERM, 20 s, SIGKILL: ``arena train`` stops its actors) and read what it wrote."""
+WATCHDOG_GRACE = 10.0
+"""Seconds past ``--budget`` (at most a tenth of it) after which the watchdog ends the check,
+whatever runs."""
+
+
+class CutOff(BaseException):
+    """A part ran past its share of the budget (raised by the SIGALRM handler). Not an
+    Exception: the parts' own ``except Exception`` (a failed graph capture falls back to eager
+    steps) must not swallow it."""
+
+
+def stop_children(grace: float = 5.0) -> None:
+    """SIGTERM every child's process group, then SIGKILL whatever is left after ``grace``."""
+    for child in list(CHILDREN):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(child.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for child in list(CHILDREN):
+        try:
+            child.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+        CHILDREN.discard(child)
+
+
+class Report:
+    """The one JSON line, built part by part: saved to ``path`` after each part (atomically),
+    printed once (:meth:`finish`), whichever of the end, the watchdog or SIGTERM comes first."""
+
+    def __init__(self, result: dict[str, Any], path: Path | None) -> None:
+        self.result = result
+        self.path = path
+        self.started = time.perf_counter()
+        self.running = ""
+        """The part now running."""
+        self._lock = threading.Lock()
+        self._done = False
+
+    def save(self) -> None:
+        if self.path is None:
+            return
+        with contextlib.suppress(OSError):
+            partial = self.path.with_name(self.path.name + ".partial")
+            partial.write_text(json.dumps(self.result) + "\n")
+            os.replace(partial, self.path)
+
+    def finish(self, cut_off: str | None = None) -> bool:
+        """Print the line (and save it); False if it was printed already."""
+        with self._lock:
+            if self._done:
+                return False
+            self._done = True
+            if cut_off:
+                self.result["cut_off"] = cut_off
+            self.result["seconds"] = round(time.perf_counter() - self.started, 1)
+            self.save()
+            print(json.dumps(self.result), flush=True)
+            return True
+
+    def stop(self, why: str) -> None:
+        """End the check now: stop the children, print what there is, exit 0 (the line is the
+        result; an exit status would only hide it behind the caller's error handling)."""
+        if self.finish(f"{self.running or 'the check'} {why}"):
+            sys.stderr.write(f"gpu_check: {self.running} {why}: the JSON so far printed\n")
+        stop_children(grace=3.0)
+        sys.stdout.flush()
+        os._exit(0)
+
+
+def keep_log(log: Path, name: str) -> None:
+    """Copy ``log`` to ``$OUT/<name>`` where $OUT is set (a GPU host sends that folder back)."""
+    out = os.environ.get("OUT")
+    if out and log.exists():
+        with contextlib.suppress(OSError):
+            shutil.copyfile(log, Path(out) / name)
+
+
 def synchronize(device: torch.device) -> None:
     """Wait for the GPU's queued work, so that a clock read after it sees that work."""
     if device.type == "cuda":
@@ -126,22 +229,37 @@ def summary_counts(output: str) -> dict[str, int]:
 
 def cuda_tests(device: torch.device, timeout: float) -> dict[str, Any]:
     """The ``[cuda]`` variants of the tests (pytest in a subprocess): counts and failures."""
+    # only the files whose tests take the device fixture: collecting all of tests/ costs
+    # seconds, and a module that needs a package the host lacks (kubernetes) reads as an error
+    files = device_test_files()
     if device.type != "cuda":
-        return {"skipped": "no cuda"}
+        return {"skipped": "no cuda", "files": files}
     started = time.perf_counter()
-    # a module that cannot be imported there (an optional package) must not stop the rest
     argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
-    argv += ["--continue-on-collection-errors", "-k", "cuda", "tests/"]
+    argv += ["--continue-on-collection-errors", "-k", "cuda", *files]
     with tempfile.TemporaryDirectory(prefix="arena-gpu-check-") as folder:
         log = Path(folder) / "pytest.log"
         returncode = run_bounded(argv, log, timeout)
         output = log.read_text(errors="replace")
-    out = {"passed": 0, "failed": 0, **summary_counts(output), "returncode": returncode}
+        keep_log(log, "cuda_tests.log")
+    out = {"files": files, "passed": 0, "failed": 0, **summary_counts(output)}
+    out["returncode"] = returncode
     out["failures"] = re.findall(r"^(?:FAILED|ERROR) (\S+)", output, re.MULTILINE)
     if returncode is None:
         out["error"] = f"cut off after {timeout:.0f} s: {output[-800:]}"
     out["seconds"] = round(time.perf_counter() - started, 1)
     return out
+
+
+def device_test_files() -> list[str]:
+    """The test files with a test that takes the ``device`` fixture (tests/conftest.py): the
+    ones with ``[cuda]`` variants."""
+    takes = re.compile(r"^def test_\w+\(([^)]*)\)", re.MULTILINE)
+    return [
+        str(path.relative_to(ROOT))
+        for path in sorted((ROOT / "tests").rglob("test_*.py"))
+        if any(re.search(r"\bdevice\b", params) for params in takes.findall(path.read_text()))
+    ]
 
 
 def hf_throughput(device: torch.device, sizes: dict[str, Any]) -> dict[str, Any]:
@@ -290,10 +408,20 @@ def ipc_sync(
     another process (bench/ipc_sync.py, serving the same shape) opening it and applying it,
     until its reply. The pipe to it stands in for the bus (one small message each way)."""
     argv = [sys.executable, str(ROOT / "bench" / "ipc_sync.py"), shape, case, str(r)]
-    child = subprocess.Popen(argv, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    child = subprocess.Popen(
+        argv, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True
+    )
+    CHILDREN.add(child)
     assert child.stdin is not None and child.stdout is not None
+
+    def reply() -> dict[str, Any]:
+        line = child.stdout.readline()  # a hung child: the part's SIGALRM interrupts this
+        if not line:
+            raise RuntimeError(f"bench/ipc_sync.py ended (returncode {child.wait()}), see stderr")
+        return json.loads(line)
+
     try:
-        ready = json.loads(child.stdout.readline())
+        ready = reply()
         publisher = WeightPublisher("gpu-check", shm=False)
         publisher.note_receiver("ipc-sync", ready["device"])
         seconds = []
@@ -305,14 +433,20 @@ def ipc_sync(
             frame = msgpack.packb(body)
             child.stdin.write(len(frame).to_bytes(4, "little") + frame)
             child.stdin.flush()
-            reply = json.loads(child.stdout.readline())
-            if reply.get("transport") != "cuda_ipc":
-                raise RuntimeError(f"the same-GPU receiver did not take it by IPC: {reply}")
+            answer = reply()
+            if answer.get("transport") != "cuda_ipc":
+                raise RuntimeError(f"the same-GPU receiver did not take it by IPC: {answer}")
             seconds.append(time.perf_counter() - started)
         return round(statistics.median(seconds[2:]), 5)
     finally:
-        child.stdin.close()
-        child.wait(timeout=30)
+        with contextlib.suppress(OSError):
+            child.stdin.close()
+        try:
+            child.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+        CHILDREN.discard(child)
 
 
 def run_bounded(argv: list[str], log: Path, timeout: float) -> int | None:
@@ -323,16 +457,30 @@ def run_bounded(argv: list[str], log: Path, timeout: float) -> int | None:
         process = subprocess.Popen(
             argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
+        CHILDREN.add(process)
         try:
             return process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGTERM)  # lets arena train stop its children
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+            # SIGTERM first: arena train stops its actors (within SUBPROCESS_GRACE)
+            stop_children_of(process, grace=20)
             return None
+        except BaseException:  # cut off (CutOff), or the check is ending: never leave it
+            stop_children_of(process, grace=5)
+            raise
+        finally:
+            CHILDREN.discard(process)
+
+
+def stop_children_of(process: subprocess.Popen, grace: float) -> None:
+    """SIGTERM ``process``'s group, SIGKILL it after ``grace`` seconds."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
 
 
 def train_run(device: torch.device, sizes: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -351,6 +499,8 @@ def train_run(device: torch.device, sizes: dict[str, Any], timeout: float) -> di
         started = time.perf_counter()
         returncode = run_bounded(argv, folder / "train.log", timeout)
         wall = time.perf_counter() - started
+        keep_log(folder / "train.log", "train.log")
+        keep_log(run_dir / "metrics.jsonl", "train_metrics.jsonl")
         tail = (folder / "train.log").read_text(errors="replace")[-1500:]
         if returncode is None:
             tail = f"cut off after {timeout:.0f} s; {tail}"
@@ -361,7 +511,7 @@ def train_run(device: torch.device, sizes: dict[str, Any], timeout: float) -> di
             else []
         )
         if not rows:
-            return {"error": f"no step logged (returncode {returncode}): {tail}"}
+            return {"error": f"no step logged in {wall:.0f} s (returncode {returncode}): {tail}"}
         steps_s = sum(r["collect_s"] + r["train_s"] for r in rows)
         out = {
             "steps": len(rows),
@@ -393,37 +543,91 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default="cuda", help="cuda (the GPU host) or cpu")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, for a CPU check")
-    parser.add_argument("--budget", type=float, default=None, help="seconds (480; 110 quick)")
+    parser.add_argument("--budget", type=float, default=None, help="seconds (360; 200 quick)")
+    parser.add_argument("--out", default=None, help="where to save the JSON after every part")
+    # tests: PART raises, PART:hang loops (SIGALRM cuts it), PART:stuck ignores the signals
+    parser.add_argument("--fail", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    budget = args.budget or (110.0 if args.quick else 480.0)
-    started = time.perf_counter()
+    budget = args.budget or (200.0 if args.quick else 360.0)
+    out = args.out or (Path(os.environ["OUT"]) / "gpu_check.json" if "OUT" in os.environ else None)
+    report = Report({"check": "gpu", "device": args.device, "quick": args.quick}, out and Path(out))
+    # an outer `timeout` (SIGTERM), or the budget passed: print what there is, stop the children
+    signal.signal(signal.SIGTERM, lambda *_: report.stop("cut off by SIGTERM"))
+
+    def watchdog() -> None:  # for a part stuck where Python never sees its SIGALRM
+        time.sleep(budget + min(WATCHDOG_GRACE, budget / 10))
+        report.stop(f"still running past the budget ({budget:.0f} s)")
+
+    threading.Thread(target=watchdog, daemon=True, name="gpu-check-watchdog").start()
     device = torch.device(args.device)
     sizes = SIZES[args.quick]
+    with contextlib.suppress(Exception):  # a broken CUDA shows in the parts, each with its error
+        if device.type == "cuda":
+            report.result["device"] = torch.cuda.get_device_name(device)
 
-    def left(cap: float) -> float:
-        return max(10.0, min(cap, budget - (time.perf_counter() - started)))
+    def left(share: float) -> float:
+        """Seconds for the next part: its share of the budget, at most what is left."""
+        spent = time.perf_counter() - report.started
+        return max(min(10.0, budget / 20), min(share * budget, budget - spent))
 
-    parts: list[tuple[str, Callable[[], dict[str, Any]]]] = [
-        ("cuda_tests", lambda: cuda_tests(device, left(150))),
-        ("hf", lambda: hf_throughput(device, sizes)),
-        ("learner", lambda: learner_step(device, sizes)),
-        ("weight_sync", lambda: weight_sync(device, sizes)),
-        ("train", lambda: train_run(device, sizes, left(budget))),
+    # (name, seconds -> result, whether the part bounds itself: its subprocess gets the
+    # seconds less SUBPROCESS_GRACE, to stop it and read what it wrote, and SIGALRM is a backstop)
+    parts: list[tuple[str, Callable[[float], dict[str, Any]], bool]] = [
+        ("cuda_tests", lambda s: cuda_tests(device, s), True),
+        ("hf", lambda s: hf_throughput(device, sizes), False),
+        ("learner", lambda s: learner_step(device, sizes), False),
+        ("weight_sync", lambda s: weight_sync(device, sizes), False),
+        ("train", lambda s: train_run(device, sizes, s), True),
     ]
-    where = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    result: dict[str, Any] = {"check": "gpu", "device": where, "quick": args.quick}
-    for name, part in parts:
-        part_started = time.perf_counter()
+    if args.fail:
+        parts = [injected(part, args.fail) for part in parts]
+    cap = 0.0
+
+    def on_alarm(*_: Any) -> None:
+        raise CutOff(f"cut off after its {cap:.0f} s")
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    for name, part, bounded in parts:
+        report.running = name
+        started = time.perf_counter()
+        seconds = left(SHARES.get(name, 1.0))
+        cap = seconds + SUBPROCESS_GRACE if bounded else seconds
+        signal.setitimer(signal.ITIMER_REAL, cap)
         try:
-            result[name] = part()
-        except Exception as error:  # each part reports; a failure must not hide the others
+            result = part(max(1.0, seconds - SUBPROCESS_GRACE) if bounded else seconds)
+        except (Exception, CutOff) as error:  # each part reports: one must not hide the others
             traceback.print_exc(file=sys.stderr)
-            result[name] = {"error": f"{type(error).__name__}: {error}"[:500]}
-        result[name].setdefault("seconds", round(time.perf_counter() - part_started, 1))
+            result = {"error": f"{type(error).__name__}: {error}"[:500]}
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        result.setdefault("seconds", round(time.perf_counter() - started, 1))
+        report.result[name] = result
+        report.save()
         release(device)
         print(f"gpu_check: {name} done", file=sys.stderr, flush=True)
-    result["seconds"] = round(time.perf_counter() - started, 1)
-    print(json.dumps(result))
+    report.running = ""
+    report.finish()
+
+
+def injected(
+    part: tuple[str, Callable[[float], dict[str, Any]], bool], fail: str
+) -> tuple[str, Callable[[float], dict[str, Any]], bool]:
+    """``--fail PART[:hang|:stuck]`` (for tests): that part raises, loops in Python (its SIGALRM
+    cuts it off), or blocks the signals and sleeps (only the watchdog ends it)."""
+    name, _, how = fail.partition(":")
+    if part[0] != name:
+        return part
+
+    def broken(_: float) -> dict[str, Any]:
+        if how == "hang":
+            while True:
+                time.sleep(0.1)
+        if how == "stuck":
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM, signal.SIGTERM})
+            time.sleep(10**6)
+        raise RuntimeError(f"{name}: injected failure")
+
+    return name, broken, part[2]
 
 
 if __name__ == "__main__":
