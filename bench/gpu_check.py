@@ -1,6 +1,6 @@
-"""One command that checks Arena on a GPU host: five parts, one JSON line, at most ~8 minutes.
+"""One command that checks Arena on a GPU host: five parts, one JSON line, inside its budget.
 
-A lent GPU host is held for minutes at a time (``../shared/gpu/README.md``), so everything worth
+A lent GPU host is held for minutes at a time (``docs/gpu.md``), so everything worth
 knowing about a GPU is gathered in one run, and each part reports even where another fails
 (its error goes into the JSON under the part's name). In order:
 
@@ -133,6 +133,11 @@ WATCHDOG_GRACE = 10.0
 whatever runs."""
 
 
+Part = Callable[[float, dict[str, Any]], "dict[str, Any] | None"]
+"""A part: given its seconds and its result so far (filled in as it measures, so that a part
+cut off keeps what it measured), returns its result or None (all of it in the second)."""
+
+
 class CutOff(BaseException):
     """A part ran past its share of the budget (raised by the SIGALRM handler). Not an
     Exception: the parts' own ``except Exception`` (a failed graph capture falls back to eager
@@ -262,8 +267,9 @@ def device_test_files() -> list[str]:
     ]
 
 
-def hf_throughput(device: torch.device, sizes: dict[str, Any]) -> dict[str, Any]:
-    """Generated and scored tokens/s of an HFPolicy, per number of requests in flight."""
+def hf_throughput(device: torch.device, sizes: dict[str, Any], out: dict[str, Any]) -> None:
+    """Generated and scored tokens/s of an HFPolicy, per number of requests in flight, into
+    ``out`` as each is measured (a part cut off keeps what it measured)."""
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     model, tokenizer = random_model(sizes["shape"], device=str(device), dtype=dtype)
     vocab = int(model.config.vocab_size)
@@ -276,11 +282,7 @@ def hf_throughput(device: torch.device, sizes: dict[str, Any]) -> dict[str, Any]
         replies = [[rng.integers(10, vocab, size=length) for _ in range(count)] for _ in range(n)]
         return prompts, replies
 
-    out: dict[str, Any] = {
-        "shape": sizes["shape"],
-        "params": parameters(model),
-        "dtype": str(dtype),
-    }
+    out.update(shape=sizes["shape"], params=parameters(model), dtype=str(dtype))
     for n in sizes["in_flight"]:
         chats = [[{"role": "user", "content": f"Count to {i}."}] for i in range(n)]
         params = SamplingParams(max_new_tokens=sizes["max_new_tokens"])
@@ -353,9 +355,9 @@ def learner_step(device: torch.device, sizes: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def weight_sync(device: torch.device, sizes: dict[str, Any]) -> dict[str, Any]:
+def weight_sync(device: torch.device, sizes: dict[str, Any], out: dict[str, Any]) -> None:
     """Publish (export to the CPU) and apply (bench/adapters.py's one_update) of the full model
-    and of an r=8 adapter, medians over rounds."""
+    and of an r=8 adapter, medians over rounds, into ``out`` as each is measured."""
     r = 8
     shape = AdapterShape(r, 2.0 * r, DEFAULT_TARGET_MODULES)
     config = LearnerConfig(model="random", adapters={"solver": ""})
@@ -384,7 +386,7 @@ def weight_sync(device: torch.device, sizes: dict[str, Any]) -> dict[str, Any]:
     for version in range(1, sizes["rounds"] + 2):  # the first round warms up; dropped
         times["full"].append(timed(lambda: hf_state_dict(full_model), full_policy, version))
         times["adapter"].append(timed(adapters.export, adapter_policy, version))
-    out: dict[str, Any] = {"r": r}
+    out["r"] = r
     for case, rows in times.items():
         rows = rows[1:]
         out[f"{case}_mb"] = round(rows[0][2] / 1e6, 2)
@@ -398,7 +400,6 @@ def weight_sync(device: torch.device, sizes: dict[str, Any]) -> dict[str, Any]:
         }
         for case, export in exports.items():
             out[f"ipc_{case}_s"] = ipc_sync(sizes["shape"], case, export, r, sizes["rounds"])
-    return out
 
 
 def ipc_sync(
@@ -570,14 +571,15 @@ def main() -> None:
         spent = time.perf_counter() - report.started
         return max(min(10.0, budget / 20), min(share * budget, budget - spent))
 
-    # (name, seconds -> result, whether the part bounds itself: its subprocess gets the
-    # seconds less SUBPROCESS_GRACE, to stop it and read what it wrote, and SIGALRM is a backstop)
-    parts: list[tuple[str, Callable[[float], dict[str, Any]], bool]] = [
-        ("cuda_tests", lambda s: cuda_tests(device, s), True),
-        ("hf", lambda s: hf_throughput(device, sizes), False),
-        ("learner", lambda s: learner_step(device, sizes), False),
-        ("weight_sync", lambda s: weight_sync(device, sizes), False),
-        ("train", lambda s: train_run(device, sizes, s), True),
+    # (name, (seconds, result so far) -> result, whether the part bounds itself: its
+    # subprocess gets the seconds less SUBPROCESS_GRACE, to stop it and read what it wrote, and
+    # SIGALRM is a backstop)
+    parts: list[tuple[str, Part, bool]] = [
+        ("cuda_tests", lambda s, out: cuda_tests(device, s), True),
+        ("hf", lambda s, out: hf_throughput(device, sizes, out), False),
+        ("learner", lambda s, out: learner_step(device, sizes), False),
+        ("weight_sync", lambda s, out: weight_sync(device, sizes, out), False),
+        ("train", lambda s, out: train_run(device, sizes, s), True),
     ]
     if args.fail:
         parts = [injected(part, args.fail) for part in parts]
@@ -593,11 +595,14 @@ def main() -> None:
         seconds = left(SHARES.get(name, 1.0))
         cap = seconds + SUBPROCESS_GRACE if bounded else seconds
         signal.setitimer(signal.ITIMER_REAL, cap)
+        result: dict[str, Any] = {}
         try:
-            result = part(max(1.0, seconds - SUBPROCESS_GRACE) if bounded else seconds)
+            result.update(
+                part(max(1.0, seconds - SUBPROCESS_GRACE) if bounded else seconds, result) or {}
+            )
         except (Exception, CutOff) as error:  # each part reports: one must not hide the others
             traceback.print_exc(file=sys.stderr)
-            result = {"error": f"{type(error).__name__}: {error}"[:500]}
+            result["error"] = f"{type(error).__name__}: {error}"[:500]
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
         result.setdefault("seconds", round(time.perf_counter() - started, 1))
@@ -609,16 +614,15 @@ def main() -> None:
     report.finish()
 
 
-def injected(
-    part: tuple[str, Callable[[float], dict[str, Any]], bool], fail: str
-) -> tuple[str, Callable[[float], dict[str, Any]], bool]:
+def injected(part: tuple[str, Part, bool], fail: str) -> tuple[str, Part, bool]:
     """``--fail PART[:hang|:stuck]`` (for tests): that part raises, loops in Python (its SIGALRM
     cuts it off), or blocks the signals and sleeps (only the watchdog ends it)."""
     name, _, how = fail.partition(":")
     if part[0] != name:
         return part
 
-    def broken(_: float) -> dict[str, Any]:
+    def broken(_: float, out: dict[str, Any]) -> None:
+        out["before"] = "the failure"  # what a part measured before it failed is kept
         if how == "hang":
             while True:
                 time.sleep(0.1)

@@ -54,7 +54,8 @@ def test_sigterm_prints_the_parts_done_and_a_cut_off_part_reports(tmp_path: Path
     stdout, stderr = check.communicate(timeout=30)
     assert check.returncode == 0, stderr[-2000:]
     line = json.loads(stdout.strip().splitlines()[-1])
-    assert line["hf"] == {"error": "CutOff: cut off after its 2 s", "seconds": 2.0}
+    hf = {"before": "the failure", "error": "CutOff: cut off after its 2 s", "seconds": 2.0}
+    assert line["hf"] == hf  # what it had measured, and why it stopped
     assert line["cut_off"].endswith(" cut off by SIGTERM")  # learner, or weight_sync
     files = ["tests/arena/weights/test_cuda_ipc.py", "tests/bench/test_shapes.py"]
     files.append("tests/trainers/test_learner.py")  # the files with [cuda] variants
@@ -90,6 +91,7 @@ def test_the_gpu_check_reports_every_part_on_a_cpu() -> None:
         assert numbers or words, (part, report)
     # a part that fails (here on purpose) reports its error, and the others still run
     assert out["cuda_tests"]["error"] == "RuntimeError: cuda_tests: injected failure"
+    assert out["cuda_tests"]["before"] == "the failure"
     # on a CPU every other part must work: an error there is a bug in the script
     for part in PARTS[1:]:
         assert "error" not in out[part], (part, out[part])
