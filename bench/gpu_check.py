@@ -224,12 +224,19 @@ def release(device: torch.device) -> None:
         torch.cuda.empty_cache()
 
 
-def summary_counts(output: str) -> dict[str, int]:
-    """passed / failed / errors / skipped / deselected from pytest's last summary line."""
-    counts = {}
-    for number, word in re.findall(r"(\d+) (passed|failed|errors?|skipped|deselected)", output):
-        counts["errors" if word.startswith("error") else word] = int(number)
-    return counts
+def outcomes(output: str) -> dict[str, Any]:
+    """passed / failed / errors / skipped counts and the failures' names, from pytest's ``-v``
+    lines (one per test as it ends): a run cut off still tells the tests it finished."""
+    seen = dict(re.findall(r"^(\S+::\S+) (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)", output, re.M))
+    counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
+    for outcome in seen.values():
+        key = {"ERROR": "errors", "XFAIL": "skipped", "XPASS": "passed"}.get(outcome)
+        counts[key or outcome.lower()] += 1
+    failures = [name for name, outcome in seen.items() if outcome in ("FAILED", "ERROR")]
+    # a module that could not be collected: "ERROR tests/x.py" in the short summary
+    failures += re.findall(r"^ERROR (\S+\.py)\b", output, re.M)
+    counts["errors"] += sum(1 for f in failures if "::" not in f)
+    return {**counts, "failures": failures}
 
 
 def cuda_tests(device: torch.device, timeout: float) -> dict[str, Any]:
@@ -240,16 +247,14 @@ def cuda_tests(device: torch.device, timeout: float) -> dict[str, Any]:
     if device.type != "cuda":
         return {"skipped": "no cuda", "files": files}
     started = time.perf_counter()
-    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    argv = [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider"]
     argv += ["--continue-on-collection-errors", "-k", "cuda", *files]
     with tempfile.TemporaryDirectory(prefix="arena-gpu-check-") as folder:
         log = Path(folder) / "pytest.log"
         returncode = run_bounded(argv, log, timeout)
         output = log.read_text(errors="replace")
         keep_log(log, "cuda_tests.log")
-    out = {"files": files, "passed": 0, "failed": 0, **summary_counts(output)}
-    out["returncode"] = returncode
-    out["failures"] = re.findall(r"^(?:FAILED|ERROR) (\S+)", output, re.MULTILINE)
+    out = {"files": files, **outcomes(output), "returncode": returncode}
     if returncode is None:
         out["error"] = f"cut off after {timeout:.0f} s: {output[-800:]}"
     out["seconds"] = round(time.perf_counter() - started, 1)
@@ -260,9 +265,11 @@ def device_test_files() -> list[str]:
     """The test files with a test that takes the ``device`` fixture (tests/conftest.py): the
     ones with ``[cuda]`` variants."""
     takes = re.compile(r"^def test_\w+\(([^)]*)\)", re.MULTILINE)
+    # the benches' tests last: the slowest, they must not keep the others from running
+    ordered = sorted((ROOT / "tests").rglob("test_*.py"), key=lambda p: ("bench" in p.parts, p))
     return [
         str(path.relative_to(ROOT))
-        for path in sorted((ROOT / "tests").rglob("test_*.py"))
+        for path in ordered
         if any(re.search(r"\bdevice\b", params) for params in takes.findall(path.read_text()))
     ]
 

@@ -57,8 +57,8 @@ def test_sigterm_prints_the_parts_done_and_a_cut_off_part_reports(tmp_path: Path
     hf = {"before": "the failure", "error": "CutOff: cut off after its 2 s", "seconds": 2.0}
     assert line["hf"] == hf  # what it had measured, and why it stopped
     assert line["cut_off"].endswith(" cut off by SIGTERM")  # learner, or weight_sync
-    files = ["tests/arena/weights/test_cuda_ipc.py", "tests/bench/test_shapes.py"]
-    files.append("tests/trainers/test_learner.py")  # the files with [cuda] variants
+    files = ["tests/arena/weights/test_cuda_ipc.py", "tests/trainers/test_learner.py"]
+    files.append("tests/bench/test_shapes.py")  # the files with [cuda] variants, benches last
     assert line["cuda_tests"] == {"skipped": "no cuda", "files": files, "seconds": 0.0}
     assert json.loads(out.read_text()) == line
 
@@ -105,3 +105,38 @@ def test_the_gpu_check_reports_every_part_on_a_cpu() -> None:
     assert 0 < out["train"]["learner_share"] < 1
     # Tic-Tac-Toe turns by choice were scored (Kuhn's too): prompt plus every legal reply
     assert out["train"]["scored_tokens"] > 0 and out["train"]["scored_tok_s"] > 0
+
+
+def test_the_cuda_tests_are_counted_from_pytests_own_lines(tmp_path: Path) -> None:
+    """What ``cuda_tests`` reports, read from a real ``pytest -v`` run as the check starts it:
+    a pass, a failure, a skip and a module that cannot be imported (a package the host lacks)."""
+    (tmp_path / "test_a.py").write_text(
+        "import pytest\n"
+        "@pytest.fixture(params=['cpu', 'cuda'])\n"
+        "def device(request): return request.param\n"
+        "def test_ok(device): pass\n"
+        "def test_bad(device): assert device == 'cpu'\n"
+        "def test_skip(device): pytest.skip('no')\n"
+    )
+    (tmp_path / "test_b.py").write_text("import a_package_this_host_lacks\n")
+    argv = [sys.executable, "-m", "pytest", "-v", "-ra", "-p", "no:cacheprovider"]
+    argv += ["--continue-on-collection-errors", "-k", "cuda", "test_a.py", "test_b.py"]
+    log = tmp_path / "pytest.log"
+    log.write_text(subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True).stdout)
+    read = (
+        f"import gpu_check, json; print(json.dumps(gpu_check.outcomes(open({str(log)!r}).read())))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", read],
+        cwd=ROOT / "bench",
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(done.stdout) == {
+        "passed": 1,
+        "failed": 1,
+        "errors": 1,
+        "skipped": 1,
+        "failures": ["test_a.py::test_bad[cuda]", "test_b.py"],
+    }
