@@ -183,3 +183,26 @@ def test_a_bfloat16_model_serving_adapters(tiny_model) -> None:
         np.testing.assert_allclose(g.logprobs, w.logprobs, atol=0.05, rtol=0)
     (shape,) = static.static._shapes.values()
     assert shape.cache.layers[0].keys.dtype == torch.float32 == shape.dtype
+
+
+def test_shapes_are_kept_most_recent_first_up_to_max_shapes(tiny_model) -> None:
+    """Each (rows, columns, adapters, truncation, dtype) gets its buffers (and, on CUDA, its
+    graph) once; past MAX_SHAPES the least recently used is dropped, not the one in use."""
+    from arena.policies.static_decode import MAX_SHAPES, StaticDecoder
+
+    decoder = StaticDecoder(tiny_model[0])
+    assert decoder.graphs is False  # CUDA graphs on CUDA only
+    keys = [
+        (rows, cols, (), False, torch.float32)
+        for cols in (128, 256)
+        for rows in (1, 2, 4, 8, 16, 32, 64, 128, 256)
+    ]
+    first = decoder._shape(keys[0])
+    for key in keys[1:MAX_SHAPES]:
+        decoder._shape(key)
+    assert decoder._shape(keys[0]) is first  # reused, and now the most recent
+    for key in keys[MAX_SHAPES:]:
+        decoder._shape(key)
+    kept = list(decoder._shapes)
+    assert len(kept) == MAX_SHAPES and keys[0] in kept and keys[1] not in kept
+    assert kept[-1] == keys[-1] and first.cache.layers[0].keys.shape[0] == 1
