@@ -331,7 +331,7 @@ def markdown(summary: dict[str, dict[str, Any]]) -> str:
     if not summary:
         lines.append(
             "No evaluation results (eval.games: 0 skips every evaluation; a role game whose "
-            "seats put nothing in infos[seat]['metrics'] has none)."
+            "seats report no metrics has none)."
         )
     lines.extend(notes)
     return "\n".join(lines)

@@ -62,7 +62,7 @@ def test_a_run_repeats_from_its_seed_under_load(tmp_path: Path) -> None:
     # eval.games=0 and no strategy read: nothing is evaluated, and the summary says so
     nothing = (
         "No evaluation results (eval.games: 0 skips every evaluation; a role game whose seats "
-        "put nothing in infos[seat]['metrics'] has none)."
+        "report no metrics has none)."
     )
     assert not (tmp_path / "quiet" / "evals.jsonl").exists()
     assert nothing in quiet.stdout
