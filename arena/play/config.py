@@ -92,9 +92,13 @@ class OpponentConfig:
     fixed: str = "random-v0"
     """Bot id for ``fixed`` mode, or ``strongest`` for each game's strongest reference bot."""
     latest_prob: float = 0.5
-    """In ``population`` mode, chance an opponent seat plays the current policy itself."""
+    """In ``population`` mode, the chance that a step's opponent seats play the current policy
+    itself (one draw per step, for every opponent seat of its collect)."""
     pool_size: int = 4
-    """In ``population`` mode, how many recent checkpoints stay in the pool."""
+    """In ``population`` mode, how many recent checkpoints stay in the pool. Without the current
+    policy, the draw is uniform over the initial model and the last ``pool_size`` checkpoints
+    still on disk (``learner.checkpoint.keep`` prunes older ones, so the pool holds at most that
+    many): latest_prob 0.5 and 4 checkpoints give 0.5 latest, 0.1 each of the other five."""
 
     def __post_init__(self) -> None:
         check_choice("opponents.mode", self.mode, OPPONENT_MODES)
