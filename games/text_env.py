@@ -260,7 +260,32 @@ class TextGame(Interacting, AECEnv):
         agent = self.agent_selection if agent is None else agent
         if self.is_over or agent != self.agent_selection:
             return []
-        return list(self._legal_actions(agent))
+        legal = list(self._legal_actions(agent))
+        if not self.free_text:
+            self._check_legal(agent, legal)
+        return legal
+
+    def _check_legal(self, agent: str, legal: list[Any]) -> None:
+        """Refuse a ``_legal_actions`` that no seat could play from, naming the hook: an index
+        outside the action space would fail as an ``IndexError`` of the action mask, and an
+        empty list while the game is on as a bot's "no legal action", blaming the bot."""
+        size = self.action_space(agent).n
+        for action in legal:
+            if (
+                isinstance(action, (bool, np.bool_))
+                or not isinstance(action, (int, np.integer))
+                or not 0 <= action < size
+            ):
+                raise ValueError(
+                    f"{type(self).__name__}._legal_actions({agent!r}) listed {action!r}, not an "
+                    f"action index 0..{size - 1} of its action space"
+                )
+        if not legal:
+            raise ValueError(
+                f"{type(self).__name__}._legal_actions({agent!r}) is empty but the game is not "
+                "over (_outcome() is None): the seat to move needs a legal action (end the game "
+                "in _outcome, or give the seat one, such as a pass)"
+            )
 
     def action_mask(self, agent: str) -> np.ndarray:
         mask = np.zeros(self.action_space(agent).n, dtype=np.int8)
@@ -367,7 +392,7 @@ class TextGame(Interacting, AECEnv):
         self._retries[agent] = 0
         self._feedback[agent] = ""
         self.infos[agent].update(invalid=False, invalid_reason="", retries=0, feedback="")
-        self._add_rewards(self._apply(agent, action))
+        self._add_rewards(self._checked_rewards(self._apply(agent, action), agent, action))
         self.turn += 1
         reason = self._outcome()
         if reason is not None:
@@ -400,6 +425,27 @@ class TextGame(Interacting, AECEnv):
             f"Invalid action: {reason}. Try again ({left} attempt(s) left before you forfeit)."
         )
         info["feedback"] = self._feedback[agent]
+
+    def _checked_rewards(
+        self, rewards: Mapping[str, float], agent: str, action: Any
+    ) -> Mapping[str, float]:
+        """What ``_apply`` returned, if it is rewards: a mapping of this game's seats to finite
+        numbers. A NaN would otherwise make every return NaN and score the game as a loss, with
+        no word said; an unknown seat would fail as a ``KeyError``."""
+        where = f"{type(self).__name__}._apply({agent!r}, {action!r})"
+        if not isinstance(rewards, Mapping):
+            raise TypeError(
+                f"{where} returned {type(rewards).__name__}, not a mapping of seat to reward "
+                "({} when the move earns nothing)"
+            )
+        for seat, reward in rewards.items():
+            if seat not in self.rewards:
+                raise ValueError(f"{where} rewarded {seat!r}, not a seat of the game")
+            if isinstance(reward, bool) or not isinstance(reward, numbers.Real):
+                raise TypeError(f"{where} gave {seat} a reward of {reward!r}, not a number")
+            if not np.isfinite(reward):
+                raise ValueError(f"{where} gave {seat} a reward of {reward!r}: not finite")
+        return rewards
 
     def _add_rewards(self, rewards: Mapping[str, float]) -> None:
         for agent, reward in rewards.items():

@@ -45,12 +45,23 @@ and solver, so k symmetric solver seats share one baseline.
   ``Episode.final_rewards[seat]``, without the per-turn shaping; the sum of its turn rewards
   where the episode lists none), then ``group``.
 
-sigma is the population standard deviation (ddof = 0). With ``scale_by_std`` off, the division
+sigma is the population standard deviation (ddof = 0) and eps is ``learner.advantage.eps``
+(1e-6 by default), added to sigma. With ``scale_by_std`` off, the division
 is dropped (A = G - mu, as Dr. GRPO). A key or group with a single sample, or whose values are
 all equal, has no spread to compare against: its advantages are exactly 0 (never NaN), and the
 sample stays in the batch (the zero-advantage filter may drop it later, and counts it). The
 optional whitening then maps every advantage of the batch to (A - mean) / (std + eps), mean and
 population std over the whole batch (left unchanged when there is one, or they are all equal).
+
+**The batch** is one learner step's turns (trainers/learner.py): the trained turns that this
+learner trains (its policy's seats, its adapters') of the whole episodes and groups the step
+takes (every pending one, or up to ``batch.max_batch_samples`` turns), less the turns the
+staleness bound rejects (``batch.stale_mode: reject``; down-weighted ones stay). The overlong,
+void and zero-advantage filters act after the advantages, so their turns do count in mu and
+sigma. *Batch order*, which the ``ema`` modes depend on, is by episode id (compared as strings)
+and then turn index, whatever order the episodes arrived in: ``ema`` with alpha 0.95 and b = 0,
+episode ``e2`` (R = 1) arriving before ``e1`` (R = -1), both of one key, updates for ``e1`` first,
+b = 0.95 * 0.05 * (-1) + 0.05 * 1 = 0.0025 (arrival order would give -0.0025).
 
 By hand, ``batch`` over one key with G = [1, 0, 0, 1]: mu 0.5, sigma 0.5, A = +-0.5 / 0.500001
 = [0.999998, -0.999998, -0.999998, 0.999998]; G = [2, 2]: A = [0, 0]; ``ema`` with alpha 0.95
@@ -235,7 +246,7 @@ def compute_advantages(
 
 
 def stats_by_key(values: Iterable[float], keys: Sequence[Key]) -> dict[Key, dict[str, float]]:
-    """mean, std, min, max and count of ``values`` per key (for metrics)."""
+    """mean, std (population, ddof = 0), min, max and count of ``values`` per key (for metrics)."""
     values = np.asarray(list(values), dtype=np.float64)
     stats = {}
     for key, idx in _indices_by_key(keys).items():

@@ -80,7 +80,9 @@ class LossConfig:
     """``token-mean``, ``seq-mean-token-mean`` or ``constant`` (sum over a turn's tokens divided
     by ``norm_constant``, then mean over turns, as Dr. GRPO)."""
     norm_constant: float | None = None
-    """Divisor of the ``constant`` aggregation; None uses batch.max_response_tokens."""
+    """Divisor of the ``constant`` aggregation; None uses batch.max_response_tokens (which
+    ``arena train`` sets to ``sampling.max_new_tokens``). A learner with neither is refused when
+    built."""
     tis_cap: float | None = 2.0
     """Cap C of truncated importance sampling, min(pi_learner / pi_sampler, C) per token;
     None disables the correction."""
@@ -197,9 +199,11 @@ class OptimConfig:
     schedule: str = "constant"
     """LR after warmup: ``constant``, ``linear`` or ``cosine`` decay to min_lr_ratio * lr."""
     warmup_steps: int = 0
-    """Linear warmup from lr / warmup_steps to lr."""
+    """Linear warmup from lr / warmup_steps to lr (step k of the warmup: lr * (k + 1) /
+    warmup_steps); a decay starts after it (trainers/optim.py:learning_rate)."""
     total_steps: int | None = None
-    """Length of the linear or cosine decay, in learner steps. None: the run's ``steps``
+    """The step at which the linear or cosine decay reaches its floor, in learner steps (the
+    decay spans total_steps - warmup_steps steps). None: the run's ``steps``
     (``arena train`` fills it in); a learner built on its own with a decaying schedule needs it."""
     min_lr_ratio: float = 0.0
     """Floor of the decay as a fraction of lr."""

@@ -95,6 +95,13 @@ class Learner:
             raise ConfigError(
                 f"learner.lora.serve must be merged or adapter, got {config.lora.serve!r}"
             )
+        if config.loss.aggregation == "constant" and not (
+            config.loss.norm_constant or config.batch.max_response_tokens
+        ):
+            raise ConfigError(
+                "learner.loss.aggregation=constant divides by learner.loss.norm_constant, else "
+                "learner.batch.max_response_tokens: set one of them"
+            )
         device = resolve_device(config.device)
         self.dist = ddist.init_distributed(config.distributed, device)
         self.device = ddist.local_device(device, self.dist)

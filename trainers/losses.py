@@ -6,6 +6,7 @@ Per token t of a turn with advantage A (the turn's, repeated on each of its toke
     pg_t   = max(-A r_t, -A clip(r_t, 1 - clip_low, 1 + clip_high))
     pg_t   = min(pg_t, -c A)            if A < 0          dual clip (c = dual_clip > 1)
     w_t    = min(exp(logp_old_t - logp_sampler_t), C)     truncated importance sampling, detached
+                                                          (w_t = 1 with tis_cap None)
     kl_t   = exp(ref_t - logp_t) - (ref_t - logp_t) - 1   k3 estimator of KL(pi || ref)
     L_t    = u_i * (w_t * pg_t + beta * kl_t - eta * H_t)
     loss   = sum_t a_t * L_t
@@ -83,7 +84,9 @@ def ppo_clip_loss(
 def truncated_is_weights(
     old_logprobs: torch.Tensor, sampler_logprobs: torch.Tensor, cap: float | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """min(pi_learner / pi_sampler, cap) per token, detached, and where the cap acted."""
+    """min(pi_learner / pi_sampler, cap) per token, detached, and where the cap acted. With
+    ``cap`` None there is no correction: every weight is 1 (not the uncapped ratio), as
+    ``loss.tis_cap: null`` says."""
     ratio = torch.exp(old_logprobs.detach() - sampler_logprobs)
     if cap is None:
         return torch.ones_like(ratio), torch.zeros_like(ratio, dtype=torch.bool)

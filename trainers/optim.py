@@ -49,7 +49,15 @@ def learning_rate(step: int, config: OptimConfig) -> float:
     """LR of the update that follows ``step`` completed updates.
 
     Linear warmup over ``warmup_steps`` (lr * (step + 1) / warmup_steps), then ``constant``,
-    or a ``linear`` / ``cosine`` decay from lr to min_lr_ratio * lr at ``total_steps``.
+    or a ``linear`` / ``cosine`` decay from lr to min_lr_ratio * lr at ``total_steps``. The
+    decay starts where the warmup ends::
+
+        progress = min(max(step - warmup_steps, 0) / max(total_steps - warmup_steps, 1), 1)
+        factor   = 1 - progress  (linear)   or   (1 + cos(pi * progress)) / 2  (cosine)
+        lr_step  = lr * (min_lr_ratio + (1 - min_lr_ratio) * factor)
+
+    e.g. lr 1, warmup 2, cosine over total 10: steps 0, 1 -> 0.5, 1.0; step 6 (half way through
+    the 8 decaying steps) -> 0.5; step 10 and later -> 0.
     """
     if step < config.warmup_steps:
         return config.lr * (step + 1) / config.warmup_steps

@@ -14,7 +14,9 @@ For each (game, opponent) it reports:
   ``[0, 0.161]``, not ``[0, 0]``, so one win afterwards does not count as an improvement;
 - ``win`` with a Wilson 95% interval (``win_ci``); ``draw`` and ``loss``, the rates alone;
 - ``invalid_rate``: invalid actions over the policy's turns, with a Wilson 95% interval
-  (turns within a game are not independent, so read it as a slightly narrow interval);
+  (turns within a game are not independent, so read it as a slightly narrow interval); a bot
+  evaluated in the policy's place has no policy turns (``policy_turns`` 0, ``invalid_rate`` 0
+  with the interval [0, 1], and no invalid rate on its line);
 - ``mean_return``: the evaluated seat's mean final return, with a normal-approximation 95%
   interval (``return_ci``, :func:`mean_ci` unclipped). The score compares the seats' returns,
   which says what it should only in a competitive game: in a cooperative one (``mini-hanabi-v0``)

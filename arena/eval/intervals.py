@@ -56,8 +56,9 @@ def wilson(successes: float, n: int) -> tuple[float, float]:
 
 
 def json_round(value: float, digits: int) -> float | None:
-    """``round`` that turns NaN (no interval could be drawn) into JSON ``null``."""
-    return round(value, digits) if math.isfinite(value) else None
+    """``round`` that turns NaN (no interval could be drawn) into JSON ``null``, and -0.0 into
+    0.0."""
+    return round(value, digits) + 0.0 if math.isfinite(value) else None
 
 
 def percentile_ci(samples: np.ndarray) -> tuple[float, float]:

@@ -27,7 +27,9 @@ weak: it moves a 200-Elo gap measured over a hundred games by under 0.2 Elo (76 
 100 such games lands about 1200 Elo above its opponent rather than at infinity. By hand, with
 lam = (400 / (1000 ln 10))^2 = 0.0301778 the prior's precision in natural log-odds units: a
 wins one match in each seat against b, so f = 0 and the ratings are +-c with
-2 / (1 + e^(2c)) = lam c, c = 1.7917, a gap of 2c * 400 / ln 10 = 622.5 Elo. Ratings are then
+2 / (1 + e^(2c)) = lam c, c = 1.7917, a gap of 2c * 400 / ln 10 = 622.5 Elo. Seat 0 wins both
+matches instead (a first, then b first): the ratings are equal and f = x * 400 / ln 10 with
+2 / (1 + e^x) = lam x, x = 3.0363, f = +527.5 Elo. Ratings are then
 shifted so that the anchor sits at ``anchor_rating`` (the first participant in sorted name order
 unless one is named).
 
@@ -35,7 +37,10 @@ unless one is named).
 see :func:`arena.eval.match_log.clusters`) are drawn with replacement ``resamples`` times, with a
 seeded ``numpy.random.Generator``, and the model is refitted on each draw. A participant absent
 from a draw is left out of that draw's percentiles (all of them if the anchor is absent).
-``resamples=0`` skips the bootstrap: the intervals are then NaN (``null`` in the JSON).
+``resamples=0`` skips the bootstrap: the intervals are then NaN (``null`` in the JSON), the
+first mover's included. The anchor's interval is always its pinned rating, ``[anchor_rating,
+anchor_rating]`` (``[1000.0, 1000.0]``), with or without the bootstrap: every draw is measured
+from it.
 
 **Multi-player matches** (three seats or more) are rated with OpenSkill's Plackett-Luce model
 with its defaults (a participant starts at mu = 25, sigma = 25/3, beta = 25/6, and sigma grows by
@@ -116,17 +121,18 @@ class Ratings:
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        """The ``ratings``, ``first_mover`` and ``anchor`` keys of the ratings JSON (0.1 Elo)."""
+        """The ``ratings``, ``first_mover`` and ``anchor`` keys of the ratings JSON (0.1 Elo;
+        a value that rounds to zero is 0.0, never -0.0)."""
         return {
             "ratings": {
                 name: {
-                    "rating": round(rating, 1),
+                    "rating": round(rating, 1) + 0.0,
                     "ci": [json_round(self.ci[name][0], 1), json_round(self.ci[name][1], 1)],
                 }
                 for name, rating in self.ratings.items()
             },
             "first_mover": {
-                "rating": round(self.first_mover, 1),
+                "rating": round(self.first_mover, 1) + 0.0,
                 "ci": [
                     json_round(self.first_mover_ci[0], 1),
                     json_round(self.first_mover_ci[1], 1),
@@ -191,7 +197,7 @@ def fit_bradley_terry(
 
     Raises ``ValueError`` when there is no two-player match, or when ``anchor`` names no
     participant (the message names the nearest). ``resamples=0`` skips the bootstrap (intervals
-    are NaN).
+    are NaN, but the anchor's, which is ``(anchor_rating, anchor_rating)`` either way).
     """
     two = [m for m in matches if len(m.seats) == 2]
     if not two:

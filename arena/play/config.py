@@ -92,9 +92,13 @@ class OpponentConfig:
     fixed: str = "random-v0"
     """Bot id for ``fixed`` mode, or ``strongest`` for each game's strongest reference bot."""
     latest_prob: float = 0.5
-    """In ``population`` mode, chance an opponent seat plays the current policy itself."""
+    """In ``population`` mode, the chance that a step's opponent seats play the current policy
+    itself (one draw per step, for every opponent seat of its collect)."""
     pool_size: int = 4
-    """In ``population`` mode, how many recent checkpoints stay in the pool."""
+    """In ``population`` mode, how many recent checkpoints stay in the pool. Without the current
+    policy, the draw is uniform over the initial model and the last ``pool_size`` checkpoints
+    still on disk (``learner.checkpoint.keep`` prunes older ones, so the pool holds at most that
+    many): latest_prob 0.5 and 4 checkpoints give 0.5 latest, 0.1 each of the other five."""
 
     def __post_init__(self) -> None:
         check_choice("opponents.mode", self.mode, OPPONENT_MODES)
@@ -291,6 +295,20 @@ class PlayConfig:
         undeclared name or a policy without a section: the run's ``sampling``)."""
         spec = self.policies.get(policy) if policy is not None else None
         return self.sampling if spec is None else spec.sampling_over(self.sampling, policy)
+
+
+def check_distinct_games(games: Sequence[GameConfig]) -> None:
+    """Each game may be listed once: its episodes, step metrics, evaluation rows and tournament
+    match ids are keyed by its id, so a second entry of one id (other kwargs, role or act)
+    would be merged into the first's rows, or replayed under its match ids, without a word."""
+    first: dict[str, int] = {}
+    for index, game in enumerate(games):
+        if game.id in first:
+            raise ConfigError(
+                f"games[{index}]: {game.id} is listed twice (games[{first[game.id]}] too); a "
+                "game's episodes, metrics and results are keyed by its id: list it once"
+            )
+        first[game.id] = index
 
 
 def check_seat_policies(

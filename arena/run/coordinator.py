@@ -29,10 +29,11 @@ after training (:mod:`arena.run.strategy_reads`).
 It writes ``metrics.jsonl``, TensorBoard events, transcripts and checkpoints under
 ``<output_dir>/<name>/<time>/`` (:mod:`arena.run.run_log`), and ends with a before/after table
 (``eval_summary.md`` and ``eval_summary.json``). A crashed rollout actor, inference actor, the
-run's own broker, or the learner is restarted, and so is a hung one (:mod:`arena.run.hangs`); any other dead child stops the run with an error that
-names it. A restarted learner resumes from its last checkpoint, and the run goes back to that
-step and continues (:mod:`arena.run.learner_restart`). An inference actor or learner the run
-waits for and did not start that leaves the bus or dies is named at once, with the command that
+run's own broker, or the learner is restarted, and so is a hung one (:mod:`arena.run.hangs`);
+any other dead child stops the run with an error that names it. A restarted learner resumes
+from its last checkpoint, and the run goes back to that step and continues
+(:mod:`arena.run.learner_restart`). An inference actor, learner or rollout actor the run waits
+for and did not start that leaves the bus or dies is named at once, with the command that
 starts it again, and again when it is back (:mod:`arena.run.departures`).
 """
 
@@ -45,13 +46,13 @@ from pathlib import Path
 from typing import Any
 
 from arena.bus import Actor, BusError
-from arena.bus.security import keys_hint
 from arena.eval.summary import write_eval_summary
 from arena.models import load_tokenizer
 from arena.play.stats import merge_collects
 from arena.policies.chat import ChatFormat
 from arena.run.addresses import bus_address, own_broker
 from arena.run.bases import trained_bases
+from arena.run.bus_join import join_bus
 from arena.run.collection import Collector, sync_order_seed
 from arena.run.config import RunConfig
 from arena.run.delivery import Deliveries
@@ -61,7 +62,6 @@ from arena.run.evaluation import evaluate_baseline, evaluate_policy
 from arena.run.failures import EmptySteps, SkippedSteps
 from arena.run.hangs import HangWatch
 from arena.run.inference_settings import SettingsCheck
-from arena.run.join_commands import broker_hint
 from arena.run.launcher import Launcher
 from arena.run.learner_restart import LearnerClient, LearnerRestarted
 from arena.run.policy_learners import PolicyLearners
@@ -75,10 +75,6 @@ from arena.run.strategy_reads import StrategyReads
 from arena.run.stream import CollectStream
 from arena.run.watch import Watchdog
 from arena.run.weight_sync import WeightSync
-
-
-class NoBroker(RuntimeError):
-    """No broker answered at the run's ``bus.address``."""
 
 
 class RunCoordinator:
@@ -126,8 +122,7 @@ class RunCoordinator:
             await asyncio.sleep(0.5)
 
     async def connect(self) -> None:
-        """Join the bus as ``trainer``. The run's own broker may take a while to start; an
-        external one must answer within ``bus.connect_timeout``, else :class:`NoBroker`."""
+        """Join the bus as ``trainer`` (:func:`~arena.run.bus_join.join_bus`)."""
         c = self.config
         actor = Actor(
             "trainer", self.address, kind="trainer", heartbeat_interval=c.bus.heartbeat_interval
@@ -137,24 +132,7 @@ class RunCoordinator:
         self.hangs.attach(actor)  # children the broker declares dead while they live: killed
         self.departures.attach(actor, self.hangs)
         actor.subscribe("metrics.learner", lambda m: None)
-        timeout = 120.0 if self.own_broker else c.bus.connect_timeout
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                await actor.start(timeout=max(1.0, min(5.0, deadline - time.monotonic())))
-                break
-            except BusError as err:
-                await actor.close()
-                if time.monotonic() < deadline:
-                    continue
-                if self.own_broker:
-                    raise
-                raise NoBroker(
-                    f"no broker answered at bus.address={self.address} within {timeout:g}s "
-                    f"({err}). Start one there first: `{broker_hint(self.address, self.config.bus)}` (on the "
-                    "broker's host), or leave bus.address unset to let arena train start its own"
-                    + keys_hint(self.address)
-                ) from None
+        await join_bus(actor, c.bus, self.own_broker)
         self.actor = actor
         self.collector = Collector(
             actor,

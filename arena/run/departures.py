@@ -1,5 +1,5 @@
-"""Inference actors and learners the run needs and does not start: named the moment they are
-gone, and again when they are back.
+"""Inference actors, learners and rollout actors the run needs and does not start: named the
+moment they are gone, and again when they are back.
 
 A run with ``inference.actors: 0`` (the hand-started recipe of ``docs/deploy.md``) waits for its
 inference actors by name and prints the command of each (:mod:`arena.run.roster`); so does one
@@ -19,6 +19,10 @@ way, with the command that starts it again (:func:`~arena.run.join_commands.star
 resumes from the run's newest checkpoint), and when it is back, under any name: a learner
 service has one learner.
 
+A rollout actor started by hand (``rollout-<I>``, from the run's join commands) is named the
+same way, with the command that starts it again under its index: before, one that left was
+noticed only when an order to it failed, and the run collected with fewer actors unsaid.
+
 An actor of the run's own (named in its launcher) gets no such line: it is restarted, and the
 launcher says so.
 """
@@ -32,6 +36,7 @@ from typing import Any
 from arena.bus import Actor, Message
 from arena.run.bases import MAIN_SERVICE, learner_services
 from arena.run.config import RunConfig
+from arena.run.directory import ROLLOUT_SERVICE, rollout_index
 from arena.run.hangs import HangWatch
 from arena.run.inference_actors import MAIN_ACTOR, named_inference
 from arena.run.join_commands import start_command
@@ -51,8 +56,8 @@ def policy_service(info: dict[str, Any]) -> str | None:
 
 
 class Departures:
-    """Names the inference actors and learners the run does not start when they leave and when
-    back."""
+    """Names the inference actors, learners and rollout actors the run does not start when they
+    leave and when back."""
 
     def __init__(
         self,
@@ -95,7 +100,11 @@ class Departures:
         return next((s for s in info.get("services") or () if s in self._learners), None)
 
     def _service(self, info: dict[str, Any]) -> str | None:
-        """What ``info`` serves that the run waits for: a policy, or one of its learners."""
+        """What ``info`` serves that the run waits for: a policy, one of its learners, or
+        rollout (an actor named ``rollout-<I>``)."""
+        rollout = ROLLOUT_SERVICE in (info.get("services") or ())
+        if rollout and rollout_index(str(info.get("name"))) is not None:
+            return ROLLOUT_SERVICE
         return policy_service(info) or self._learner_service(info)
 
     def left(self, info: dict[str, Any], how: str) -> bool:
@@ -108,6 +117,9 @@ class Departures:
         if service in self._learners:
             policy = None if service == MAIN_SERVICE else service.partition(":")[2]
             command = start_command(self.config, self.run_dir, self.address, "learner", policy)
+        elif service == ROLLOUT_SERVICE:
+            index = rollout_index(name)
+            command = start_command(self.config, self.run_dir, self.address, "rollout", index=index)
         else:
             command = inference_command(self.config, self.run_dir, self.address, name, service)
         if command is None:
@@ -132,7 +144,9 @@ class Departures:
             (
                 gone
                 for gone, served in self.gone.items()
-                if served == service and (service in self._learners or not self._named_actor(gone))
+                if served == service
+                and service != ROLLOUT_SERVICE  # a rollout actor is back only under its index
+                and (service in self._learners or not self._named_actor(gone))
             ),
             None,
         )

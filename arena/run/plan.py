@@ -80,11 +80,18 @@ def plan(config: RunConfig, run_dir: Path | None = None) -> str:
         )
     if config.opponents.mode == "population":
         o = config.opponents
+        kept = config.learner.checkpoint.keep
+        pool = f"{o.pool_size} checkpoints"
+        if kept < o.pool_size:  # pruned checkpoints cannot be drawn
+            pool = (
+                f"{kept} checkpoints on disk (pool_size {o.pool_size}, "
+                f"learner.checkpoint.keep {kept})"
+            )
         lines.append(
             f"  pool         {pool_actor()} serves policy:{pool_policy()}"
             f"{joins(config, address, where, pool_actor())}: one draw per collect "
-            f"(latest_prob={o.latest_prob:g}, else the initial model or one of the last "
-            f"{o.pool_size} checkpoints)"
+            f"(latest_prob={o.latest_prob:g}, else uniformly the initial model or one of the "
+            f"last {pool})"
         )
     for name in pooled_bases(config.play):
         lines.append(

@@ -1,8 +1,10 @@
 """Population play: before each step, draw who fills the untrained seats.
 
 With ``opponents.latest_prob`` the opponent is the current policy (frozen for that step);
-otherwise a checkpoint drawn from the last ``opponents.pool_size`` (or the initial model),
-loaded into the pool inference actor that serves ``policy:pool``.
+otherwise one drawn uniformly from the initial model and the last ``opponents.pool_size``
+checkpoints on disk (``learner.checkpoint.keep`` prunes older ones: with keep 3 and pool_size 4
+the pool is the initial model and 3 checkpoints), loaded into the pool inference actor that
+serves ``policy:pool``.
 
 With named policies that are adapters on the shared base, the base is frozen, so the pool
 actor keeps it and loads the drawn checkpoint's adapters (``step-N/adapters/<name>``, or the

@@ -42,8 +42,10 @@ def cpu_threads(config: RunConfig, cores: int | None = None) -> dict[str, int]:
 
 def core_share(processes: int, cores: int | None = None) -> int:
     """Torch threads for each of ``processes`` that compute at once on this machine's cores
-    (or ``cores``): an equal share, at least 1. Oversubscribed cores cost more than idle ones:
-    an OpenMP thread spins at every barrier for a thread the scheduler has put aside."""
+    (or ``cores``): an equal share rounded down, at least 1 (``max(1, cores // processes)``:
+    3 processes on 8 cores get 2 threads each, 3 on 2 cores 1 each). Oversubscribed cores cost
+    more than idle ones: an OpenMP thread spins at every barrier for a thread the scheduler has
+    put aside."""
     cores = cores or len(os.sched_getaffinity(0))
     return max(1, cores // max(1, processes))
 

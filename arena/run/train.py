@@ -15,8 +15,9 @@ from arena.bus import BusError
 from arena.bus.peers import ROUTING_ENV
 from arena.core.registry import PluginFailed
 from arena.run.addresses import local_address
+from arena.run.bus_join import NoBroker
 from arena.run.config import RunConfig
-from arena.run.coordinator import NoBroker, RunCoordinator
+from arena.run.coordinator import RunCoordinator
 from arena.run.failures import NothingToTrain
 from arena.run.hangs import HangTimeoutTooShort
 from arena.run.launcher import ChildDied

@@ -11,7 +11,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from synthetic import episode, turn
+from synthetic import bandit_episode, episode, make_config, turn
 
 from trainers.advantages import (
     EMABaseline,
@@ -25,6 +25,7 @@ from trainers.advantages import (
 from trainers.batch import episode_samples
 from trainers.config import AdvantageConfig
 from trainers.inbox import Inbox
+from trainers.learner import Learner
 from trainers.microbatch import collate
 
 
@@ -441,3 +442,55 @@ def test_the_prompt_key_gives_each_prompt_its_own_baseline() -> None:
     # [1 2]: 2 - 0, then its baseline is 1.0 and the third turn gets 1 - 1; [1 3]: -1 - 0
     assert got.tolist() == [2.0, -1.0, 0.0]
     assert AdvantageConfig(key=["game", "prompt"]).key == ["game", "prompt"]
+
+
+def test_sigma_is_the_population_std_and_eps_is_added_to_it() -> None:
+    # G = [1, 2, 6] on one key: mu 3, population variance (4 + 1 + 9) / 3 = 14/3, sigma 2.160247
+    #   (the sample std, 2.645751, would give [-0.755929, -0.377964, 1.133893]):
+    #   A = [-2, -1, 3] / 2.161247 = [-0.925820, -0.462910, 1.388730]
+    adv = normalize_by_key([1.0, 2.0, 6.0], [("k",)] * 3)
+    assert list(adv) == pytest.approx([-0.925820, -0.462910, 1.388730], abs=1e-6)
+    # eps 0.5 on [1, 3]: mu 2, sigma 1, A = -+1 / 1.5
+    assert list(normalize_by_key([1.0, 3.0], [("k",)] * 2, eps=0.5)) == pytest.approx(
+        [-2 / 3, 2 / 3], abs=1e-12
+    )
+    # batch, then whitening over the batch: key a [1, 3] -> -+1 / 1.000001 = -+0.999999,
+    #   key b [0, 4] -> -+2 / 2.000001 = -+0.9999995; whitened: mean 0, population std
+    #   sqrt((0.999999^2 + 0.9999995^2) / 2) = 0.99999925, so -+0.999999 / 1.00000025 and
+    #   -+0.9999995 / 1.00000025
+    keys = [("a",), ("a",), ("b",), ("b",)]
+    got = compute_advantages(
+        "batch", [1.0, 3.0, 0.0, 4.0], [0.0] * 4, keys, [""] * 4, whiten_all=True
+    )
+    expected = [-0.99999875, 0.99999875, -0.99999925, 0.99999925]
+    assert list(got) == pytest.approx(expected, abs=1e-8)
+
+
+def test_the_batch_is_the_fresh_turns_in_episode_id_order(fresh_tiny) -> None:
+    """What "this batch" and "batch order" are in a learner step (the module docstring's
+    **The batch**): its episodes sorted by id whatever their arrival, its stale turns left out.
+
+    ema, alpha 0.95, one key (g, p0), one-turn episodes (G = R = the reward):
+      step 1: e2 (R = 1) arrives before e1 (R = -1); by id, e1 goes first:
+        e1: A = -1 - 0 = -1, b = 0.05 * -1 = -0.05; e2: A = 1 - (-0.05) = 1.05,
+        b = 0.95 * -0.05 + 0.05 * 1 = 0.0025 (arrival order: A = 1, -1.05 and b = -0.0025).
+      step 2, learner at version 1, max_staleness 0: e3 (version 0, R = 5) is stale and left
+        out; e4 (version 1, R = 1): A = 1 - 0.0025 = 0.9975, b = 0.95 * 0.0025 + 0.05 = 0.052375
+        (had e3 counted, first by id: A(e3) = 4.9975, b = 0.252375, A(e4) = 0.747625).
+    """
+    config = make_config(advantage={"mode": "ema"}, batch={"max_staleness": 0})
+    learner = Learner(config, *fresh_tiny)
+    learner.add_episodes([bandit_episode("e2", [5, 6], 7, -1.0, 1.0)])
+    learner.add_episodes([bandit_episode("e1", [5, 6], 8, -1.0, -1.0)])
+    first = learner.step()
+    assert first is not None and first["version"] == 1.0
+    assert first["adv/g/p0/min"] == pytest.approx(-1.0, abs=1e-12)
+    assert first["adv/g/p0/max"] == pytest.approx(1.05, abs=1e-12)
+    assert learner.ema.baselines == pytest.approx({("g", "p0"): 0.0025}, abs=1e-12)
+    learner.add_episodes([bandit_episode("e3", [5, 6], 7, -1.0, 5.0, version=0)])
+    learner.add_episodes([bandit_episode("e4", [5, 6], 7, -1.0, 1.0, version=1)])
+    second = learner.step()
+    assert second is not None and second["filtered/stale_rejected"] == 1.0
+    assert second["adv/g/p0/count"] == 1.0
+    assert second["adv/g/p0/mean"] == pytest.approx(0.9975, abs=1e-12)
+    assert learner.ema.baselines == pytest.approx({("g", "p0"): 0.052375}, abs=1e-12)

@@ -12,9 +12,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
-from synthetic import make_config, params, two_seat_episodes
+from synthetic import bandit_episode, episode, make_config, params, two_seat_episodes
 
 import trainers.update as update_module
+from arena.core.errors import ConfigError
+from arena.records import synthetic_turn
 from arena.weights.assembler import WeightAssembler
 from trainers.config import LearnerConfig
 from trainers.learner import Learner
@@ -235,3 +237,50 @@ def test_a_batch_without_signal_still_counts_as_a_step(fresh_tiny) -> None:
     assert metrics["no_signal"] == 1.0 and metrics["samples"] == 0
     assert metrics["step"] == metrics["version"] == 1 and learner.version == 1
     assert all(torch.equal(before[n], p) for n, p in params(learner.model).items())
+
+
+def test_the_loss_of_one_step_by_hand(fresh_tiny) -> None:
+    """The loss of trainers/losses.py end to end, where one optimizer step makes the ratio 1
+    and ``tis_cap: null`` makes w 1: L_t = -A per loss element, token-mean over every element,
+    the zero-advantage turns' included (docs/training.md, "The loss").
+
+    ema, alpha 0.95, one key, one-token bandit turns in id order with R = 0, 1, 0, 1:
+      e0: A = 0 - 0 = 0 (left out of the pass, counted), b = 0; e1: A = 1, b = 0.05;
+      e2: A = -0.05, b = 0.0475; e3: A = 1 - 0.0475 = 0.9525.
+      loss = -(0 + 1 - 0.05 + 0.9525) / 4 = -0.475625 (over the 3 kept turns: -0.634167).
+    A generated turn of 2 tokens (R = 1, A = 1) and a choice turn (R = -1, A = -1 - 0.05 = -1.05,
+    one element) in token-mean: -(2 * 1 - 1.05) / 3 = -0.316667; in seq-mean-token-mean, per
+    turn then over turns: -(1 - 1.05) / 2 = 0.025.
+    """
+    config = make_config(advantage={"mode": "ema"}, loss={"tis_cap": None})
+    learner = Learner(config, *fresh_tiny)
+    rewards = [0.0, 1.0, 0.0, 1.0]
+    learner.add_episodes(
+        [bandit_episode(f"e{i}", [5, 6], 7, -1.0, r) for i, r in enumerate(rewards)]
+    )
+    metrics = learner.step()
+    assert metrics is not None and metrics["optimizer_steps"] == 1.0
+    assert metrics["pg_loss"] == pytest.approx(-0.475625, abs=1e-6)
+    assert metrics["signal_share"] == 0.75 and metrics["tokens"] == 3.0
+    mixed = [
+        episode("e0", [synthetic_turn("e0", 0, "p0", response=[7, 8], reward=1.0)]),
+        episode(
+            "e1",
+            [synthetic_turn("e1", 0, "p0", choices=[[7], [8, 9]], choice_index=1, reward=-1.0)],
+        ),
+    ]
+    for aggregation, expected in (("token-mean", -0.95 / 3), ("seq-mean-token-mean", 0.025)):
+        loss = {"tis_cap": None, "aggregation": aggregation}
+        learner = Learner(make_config(advantage={"mode": "ema"}, loss=loss), *fresh_tiny)
+        learner.add_episodes(copy.deepcopy(mixed))
+        metrics = learner.step()
+        assert metrics is not None and metrics["pg_loss"] == pytest.approx(expected, abs=1e-6)
+
+
+def test_the_constant_aggregation_needs_its_divisor(fresh_tiny) -> None:
+    # a_t = 1 / (C * N_turns) with C = loss.norm_constant, else batch.max_response_tokens
+    with pytest.raises(ConfigError, match="learner.loss.norm_constant"):
+        Learner(make_config(loss={"aggregation": "constant"}), *fresh_tiny)
+    Learner(
+        make_config(loss={"aggregation": "constant"}, batch={"max_response_tokens": 8}), *fresh_tiny
+    )

@@ -22,6 +22,17 @@ def test_warmup_then_decay_by_hand() -> None:
     assert [learning_rate(s, linear) for s in range(5)] == pytest.approx([2, 1.75, 1.5, 1.25, 1])
 
 
+def test_the_decay_starts_where_the_warmup_ends() -> None:
+    # lr 1, warmup 2, linear to 0.1 at step 10: progress = (step - 2) / (10 - 2).
+    #   step 6: progress 0.5 -> 0.1 + 0.9 * 0.5 = 0.55 (measured from step 0 it would be
+    #   0.1 + 0.9 * (1 - 0.6) = 0.46); step 2: progress 0 -> 1.0; step 8: 0.1 + 0.9 * 0.25 = 0.325
+    linear = OptimConfig(
+        lr=1.0, warmup_steps=2, schedule="linear", total_steps=10, min_lr_ratio=0.1
+    )
+    got = [learning_rate(s, linear) for s in (0, 1, 2, 6, 8, 10, 11)]
+    assert got == pytest.approx([0.5, 1.0, 1.0, 0.55, 0.325, 0.1, 0.1], abs=1e-12)
+
+
 def test_a_decay_without_a_length_is_refused_and_constant_needs_none() -> None:
     assert learning_rate(7, OptimConfig(lr=0.1)) == 0.1
     with pytest.raises(ValueError, match="optim.total_steps"):

@@ -187,6 +187,26 @@ def test_bradley_terry_posterior_mode_by_hand() -> None:
         assert fit.ratings["b"] == pytest.approx(1000.0) and fit.first_mover == pytest.approx(0.0)
 
 
+def test_the_first_mover_term_by_hand_and_the_intervals_without_resamples() -> None:
+    # Seat 0 wins both matches, a first then b first. Symmetry gives ra = rb = 0, and with
+    # x = f in natural units the log-posterior is 2 log s(x) - LAM x^2 / 2 (s the logistic):
+    #   2 (1 - s(x)) = LAM x, i.e. 2 / (1 + e^x) = 0.0301778 x -> x = 3.03627
+    #   (2 / (1 + e^3.03627) = 0.091627 = LAM x), f = x / NATURAL = 527.45 Elo.
+    fitted = fit_bradley_terry([match("a", "b", 1.0), match("b", "a", 1.0)], resamples=0)
+    assert fitted.ratings == pytest.approx({"a": 1000.0, "b": 1000.0}, abs=1e-6)
+    assert fitted.first_mover == pytest.approx(527.45, abs=0.01)
+    x = fitted.first_mover * NATURAL
+    assert 2 / (1 + math.exp(x)) == pytest.approx(LAM * x, rel=1e-6)
+    # resamples=0: no interval but the anchor's, which is its pinned rating either way
+    as_json = fitted.to_dict()
+    assert as_json["ratings"]["a"] == {"rating": 1000.0, "ci": [1000.0, 1000.0]}
+    assert as_json["ratings"]["b"] == {"rating": 1000.0, "ci": [None, None]}
+    assert as_json["first_mover"] == {"rating": 527.5, "ci": [None, None]}
+    # a term that rounds to zero is written 0.0, not -0.0 (a beats b once from each seat)
+    even = fit_bradley_terry([match("a", "b", 1.0), match("b", "a", 0.0)], resamples=0)
+    assert math.copysign(1.0, even.to_dict()["first_mover"]["rating"]) == 1.0
+
+
 def test_bradley_terry_ignores_the_order_of_the_log() -> None:
     strength = {"p": 0.0, "q": 120.0, "r": -200.0}
     matches = simulate(strength, first_mover=35.0, seeds=5, rng=np.random.default_rng(1))

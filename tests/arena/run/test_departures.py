@@ -224,3 +224,47 @@ def test_a_hand_started_learner_that_leaves_is_named_with_its_command(
     departures = own.departures
     for name, service in (("learner", "learner"), ("learner-responder", "learner:responder")):
         assert not departures.left({"name": name, "services": [service]}, "left the bus")
+
+
+def test_a_hand_started_rollout_actor_that_leaves_is_named_with_its_command(
+    quick_broker: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, a hand-started rollout actor that left was noticed only when an order to it
+    failed: the run collected with one actor fewer, unsaid."""
+    address = quick_broker
+    # the run starts rollout-0 and waits for rollout-1, started by hand
+    overrides = ["rollout.actors=1", "wait.rollout_actors=2"]
+    coordinator, said = watched_run("smoke.yaml", overrides, address, tmp_path, monkeypatch)
+
+    def rollout(name: str) -> Actor:
+        actor = Actor(name, address, kind="rollout", heartbeat_interval=0.2)
+        actor.serve("rollout", lambda msg: None)
+        return actor
+
+    async def scenario() -> None:
+        await coordinator.connect()
+        own, hand, stray = rollout("rollout-0"), rollout("rollout-1"), rollout("collector")
+        for actor in (own, hand, stray):
+            await actor.start()
+        await own.close()  # the run's own: its launcher restarts it
+        await stray.close()  # not rollout-<I>: no actor of the run's
+        await hand.close()
+        await until(lambda: len(said()) >= 1)
+        # another name serving rollout is not rollout-1 back; rollout-1 itself is
+        other = rollout("rollout-7")
+        await other.start()
+        back = rollout("rollout-1")
+        await back.start()
+        await until(lambda: len(said()) >= 2)
+        for actor in (other, back, coordinator.actor):
+            await actor.close()
+
+    asyncio.run(scenario())
+    pid, host = os.getpid(), socket.gethostname()
+    assert said() == [
+        f"rollout-1 (serving rollout, pid {pid} on {host}) left the bus; this run did not start "
+        f"it, so nothing restarts it: start it again with: arena rollout --connect {address} "
+        f"--config {tmp_path}/config.yaml --index 1",
+        "rollout-1 (serving rollout) is back on the bus",
+    ]
+    assert coordinator.departures.gone == {}

@@ -88,6 +88,19 @@ def test_named_adapters_load_each_policys_adapter_of_the_drawn_step(tmp_path: Pa
     assert pool.name == "pool"
 
 
+def test_the_plan_says_when_pruned_checkpoints_shrink_the_pool(tmp_path: Path) -> None:
+    # Only checkpoints on disk can be drawn: keep 3 (the learner's default) under pool_size 4
+    # leaves the initial model and 3 checkpoints, 0.5 / 4 = 0.125 each with latest_prob 0.5,
+    # not the 0.1 that pool_size 4 would give.
+    three = plan(run_with_checkpoints(tmp_path / "a", "opponents.pool_size=4"), tmp_path / "a")
+    assert (
+        "(latest_prob=0.5, else uniformly the initial model or one of the last 3 checkpoints on "
+        "disk (pool_size 4, learner.checkpoint.keep 3))" in three
+    )
+    kept = run_with_checkpoints(tmp_path / "b", "learner.checkpoint.keep=4")
+    assert "one of the last 4 checkpoints)" in plan(kept, tmp_path / "b")
+
+
 class PoolActor:
     """The pool actor as the coordinator's bus sees it: a status service, a restart (it serves
     the initial weights, version 0, again) and a spell away from the bus."""
