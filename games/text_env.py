@@ -46,6 +46,7 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import AECEnv
 
+from games.hook_checks import check_legal_indices, checked_rewards, whole_number
 from games.interaction import Interacting, Post
 from games.text import normalize, text_space, to_charset
 
@@ -53,15 +54,6 @@ KINDS = ("competitive", "cooperative", "general-sum")
 INFORMATION = ("perfect", "hidden")
 LISTED_ACTIONS_MAX = 40
 """Legal actions are spelled out in the observation text when there are at most this many."""
-
-
-def whole_number(name: str, value: Any, minimum: int = 1) -> int:
-    """``value`` as an int, or a ValueError naming ``name``: a game argument that must count
-    something (turns, rounds, dice, a heap). A ``--game-arg`` of 0, 2.5 or ``x`` would otherwise
-    build a game that ends after one move, round silently, or fail later, unreadably."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name} must be a whole number >= {minimum}, got {value!r}")
-    return int(value)
 
 
 class GameOverError(RuntimeError):
@@ -262,30 +254,8 @@ class TextGame(Interacting, AECEnv):
             return []
         legal = list(self._legal_actions(agent))
         if not self.free_text:
-            self._check_legal(agent, legal)
+            check_legal_indices(self, agent, legal, self.action_space(agent).n)
         return legal
-
-    def _check_legal(self, agent: str, legal: list[Any]) -> None:
-        """Refuse a ``_legal_actions`` that no seat could play from, naming the hook: an index
-        outside the action space would fail as an ``IndexError`` of the action mask, and an
-        empty list while the game is on as a bot's "no legal action", blaming the bot."""
-        size = self.action_space(agent).n
-        for action in legal:
-            if (
-                isinstance(action, (bool, np.bool_))
-                or not isinstance(action, (int, np.integer))
-                or not 0 <= action < size
-            ):
-                raise ValueError(
-                    f"{type(self).__name__}._legal_actions({agent!r}) listed {action!r}, not an "
-                    f"action index 0..{size - 1} of its action space"
-                )
-        if not legal:
-            raise ValueError(
-                f"{type(self).__name__}._legal_actions({agent!r}) is empty but the game is not "
-                "over (_outcome() is None): the seat to move needs a legal action (end the game "
-                "in _outcome, or give the seat one, such as a pass)"
-            )
 
     def action_mask(self, agent: str) -> np.ndarray:
         mask = np.zeros(self.action_space(agent).n, dtype=np.int8)
@@ -392,7 +362,7 @@ class TextGame(Interacting, AECEnv):
         self._retries[agent] = 0
         self._feedback[agent] = ""
         self.infos[agent].update(invalid=False, invalid_reason="", retries=0, feedback="")
-        self._add_rewards(self._checked_rewards(self._apply(agent, action), agent, action))
+        self._add_rewards(checked_rewards(self, agent, action, self._apply(agent, action)))
         self.turn += 1
         reason = self._outcome()
         if reason is not None:
@@ -425,27 +395,6 @@ class TextGame(Interacting, AECEnv):
             f"Invalid action: {reason}. Try again ({left} attempt(s) left before you forfeit)."
         )
         info["feedback"] = self._feedback[agent]
-
-    def _checked_rewards(
-        self, rewards: Mapping[str, float], agent: str, action: Any
-    ) -> Mapping[str, float]:
-        """What ``_apply`` returned, if it is rewards: a mapping of this game's seats to finite
-        numbers. A NaN would otherwise make every return NaN and score the game as a loss, with
-        no word said; an unknown seat would fail as a ``KeyError``."""
-        where = f"{type(self).__name__}._apply({agent!r}, {action!r})"
-        if not isinstance(rewards, Mapping):
-            raise TypeError(
-                f"{where} returned {type(rewards).__name__}, not a mapping of seat to reward "
-                "({} when the move earns nothing)"
-            )
-        for seat, reward in rewards.items():
-            if seat not in self.rewards:
-                raise ValueError(f"{where} rewarded {seat!r}, not a seat of the game")
-            if isinstance(reward, bool) or not isinstance(reward, numbers.Real):
-                raise TypeError(f"{where} gave {seat} a reward of {reward!r}, not a number")
-            if not np.isfinite(reward):
-                raise ValueError(f"{where} gave {seat} a reward of {reward!r}: not finite")
-        return rewards
 
     def _add_rewards(self, rewards: Mapping[str, float]) -> None:
         for agent, reward in rewards.items():
