@@ -1,6 +1,6 @@
-"""One command that checks Arena on a GPU host: five parts, one JSON line, at most ~8 minutes.
+"""One command that checks Arena on a GPU host: five parts, one JSON line, inside its budget.
 
-A lent GPU host is held for minutes at a time (``../shared/gpu/README.md``), so everything worth
+A lent GPU host is held for minutes at a time (``docs/gpu.md``), so everything worth
 knowing about a GPU is gathered in one run, and each part reports even where another fails
 (its error goes into the JSON under the part's name). In order:
 
@@ -29,15 +29,26 @@ knowing about a GPU is gathered in one run, and each part reports even where ano
   ``metrics.jsonl``. It gets what is left of ``--budget``; a run cut off by it still reports
   the steps it logged.
 
+Each part has a share of ``--budget`` (:data:`SHARES`; the training run gets what is left)
+and is cut off past it, and the whole check ends inside the budget whatever a part does: the
+JSON so far is saved after every part to ``--out`` (``$OUT/gpu_check.json`` where ``$OUT`` is
+set, so that it comes back from a GPU host even when the host kills the command), and printed
+once, at the end, at the budget (a watchdog thread, for a part stuck where Python cannot
+interrupt it) or on SIGTERM (an outer ``timeout``), with ``cut_off`` naming the part that was
+running. Its own processes (pytest, ``arena train``, bench/ipc_sync.py) are stopped with it.
+Under ``$OUT`` it also leaves the logs of pytest and of the training run. The guard is
+bench/gpu_guard.py.
+
 ``--device cpu --quick`` runs the same code here in under two minutes with tiny sizes (the
 tiny model, a few requests, a small run): it checks the script, not the numbers.
 
-Usage: python3 bench/gpu_check.py [--device cuda|cpu] [--quick] [--budget SECONDS]
+Usage: python3 bench/gpu_check.py [--device cuda|cpu] [--quick] [--budget SECONDS] [--out PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import os
@@ -48,6 +59,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -58,6 +70,15 @@ import msgpack
 import numpy as np
 import torch
 from adapters import one_update
+from gpu_guard import (
+    CHILDREN,
+    SUBPROCESS_GRACE,
+    WATCHDOG_GRACE,
+    CutOff,
+    Report,
+    keep_log,
+    run_bounded,
+)
 from learner import CHOICE_SHAPES, bare_step_fn, interleaved, learner_step_fn, make_episodes
 from shapes import parameters, random_model, save_random_model
 
@@ -104,6 +125,17 @@ SIZES: dict[bool, dict[str, Any]] = {
 }
 
 
+Part = Callable[[float, dict[str, Any]], "dict[str, Any] | None"]
+"""A part: given its seconds and its result so far (filled in as it measures, so that a part
+cut off keeps what it measured), returns its result or None (all of it in the second)."""
+
+
+SHARES = {"cuda_tests": 1 / 3, "hf": 1 / 6, "learner": 1 / 8, "weight_sync": 1 / 5}
+"""Each part's most seconds, as a share of ``--budget`` (360 s: 120, 60, 45 and 72 s); the
+training run, last, gets what is left. On an H200 each is expected to take half its share or
+less (docs/gpu.md): a part that needs more is cut off and says so, and the rest still run."""
+
+
 def synchronize(device: torch.device) -> None:
     """Wait for the GPU's queued work, so that a clock read after it sees that work."""
     if device.type == "cuda":
@@ -116,36 +148,59 @@ def release(device: torch.device) -> None:
         torch.cuda.empty_cache()
 
 
-def summary_counts(output: str) -> dict[str, int]:
-    """passed / failed / errors / skipped / deselected from pytest's last summary line."""
-    counts = {}
-    for number, word in re.findall(r"(\d+) (passed|failed|errors?|skipped|deselected)", output):
-        counts["errors" if word.startswith("error") else word] = int(number)
-    return counts
+def outcomes(output: str) -> dict[str, Any]:
+    """passed / failed / errors / skipped counts and the failures' names, from pytest's ``-v``
+    lines (one per test as it ends): a run cut off still tells the tests it finished."""
+    seen = dict(re.findall(r"^(\S+::\S+) (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)", output, re.M))
+    counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
+    for outcome in seen.values():
+        key = {"ERROR": "errors", "XFAIL": "skipped", "XPASS": "passed"}.get(outcome)
+        counts[key or outcome.lower()] += 1
+    failures = [name for name, outcome in seen.items() if outcome in ("FAILED", "ERROR")]
+    # a module that could not be collected: "ERROR tests/x.py" in the short summary
+    failures += re.findall(r"^ERROR (\S+\.py)\b", output, re.M)
+    counts["errors"] += sum(1 for f in failures if "::" not in f)
+    return {**counts, "failures": failures}
 
 
 def cuda_tests(device: torch.device, timeout: float) -> dict[str, Any]:
     """The ``[cuda]`` variants of the tests (pytest in a subprocess): counts and failures."""
+    # only the files whose tests take the device fixture: collecting all of tests/ costs
+    # seconds, and a module that needs a package the host lacks (kubernetes) reads as an error
+    files = device_test_files()
     if device.type != "cuda":
-        return {"skipped": "no cuda"}
+        return {"skipped": "no cuda", "files": files}
     started = time.perf_counter()
-    # a module that cannot be imported there (an optional package) must not stop the rest
-    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
-    argv += ["--continue-on-collection-errors", "-k", "cuda", "tests/"]
+    argv = [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider"]
+    argv += ["--continue-on-collection-errors", "-k", "cuda", *files]
     with tempfile.TemporaryDirectory(prefix="arena-gpu-check-") as folder:
         log = Path(folder) / "pytest.log"
         returncode = run_bounded(argv, log, timeout)
         output = log.read_text(errors="replace")
-    out = {"passed": 0, "failed": 0, **summary_counts(output), "returncode": returncode}
-    out["failures"] = re.findall(r"^(?:FAILED|ERROR) (\S+)", output, re.MULTILINE)
+        keep_log(log, "cuda_tests.log")
+    out = {"files": files, **outcomes(output), "returncode": returncode}
     if returncode is None:
         out["error"] = f"cut off after {timeout:.0f} s: {output[-800:]}"
     out["seconds"] = round(time.perf_counter() - started, 1)
     return out
 
 
-def hf_throughput(device: torch.device, sizes: dict[str, Any]) -> dict[str, Any]:
-    """Generated and scored tokens/s of an HFPolicy, per number of requests in flight."""
+def device_test_files() -> list[str]:
+    """The test files with a test that takes the ``device`` fixture (tests/conftest.py): the
+    ones with ``[cuda]`` variants."""
+    takes = re.compile(r"^def test_\w+\(([^)]*)\)", re.MULTILINE)
+    # the benches' tests last: the slowest, they must not keep the others from running
+    ordered = sorted((ROOT / "tests").rglob("test_*.py"), key=lambda p: ("bench" in p.parts, p))
+    return [
+        str(path.relative_to(ROOT))
+        for path in ordered
+        if any(re.search(r"\bdevice\b", params) for params in takes.findall(path.read_text()))
+    ]
+
+
+def hf_throughput(device: torch.device, sizes: dict[str, Any], out: dict[str, Any]) -> None:
+    """Generated and scored tokens/s of an HFPolicy, per number of requests in flight, into
+    ``out`` as each is measured (a part cut off keeps what it measured)."""
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     model, tokenizer = random_model(sizes["shape"], device=str(device), dtype=dtype)
     vocab = int(model.config.vocab_size)
@@ -158,18 +213,18 @@ def hf_throughput(device: torch.device, sizes: dict[str, Any]) -> dict[str, Any]
         replies = [[rng.integers(10, vocab, size=length) for _ in range(count)] for _ in range(n)]
         return prompts, replies
 
-    out: dict[str, Any] = {
-        "shape": sizes["shape"],
-        "params": parameters(model),
-        "dtype": str(dtype),
-    }
+    out.update(shape=sizes["shape"], params=parameters(model), dtype=str(dtype))
     for n in sizes["in_flight"]:
         chats = [[{"role": "user", "content": f"Count to {i}."}] for i in range(n)]
+        # other prompts of the same batch shape: a warm-up on the timed prompts would leave
+        # their KV blocks in the prefix cache, and the timed run would skip their prefill
+        warm = [[{"role": "user", "content": f"Count from {i}."}] for i in range(n)]
         params = SamplingParams(max_new_tokens=sizes["max_new_tokens"])
         for mode, suffix in (("on", ""), ("off", "_loop")):
             policy = HFPolicy(model, tokenizer, max_batch=n, static_decode=mode)
-            # warm-up: kernels, allocator, and the static path's graph for this batch shape
-            policy.generate(chats if mode == "on" else chats[:2], params)
+            # warm-up, the same for both: kernels, allocator, the shared system-prompt blocks
+            # of the prefix cache, and the static path's graph for this batch shape
+            policy.generate(warm, params)
             synchronize(device)
             started = time.perf_counter()
             generations = policy.generate(chats, params)
@@ -235,9 +290,9 @@ def learner_step(device: torch.device, sizes: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def weight_sync(device: torch.device, sizes: dict[str, Any]) -> dict[str, Any]:
+def weight_sync(device: torch.device, sizes: dict[str, Any], out: dict[str, Any]) -> None:
     """Publish (export to the CPU) and apply (bench/adapters.py's one_update) of the full model
-    and of an r=8 adapter, medians over rounds."""
+    and of an r=8 adapter, medians over rounds, into ``out`` as each is measured."""
     r = 8
     shape = AdapterShape(r, 2.0 * r, DEFAULT_TARGET_MODULES)
     config = LearnerConfig(model="random", adapters={"solver": ""})
@@ -266,7 +321,7 @@ def weight_sync(device: torch.device, sizes: dict[str, Any]) -> dict[str, Any]:
     for version in range(1, sizes["rounds"] + 2):  # the first round warms up; dropped
         times["full"].append(timed(lambda: hf_state_dict(full_model), full_policy, version))
         times["adapter"].append(timed(adapters.export, adapter_policy, version))
-    out: dict[str, Any] = {"r": r}
+    out["r"] = r
     for case, rows in times.items():
         rows = rows[1:]
         out[f"{case}_mb"] = round(rows[0][2] / 1e6, 2)
@@ -280,7 +335,6 @@ def weight_sync(device: torch.device, sizes: dict[str, Any]) -> dict[str, Any]:
         }
         for case, export in exports.items():
             out[f"ipc_{case}_s"] = ipc_sync(sizes["shape"], case, export, r, sizes["rounds"])
-    return out
 
 
 def ipc_sync(
@@ -290,10 +344,20 @@ def ipc_sync(
     another process (bench/ipc_sync.py, serving the same shape) opening it and applying it,
     until its reply. The pipe to it stands in for the bus (one small message each way)."""
     argv = [sys.executable, str(ROOT / "bench" / "ipc_sync.py"), shape, case, str(r)]
-    child = subprocess.Popen(argv, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    child = subprocess.Popen(
+        argv, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True
+    )
+    CHILDREN.add(child)
     assert child.stdin is not None and child.stdout is not None
+
+    def reply() -> dict[str, Any]:
+        line = child.stdout.readline()  # a hung child: the part's SIGALRM interrupts this
+        if not line:
+            raise RuntimeError(f"bench/ipc_sync.py ended (returncode {child.wait()}), see stderr")
+        return json.loads(line)
+
     try:
-        ready = json.loads(child.stdout.readline())
+        ready = reply()
         publisher = WeightPublisher("gpu-check", shm=False)
         publisher.note_receiver("ipc-sync", ready["device"])
         seconds = []
@@ -305,34 +369,20 @@ def ipc_sync(
             frame = msgpack.packb(body)
             child.stdin.write(len(frame).to_bytes(4, "little") + frame)
             child.stdin.flush()
-            reply = json.loads(child.stdout.readline())
-            if reply.get("transport") != "cuda_ipc":
-                raise RuntimeError(f"the same-GPU receiver did not take it by IPC: {reply}")
+            answer = reply()
+            if answer.get("transport") != "cuda_ipc":
+                raise RuntimeError(f"the same-GPU receiver did not take it by IPC: {answer}")
             seconds.append(time.perf_counter() - started)
         return round(statistics.median(seconds[2:]), 5)
     finally:
-        child.stdin.close()
-        child.wait(timeout=30)
-
-
-def run_bounded(argv: list[str], log: Path, timeout: float) -> int | None:
-    """Run ``argv`` with its output in ``log``; past ``timeout``, stop its whole process group
-    and return None. ``arena train`` starts actors of its own: killing it alone would leave
-    them on the GPU (and holding any pipe of ours open), so it gets a session of its own."""
-    with open(log, "w") as out:
-        process = subprocess.Popen(
-            argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
+        with contextlib.suppress(OSError):
+            child.stdin.close()
         try:
-            return process.wait(timeout=timeout)
+            child.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGTERM)  # lets arena train stop its children
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-            return None
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+        CHILDREN.discard(child)
 
 
 def train_run(device: torch.device, sizes: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -351,6 +401,8 @@ def train_run(device: torch.device, sizes: dict[str, Any], timeout: float) -> di
         started = time.perf_counter()
         returncode = run_bounded(argv, folder / "train.log", timeout)
         wall = time.perf_counter() - started
+        keep_log(folder / "train.log", "train.log")
+        keep_log(run_dir / "metrics.jsonl", "train_metrics.jsonl")
         tail = (folder / "train.log").read_text(errors="replace")[-1500:]
         if returncode is None:
             tail = f"cut off after {timeout:.0f} s; {tail}"
@@ -361,7 +413,7 @@ def train_run(device: torch.device, sizes: dict[str, Any], timeout: float) -> di
             else []
         )
         if not rows:
-            return {"error": f"no step logged (returncode {returncode}): {tail}"}
+            return {"error": f"no step logged in {wall:.0f} s (returncode {returncode}): {tail}"}
         steps_s = sum(r["collect_s"] + r["train_s"] for r in rows)
         out = {
             "steps": len(rows),
@@ -393,37 +445,94 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default="cuda", help="cuda (the GPU host) or cpu")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, for a CPU check")
-    parser.add_argument("--budget", type=float, default=None, help="seconds (480; 110 quick)")
+    parser.add_argument("--budget", type=float, default=None, help="seconds (360; 200 quick)")
+    parser.add_argument("--out", default=None, help="where to save the JSON after every part")
+    # tests: PART raises, PART:hang loops (SIGALRM cuts it), PART:stuck ignores the signals
+    parser.add_argument("--fail", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    budget = args.budget or (110.0 if args.quick else 480.0)
-    started = time.perf_counter()
+    budget = args.budget or (200.0 if args.quick else 360.0)
+    out = args.out or (Path(os.environ["OUT"]) / "gpu_check.json" if "OUT" in os.environ else None)
+    report = Report({"check": "gpu", "device": args.device, "quick": args.quick}, out and Path(out))
+    # an outer `timeout` (SIGTERM), or the budget passed: print what there is, stop the children
+    signal.signal(signal.SIGTERM, lambda *_: report.stop("cut off by SIGTERM"))
+
+    def watchdog() -> None:  # for a part stuck where Python never sees its SIGALRM
+        time.sleep(budget + min(WATCHDOG_GRACE, budget / 10))
+        report.stop(f"still running past the budget ({budget:.0f} s)")
+
+    threading.Thread(target=watchdog, daemon=True, name="gpu-check-watchdog").start()
     device = torch.device(args.device)
     sizes = SIZES[args.quick]
+    with contextlib.suppress(Exception):  # a broken CUDA shows in the parts, each with its error
+        if device.type == "cuda":
+            report.result["device"] = torch.cuda.get_device_name(device)
 
-    def left(cap: float) -> float:
-        return max(10.0, min(cap, budget - (time.perf_counter() - started)))
+    def left(share: float) -> float:
+        """Seconds for the next part: its share of the budget, at most what is left."""
+        spent = time.perf_counter() - report.started
+        return max(min(10.0, budget / 20), min(share * budget, budget - spent))
 
-    parts: list[tuple[str, Callable[[], dict[str, Any]]]] = [
-        ("cuda_tests", lambda: cuda_tests(device, left(150))),
-        ("hf", lambda: hf_throughput(device, sizes)),
-        ("learner", lambda: learner_step(device, sizes)),
-        ("weight_sync", lambda: weight_sync(device, sizes)),
-        ("train", lambda: train_run(device, sizes, left(budget))),
+    # (name, (seconds, result so far) -> result, whether the part bounds itself: its
+    # subprocess gets the seconds less SUBPROCESS_GRACE, to stop it and read what it wrote, and
+    # SIGALRM is a backstop)
+    parts: list[tuple[str, Part, bool]] = [
+        ("cuda_tests", lambda s, out: cuda_tests(device, s), True),
+        ("hf", lambda s, out: hf_throughput(device, sizes, out), False),
+        ("learner", lambda s, out: learner_step(device, sizes), False),
+        ("weight_sync", lambda s, out: weight_sync(device, sizes, out), False),
+        ("train", lambda s, out: train_run(device, sizes, s), True),
     ]
-    where = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    result: dict[str, Any] = {"check": "gpu", "device": where, "quick": args.quick}
-    for name, part in parts:
-        part_started = time.perf_counter()
+    if args.fail:
+        parts = [injected(part, args.fail) for part in parts]
+    cap = 0.0
+
+    def on_alarm(*_: Any) -> None:
+        raise CutOff(f"cut off after its {cap:.0f} s")
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    for name, part, bounded in parts:
+        report.running = name
+        started = time.perf_counter()
+        seconds = left(SHARES.get(name, 1.0))
+        cap = seconds + SUBPROCESS_GRACE if bounded else seconds
+        signal.setitimer(signal.ITIMER_REAL, cap)
+        result: dict[str, Any] = {}
         try:
-            result[name] = part()
-        except Exception as error:  # each part reports; a failure must not hide the others
+            result.update(
+                part(max(1.0, seconds - SUBPROCESS_GRACE) if bounded else seconds, result) or {}
+            )
+        except (Exception, CutOff) as error:  # each part reports: one must not hide the others
             traceback.print_exc(file=sys.stderr)
-            result[name] = {"error": f"{type(error).__name__}: {error}"[:500]}
-        result[name].setdefault("seconds", round(time.perf_counter() - part_started, 1))
+            result["error"] = f"{type(error).__name__}: {error}"[:500]
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        result.setdefault("seconds", round(time.perf_counter() - started, 1))
+        report.result[name] = result
+        report.save()
         release(device)
         print(f"gpu_check: {name} done", file=sys.stderr, flush=True)
-    result["seconds"] = round(time.perf_counter() - started, 1)
-    print(json.dumps(result))
+    report.running = ""
+    report.finish()
+
+
+def injected(part: tuple[str, Part, bool], fail: str) -> tuple[str, Part, bool]:
+    """``--fail PART[:hang|:stuck]`` (for tests): that part raises, loops in Python (its SIGALRM
+    cuts it off), or blocks the signals and sleeps (only the watchdog ends it)."""
+    name, _, how = fail.partition(":")
+    if part[0] != name:
+        return part
+
+    def broken(_: float, out: dict[str, Any]) -> None:
+        out["before"] = "the failure"  # what a part measured before it failed is kept
+        if how == "hang":
+            while True:
+                time.sleep(0.1)
+        if how == "stuck":
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM, signal.SIGTERM})
+            time.sleep(10**6)
+        raise RuntimeError(f"{name}: injected failure")
+
+    return name, broken, part[2]
 
 
 if __name__ == "__main__":

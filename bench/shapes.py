@@ -1,6 +1,6 @@
 """Random-init Llama models of a named shape, for benchmarks that must run where no weights are.
 
-A lent GPU machine has no model weights (``../shared/gpu/README.md``), so ``bench/learner.py``
+A lent GPU machine has no model weights (``docs/gpu.md``), so ``bench/learner.py``
 and ``bench/rollout.py`` take ``--shape`` and build a Llama of that shape with random weights
 (seed 0) and SmolLM2's tokenizer (Arena's cache: ``arena.models.load_tokenizer("tiny")``).
 Timings and FLOP rates are real; what the model says is noise.

@@ -11,7 +11,7 @@
 - ``determinism``: the same seed gives the same game, in one environment and in two;
 - ``hidden_info``: no seat's text ever shows what ``hidden_from(seat)`` lists while the game is on
   (strings equal to the seat's own ``private_info``, such as equal dice, are skipped);
-- ``finishes``: random play ends within ``max_turns``, with finite (zero-sum where declared)
+- ``finishes``: random play ends within ``max_turns`` (at most :data:`PLAY_TURNS_MAX`), with finite (zero-sum where declared)
   returns and a termination reason;
 - ``bad_input``: ``None``, out-of-range and unparseable actions are recorded as invalid, repeated
   ones forfeit the game with the configured penalty, and stepping a finished game raises.
@@ -37,6 +37,10 @@ from arena.core.errors import did_you_mean
 from games.bots.random_bot import RandomBot
 from games.text_env import INFORMATION, KINDS, GameOverError, TextGame
 
+PLAY_TURNS_MAX = 10_000
+"""Turns a random playthrough may take, whatever the game's ``max_turns``: a game that never ends
+(a huge ``max_turns``) fails ``finishes`` in seconds instead of holding the kit for hours. A run
+gives up on an episode far sooner, at ``rollout.max_episode_turns`` (1000 by default)."""
 ROUNDTRIP_SAMPLE = 8
 """Legal actions round-tripped per decision (all of them when there are fewer)."""
 JUNK = ("", "   ", "???", "not an action at all 12345")
@@ -120,8 +124,14 @@ def decisions(env: TextGame, seed: int) -> Iterator[str]:
     """Play ``env`` from ``reset(seed)`` with random-legal bots, yielding the agent before each move."""
     env.reset(seed=seed)
     bot = RandomBot(seed + 1_000_003)  # not the game's seed: its draws would mirror the deal's
-    steps_left = env.max_turns + 1
+    bound = min(env.max_turns, PLAY_TURNS_MAX)
+    steps_left = bound + 1
     while not env.is_over:
+        if steps_left <= 0 and bound < env.max_turns:
+            raise AssertionError(
+                f"random play did not end within {bound} turns (max_turns {env.max_turns}); a "
+                "run fails an episode after rollout.max_episode_turns turns (1000 by default)"
+            )
         assert steps_left > 0, f"random play did not end within max_turns={env.max_turns}"
         agent = env.agent_selection
         yield agent

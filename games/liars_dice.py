@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from games.text_env import TextGame, whole_number
+from games.hook_checks import whole_number
+from games.text_env import TextGame
 
 FACES = 6
 

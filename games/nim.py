@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
+from games.hook_checks import whole_number
 from games.position import PositionGame
-from games.text_env import TextGame, whole_number
+from games.text_env import TextGame
 
 
 @dataclass(frozen=True)

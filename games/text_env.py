@@ -46,6 +46,7 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import AECEnv
 
+from games.hook_checks import check_legal_indices, checked_rewards, whole_number
 from games.interaction import Interacting, Post
 from games.text import normalize, text_space, to_charset
 
@@ -53,15 +54,6 @@ KINDS = ("competitive", "cooperative", "general-sum")
 INFORMATION = ("perfect", "hidden")
 LISTED_ACTIONS_MAX = 40
 """Legal actions are spelled out in the observation text when there are at most this many."""
-
-
-def whole_number(name: str, value: Any, minimum: int = 1) -> int:
-    """``value`` as an int, or a ValueError naming ``name``: a game argument that must count
-    something (turns, rounds, dice, a heap). A ``--game-arg`` of 0, 2.5 or ``x`` would otherwise
-    build a game that ends after one move, round silently, or fail later, unreadably."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name} must be a whole number >= {minimum}, got {value!r}")
-    return int(value)
 
 
 class GameOverError(RuntimeError):
@@ -260,7 +252,10 @@ class TextGame(Interacting, AECEnv):
         agent = self.agent_selection if agent is None else agent
         if self.is_over or agent != self.agent_selection:
             return []
-        return list(self._legal_actions(agent))
+        legal = list(self._legal_actions(agent))
+        if not self.free_text:
+            check_legal_indices(self, agent, legal, self.action_space(agent).n)
+        return legal
 
     def action_mask(self, agent: str) -> np.ndarray:
         mask = np.zeros(self.action_space(agent).n, dtype=np.int8)
@@ -367,7 +362,7 @@ class TextGame(Interacting, AECEnv):
         self._retries[agent] = 0
         self._feedback[agent] = ""
         self.infos[agent].update(invalid=False, invalid_reason="", retries=0, feedback="")
-        self._add_rewards(self._apply(agent, action))
+        self._add_rewards(checked_rewards(self, agent, action, self._apply(agent, action)))
         self.turn += 1
         reason = self._outcome()
         if reason is not None:

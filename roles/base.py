@@ -70,6 +70,23 @@ class Role:
     turn_suffix: str = ""
     """Appended to every observation, e.g. ``"Your move?"``."""
 
+    def __post_init__(self) -> None:
+        # A subclass that sets fields without @dataclass keeps the base's defaults: its fields
+        # are plain class attributes, which the inherited __init__ overwrites, in silence.
+        fields = set(Role.__dataclass_fields__)
+        for cls in type(self).__mro__:
+            if cls is Role:
+                break
+            shadowed = (
+                sorted(fields & set(vars(cls))) if "__dataclass_fields__" not in vars(cls) else []
+            )
+            if shadowed:
+                raise TypeError(
+                    f"{cls.__name__} sets {', '.join(shadowed)} but is not a @dataclass, so a "
+                    f"{cls.__name__}() keeps Role's defaults: decorate it with "
+                    "@dataclasses.dataclass"
+                )
+
     def system_prompt(self, rules: str, seat: str) -> str:
         """``rules``, a blank line, then the job, the output instruction and the example (last,
         nearest the reply, where a small model attends most)."""

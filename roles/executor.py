@@ -24,6 +24,7 @@ class Executor(Role):
     """Let a reply be a ``<message>`` to the user instead of a tool call."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.allow_message:
             if self.output is not TOOL_CALL:
                 raise ValueError("allow_message sets the executor's output; give one or the other")

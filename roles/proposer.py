@@ -26,6 +26,7 @@ class Proposer(Role):
     """Also write the question's answer, in ``<answer>`` after the ``<question>``."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.with_answer:
             if self.output is not QUESTION:
                 raise ValueError("with_answer sets the proposer's output; give one or the other")

@@ -43,8 +43,9 @@ Examples:
 
 Exit status: 0 when the game ends or you resign; 2 for an unknown game, a bad --game-arg,
 --seat or --backend, or a participant that cannot be loaded (named with its backend, before the
-game starts); 1 when the game stops on an error of the game or of a bot (one line naming it: a
-bot's action that is not legal, a game whose observation is not text).
+game starts); 1 when the game stops on an error of the game, of a bot or of a simulator (one
+line naming it: a bot's action that is not legal, a game whose observation is not text, a
+simulator that raised or replied with no text), or when a model opponent's context is full.
 """
 
 from __future__ import annotations
@@ -156,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
     if all(agent in game.simulators for agent in opponents):
         print(f"note: every other seat is simulated; {participant.name} plays none of them")
     try:
-        play_human(env, human, opponents, seed=seed, game_id=game.id)
+        result = play_human(env, human, opponents, seed=seed, game_id=game.id)
     except KeyboardInterrupt:
         print("\nyou resigned; bye")
         return 130
@@ -168,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
             raise
         print(f"arena play: {game.id} stopped: {type(err).__name__}: {err}", file=sys.stderr)
         return 1
-    return 0
+    return 1 if result.outcome == "stopped" else 0  # a simulator failed, or a model's context
 
 
 def trained_defaults(spec: str, game_id: str) -> tuple[GameConfig, int | None]:

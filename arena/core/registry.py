@@ -24,7 +24,9 @@ Games, bots, roles, simulators, policy backends and ``arena`` subcommands each k
   ``arena.commands``): the entry point's name is the id, its value the ``module:Factory`` string.
   The group is read on the first lookup. An entry point that cannot be registered (a malformed
   id, an id already taken) never breaks the registry: it is skipped and kept in
-  :attr:`Registry.rejected` with the reason, and looking its id up raises with that reason.
+  :attr:`Registry.rejected` with the reason, and looking its id up raises with that reason; where
+  the id is taken (by a built-in), loading it (:meth:`Registry.load`, :meth:`Registry.make`)
+  says once on stderr whose it is and that the plugin's entry point was refused.
   A plugin's factory that fails when used raises :class:`PluginFailed`, one line naming the id,
   its ``module:Factory``, its plugin and the exception, which commands print as it is: its
   module does not import (:meth:`Registry.load`: ``cannot import it: ...``), or building it
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -143,6 +146,7 @@ class Registry(Generic[T]):
         self.versioned = versioned
         self.rejected: dict[str, Rejected] = {}
         """Plugin entry points that could not be registered, by the id they asked for."""
+        self._shadow_noted: set[str] = set()
         self._entries: dict[str, Entry[T]] = {}
         self._plugins_loaded = entry_point_group is None
 
@@ -208,12 +212,27 @@ class Registry(Generic[T]):
         known = ", ".join(sorted(self._entries)) or "none"
         raise RegistryError(f"unknown {self.kind} {entry_id!r}{hint} (registered: {known})")
 
+    def _note_shadow(self, bad: Rejected) -> None:
+        """Say once, on stderr, that ``bad.id`` is not the plugin's: a plugin that claims an id
+        already taken (a built-in's) is refused, and without a word the command would use the
+        other entry, so its author would check, train or evaluate the built-in thinking it
+        theirs."""
+        self._shadow_noted.add(bad.id)
+        owner = self._entries[bad.id].plugin or "Arena"
+        print(
+            f"arena: note: {self.kind} {bad.id!r} is {owner}'s ({self._entries[bad.id].target}); "
+            f"{bad.plugin}'s entry point {bad.id} = {bad.target!r} was refused: {bad.reason}",
+            file=sys.stderr,
+        )
+
     def load(self, entry_id: str) -> Callable[..., T]:
         """The factory of ``entry_id``, imported. A plugin's factory that cannot be imported (its
         module raises, or has no such attribute) raises :class:`PluginFailed` naming the id,
         its ``module:Factory``, its plugin and the error, the way ``arena plugins`` names it;
         an import error of Arena's own entries propagates as it is (a bug, with its traceback)."""
         entry = self.entry(entry_id)
+        if entry_id in self.rejected and entry_id not in self._shadow_noted:
+            self._note_shadow(self.rejected[entry_id])
         if entry.plugin is None:
             return entry.load()
         try:

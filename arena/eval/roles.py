@@ -226,7 +226,14 @@ async def evaluate_roles(
             )
             continue
         if not per_metric:
-            log.warning("%s reports no metrics for %s (infos[seat]['metrics'])", game_id, seat)
+            log.warning(
+                "%s reports no metrics for %s in %d finished episode(s): nothing to show for it "
+                "(a role game puts each seat's numbers in infos[seat]['metrics'] however it "
+                "ends, a forfeit included)",
+                game_id,
+                seat,
+                len(runs) - len(errors),
+            )
         for name, values in per_metric.items():
             mean = sum(values) / len(values)
             result = RoleResult(

@@ -329,7 +329,10 @@ def markdown(summary: dict[str, dict[str, Any]]) -> str:
     if roles:
         lines += [""] * bool(lines) + role_table(roles, notes)
     if not summary:
-        lines.append("No evaluation results (eval.games: 0 skips every evaluation).")
+        lines.append(
+            "No evaluation results (eval.games: 0 skips every evaluation; a role game whose "
+            "seats report no metrics has none)."
+        )
     lines.extend(notes)
     return "\n".join(lines)
 

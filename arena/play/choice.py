@@ -74,8 +74,9 @@ async def choose_turn(
 ) -> Turn:
     """One turn by choice: score every legal reply, draw one, play its action, record it.
 
-    A state with no legal action is stepped with an empty reply, which the game rejects (its
-    retry and forfeit rule then apply); a legal-action list that changed between scoring and
+    A state with no legal action (a free-text game's; a finite game's empty list is its bug,
+    which ``legal_actions`` raises, failing the episode) is stepped with an empty reply, which
+    the game rejects (its retry and forfeit rule then apply); a legal-action list that changed between scoring and
     stepping is recorded as a turn error and not trained on."""
     index = len(turns)
     legal = list(env.legal_actions(agent))

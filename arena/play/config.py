@@ -297,6 +297,20 @@ class PlayConfig:
         return self.sampling if spec is None else spec.sampling_over(self.sampling, policy)
 
 
+def check_distinct_games(games: Sequence[GameConfig]) -> None:
+    """Each game may be listed once: its episodes, step metrics, evaluation rows and tournament
+    match ids are keyed by its id, so a second entry of one id (other kwargs, role or act)
+    would be merged into the first's rows, or replayed under its match ids, without a word."""
+    first: dict[str, int] = {}
+    for index, game in enumerate(games):
+        if game.id in first:
+            raise ConfigError(
+                f"games[{index}]: {game.id} is listed twice (games[{first[game.id]}] too); a "
+                "game's episodes, metrics and results are keyed by its id: list it once"
+            )
+        first[game.id] = index
+
+
 def check_seat_policies(
     policies: dict[str, PolicySpec],
     seat_policies: dict[str, str],

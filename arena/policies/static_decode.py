@@ -57,7 +57,7 @@ COLUMNS = 128
 """Cache lengths are rounded up to a power of two, at least this many columns: few shapes (so
 few captures) for prompts of any length, at most twice the columns attended to."""
 MAX_SHAPES = 16
-"""Shapes (rows, columns, adapters, truncation) whose buffers and graph are kept, LRU: enough
+"""Shapes (rows, columns, adapters, truncation, dtype) whose buffers and graph are kept, LRU: enough
 for every batch bucket a live inference actor meets at one or two cache lengths, so that it
 does not capture again and again. The largest dominate memory: 256 rows x 512 columns of a bf16
 SmolLM2-135M cache are 3 GB."""
@@ -143,6 +143,10 @@ class StaticDecoder:
             columns(width + steps),
             tuple(sorted({a for a in adapters if a is not None})),
             any(p.top_k > 0 or p.top_p < 1 for p in params if not p.greedy),
+            # what the attention layers compute in: the model's dtype, or float32 where a
+            # half-precision model holds adapters (their layers return float32, so its keys,
+            # values and queries are float32: arena.models.lora.LoRALinear)
+            done.kv.layers[0].keys.dtype,
         )
         shape = self._shape(key)
         shape.load(rows, done, adapters, generator, steps)
@@ -195,11 +199,19 @@ class _Shape:
     """The fixed device tensors one step reads and writes, for one batch shape."""
 
     def __init__(
-        self, model: Any, rows: int, columns: int, adapters: tuple[str, ...], truncate: bool
+        self,
+        model: Any,
+        rows: int,
+        columns: int,
+        adapters: tuple[str, ...],
+        truncate: bool,
+        dtype: torch.dtype,
     ) -> None:
+        """``dtype``: the prefill's keys' (so the queries', values' and the cache's): the
+        additive mask must match the queries for sdpa, and the cache the keys it is written."""
         config = model.config
         device = next(model.parameters()).device
-        self.dtype = next(model.parameters()).dtype
+        self.dtype = dtype
         self.rows, self.columns, self.truncate = rows, columns, truncate
         heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
         head_dim = (

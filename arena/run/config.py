@@ -24,6 +24,7 @@ from arena.play.config import (
     PlayConfig,
     PolicySpec,
     SamplingConfig,
+    check_distinct_games,
 )
 from arena.policies.config import InferenceConfig
 from arena.run.config_checks import (
@@ -338,6 +339,7 @@ class RunConfig:
         )
         if not self.games:
             raise ConfigError("games must list at least one game")
+        check_distinct_games(self.games)
         if not any(game.weight > 0 for game in self.games):
             raise ConfigError(
                 "games: every game's weight is 0, so the mixture draws none: give one a weight > 0"

@@ -219,7 +219,7 @@ class RunLog:
             kept = [{**row, SETTINGS: settings} for row in rows + role_rows]
             replace_text(self.run_dir / f"eval_{label}.json", json.dumps(kept, indent=1))
         for r in results:
-            self.console.print(f"eval {label}: {r.line()}")
+            self.verbatim(f"eval {label}: {r.line()}")  # a game's error may hold "[seat]"
             if self._tb is not None and label != "baseline" and r.games:
                 prefix = f"eval/{r.game}/{r.opponent}" + (f"/{r.policy}" if r.policy else "")
                 self._tb.add_scalar(f"{prefix}/score", r.score, step)
@@ -230,8 +230,8 @@ class RunLog:
         for role in roles:
             if (role.game, role.seat) not in shown:  # what the seat played against, once
                 shown.add((role.game, role.seat))
-                self.console.print(f"eval {label}: {role.seats_line()}")
-            self.console.print(f"eval {label}: {role.line()}")
+                self.verbatim(f"eval {label}: {role.seats_line()}")
+            self.verbatim(f"eval {label}: {role.line()}")
             if self._tb is not None and role.mean is not None:
                 self._tb.add_scalar(f"eval/{role.game}/{role.seat}/{role.metric}", role.mean, step)
 
@@ -275,7 +275,7 @@ class RunLog:
         return rows
 
     def finish(self, summary: str, *, episodes_per_s: float, mode: str) -> None:
-        self.console.print(summary)
+        self.verbatim(summary)  # Markdown, whose "[...]" is no markup
         self.console.print(f"{mode} mode: {episodes_per_s:.3f} episodes/s over the training steps")
         staleness = self.staleness()
         if staleness:

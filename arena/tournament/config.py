@@ -24,7 +24,7 @@ from typing import Any
 from arena.core.config import load_config
 from arena.core.errors import ConfigError, check_choice
 from arena.play.acting import ACTS
-from arena.play.config import GameConfig, SamplingConfig
+from arena.play.config import GameConfig, SamplingConfig, check_distinct_games
 
 SCHEDULES = ("round-robin", "gauntlet")
 MODEL_BACKENDS = ("hf", "vllm", "openai")
@@ -142,6 +142,7 @@ class TournamentConfig:
             raise ConfigError(f"concurrency must be at least 1, got {self.concurrency}")
         if not self.games:
             raise ConfigError("games: a tournament needs at least one game")
+        check_distinct_games(self.games)
         for index, participant in enumerate(self.participants):
             where = f"participants[{index}]"
             if (participant.bot is None) == (participant.model is None):

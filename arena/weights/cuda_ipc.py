@@ -117,7 +117,7 @@ class IpcImporter:
     """The receiver's side: opens offers (each buffer once) and copies their tensors out."""
 
     def __init__(self) -> None:
-        self._opened: dict[bytes, torch.Tensor] = {}
+        self._opened: dict[tuple[bytes, int, int], torch.Tensor] = {}
 
     def take(
         self, offer: Mapping[str, Any], expected: Mapping[str, torch.Tensor]
@@ -127,7 +127,7 @@ class IpcImporter:
         device = next(iter(expected.values())).device
         try:
             handle = list(_unwire(offer["handle"]))
-            key = bytes(handle[1])
+            key = _opened_key(handle)
             buffer = self._opened.get(key)
             if buffer is None:
                 if device.type != "cuda":
@@ -157,6 +157,14 @@ class IpcImporter:
             view = buffer[start : start + nbytes].view(dtype).view(shape)
             state[name] = as_served(view.to(expected[name].device, copy=True), spec)
         return state
+
+
+def _opened_key(handle: list[Any]) -> tuple[bytes, int, int]:
+    """Which buffer an offer names: its allocation's IPC handle, and its offset and size in
+    that allocation. The handle alone names the caching allocator's whole segment, which can
+    hold both staging buffers (the allocator splits a freed segment the learner held): keyed
+    by it alone, the second buffer's offers would read the first's, an older version."""
+    return bytes(handle[1]), int(handle[3]), int(handle[2])
 
 
 def _numel(shape: tuple[int, ...]) -> int:

@@ -23,10 +23,11 @@ A plugin's bot subclasses :class:`games.bots.base.Bot` and registers under ``are
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import games
-from arena.core.registry import Registry
+from arena.core.registry import PluginFailed, Registry
 from games.bots.base import Bot
 
 __all__ = ["Bot", "make", "registry", "strongest"]
@@ -50,8 +51,30 @@ registry.register("search-scripted-v0", "games.bots.search:SearchBot")
 
 
 def make(bot_id: str, **kwargs: Any) -> Bot:
-    """Build the bot registered as ``bot_id`` (kwargs such as ``seed`` or ``depth`` pass through)."""
-    return registry.make(bot_id, **kwargs)
+    """Build the bot registered as ``bot_id`` (kwargs such as ``seed`` or ``depth`` pass through).
+
+    Arena builds every bot with ``seed``; a plugin bot whose ``__init__`` takes none fails in
+    one line naming it (:class:`PluginFailed`), not as a traceback of an argument it refuses."""
+    try:
+        return registry.make(bot_id, **kwargs)
+    except TypeError:
+        entry = registry.entry(bot_id)
+        if entry.plugin is None or "seed" not in kwargs or takes(registry.load(bot_id), "seed"):
+            raise
+        raise PluginFailed(
+            f"bot {bot_id!r} ({entry.target}, plugin {entry.plugin}): its __init__ takes no "
+            "seed; Arena builds every bot with seed=N: take it and pass it on, "
+            "super().__init__(seed=seed)"
+        ) from None
+
+
+def takes(factory: Any, name: str) -> bool:
+    """Whether ``factory`` accepts a keyword argument ``name`` (by name, or through ``**``)."""
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):  # no signature to read: assume it does
+        return True
+    return any(p.name == name or p.kind is p.VAR_KEYWORD for p in params)
 
 
 def strongest(game_id: str, **kwargs: Any) -> Bot:

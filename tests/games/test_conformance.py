@@ -7,10 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
+from gymnasium import spaces
 
 import games
+from games import conformance
 from games.conformance import check_game
+from games.text_env import TextGame
 from games.tictactoe import TicTacToe
 
 
@@ -93,6 +97,53 @@ def test_the_kit_fails_broken_games(factory: Any, failing: str) -> None:
     report = check_game(factory, playthroughs=2)
     assert not report.passed
     assert failing in {r.name for r in report.results if not r.passed}, report.table()
+
+
+class Endless(TextGame):
+    """Two seats add 1 to a counter in turn, forever: a game that never ends, with a huge
+    turn limit."""
+
+    metadata = {**TextGame.metadata, "max_turns": 10**9}
+    action_names = ("add 1",)
+
+    def __init__(self) -> None:
+        super().__init__(2, spaces.Discrete(1), spaces.Box(0, 1, (1,), np.int8))
+
+    def _new_game(self, rng: np.random.Generator) -> None:
+        self.total = 0
+
+    def _current_agent(self) -> str:
+        return self.possible_agents[self.total % 2]
+
+    def _legal_actions(self, agent: str) -> list[int]:
+        return [0]
+
+    def _apply(self, agent: str, action: int) -> dict[str, float]:
+        self.total += 1
+        return {}
+
+    def _outcome(self) -> None:
+        return None
+
+    def _observation_array(self, agent: str) -> np.ndarray:
+        return np.zeros(1, np.int8)
+
+    def _describe(self, agent: str) -> str:
+        return f"The counter is at {self.total}."
+
+
+def test_a_game_that_never_ends_fails_within_the_kits_own_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # random play ran to max_turns: the kit held the terminal for hours, saying nothing
+    monkeypatch.setattr(conformance, "PLAY_TURNS_MAX", 50)
+    report = check_game(Endless, playthroughs=1)
+    finishes = next(r for r in report.results if r.name == "finishes")
+    assert not finishes.passed
+    assert finishes.detail == (
+        "AssertionError: random play did not end within 50 turns (max_turns 1000000000); a run "
+        "fails an episode after rollout.max_episode_turns turns (1000 by default)"
+    )
 
 
 def test_the_kit_reports_a_crash_as_a_failure_not_an_exception() -> None:

@@ -169,6 +169,70 @@ def test_a_description_that_is_not_text_is_named_with_its_hook() -> None:
     )
 
 
+class ListsCellTen(TicTacToe):
+    def _legal_actions(self, agent: str) -> list[int]:
+        return [*super()._legal_actions(agent), 9]
+
+
+class ListsNothingAfterTwoMoves(TicTacToe):
+    def _legal_actions(self, agent: str) -> list[int]:
+        return [] if self.turn >= 2 else super()._legal_actions(agent)
+
+
+def test_a_legal_action_outside_the_action_space_is_named_with_its_hook() -> None:
+    # it failed as "IndexError: index 9 is out of bounds" from the action mask
+    env = ListsCellTen()
+    env.reset(seed=0)
+    with pytest.raises(ValueError) as err:
+        env.observe("player_0")
+    assert str(err.value) == (
+        "ListsCellTen._legal_actions('player_0') listed 9, not an action index 0..8 of its "
+        "action space"
+    )
+
+
+def test_no_legal_action_in_a_game_that_is_on_is_named_with_its_hook() -> None:
+    # it failed as the bot's "RandomBot has no legal action to choose from"
+    env = ListsNothingAfterTwoMoves()
+    env.reset(seed=0)
+    env.step(0)
+    env.step(1)
+    with pytest.raises(ValueError) as err:
+        env.legal_actions()
+    assert str(err.value).startswith(
+        "ListsNothingAfterTwoMoves._legal_actions('player_0') is empty but the game is not over "
+        "(_outcome() is None)"
+    )
+    env.step(2)  # the game's own check of a move is unchanged
+    assert env.infos["player_0"]["invalid"]
+
+
+@pytest.mark.parametrize(
+    ("rewards", "error"),
+    [
+        ({"player_0": float("nan")}, "gave player_0 a reward of nan: not finite"),
+        ({"player_1": float("-inf")}, "gave player_1 a reward of -inf: not finite"),
+        ({"player_0": "1"}, "gave player_0 a reward of '1', not a number"),
+        ({"player_9": 1.0}, "rewarded 'player_9', not a seat of the game"),
+        (None, "returned NoneType, not a mapping of seat to reward ({} when the move earns"),
+    ],
+)
+def test_rewards_that_are_not_finite_numbers_of_its_seats_are_named_with_the_hook(
+    rewards: object, error: str
+) -> None:
+    # a NaN made every return NaN: the game scored as a loss, with no word said
+    class PaysBadly(TicTacToe):
+        def _apply(self, agent: str, action: int) -> object:
+            super()._apply(agent, action)
+            return rewards
+
+    env = PaysBadly()
+    env.reset(seed=0)
+    with pytest.raises((ValueError, TypeError)) as err:
+        env.step(4)
+    assert str(err.value).startswith(f"PaysBadly._apply('player_0', 4) {error}")
+
+
 @pytest.mark.parametrize(("key", "value"), [("max_retries", "x"), ("forfeit_penalty", None)])
 def test_a_limit_that_is_not_a_number_is_refused_naming_it(key: str, value: object) -> None:
     with pytest.raises(ValueError) as err:

@@ -5,7 +5,8 @@ Their modules and entry points are installed as one real distribution (a package
 ``dist-info`` with ``entry_points.txt``, found by ``importlib.metadata`` through ``PYTHONPATH``,
 as ``pip install`` leaves it); fresh processes then find the game by id, pass ``arena
 check-game``, and play it against ``random-v0`` with ``arena eval`` and ``arena play``; the bot
-wins every game it starts, through the tutorial's command; the role is given to a run's game.
+wins every game it starts, through the tutorial's command; the role is given to a run's game; the
+role game passes ``arena check-game`` and its oracle scores every role in ``arena eval``.
 
 Run with `.venv/bin/python -m pytest -q tests/games/test_tutorial.py`.
 """
@@ -37,6 +38,11 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert install(site, "<!-- role tutorial:", "arena.roles") == {
         "move-player-v0": "mypkg.move_role:MovePlayer"
     }
+    for group, points in (
+        ("arena.games", {"sums-v0": "mypkg.sums:Sums"}),
+        ("arena.bots", {"sums-oracle-v0": "mypkg.sums:SumsOracle"}),
+    ):
+        assert install(site, "<!-- role game tutorial:", group) == points
     return site
 
 
@@ -91,3 +97,19 @@ def test_the_tutorials_bot_command_and_role(site: Path) -> None:
     )  # fmt: skip
     assert planned.returncode == 0, planned.stderr
     assert "race-v0 (weight 1.0) role=move-player-v0" in planned.stdout
+
+
+def test_the_tutorials_role_game_checks_evaluates_and_plans(site: Path) -> None:
+    done = arena(site, "check-game", "sums-v0")
+    assert "sums-v0: PASSED (8/8 checks)" in done.stdout, done.stdout + done.stderr
+    shown = arena(site, "show-game", "sums-v0", "-o", str(site / "sums.png"))
+    assert "solver: solver-v0  (never sees answer)" in shown.stdout, shown.stdout + shown.stderr
+    # each role against the oracle in the other seat: it proposes valid sums, answers them all
+    evaluated = arena(site, "eval", "sums-oracle-v0", "--games", "sums-v0", "--n", "10")
+    assert evaluated.returncode == 0, evaluated.stderr
+    lines = evaluated.stdout
+    assert "sums-v0 proposer-v0 (proposer): proposal_valid 1.000" in lines, lines
+    assert "sums-v0 solver-v0 (solver): solver_accuracy 1.000" in lines, lines
+    planned = arena(site, "train", "configs/smoke.yaml", "games:=[{id: sums-v0}]", "--dry-run")
+    assert planned.returncode == 0, planned.stderr
+    assert "sums-v0 (weight 1.0) proposer=proposer-v0 solver=solver-v0" in planned.stdout

@@ -123,3 +123,40 @@ def test_history_renders_one_post_per_line() -> None:
     assert render_posts(posts) == expected
     assert roles.make("judge-v0").render_history(posts) == expected
     assert render_posts([]) == ""
+
+
+def test_a_role_subclass_that_is_not_a_dataclass_is_refused_when_built() -> None:
+    # its fields were plain class attributes, overwritten by Role's __init__: the plugin's
+    # name, job and output were silently Role's own
+    from dataclasses import dataclass
+
+    from games.formats import OutputFormat, TagFormat
+    from roles.base import Role
+    from roles.proposer import Proposer
+
+    class Forgot(Role):
+        name: str = "forgot"
+        output: OutputFormat = TagFormat("move")
+
+    with pytest.raises(TypeError) as err:
+        Forgot()
+    assert str(err.value) == (
+        "Forgot sets name, output but is not a @dataclass, so a Forgot() keeps Role's defaults: "
+        "decorate it with @dataclasses.dataclass"
+    )
+
+    class ForgotToo(Proposer):  # a role with a __post_init__ of its own
+        what: str = "a riddle"
+
+    with pytest.raises(TypeError, match="ForgotToo sets what but is not a @dataclass"):
+        ForgotToo()
+
+    @dataclass
+    class Remembered(Role):
+        name: str = "remembered"
+
+    class Methods(Remembered):  # a subclass adding methods only needs no decorator
+        def stop_strings(self) -> tuple[str, ...]:
+            return ()
+
+    assert (Remembered().name, Methods().name) == ("remembered", "remembered")

@@ -7,6 +7,7 @@ names, for an unknown game or participant.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import shutil
@@ -306,3 +307,33 @@ def test_a_bot_is_checked_in_a_seat_it_plays_not_the_persons() -> None:
     assert "You play user, against retail-agent-v0 (agent)." in done.stdout, done.stdout[:1500]
     refused = arena("play", "retail-v0", "--against", "retail-agent-v0", "--seat", "agent")
     assert refused.returncode == 2 and "needs the agent seat" in refused.stderr
+
+
+def test_a_simulator_that_fails_mid_game_exits_1(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    # the game stopped with one line, but exit status 0 said it had ended
+    import argparse
+
+    import simulators
+    from arena.commands import play
+    from simulators.base import Simulator, SimulatorView
+
+    class Failing(Simulator):
+        async def respond(self, view: SimulatorView) -> str:
+            raise RuntimeError("persona service down")
+
+    parser = argparse.ArgumentParser()
+    play.add_arguments(parser)
+    args = parser.parse_args(
+        ["retail-v0", "--against", "random-v0", "--seat", "agent", "--seed", "0"]
+        + ["--simulator", "user=failing-test-v0"]
+    )
+    monkeypatch.setattr("sys.stdin", io.StringIO("quit\n"))
+    simulators.registry.register("failing-test-v0", Failing)
+    try:
+        status = play.run(args)
+    finally:
+        del simulators.registry._entries["failing-test-v0"]
+    out = capsys.readouterr().out
+    stopped = "simulator failing-test-v0 failed: RuntimeError('persona service down'); the game"
+    assert f"{stopped} stops here" in out, out[-2000:]
+    assert status == 1

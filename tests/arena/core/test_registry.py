@@ -223,6 +223,24 @@ def test_plugins_register_from_their_entry_point_group_on_first_lookup(
         registry.make("Not_Versioned")
 
 
+def test_using_an_id_a_plugin_claimed_says_once_that_the_plugins_entry_was_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the author of a plugin that reuses a built-in's id would otherwise check, train and
+    # evaluate the built-in, thinking it theirs
+    install_distribution(tmp_path, f"[{GROUP}]\nnative-v0 = arena_thing_plugin:Thing\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    registry: Registry[object] = Registry("thing", entry_point_group=GROUP)
+    registry.register("native-v0", Thing)
+    registry.entry("native-v0")
+    registry.make("native-v0")
+    assert capsys.readouterr().err == (
+        f"arena: note: thing 'native-v0' is Arena's ({__name__}:Thing); arena_thing_plugin's "
+        "entry point native-v0 = 'arena_thing_plugin:Thing' was refused: thing 'native-v0' is "
+        "already registered by Arena\n"
+    )
+
+
 def test_a_registry_without_a_group_reads_no_entry_points(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -257,7 +257,8 @@ def test_a_run_of_role_games_only_or_with_no_evaluation(tmp_path: Path) -> None:
     ]
     assert "| retail-v0 | executor-v0 (agent) | success | 0.100 [0.000, 0.200] | " in only_roles
     assert markdown(before_after([], [])) == (
-        "No evaluation results (eval.games: 0 skips every evaluation)."
+        "No evaluation results (eval.games: 0 skips every evaluation; a role game whose seats "
+        "report no metrics has none)."
     )
 
 

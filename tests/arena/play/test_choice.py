@@ -169,7 +169,8 @@ def test_a_backend_that_cannot_score_is_named(tiny_tokenizer) -> None:
         policy.score([[1, 2]], [[[3]]])
 
 
-def test_a_state_without_legal_actions_follows_the_forfeit_rule(tiny_tokenizer) -> None:
+def test_a_state_without_legal_actions_fails_the_episode_naming_the_hook(tiny_tokenizer) -> None:
+    from arena.play.seats import EpisodeError
     from games.tictactoe import TicTacToe
 
     class Stuck(TicTacToe):  # player_0 may never move: a game with a bug, say
@@ -179,8 +180,7 @@ def test_a_state_without_legal_actions_follows_the_forfeit_rule(tiny_tokenizer) 
     chat = ChatFormat(tiny_tokenizer)
     seats = {a: choice_seat(Scripted(), chat) for a in ("player_0", "player_1")}
     env = Stuck(max_retries=1)
-    episode = asyncio.run(play_episode(env, "tictactoe-v0", seats, seed=0, episode_id="s"))
-    assert episode.termination == "illegal"  # retried once, then forfeited
-    assert episode.final_rewards["player_0"] < 0 < episode.final_rewards["player_1"]
-    assert [t.error for t in episode.turns] == ["no legal action to choose from"] * 2
-    assert not any(t.trained for t in episode.turns)
+    # it was retried and forfeited as if the seat had erred: the game's bug, hidden
+    with pytest.raises(EpisodeError) as caught:
+        asyncio.run(play_episode(env, "tictactoe-v0", seats, seed=0, episode_id="s"))
+    assert "Stuck._legal_actions('player_0') is empty but the game is not over" in str(caught.value)

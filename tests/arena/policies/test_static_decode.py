@@ -160,3 +160,49 @@ def test_settings_and_buckets(tiny_model) -> None:
         wanted("on", model, cpu)
     assert [bucket(n) for n in (1, 3, 64, 65, 1024, 1025)] == [1, 4, 64, 128, 1024, 2048]
     assert [columns(n) for n in (1, 128, 129, 300, 513)] == [128, 128, 256, 512, 1024]
+
+
+def test_a_bfloat16_model_serving_adapters(tiny_model) -> None:
+    """A bf16 model that holds adapters (what a GPU serves: inference.dtype bfloat16 with the
+    per-state LoRA) computes its attention in float32 (arena.models.lora.LoRALinear returns
+    float32), so the static cache and mask must be float32 too: a bf16 cache failed the first
+    step (index_copy_ of float32 keys into it), with or without an adapter routed."""
+    model, tokenizer = tiny_model
+    model.to(torch.bfloat16)
+    add_adapters(model, ["a"], AdapterShape(r=2, alpha=4.0))  # every projection
+    loop = HFPolicy(model, tokenizer, max_batch=8, static_decode="off")
+    static = HFPolicy(model, tokenizer, max_batch=8, static_decode="on")
+    params = [
+        SamplingParams(temperature=0, max_new_tokens=6, adapter=a)
+        for a in ("a", None, "a", None, "a")
+    ]
+    want = loop.generate(prompts(), params)
+    got = static.generate(prompts(), params)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g.token_ids, w.token_ids)
+        np.testing.assert_allclose(g.logprobs, w.logprobs, atol=0.05, rtol=0)
+    (shape,) = static.static._shapes.values()
+    assert shape.cache.layers[0].keys.dtype == torch.float32 == shape.dtype
+
+
+def test_shapes_are_kept_most_recent_first_up_to_max_shapes(tiny_model) -> None:
+    """Each (rows, columns, adapters, truncation, dtype) gets its buffers (and, on CUDA, its
+    graph) once; past MAX_SHAPES the least recently used is dropped, not the one in use."""
+    from arena.policies.static_decode import MAX_SHAPES, StaticDecoder
+
+    decoder = StaticDecoder(tiny_model[0])
+    assert decoder.graphs is False  # CUDA graphs on CUDA only
+    keys = [
+        (rows, cols, (), False, torch.float32)
+        for cols in (128, 256)
+        for rows in (1, 2, 4, 8, 16, 32, 64, 128, 256)
+    ]
+    first = decoder._shape(keys[0])
+    for key in keys[1:MAX_SHAPES]:
+        decoder._shape(key)
+    assert decoder._shape(keys[0]) is first  # reused, and now the most recent
+    for key in keys[MAX_SHAPES:]:
+        decoder._shape(key)
+    kept = list(decoder._shapes)
+    assert len(kept) == MAX_SHAPES and keys[0] in kept and keys[1] not in kept
+    assert kept[-1] == keys[-1] and first.cache.layers[0].keys.shape[0] == 1

@@ -78,6 +78,11 @@ def test_unknown_key_in_a_file(tmp_path: Path) -> None:
         (["learner.advantage.mode=group"], "set rollout.group_size >= 2"),
         (["learner.advantage.mode=broadcast"], "set rollout.group_size >= 2"),
         (
+            # both entries' episodes, metrics and evaluation rows were merged under one id
+            ["games:=[{id: kuhn-poker-v0}, {id: nim-v0}, {id: kuhn-poker-v0, act: choice}]"],
+            r"games\[2\]: kuhn-poker-v0 is listed twice \(games\[0\] too\); a game's episodes",
+        ),
+        (
             ["learner.per_state.enabled=true"],
             "per_state trains choice turns only, but tictactoe-v0 is played with act: generate",
         ),
@@ -157,7 +162,7 @@ def test_an_override_may_name_a_simulator_for_a_seat_the_yaml_does_not_list(
     from arena.play.config import SimulatorConfig
     from arena.run.validation import validate
 
-    retail = ["games.0.id=retail-v0", "games.0.role_kwargs:={}", "games.1.id=retail-v0"]
+    retail = ["games.0.id=retail-v0", "games.0.role_kwargs:={}"]
     config = load_run_config(
         CONFIGS / "smoke.yaml", [*retail, "games.0.simulators.user.id=llm-user-v0"]
     )

@@ -60,6 +60,19 @@ def test_a_command_line_to_copy_is_printed_whole(
     ]
 
 
+def test_the_summary_is_printed_as_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # printed as markup, "infos[seat]['metrics']" came out as "infos['metrics']"
+    log = RunLog(tmp_path, load_run_config(ROOT / "configs" / "smoke.yaml"))
+    capsys.readouterr()
+    log.finish(
+        "a role game puts numbers in infos[seat]['metrics']", episodes_per_s=1.0, mode="sync"
+    )
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "a role game puts numbers in infos[seat]['metrics']"
+
+
 def test_a_resume_drops_a_last_row_cut_short_and_keeps_the_others(tmp_path) -> None:
     """A run whose disk filled wrote part of its last row (tmpfs: up to a page boundary) and
     ended; its resume then failed with a JSONDecodeError reading metrics.jsonl (the overlap

@@ -30,6 +30,8 @@ def test_every_shipped_tournament_config_resolves(name: str) -> None:
         (["participants.0.model=tiny"], "exactly one of bot and model"),
         (["participants.2.backend=openai"], "needs base_url"),
         (["pairz=3"], "did you mean 'pairs'"),
+        # a second entry replayed the first's match ids: resume skipped it, ratings counted both
+        (["games:=[{id: nim-v0}, {id: nim-v0}]"], r"games\[1\]: nim-v0 is listed twice"),
         (["participants.2.act=chose"], "participants\\[2\\].act"),
         (["participants.2.backend=hff"], "unknown policy backend 'hff'; did you mean 'hf'"),
         (["participants.2.backend=scripted"], "a bot plays as `bot:`, not as a scripted backend"),

@@ -18,7 +18,14 @@ import pytest
 import torch
 
 from arena.weights.buckets import WeightUpdateError
-from arena.weights.cuda_ipc import NEEDS_BYTES, IpcImporter, can_open, choose, device_id
+from arena.weights.cuda_ipc import (
+    NEEDS_BYTES,
+    IpcImporter,
+    _opened_key,
+    can_open,
+    choose,
+    device_id,
+)
 from arena.weights.publisher import WeightPublisher
 from arena.weights.receiver import WeightReceiver
 
@@ -87,13 +94,13 @@ def test_an_opened_offer_is_read_and_checked_like_any_update() -> None:
     data = torch.zeros(512, dtype=torch.uint8)
     data[:24].view(torch.float32).copy_(torch.arange(6.0))
     data[256:264].view(torch.float32).copy_(torch.tensor([7.0, 8.0]))
-    importer._opened[b"handle"] = data
+    importer._opened[(b"handle", 0, 512)] = data
     expected = {"w": torch.zeros(2, 3, dtype=torch.bfloat16), "b": torch.zeros(2)}
     entries = [
         {"name": "w", "dtype": "float32", "shape": [2, 3], "offset": 0},
         {"name": "b", "dtype": "float32", "shape": [2], "offset": 256},
     ]
-    offer = {"handle": [0, b"handle"], "tensors": entries}
+    offer = {"handle": [0, b"handle", 512, 0], "tensors": entries}
     state = importer.take(offer, expected)
     assert state["w"].dtype == torch.bfloat16 and state["w"].flatten().tolist() == list(range(6))
     assert state["b"].tolist() == [7.0, 8.0]
@@ -106,6 +113,23 @@ def test_an_opened_offer_is_read_and_checked_like_any_update() -> None:
             importer.take(offer | {"tensors": [entries[0] | bad]}, expected)
     with pytest.raises(WeightUpdateError, match="a CUDA IPC offer that cannot be opened"):
         importer.take({"handle": [0, b"other", 0, 0, b"", 0, b"", False], "tensors": []}, expected)
+
+
+def test_two_buffers_in_one_allocation_are_opened_apart() -> None:
+    """The caching allocator can carve both staging buffers out of one segment: their offers
+    share the IPC handle and differ in offset. Each must read its own buffer (here CPU buffers
+    standing in for the opened ones), not the one opened first: that is the older version."""
+    importer = IpcImporter()
+    handle = [0, b"segment", 256, 0, b"", 0, b"", False]
+    for offset, value in ((0, 1.0), (1024, 2.0)):
+        data = torch.zeros(256, dtype=torch.uint8)
+        data[:8].view(torch.float32).fill_(value)
+        importer._opened[_opened_key(handle[:3] + [offset] + handle[4:])] = data
+    expected = {"b": torch.zeros(2)}
+    entries = [{"name": "b", "dtype": "float32", "shape": [2], "offset": 0}]
+    for offset, value in ((1024, 2.0), (0, 1.0)):
+        offer = {"handle": handle[:3] + [offset] + handle[4:], "tensors": entries}
+        assert importer.take(offer, expected)["b"].tolist() == [value, value]
 
 
 def test_a_cpu_publisher_sends_bytes_whatever_its_receivers_report(shm_dir) -> None:

@@ -55,3 +55,31 @@ def test_act_text_is_the_action_as_text() -> None:
     env.reset(seed=0)
     text = bots.make("minimax-v0", seed=0).act_text(env, "player_0")
     assert env.parse_action("player_0", text) in env.legal_actions()
+
+
+class NoSeed(Bot):
+    def __init__(self, depth: int = 3) -> None:
+        super().__init__()
+        self.depth = depth
+
+    def act(self, env, agent):  # type: ignore[no-untyped-def]
+        return env.legal_actions(agent)[0]
+
+
+def test_a_plugin_bot_that_takes_no_seed_is_named_in_one_line() -> None:
+    # every command that built it (eval, tournament, play, train) printed a traceback
+    from arena.core.registry import PluginFailed
+
+    bots.registry.register("noseed-test-v0", NoSeed, plugin="mypkg")
+    try:
+        with pytest.raises(PluginFailed) as err:
+            bots.make("noseed-test-v0", seed=0)
+        assert bots.make("noseed-test-v0").depth == 3  # no seed asked: it builds
+    finally:
+        del bots.registry._entries["noseed-test-v0"]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'width'"):
+        bots.make("random-v0", seed=0, width=2)  # an argument a bot that takes seed refuses
+    assert str(err.value) == (
+        f"bot 'noseed-test-v0' ({__name__}:NoSeed, plugin mypkg): its __init__ takes no seed; "
+        "Arena builds every bot with seed=N: take it and pass it on, super().__init__(seed=seed)"
+    )
