@@ -94,8 +94,18 @@ class Sample:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
 
+LOGPROB_TOLERANCE = 1e-4
+"""How far above 0 a sampler log-probability may be and still be taken as 0 (float error of a
+log-softmax in float32/bfloat16). A log-probability is at most 0 (a probability at most 1): a
+larger one comes only from a broken backend or a malformed message, and would silently inflate
+the importance weights ``exp(new - old)``, so its episode is rejected like one carrying NaN."""
+
+
 def check_turn(turn: Turn, vocab_size: int | None) -> None:
-    """Raise :class:`RecordError` for a turn the learner cannot train on safely."""
+    """Raise :class:`RecordError` for a turn the learner cannot train on safely: empty ids,
+    a token outside the vocabulary, a non-finite reward, or a sampler log-probability
+    (``response_logprobs``, ``choice_logprobs``, ``choice_logprob``) that is NaN, infinite or
+    above 0 by more than :data:`LOGPROB_TOLERANCE`."""
     where = f"turn {turn.index} of {turn.episode_id}"
     if len(turn.prompt_ids) == 0:
         raise RecordError(f"{where}: empty prompt_ids (the first response token has no context)")
@@ -107,6 +117,13 @@ def check_turn(turn: Turn, vocab_size: int | None) -> None:
         raise RecordError(f"{where}: reward {turn.reward} is not finite")
     if not np.all(np.isfinite(turn.choice_logprobs)) or not math.isfinite(turn.choice_logprob):
         raise RecordError(f"{where}: a choice logprob is NaN or inf")
+    for name in ("response_logprobs", "choice_logprobs", "choice_logprob"):
+        values = np.atleast_1d(np.asarray(getattr(turn, name), dtype=np.float64))
+        if len(values) and values.max() > LOGPROB_TOLERANCE:
+            raise RecordError(
+                f"{where}: {name} holds {values.max():g}, above 0 (a log-probability is at "
+                f"most 0; a broken backend or a malformed message)"
+            )
     if vocab_size is not None:
         for name in ("prompt_ids", "response_ids", "choice_ids"):
             ids = getattr(turn, name)

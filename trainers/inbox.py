@@ -1,7 +1,8 @@
 """The learner's input queue: episodes in, validated samples out.
 
 Each episode is parsed (``Episode.from_dict`` for bus bodies), turned into samples (returns,
-token checks) and queued. A malformed record or a duplicate id is dropped with a logged reason
+token checks, :func:`trainers.batch.check_turn`: finite numbers, log-probabilities at most 0)
+and queued. A malformed record or a duplicate id is dropped with a logged reason
 and a counter, and the others go on. The bus thread adds while the training thread takes, so
 the queue is guarded by a lock.
 

@@ -180,8 +180,9 @@ class Learner:
         """Queue the trained turns of each episode; returns how many episodes were accepted.
 
         A malformed record (missing field, wrong dtype, mismatched lengths, token ids outside
-        the vocabulary, non-finite numbers) or a duplicate id is skipped with a logged reason
-        and a counter; the others go on.
+        the vocabulary, non-finite numbers, a sampler log-probability above 0 by more than
+        :data:`trainers.batch.LOGPROB_TOLERANCE`) or a duplicate id is skipped with a logged
+        reason and a counter; the others go on.
         """
         return sum(self.add_episode(item) for item in episodes)
 

@@ -129,6 +129,9 @@ def test_sample_fields_come_from_the_turn() -> None:
         ({"prompt": []}, "empty prompt"),
         ({"response": [], "logprobs": []}, "empty response"),
         ({"logprobs": [float("nan"), -1.0]}, "NaN"),
+        # a log-probability above 0 by more than the 1e-4 tolerance: 0.5 (and 0.00011)
+        ({"logprobs": [-1.0, 0.5]}, "response_logprobs holds 0.5, above 0"),
+        ({"logprobs": [0.00011, -1.0]}, "response_logprobs holds 0.00011, above 0"),
         ({"reward": float("inf")}, "not finite"),
         ({"response": [4, 60000]}, "vocabulary"),
         ({"prompt": [-1, 2]}, "vocabulary"),

@@ -71,3 +71,27 @@ def test_a_step_never_takes_part_of_a_group_that_is_arriving() -> None:
             sizes[index, sample.group] += 1
     assert all(count == 8 for count in sizes.values())  # 4 episodes x 2 turns, never fewer
     assert sum(sizes.values()) == groups * 8 and len(sizes) == groups
+
+
+def test_a_positive_logprob_is_rejected_like_nan_within_a_float_tolerance() -> None:
+    # A log-probability is at most 0; above 0 by more than 1e-4 only a broken backend or a
+    # malformed message gives, and the episode is refused (counted, its reason kept) as NaN is.
+    inbox = Inbox(1.0, Counter())
+    near_zero = episode("near", [turn("near", 0, "p0", logprobs=[5e-5, -1.0])])  # float error
+    positive = episode("pos", [turn("pos", 0, "p0", logprobs=[-1.0, 0.25])])
+    chosen = turn("ch", 0, "p0", choices=[[4, 5], [6]], choice_index=1)
+    chosen.choice_logprob = 0.5  # log softmax(...)[played] can never be above 0
+    scored = turn("sc", 0, "p0", choices=[[4, 5], [6]], choice_index=0)
+    scored.choice_logprobs[1] = 2.0
+    assert inbox.add(near_zero.to_dict()) is True
+    assert inbox.add(positive.to_dict()) is False
+    assert inbox.last_rejection == (
+        "episode pos: turn 0 of pos: response_logprobs holds 0.25, above 0 (a log-probability "
+        "is at most 0; a broken backend or a malformed message)"
+    )
+    assert inbox.add(episode("ch", [chosen]).to_dict()) is False
+    assert "choice_logprob holds 0.5, above 0" in inbox.last_rejection
+    assert inbox.add(episode("sc", [scored]).to_dict()) is False
+    assert "choice_logprobs holds 2, above 0" in inbox.last_rejection
+    assert inbox.counters["rejected_bad_record"] == 3
+    assert inbox.counters["episodes_accepted"] == 1 and len(inbox) == 1
