@@ -101,7 +101,9 @@ class RunCoordinator:
         self.version = 0
         self.step = 0
         self.empty = EmptySteps(config.rollout.max_empty_steps, run_dir, self.log)
-        self.rejections = Rejections()
+        self.rejections = Rejections(
+            lambda: [("learner", self.learner), *self.policy_learners.askers()]
+        )
         self.skipped = SkippedSteps(self.log)
         self.hangs = HangWatch(self.launcher, config.bus.heartbeat_timeout, self.log.event)
         # inference actors and learners the run waits for and does not start: named when
@@ -280,7 +282,7 @@ class RunCoordinator:
                 t_collect = time.monotonic() - t0
                 sampled_with = self.version
                 metrics = await self._step_learners(collected["episodes"])
-                await self.rejections.note(self.learner, metrics, collected)
+                await self.rejections.note(metrics, collected)
                 if self.empty.untrained(metrics, self.step + 1, collected):
                     continue  # collected again; NothingToTrain once it keeps happening
                 t_train = time.monotonic() - t0 - t_collect
@@ -343,7 +345,7 @@ class RunCoordinator:
                         rewound = False
                         continue
                     rewound = False
-                    await self.rejections.note(self.learner, metrics, collected)
+                    await self.rejections.note(metrics, collected)
                     if self.empty.untrained(metrics, self.step + 1, collected):
                         continue
                     self.step = self.skipped.next_step(metrics, self.step)

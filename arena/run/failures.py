@@ -38,11 +38,8 @@ def reason_of(collected: dict[str, Any]) -> str:
     if not played:
         return "no episode was played"
     first = one_line(collected.get("error") or "") or "no reason given"
-    if collected.get("rejected"):  # played whole, then refused by the learner as unusable
-        return (
-            f"the learner rejected {collected['rejected']} episodes as unusable (the last: "
-            f"{one_line(collected.get('rejection') or '') or 'no reason given'})"
-        )
+    if collected.get("rejected"):  # played whole, then refused by a learner as unusable
+        return rejected_by(collected["rejected"])
     if failed == played:
         return f"every episode failed ({failed}/{played}); the first: {first}"
     shown = collected.get("transcript") or {}
@@ -59,34 +56,51 @@ def reason_of(collected: dict[str, Any]) -> str:
     )
 
 
+Asker = Callable[[str], Awaitable[Any]]
+"""Asks a learner ``op`` (``status``) and returns its reply."""
+
+
 class Rejections:
-    """The episodes the learner rejected as unusable, told to a step that trained nothing: a
+    """The episodes the learners rejected as unusable, told to a step that trained nothing: a
     model whose replies carry NaN log-probabilities plays whole episodes (none failed) that no
-    step can use, and the step's reason should say so."""
+    step can use, and the step's reason should say so. Every learner of the run is asked: its
+    own (``learner``) and each named policy's with a model of its own (``learner-<policy>``,
+    arena/run/policy_learners.py), each named with its own log."""
 
-    def __init__(self) -> None:
-        self.seen = 0
-        """The learner's ``rejected_bad_record`` count when last asked."""
+    def __init__(self, learners: Callable[[], list[tuple[str, Asker]]]) -> None:
+        self.learners = learners
+        """Each learner's actor name (its log is ``logs/<name>.log``) and how to ask it."""
+        self.seen: dict[str, int] = {}
+        """Each learner's ``rejected_bad_record`` count when last asked."""
 
-    async def note(
-        self,
-        learner: Callable[[str], Awaitable[Any]],
-        metrics: dict[str, Any] | None,
-        collected: dict[str, Any],
-    ) -> None:
-        """On a step that trained nothing (``metrics`` without a step), put the rejections
-        since the last look and the learner's last reason into ``collected`` (read by
-        :func:`reason_of`)."""
+    async def note(self, metrics: dict[str, Any] | None, collected: dict[str, Any]) -> None:
+        """On a step that trained nothing (``metrics`` without a step), put each learner's
+        rejections since the last look, with its last reason, into ``collected["rejected"]``
+        (``[{"learner": name, "count": n, "last": reason}]``, read by :func:`reason_of` and
+        :class:`EmptySteps`)."""
         if metrics is not None and "step" in metrics:
             return
-        try:
-            status = await learner("status")
-        except BusError:
-            return
-        rejected = int((status.get("counters") or {}).get("rejected_bad_record", 0))
-        new, self.seen = rejected - self.seen, rejected
-        if new > 0:
-            collected["rejected"], collected["rejection"] = new, status.get("last_rejection")
+        told = []
+        for name, ask in self.learners():
+            try:
+                status = await ask("status")
+            except BusError:
+                continue
+            rejected = int((status.get("counters") or {}).get("rejected_bad_record", 0))
+            new, self.seen[name] = rejected - self.seen.get(name, 0), rejected
+            if new > 0:
+                told.append({"learner": name, "count": new, "last": status.get("last_rejection")})
+        if told:
+            collected["rejected"] = told
+
+
+def rejected_by(told: list[dict[str, Any]]) -> str:
+    """The rejections of :meth:`Rejections.note`, one clause per learner."""
+    return "; ".join(
+        f"{'the learner' if r['learner'] == 'learner' else r['learner']} rejected {r['count']} "
+        f"episodes as unusable (the last: {one_line(r.get('last') or '') or 'no reason given'})"
+        for r in told
+    )
 
 
 class EmptySteps:
@@ -119,10 +133,12 @@ class EmptySteps:
             f"{self.limit}, rollout.max_empty_steps): {reason}"
         )
         if self.in_a_row >= self.limit:
-            logs = "learner.log" if collected.get("rejected") else "rollout-*.log"
+            names = [r["learner"] for r in collected.get("rejected") or []] or ["rollout-*"]
+            logs = [str(self.run_dir / "logs" / f"{name}.log") for name in names]
             raise NothingToTrain(
                 f"stopped after {self.in_a_row} steps in a row with no turn to train on: "
-                f"{reason}; read {self.run_dir / 'events.log'} and {self.run_dir / 'logs' / logs}"
+                f"{reason}; read {', '.join([str(self.run_dir / 'events.log'), *logs[:-1]])} "
+                f"and {logs[-1]}"
             )
         return True
 

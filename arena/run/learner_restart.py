@@ -143,6 +143,12 @@ class LearnerClient:
         with contextlib.suppress(BusError):
             self._check(await self._request("status", 10))
 
+    async def peek(self, op: str, timeout: float = 10) -> Any:
+        """The learner's reply to ``op``, asked once and its epoch not checked: a look that
+        leaves a restart to the code that handles it (a named policy's learner, whose own
+        ``step`` notices it); :class:`BusError` when it does not answer."""
+        return await self._request(op, timeout)
+
     async def final_checkpoint(self, step: int) -> Any:
         """The checkpoint after the run's last ``step``; asked again of a learner that restarted
         meanwhile from that step's checkpoint. One that restarted from an earlier checkpoint

@@ -25,7 +25,7 @@ learner as before; :class:`PolicyLearners` drives the others in lockstep with it
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from arena.bus import Actor
@@ -133,6 +133,13 @@ class PolicyLearners:
                     out[f"{learner.name}/{key}"] = value
             out[f"{learner.name}/version"] = learner.version
         return out
+
+    def askers(self) -> list[tuple[str, Callable[[str], Awaitable[Any]]]]:
+        """Each learner's actor name (``learner-<policy>``, its log ``logs/<name>.log``) and a
+        look at it that leaves its restarts to :meth:`train`
+        (:meth:`~arena.run.learner_restart.LearnerClient.peek`): the run asks their rejections
+        after a step that trained nothing (:class:`~arena.run.failures.Rejections`)."""
+        return [(learner.client.actor_name, learner.client.peek) for learner in self.learners]
 
     def versions(self) -> dict[str, int]:
         """Each policy's version, by name."""

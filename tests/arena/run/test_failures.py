@@ -42,8 +42,13 @@ def test_episodes_the_learner_rejected_are_the_reason_with_its_last_word() -> No
         "failed": 0,
         "error": "",
         "transcript": {"termination": "illegal", "turns": [{}, {}]},
-        "rejected": 8,
-        "rejection": "episode r-3: turn 0 of r-3:\n response_logprobs holds NaN or inf",
+        "rejected": [
+            {
+                "learner": "learner",
+                "count": 8,
+                "last": "episode r-3: turn 0 of r-3:\n response_logprobs holds NaN or inf",
+            }
+        ],
     }
     assert reason_of(collected) == (
         "the learner rejected 8 episodes as unusable (the last: episode r-3: turn 0 of r-3: "
@@ -62,19 +67,91 @@ def test_a_step_that_trained_nothing_is_told_the_rejections_since_the_last_look(
         assert op == "status"
         return {"counters": {"rejected_bad_record": next(counts)}, "last_rejection": "why"}
 
-    rejections = Rejections()
+    rejections = Rejections(lambda: [("learner", learner)])
     steps = []
     for metrics in (None, {"step": 4}, None, {"loss": 0.0}):  # the last: skipped, no step
         collected: dict = {}
-        asyncio.run(rejections.note(learner, metrics, collected))
+        asyncio.run(rejections.note(metrics, collected))
         steps.append(collected)
     # asked only after a step that trained nothing; each time, only what is new since
+    told = {"learner": "learner", "last": "why"}
     assert steps == [
-        {"rejected": 3, "rejection": "why"},
+        {"rejected": [{**told, "count": 3}]},
         {},
         {},
-        {"rejected": 8, "rejection": "why"},
+        {"rejected": [{**told, "count": 8}]},
     ]
+
+
+def test_a_named_policys_own_learner_rejections_are_told_with_its_own_log(tmp_path) -> None:
+    # configs/two_models.yaml: the responder's own model diverged, its learner
+    # (learner-responder, logs/learner-responder.log) rejects every episode, while the run's
+    # learner rejected none; the step line and the stop line must name the responder's.
+    import asyncio
+
+    from arena.run.failures import EmptySteps, NothingToTrain, Rejections
+
+    statuses = {
+        "learner": {"counters": {"rejected_bad_record": 0}, "last_rejection": ""},
+        "learner-responder": {
+            "counters": {"rejected_bad_record": 8},
+            "last_rejection": "episode r-7: turn 1 of r-7: response_logprobs holds NaN or inf",
+        },
+    }
+
+    def asker(name: str):
+        async def ask(op: str) -> dict:
+            return statuses[name]
+
+        return ask
+
+    rejections = Rejections(lambda: [(name, asker(name)) for name in statuses])
+    collected = {"episodes": 8, "failed": 0, "error": ""}
+    asyncio.run(rejections.note(None, collected))
+    assert collected["rejected"] == [
+        {
+            "learner": "learner-responder",
+            "count": 8,
+            "last": "episode r-7: turn 1 of r-7: response_logprobs holds NaN or inf",
+        }
+    ]
+    printed: list[str] = []
+    events: list[str] = []
+    log = SimpleNamespace(
+        console=SimpleNamespace(print=printed.append),
+        config=SimpleNamespace(steps=10),
+        event=events.append,
+    )
+    empty = EmptySteps(1, tmp_path, log)  # type: ignore[arg-type]
+    reason = (
+        "learner-responder rejected 8 episodes as unusable (the last: episode r-7: turn 1 of "
+        "r-7: response_logprobs holds NaN or inf)"
+    )
+    with pytest.raises(NothingToTrain) as stopped:
+        empty.untrained(None, 4, collected)
+    assert events == [
+        f"step 4: no turn to train on (1 in a row; the run stops after 1, "
+        f"rollout.max_empty_steps): {reason}"
+    ]
+    assert str(stopped.value) == (
+        f"stopped after 1 steps in a row with no turn to train on: {reason}; read "
+        f"{tmp_path / 'events.log'} and {tmp_path / 'logs' / 'learner-responder.log'}"
+    )
+    # both learners rejected (the shared model and the responder's diverged): both named,
+    # each with its own log
+    statuses["learner"] = {"counters": {"rejected_bad_record": 5}, "last_rejection": "x"}
+    statuses["learner-responder"]["counters"]["rejected_bad_record"] = 16
+    again = {"episodes": 8, "failed": 0, "error": ""}
+    asyncio.run(rejections.note(None, again))
+    with pytest.raises(NothingToTrain) as stopped:
+        empty.untrained(None, 4, again)
+    assert str(stopped.value) == (
+        "stopped after 2 steps in a row with no turn to train on: the learner rejected 5 "
+        "episodes as unusable (the last: x); learner-responder rejected 8 episodes as unusable "
+        "(the last: episode r-7: turn 1 of r-7: response_logprobs holds NaN or inf); read "
+        f"{tmp_path / 'events.log'}, {tmp_path / 'logs' / 'learner.log'} and "
+        f"{tmp_path / 'logs' / 'learner-responder.log'}"
+    )
 
 
 def test_the_learner_keeps_why_it_last_rejected_an_episode() -> None:
