@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -84,28 +88,112 @@ def test_model_participants_share_one_inference_actor(tmp_path: Path) -> None:
                 assert record["tokens"][seat] > 0
 
 
-@pytest.mark.e2e
-def test_eval_one_participant(tmp_path: Path) -> None:
-    out = tmp_path / "eval.json"
-    done = arena(
-        "eval",
-        "tiny",
-        "--games",
-        "tictactoe-v0",
-        "--opponents",
-        "random-v0",
-        "--n",
-        "4",
-        "--max-new-tokens",
-        "4",
-        "--json",
-        str(out),
+def actor_pids(tmp: Path) -> list[int]:
+    """The live processes of ``arena eval``'s inference actor, started with ``TMPDIR=tmp``
+    (its bus address, on its command line, lies under it)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            line = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if "--actor-name inference-model-0" in line and str(tmp) in line and state != "Z":
+            found.append(int(pid))
+    return found
+
+
+def eval_killing_its_actor(tmp: Path, kills: int) -> tuple[subprocess.Popen[str], list[int]]:
+    """``arena eval tiny`` (8 tictactoe games against random-v0), whose inference actor is
+    SIGKILLed ``kills`` times while it plays: the first as soon as it serves (it is stopped
+    first, so that no game can end before the kill, and killed once the play has begun), each
+    next one as soon as the launcher has started it again. The process, and the pids killed."""
+    env = {**ENV, "TMPDIR": str(tmp)}
+    flags = "--games tictactoe-v0 --opponents random-v0 --n 8 --max-new-tokens 4"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "arena",
+            "eval",
+            "tiny",
+            *flags.split(),
+            "--json",
+            str(tmp / "e.json"),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
-    assert done.returncode == 0, done.stderr
-    (result,) = json.loads(out.read_text())
+    killed: list[int] = []
+    deadline = time.monotonic() + 120
+    try:
+        while not any(
+            "serves policy:model-0" in log.read_text(errors="replace")
+            for log in tmp.glob("arena-eval-*/inference-model-0.log")
+        ):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.1)
+        (pid,) = actor_pids(tmp)
+        os.kill(pid, signal.SIGSTOP)  # its requests wait; the play cannot end without it
+        time.sleep(3)  # `arena eval` sees it listed within 0.5 s and starts playing
+        while True:
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+            if len(killed) == kills:
+                return proc, killed
+            while not (pids := [p for p in actor_pids(tmp) if p not in killed]):
+                assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+                time.sleep(0.05)
+            pid = pids[0]
+    except BaseException:
+        proc.kill()
+        raise
+
+
+def finish(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    """Its stdout and stderr once it exits (killed after 120 s: an actor not restarted leaves
+    its requests waiting out the 600 s of ``inference.timeout``)."""
+    try:
+        return proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+
+
+@pytest.mark.e2e
+def test_eval_plays_on_through_a_killed_inference_actor(tmp_path: Path) -> None:
+    """`arena eval` restarts an inference actor killed while it plays (Seating.supervise): its
+    requests are sent again to the new one and every game is played; it said so on stderr."""
+    proc, (killed,) = eval_killing_its_actor(tmp_path, kills=1)
+    stdout, stderr = finish(proc)
+    assert proc.returncode == 0, stderr
+    assert f"inference-model-0 (pid {killed}) exited with code -9; restarting (1/2)" in stderr
+    (result,) = json.loads((tmp_path / "e.json").read_text())
     assert result["game"] == "tictactoe-v0" and result["opponent"] == "random-v0"
-    assert result["games"] == 4
-    assert "tictactoe-v0 vs random-v0: score" in done.stdout
+    assert result["games"] == 8
+    assert "tictactoe-v0 vs random-v0: score" in stdout
+
+
+@pytest.mark.e2e
+def test_eval_stops_in_one_line_when_its_actor_dies_past_its_restarts(tmp_path: Path) -> None:
+    """Killed three times while it plays (twice restarted), the actor stops `arena eval`:
+    exit 1 and one line naming it (with the end of its log), no traceback and no result."""
+    proc, killed = eval_killing_its_actor(tmp_path, kills=3)
+    stdout, stderr = finish(proc)
+    assert proc.returncode == 1, stderr
+    assert len(set(killed)) == 3
+    for n, pid in enumerate(killed[:2], 1):
+        assert f"inference-model-0 (pid {pid}) exited with code -9; restarting ({n}/2)" in stderr
+    stopped = [line for line in stderr.splitlines() if line.startswith("arena eval:")]
+    assert stopped == [
+        f"arena eval: stopped: inference-model-0 (pid {killed[2]}) exited with code -9; end of "
+        f"{next(tmp_path.glob('arena-eval-*')) / 'inference-model-0.log'}:"
+    ]
+    assert "Traceback" not in stderr
+    assert not (tmp_path / "e.json").exists() and "score" not in stdout
 
 
 @pytest.mark.e2e
