@@ -6,14 +6,23 @@ and no model; importing torch and ``transformers.models.auto`` for it cost each 
 3 s of CPU at every start. A directory whose ``tokenizer_config.json`` names no tokenizer class,
 or the generic fast one, is loaded with :class:`~transformers.TokenizersBackend` itself, which
 is what ``AutoTokenizer`` resolves it to; any other class goes through ``AutoTokenizer``.
+
+Transformers before 5.19 imports ``modeling_gguf_pytorch_utils`` (and with it torch) at the top
+of the module that defines that class, for GGUF tokenizers only; :func:`_without_gguf_torch`
+defers it to the first GGUF tokenizer load, so the class itself costs no torch in either version.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
+import sys
+import types
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from arena.models.embedded import smollm2_dir, smollm2_tokenizer_dir
 from arena.models.specs import EMBEDDED_ALIASES, TINY_NAME, ModelNotFoundError, not_found
@@ -23,6 +32,9 @@ if TYPE_CHECKING:
 
 GENERIC_CLASSES = {None, "TokenizersBackend", "PreTrainedTokenizerFast"}
 """``tokenizer_class`` values that ``AutoTokenizer`` loads as the generic fast tokenizer."""
+
+GGUF_UTILS = "transformers.modeling_gguf_pytorch_utils"
+"""Imports torch when it is installed; transformers 5.17's tokenizer module imports it eagerly."""
 
 
 def model_dir(spec: str, cache: str | os.PathLike[str] | None = None) -> Path:
@@ -61,9 +73,37 @@ def tokenizer_from_dir(path: str | os.PathLike[str]) -> PreTrainedTokenizerBase:
     config = path / "tokenizer_config.json"
     named = json.loads(config.read_text()).get("tokenizer_class") if config.is_file() else None
     if (path / "tokenizer.json").is_file() and named in GENERIC_CLASSES:
-        from transformers import TokenizersBackend
+        with _without_gguf_torch():
+            from transformers import TokenizersBackend
 
         return TokenizersBackend.from_pretrained(path)
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(path)
+
+
+def _load_gguf_checkpoint(*args: Any, **kwargs: Any) -> Any:
+    """``load_gguf_checkpoint`` imported when a GGUF tokenizer is first loaded, not before."""
+    return importlib.import_module(GGUF_UTILS).load_gguf_checkpoint(*args, **kwargs)
+
+
+@contextmanager
+def _without_gguf_torch() -> Iterator[None]:
+    """Stand a torch-free stub in for :data:`GGUF_UTILS` while the tokenizer module is imported.
+
+    Transformers 5.17 binds ``load_gguf_checkpoint`` from it at import (5.19 imports it in the
+    GGUF branch); the stub's function imports the real module on first call. The stub leaves
+    ``sys.modules`` afterwards, so any later import gets the real module; where torch is
+    already imported there is nothing to save and nothing is stood in.
+    """
+    if "torch" in sys.modules or GGUF_UTILS in sys.modules:
+        yield
+        return
+    stub = types.ModuleType(GGUF_UTILS, _load_gguf_checkpoint.__doc__)
+    stub.load_gguf_checkpoint = _load_gguf_checkpoint  # type: ignore[attr-defined]
+    sys.modules[GGUF_UTILS] = stub
+    try:
+        yield
+    finally:
+        if sys.modules.get(GGUF_UTILS) is stub:
+            del sys.modules[GGUF_UTILS]
