@@ -146,6 +146,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import asyncio
     import json
+    import shutil
     import sys
     import tempfile
 
@@ -291,7 +292,9 @@ def run(args: argparse.Namespace) -> int:
         probe = registry_games.make(game.id, **game.kwargs)
         return lambda agent: routing.label(game, probe, agent)
 
-    seating = Seating(config, found, Path(tempfile.mkdtemp(prefix="arena-eval-")), act=args.act)
+    # the inference actors' logs: kept where a failure names them, removed after a whole eval
+    logs = Path(tempfile.mkdtemp(prefix="arena-eval-"))
+    seating = Seating(config, found, logs, act=args.act)
 
     async def main() -> list:
         episodes = n * len(opponents) * sum(len(routing.player_seats(g)) for g in player_games)
@@ -344,6 +347,7 @@ def run(args: argparse.Namespace) -> int:
             raise
         print(f"arena eval: stopped: {err}", file=sys.stderr)
         return 1
+    shutil.rmtree(logs, ignore_errors=True)
     shown: set[tuple[str, str]] = set()
     for result in results:
         if isinstance(result, RoleResult) and (result.game, result.seat) not in shown:

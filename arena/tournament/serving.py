@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Awaitable
@@ -84,6 +85,8 @@ class Seating:
         self.log_dir = log_dir
         self.launcher: Launcher | None = None
         self.actor: Actor | None = None
+        self._bus_dir: str | None = None
+        """The temporary directory of the broker's socket, removed on :meth:`close`."""
         self._servers: dict[tuple[str, ...], str] = {}
         """Server key -> the policy name its inference actor serves."""
         self._adapters: dict[tuple[str, ...], dict[str, str]] = {}
@@ -164,7 +167,8 @@ class Seating:
         return name
 
     async def _start_servers(self, served: list[Participant]) -> None:
-        address = f"ipc://{tempfile.mkdtemp(prefix='arena-tournament-')}/bus.sock"
+        self._bus_dir = tempfile.mkdtemp(prefix="arena-tournament-")
+        address = f"ipc://{self._bus_dir}/bus.sock"
         self.launcher = Launcher(self.log_dir)
         self.launcher.start("broker", broker_argv(address, HEARTBEAT_INTERVAL, HEARTBEAT_TIMEOUT))
         owners: dict[str, list[str]] = {}
@@ -260,6 +264,8 @@ class Seating:
             await self.actor.close()
         if self.launcher is not None:
             self.launcher.stop_all()
+        if self._bus_dir is not None:  # the broker's socket: gone with it
+            shutil.rmtree(self._bus_dir, ignore_errors=True)
 
     # -- seats -------------------------------------------------------------------------------
     def seat(

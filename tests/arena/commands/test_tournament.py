@@ -175,6 +175,10 @@ def test_eval_plays_on_through_a_killed_inference_actor(tmp_path: Path) -> None:
     assert result["game"] == "tictactoe-v0" and result["opponent"] == "random-v0"
     assert result["games"] == 8
     assert "tictactoe-v0 vs random-v0: score" in stdout
+    # its temporary directories (the actor's logs, the broker's socket) are gone: every eval
+    # left two behind in /tmp (the killed actor's own socket file is left: this path is too
+    # long for one beside the broker's)
+    assert not [p for p in tmp_path.glob("arena-*") if p.is_dir()]
 
 
 @pytest.mark.e2e
@@ -194,6 +198,8 @@ def test_eval_stops_in_one_line_when_its_actor_dies_past_its_restarts(tmp_path: 
     ]
     assert "Traceback" not in stderr
     assert not (tmp_path / "e.json").exists() and "score" not in stdout
+    # the logs it names are kept; the broker's socket directory is not
+    assert [p.name.split("-")[1] for p in tmp_path.glob("arena-*") if p.is_dir()] == ["eval"]
 
 
 @pytest.mark.e2e
