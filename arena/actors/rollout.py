@@ -37,9 +37,9 @@ It fills the seats with a :class:`~arena.play.seating.SeatFactory`, plays up to 
 episodes at once on asyncio (their generation requests batch together in the inference actors),
 and sends every finished episode to service ``learner`` as an ``episode`` message, with every
 turn's tokens, logprobs and policy version. An episode that fails (its policy, a bot, a
-simulator or the game itself errored, or it ran past the run's bound on one episode:
-``max_episode_turns`` turns or ``episode_timeout`` seconds,
-:func:`~arena.play.episode.play_episode`) is dropped whole and counted, never half-sent; the
+simulator or the game itself errored, a bot took longer than its bound on one move, or it ran
+past the run's bound on one episode: ``max_episode_turns`` turns or ``episode_timeout``
+seconds, :func:`~arena.play.episode.play_episode`) is dropped whole and counted, never half-sent; the
 rest of its group still goes out. The reply's ``failed`` counts them and ``error`` gives the
 first one's reason (empty when none failed), which ``arena train`` shows on the step line and in
 ``events.log``. A malformed collect order gets an error reply; the actor goes on.

@@ -22,6 +22,11 @@ MAX_EPISODE_TURNS = 1000
 ``rollout.max_episode_turns``, an evaluation's, a tournament's match): past it the game is taken
 for one that never ends. The shipped games play at most 600 (``pettingzoo-chess-v0``: 200
 moves, each tried 3 times)."""
+BOT_MOVE_TIMEOUT = 120.0
+"""Seconds one bot move may take, wherever a bot plays (a run's episodes, an evaluation, a
+tournament, ``arena play``): past it that episode fails, naming the bot, its seat, the game and
+this bound (:mod:`arena.play.bot_moves`). The same 120 s the bot check gives a whole trial game
+(:data:`arena.play.bot_check.TRIAL_TIMEOUT`): a bot that passed it is not that slow on a move."""
 
 
 @dataclass

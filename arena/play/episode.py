@@ -38,6 +38,10 @@ with a huge ``max_turns``, or one that never sets its terminations) would otherw
 rollout job until the job's lease ran out, to be leased again with the same seed and loop
 again. Past either bound the episode fails with an :class:`EpisodeError` naming the game, the
 episode and the bound: dropped, counted and never trained on, like any failed episode.
+A bot's move is played off the event loop, on the process's bot-move thread, and bounded by
+its seat's ``timeout`` (:data:`~arena.play.config.BOT_MOVE_TIMEOUT`, 120 s, wherever a bot
+plays) as well as by the episode's clock (:mod:`arena.play.bot_moves`): a plugin bot that blocks
+mid-episode fails that episode, named with its seat, instead of freezing the process.
 
 Visibility: before a seat is prompted (or a simulator asked), its observation is checked against
 the game's interaction graph (:meth:`games.interaction.Interaction.leaks`): the text of a post the
@@ -61,6 +65,7 @@ import time
 from collections.abc import Mapping
 
 from arena.play.acting import CHOICE
+from arena.play.bot_moves import BotMoves, MoveTimeout
 from arena.play.choice import choose_turn
 from arena.play.config import MAX_EPISODE_TURNS
 from arena.play.seats import (
@@ -102,24 +107,28 @@ async def play_episode(
     game's own limits: one that has
     played ``max_turns`` turns (every seat's, rejected ones included) and is not over, or is
     still playing after ``timeout`` seconds, fails with an :class:`EpisodeError` naming the
-    bound (termination ``max_turns``, resp. ``error``). The clock is checked only while the
-    episode awaits (a policy, a simulator); a game of bots alone is held by the turn bound."""
+    bound (termination ``max_turns``, resp. ``error``). The clock is checked while the
+    episode awaits (a policy, a simulator, a bot's move: bots play off the event loop, each
+    move also bounded by its seat's ``timeout``, :mod:`arena.play.bot_moves`); only a game's
+    own code (its ``step``) runs on the loop unbounded."""
     missing = set(env.possible_agents) - set(seats)
     if missing:
         raise ValueError(f"{game_id}: no seat filler for {sorted(missing)}")
     clock = asyncio.timeout(timeout)
+    moves = BotMoves()
     try:
         async with clock:
             return await _play(
-                env, game_id, seats, seed=seed, episode_id=episode_id, limit=max_turns
+                env, game_id, seats, seed=seed, episode_id=episode_id, limit=max_turns, moves=moves
             )
     except EpisodeError:
         raise
     except Exception as err:  # the game's (or its role's) own bug: this episode, not the job
         if isinstance(err, TimeoutError) and clock.expired():
+            during = f" ({moves.moving} was still moving)" if moves.moving else ""
             raise EpisodeError(
                 f"{game_id} episode {episode_id}: not over after {timeout:g} s, the bound "
-                "on one episode (rollout.episode_timeout)"
+                f"on one episode (rollout.episode_timeout){during}"
             ) from None
         raise EpisodeError(f"{game_id} episode {episode_id}: the game failed: {err!r}") from err
 
@@ -132,6 +141,7 @@ async def _play(
     seed: int,
     episode_id: str,
     limit: int | None = None,
+    moves: BotMoves,
 ) -> Episode:
     env.reset(seed=seed)
     for index, agent in enumerate(env.possible_agents):
@@ -161,12 +171,7 @@ async def _play(
             )
         seat = seats[agent]
         if isinstance(seat, BotSeat):
-            try:
-                action = legal_move(seat.bot, env, agent)
-            except Exception as err:
-                raise EpisodeError(
-                    f"{game_id} episode {episode_id}: bot {seat.name} failed: {err!r}", agent
-                ) from err
+            action = await _bot_move(env, game_id, episode_id, seat, agent, moves)
             text = env.action_to_text(agent, action)
             env.step(action)
             turns.append(
@@ -283,6 +288,30 @@ def _check_visibility(
     if leaked:
         error = VisibilityError(agent, leaked[0])
         raise EpisodeError(f"{game_id} episode {episode_id}: {error}", agent) from error
+
+
+async def _bot_move(
+    env: TextGame, game_id: str, episode_id: str, seat: BotSeat, agent: str, moves: BotMoves
+) -> object:
+    """The bot's legal move, played on the bot-move thread and bounded by the seat's
+    ``timeout`` (:mod:`arena.play.bot_moves`); a bot that raises, plays an illegal move or
+    takes longer fails the episode, named."""
+    moves.moving = f"bot {seat.name} (seat {agent})"
+    try:
+        action = await moves.call(legal_move, seat.bot, env, agent, timeout=seat.timeout)
+    except MoveTimeout:
+        raise EpisodeError(
+            f"{game_id} episode {episode_id}: bot {seat.name} (seat {agent}) gave no move in "
+            f"{seat.timeout:g} s, the bound on one bot move (arena.play.config.BOT_MOVE_TIMEOUT); "
+            "its thread is left behind",
+            agent,
+        ) from None
+    except Exception as err:
+        raise EpisodeError(
+            f"{game_id} episode {episode_id}: bot {seat.name} failed: {err!r}", agent
+        ) from err
+    moves.moving = None
+    return action
 
 
 async def _simulate(

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from arena.play import config as play_config
 from arena.play.acting import DEFAULT_ACT
 from arena.policies.base import Policy
 from arena.policies.chat import ChatFormat
@@ -68,6 +69,10 @@ class BotSeat:
 
     bot: Bot
     name: str
+    timeout: float | None = field(default_factory=lambda: play_config.BOT_MOVE_TIMEOUT)
+    """Seconds one move may take before the episode ends with an error naming the bot (its
+    ``act`` runs off the event loop: :mod:`arena.play.bot_moves`); None: unbounded. By default
+    :data:`~arena.play.config.BOT_MOVE_TIMEOUT`, read when the seat is made."""
 
 
 @dataclass

@@ -101,7 +101,9 @@ class RolloutConfig:
     evaluations and tournaments bound their episodes by the default, 1000."""
     episode_timeout: float = 1800.0
     """Seconds one episode may play, likewise; keep it below ``lease_timeout``. Checked while it
-    waits on a policy or a simulator (bots alone are held by ``max_episode_turns``)."""
+    waits on a policy, a simulator or a bot's move (bots play off the event loop, each move also
+    bounded by :data:`arena.play.config.BOT_MOVE_TIMEOUT`, 120 s, :mod:`arena.play.bot_moves`);
+    a game's own ``step`` that never returns is not (its actor is then found hung)."""
     max_empty_steps: int = 3
     """Steps in a row that leave the learner no turn to train on (every episode failed: a
     simulator or bot that raises, say) before the run stops, with exit status 1 and one line

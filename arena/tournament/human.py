@@ -27,6 +27,7 @@ from typing import Any
 
 from arena.core.errors import ConfigError, did_you_mean
 from arena.play.acting import CHOICE
+from arena.play.bot_moves import BotMoves, MoveTimeout
 from arena.play.choice import choose_turn
 from arena.play.seats import BotSeat, Seat, SimulatorSeat, seat_seed
 from arena.policies.types import ContextOverflow
@@ -141,7 +142,7 @@ def play_human(
         except ContextOverflow:
             write(f"{seat_label(opponents[agent])}'s context is full; the game stops here")
             return _result(env, human, "stopped")
-        except SimulatorFailed as err:
+        except (SimulatorFailed, MoveTimeout) as err:  # a simulator or a bot that fails to reply
             write(f"{err}; the game stops here")
             return _result(env, human, "stopped")
     write("")
@@ -212,7 +213,7 @@ def opponent_move(env: TextGame, agent: str, seat: Seat, write: Write, game_id: 
         write(f"{label} ({agent}) wrote: " + text.replace("\n", "\n  "))
         return
     if isinstance(seat, BotSeat):
-        action = legal_move(seat.bot, env, agent)
+        action = _bot_move(env, agent, seat)
         text = env.action_to_text(agent, action)
         env.step(action)
         write(f"{label} ({agent}) played: {text}")
@@ -251,6 +252,19 @@ def opponent_move(env: TextGame, agent: str, seat: Seat, write: Write, game_id: 
             f"{label}'s reply is not a valid move ({why}); "
             f"it tries again ({left} attempt(s) left before it forfeits)"
         )
+
+
+def _bot_move(env: TextGame, agent: str, seat: BotSeat) -> object:
+    """The bot's legal move, played off this thread and bounded as an episode's are
+    (:mod:`arena.play.bot_moves`): a bot that blocks stops the game, named, as a simulator that
+    gives no reply does (``arena play`` exits 1)."""
+    try:
+        return asyncio.run(BotMoves().call(legal_move, seat.bot, env, agent, timeout=seat.timeout))
+    except MoveTimeout:
+        raise MoveTimeout(
+            f"bot {seat.name} ({agent}) gave no move in {seat.timeout:g} s, the bound on one "
+            "bot move (arena.play.config.BOT_MOVE_TIMEOUT)"
+        ) from None
 
 
 def simulate(env: TextGame, agent: str, seat: SimulatorSeat, game_id: str = "") -> str:
