@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from arena.eval.intervals import with_interval
+from arena.eval.roles import unreported_text
 
 
 def is_role_row(result: dict[str, Any]) -> bool:
@@ -33,6 +34,10 @@ def role_rows(
             entry[f"errors_{label}"] = r.get("errors", 0)
             if r.get("first_error") and not entry.get("first_error"):
                 entry["first_error"] = r["first_error"]
+            if r.get("unreported"):  # no episode of the seat reported a metric
+                entry[f"unreported_{label}"] = unreported_text(
+                    r["unreported"], r.get("errors", 0), r.get("unreported_reason", "")
+                )
     out: dict[str, list[dict[str, Any]]] = {}
     for (game, _, _), entry in entries.items():
         after_value, before_ci = entry.get("after"), entry.get("before_ci")
@@ -62,8 +67,11 @@ def role_table(roles: list[tuple[str, dict[str, Any]]], notes: list[str]) -> lis
             f"{after} | {change} |"
         )
         errors = [f"{e[f'errors_{x}']} {x}" for x in ("before", "after") if e.get(f"errors_{x}")]
+        what = " ".join(filter(None, (game, e["seat"], e["metric"])))
+        for label in ("before", "after"):
+            if e.get(f"unreported_{label}"):
+                notes.append(f"\n{what} {label}: {e[f'unreported_{label}']}")
         if errors:
-            what = " ".join(filter(None, (game, e["seat"], e["metric"])))
             notes.append(
                 f"\n{what}: episodes failed ({', '.join(errors)}); the first: "
                 f"{e.get('first_error', '')}"
@@ -79,6 +87,8 @@ def role_table(roles: list[tuple[str, dict[str, Any]]], notes: list[str]) -> lis
 def _role_value(entry: dict[str, Any], label: str) -> str:
     value, ci = entry.get(label), entry.get(f"{label}_ci")
     if value is None or ci is None:
+        if entry.get(f"unreported_{label}"):
+            return "n/a (no metrics)"
         failed = entry.get(f"errors_{label}")
         return f"n/a ({failed} failed)" if failed else "n/a"
     return with_interval(value, ci, entry.get(f"episodes_{label}"))

@@ -5,9 +5,8 @@ seat at a time (one seat per role: ``solver_0`` stands for every solver) while t
 reference bot (its ``strongest_bot``: scripted solvers, a ground-truth judge, a scripted agent)
 fills the other seats, and simulators fill the seats the game config simulates (the scripted
 user). After each episode the game's ``infos[seat]["metrics"]`` (a mapping of metric name to a
-number, set when the game ends; the episode keeps it in ``stats["metrics"]``) is read (a seat
-whose game reports none is logged and left out); for each (game, seat, metric) it reports the mean with a
-95% interval (:func:`interval`): Wilson's when every value is 0 or 1, else the normal
+number, set when the game ends; the episode keeps it in ``stats["metrics"]``) is read; for
+each (game, seat, metric) it reports the mean with a 95% interval (:func:`interval`): Wilson's when every value is 0 or 1, else the normal
 approximation of :func:`arena.eval.evaluate.mean_ci`, clipped to [min(0, values), max(1, values)].
 
 With ``tries`` > 1 every task (seed) is played ``tries`` times, and each pass/fail metric (the
@@ -23,6 +22,12 @@ never averaged in, the rest going on. A seat whose every episode failed gets one
 metric (``metric`` empty, ``mean`` None) that says so. Each row names what filled the other
 seats (``seats``: ``"simulator scripted-user-v0"``, ``"bot retail-agent-v0"``).
 
+A seat none of whose finished episodes reported a metric (an untrained model that forfeits
+every episode of a game that reports nothing on a forfeit, or runs past its context before the
+game ends) gets one row with no metric too, saying how they ended (``unreported``:
+``{"illegal": 8}``, and the last rejection of the first: ``no episode reported metrics (8 of 8
+forfeited; the first: ...)``), never no row at all.
+
 References (:func:`reference_seat`): a seat the config gives a simulator gets it; any other
 seat that a simulator may fill gets the game's reference simulator (``GameSpec.simulator``:
 the retail user is ``scripted-user-v0``), since the game's strongest bot plays the other side
@@ -32,8 +37,7 @@ the retail user is ``scripted-user-v0``), since the game's strongest bot plays t
 from __future__ import annotations
 
 import asyncio
-import logging
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -47,8 +51,6 @@ from arena.eval.pass_k import pass_hat_k
 from arena.eval.ratings import wilson
 from arena.play.seats import BotSeat, PolicySeat, Seat, SimulatorSeat
 from games.text_env import TextGame
-
-log = logging.getLogger(__name__)
 
 SeatMaker = Callable[[str, TextGame, str, int], Seat]
 """``(game_id, env, agent, seed) -> Seat``: a fresh seat filler for one seat of one episode."""
@@ -79,10 +81,17 @@ class RoleResult:
     policy: str = ""
     """Who played the evaluated seat, where a run's policies tell the seats apart (``judge``);
     empty where one policy plays every seat."""
+    unreported: dict[str, int] = field(default_factory=dict)
+    """On the row of a seat none of whose finished episodes reported a metric (``metric`` empty,
+    ``mean`` None): how they ended, by termination (``{"illegal": 8}``)."""
+    unreported_reason: str = ""
+    """The last rejection of the evaluated seat in the first of them (why it forfeited)."""
 
     def line(self) -> str:
         failed = error_text(self.errors, self.first_error)
         seat = self.seat + (f", policy {self.policy}" if self.policy else "")
+        if self.unreported:
+            return f"{self.game} {self.role} ({seat}): {self.unreported_text()}{failed}"
         if self.mean is None or self.ci is None:
             return f"{self.game} {self.role} ({seat}): every episode failed{failed}"
         passes = "".join(f"  pass^{k} {v:.3f}" for k, v in self.pass_k.items())
@@ -92,6 +101,10 @@ class RoleResult:
             f"({self.episodes} episodes){failed}"
         )
 
+    def unreported_text(self) -> str:
+        """``no episode reported metrics (8 of 8 forfeited; the first: ...)``."""
+        return unreported_text(self.unreported, self.errors, self.unreported_reason)
+
     def seats_line(self) -> str:
         """Who played against the evaluated seat, e.g. ``retail-v0 agent: user = simulator
         scripted-user-v0``."""
@@ -100,6 +113,31 @@ class RoleResult:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+ENDINGS = {
+    "illegal": "forfeited",
+    "context_overflow": "ran past the context",
+    "max_turns": "reached the turn limit",
+    "user_stop": "were stopped by the user",
+}
+"""How a role row says an episode ended before its game could report metrics."""
+
+
+def unreported_text(unreported: dict[str, int], errors: int, reason: str) -> str:
+    """Why a seat has no metric: how its ``unreported`` episodes ended, out of all it played
+    (``errors`` failed besides), and the first one's last rejection; also read by the run's
+    before/after summary (:mod:`arena.eval.role_summary`)."""
+    played = sum(unreported.values()) + errors
+    ended = ", ".join(
+        f"{n} of {played} {ENDINGS.get(how, f'ended normally ({how})')}"
+        for how, n in unreported.items()
+    )
+    if reason:
+        ended += f"; the first: {reason}"
+    if set(unreported) - set(ENDINGS):  # ended as the game decided, and it set none
+        ended += "; a game puts each seat's numbers in infos[seat]['metrics']"
+    return f"no episode reported metrics ({ended})"
 
 
 def interval(values: Sequence[float]) -> tuple[float, float]:
@@ -181,8 +219,9 @@ async def evaluate_roles(
 
     fillers_seen: dict[str, dict[str, str]] = {}
 
-    async def one(seat: str, task: int, attempt: int) -> dict[str, float] | str:
-        """The seat's metrics in one episode, or why the episode failed."""
+    async def one(seat: str, task: int, attempt: int) -> dict[str, float] | str | tuple[str, str]:
+        """The seat's metrics in one episode, or why the episode failed (text), or when it
+        reported none, how it ended and the seat's last rejection (a tuple)."""
         async with limit:
             env = games.make(game_id, **kwargs)
             episode_seed = seed + task
@@ -203,7 +242,11 @@ async def evaluate_roles(
             )
             if isinstance(episode, str):
                 return episode
-            return episode.stats.get("metrics", {}).get(seat, {})
+            metrics = episode.stats.get("metrics", {}).get(seat, {})
+            if metrics:
+                return metrics
+            rejected = [t.error for t in episode.turns if t.seat == seat and t.error]
+            return episode.termination, rejected[-1] if rejected else ""
 
     results = []
     for seat in evaluated:
@@ -213,7 +256,7 @@ async def evaluate_roles(
         others = fillers_seen.get(seat, {})
         per_metric: dict[str, list[float]] = defaultdict(list)
         for values in runs:
-            if not isinstance(values, str):
+            if isinstance(values, dict):
                 for name, value in values.items():
                     per_metric[name].append(value)
         role = probe.seat_role(seat)
@@ -225,14 +268,24 @@ async def evaluate_roles(
                 )
             )
             continue
-        if not per_metric:
-            log.warning(
-                "%s reports no metrics for %s in %d finished episode(s): nothing to show for it "
-                "(a role game puts each seat's numbers in infos[seat]['metrics'] however it "
-                "ends, a forfeit included)",
-                game_id,
-                seat,
-                len(runs) - len(errors),
+        if not per_metric:  # a row all the same, saying how its episodes ended
+            unreported = [r for r in runs if isinstance(r, tuple)]
+            results.append(
+                RoleResult(
+                    game_id,
+                    seat,
+                    role,
+                    "",
+                    None,
+                    None,
+                    0,
+                    errors=len(errors),
+                    first_error=first,
+                    seats=others,
+                    policy=policy,
+                    unreported=dict(Counter(how for how, _ in unreported)),
+                    unreported_reason=unreported[0][1],
+                )
             )
         for name, values in per_metric.items():
             mean = sum(values) / len(values)

@@ -46,7 +46,9 @@ with ``seat``, ``role``, ``metric``, ``before``/``after`` (each with ``_ci``; No
 episode finished), ``episodes_before``/``_after``, ``errors_before``/``_after``, ``first_error``
 and ``change``: ``higher`` or ``lower`` when the after value lies beyond the before value's 95%
 interval, ``no`` when inside it (a metric's better direction is the game's business: success
-up, tool errors down). A seat whose every episode failed has the metric ``""``.
+up, tool errors down). A seat whose every episode failed has the metric ``""``, and so has a
+seat none of whose episodes reported a metric: its ``unreported_before``/``_after`` say how
+they ended (``no episode reported metrics (8 of 8 forfeited; ...)``), under the table too.
 
 In a run with named policies each evaluation row names the policy that played it
 (``policy``), and the summary keeps them apart: a player game has an entry per policy, under
@@ -329,10 +331,7 @@ def markdown(summary: dict[str, dict[str, Any]]) -> str:
     if roles:
         lines += [""] * bool(lines) + role_table(roles, notes)
     if not summary:
-        lines.append(
-            "No evaluation results (eval.games: 0 skips every evaluation; a role game whose "
-            "seats report no metrics has none)."
-        )
+        lines.append("No evaluation results (eval.games: 0 skips every evaluation).")
     lines.extend(notes)
     return "\n".join(lines)
 

@@ -108,7 +108,9 @@ class RolloutConfig:
     """Steps in a row that leave the learner no turn to train on (every episode failed: a
     simulator or bot that raises, say) before the run stops, with exit status 1 and one line
     naming the first failure's reason (:mod:`arena.run.failures`). Each such step is shown
-    (``failed 8/8``), logged in ``events.log`` and collected again; it does not count as a step."""
+    (``failed 8/8``), logged in ``events.log`` and collected again; it does not count as a step.
+    Only the run's own learner counts here: a named policy's own learner that trains nothing
+    while the run's trains is told in ``events.log`` each such step, and does not stop the run."""
 
     def __post_init__(self) -> None:
         if self.max_empty_steps < 1:

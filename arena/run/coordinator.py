@@ -282,7 +282,7 @@ class RunCoordinator:
                 t_collect = time.monotonic() - t0
                 sampled_with = self.version
                 metrics = await self._step_learners(collected["episodes"])
-                await self.rejections.note(metrics, collected)
+                await self.rejections.note(metrics, collected, self.policy_learners.idle())
                 if self.empty.untrained(metrics, self.step + 1, collected):
                     continue  # collected again; NothingToTrain once it keeps happening
                 t_train = time.monotonic() - t0 - t_collect
@@ -345,7 +345,7 @@ class RunCoordinator:
                         rewound = False
                         continue
                     rewound = False
-                    await self.rejections.note(metrics, collected)
+                    await self.rejections.note(metrics, collected, self.policy_learners.idle())
                     if self.empty.untrained(metrics, self.step + 1, collected):
                         continue
                     self.step = self.skipped.next_step(metrics, self.step)

@@ -10,11 +10,18 @@ one-line message names the reason and the logs to read (``arena train`` exits 1 
 
 A step the learner skipped for a non-finite loss is not counted either, and is collected again
 with fresh episodes: :class:`SkippedSteps` stops the run after :data:`MAX_SKIPPED` in a row.
+
+A named policy's own learner (arena/run/policy_learners.py) can train nothing on a step the run's
+learner trained (it rejected every episode of that policy, or had no turn of it): the step
+counts, and :meth:`EmptySteps.untrained` tells it in ``events.log`` (and on the console), once
+per step, naming the policy, what its learner rejected and its log. It does not stop the run:
+the run's own policy trained, and a policy's seats may get no turn on a step for ordinary
+reasons (a game mix, a population's choice of opponent); the line counts the steps in a row.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -73,15 +80,24 @@ class Rejections:
         self.seen: dict[str, int] = {}
         """Each learner's ``rejected_bad_record`` count when last asked."""
 
-    async def note(self, metrics: dict[str, Any] | None, collected: dict[str, Any]) -> None:
+    async def note(
+        self, metrics: dict[str, Any] | None, collected: dict[str, Any], idle: Sequence[str] = ()
+    ) -> None:
         """On a step that trained nothing (``metrics`` without a step), put each learner's
         rejections since the last look, with its last reason, into ``collected["rejected"]``
         (``[{"learner": name, "count": n, "last": reason}]``, read by :func:`reason_of` and
-        :class:`EmptySteps`)."""
-        if metrics is not None and "step" in metrics:
+        :class:`EmptySteps`). On a step the run's learner trained, the same for the learners
+        named in ``idle`` (named policies' own learners that trained nothing), which go into
+        ``collected["idle"]``."""
+        trained = metrics is not None and "step" in metrics
+        if trained and not idle:
             return
+        if trained:
+            collected["idle"] = list(idle)
         told = []
         for name, ask in self.learners():
+            if trained and name not in idle:
+                continue
             try:
                 status = await ask("status")
             except BusError:
@@ -111,15 +127,19 @@ class EmptySteps:
         self.run_dir = run_dir
         self.log = log
         self.in_a_row = 0
+        self.idle_in_a_row: dict[str, int] = {}
+        """Each named policy's learner's steps in a row that trained nothing while the run's did."""
 
     def untrained(
         self, metrics: dict[str, Any] | None, step: int, collected: dict[str, Any]
     ) -> bool:
         """Whether the learner's reply ``metrics`` to step ``step`` trained nothing (None, or no
         ``step`` in it); if so the step is shown and logged, and :class:`NothingToTrain` is
-        raised once ``limit`` such steps came in a row. A step that trained resets the count."""
+        raised once ``limit`` such steps came in a row. A step that trained resets the count, and
+        tells each named policy's learner that trained nothing (``collected["idle"]``)."""
         if metrics is not None and "step" in metrics:
             self.in_a_row = 0
+            self._idle(step, collected)
             return False
         self.in_a_row += 1
         failed, played = collected["failed"], collected["failed"] + collected["episodes"]
@@ -141,6 +161,24 @@ class EmptySteps:
                 f"and {logs[-1]}"
             )
         return True
+
+    def _idle(self, step: int, collected: dict[str, Any]) -> None:
+        """One ``events.log`` line for each named policy's learner that trained nothing on step
+        ``step`` while the run's learner trained (see the module docstring)."""
+        idle = collected.get("idle") or []
+        self.idle_in_a_row = {n: self.idle_in_a_row.get(n, 0) + 1 for n in idle}
+        rejected = {r["learner"]: r for r in collected.get("rejected") or []}
+        for name in idle:
+            why = (
+                rejected_by([rejected[name]]).removeprefix(f"{name} ")
+                if name in rejected
+                else "had no turn to train on"
+            )
+            self.log.event(
+                f"step {step}: policy {name.removeprefix('learner-')} trained nothing "
+                f"({self.idle_in_a_row[name]} in a row; the run goes on): its learner {why}; "
+                f"read {self.run_dir / 'logs' / f'{name}.log'}"
+            )
 
 
 MAX_SKIPPED = 5

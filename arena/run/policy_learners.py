@@ -47,6 +47,9 @@ class PolicyLearner:
         )
         self.version = 0
         self.step = 0
+        self.trained_nothing = False
+        """Whether its last :meth:`train` had nothing to train on (every episode of this policy
+        rejected, or none of its turns): not when it was ahead of the run, or restarted."""
 
     def attach(self, actor: Actor) -> None:
         self.weights.attach(actor, own_only=True)
@@ -67,9 +70,12 @@ class PolicyLearner:
         """Wait for the step's ``episodes``, step as the run's step ``at``, and wait for the new
         version to be served; the step's metrics (None when it had nothing to train on, was
         already past ``at``, or restarted)."""
+        self.trained_nothing = False
         try:
             await self.deliveries.wait(episodes)
+            ahead = at <= self.step  # keeps its turns until the run catches up: not idle
             metrics = await self.client.step(self.version, at=at)
+            self.trained_nothing = not ahead and (metrics is None or "step" not in metrics)
             if metrics and "version" in metrics:
                 self.version, self.step = int(metrics["version"]), int(metrics["step"])
                 await self.weights.wait_serving(self.version)
@@ -140,6 +146,12 @@ class PolicyLearners:
         (:meth:`~arena.run.learner_restart.LearnerClient.peek`): the run asks their rejections
         after a step that trained nothing (:class:`~arena.run.failures.Rejections`)."""
         return [(learner.client.actor_name, learner.client.peek) for learner in self.learners]
+
+    def idle(self) -> list[str]:
+        """The actor names of the learners whose last step trained nothing
+        (:attr:`PolicyLearner.trained_nothing`): the run tells them
+        (:class:`~arena.run.failures.Rejections`, :class:`~arena.run.failures.EmptySteps`)."""
+        return [learner.client.actor_name for learner in self.learners if learner.trained_nothing]
 
     def versions(self) -> dict[str, int]:
         """Each policy's version, by name."""

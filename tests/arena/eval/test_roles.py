@@ -14,7 +14,8 @@ import pytest
 
 import games
 from arena.eval.roles import evaluate_roles, is_role_game, role_seats
-from arena.play.seats import BotSeat
+from arena.play.seats import BotSeat, PolicySeat
+from arena.policies.types import ContextOverflow, SamplingParams
 from games.bots.mae import MAEOracleBot
 from simulators.base import Simulator, SimulatorView
 from simulators.scripted_user import reply
@@ -104,8 +105,53 @@ def test_bad_arguments_and_games_without_metrics() -> None:
     random_seat = lambda game_id, env, agent, seed: BotSeat(  # noqa: E731
         games.bots.make("random-v0", seed=seed), "random-v0"
     )
-    # a game that reports no metrics: nothing to show, and no crash
-    assert asyncio.run(evaluate_roles(random_seat, random_seat, "tictactoe-v0", tasks=1)) == []
+    # a game that reports no metrics: a row that says so (it used to be no row at all, and a
+    # log warning), with the counts and no score
+    (row,) = asyncio.run(evaluate_roles(random_seat, random_seat, "tictactoe-v0", tasks=2))
+    assert (row.metric, row.mean, row.ci, row.episodes, row.errors) == ("", None, None, 0, 0)
+    assert row.unreported == {"win": 2}
+    assert row.line() == (
+        "tictactoe-v0 player-v0 (player_0): no episode reported metrics (2 of 2 ended normally "
+        "(win); a game puts each seat's numbers in infos[seat]['metrics'])"
+    )
+
+
+class OverflowingSeat(PolicySeat):
+    """A policy seat whose every prompt is past the context (an untrained model's replies
+    fill it): the episode ends ``context_overflow`` before the game reports anything."""
+
+    def prompt(self, env, agent, observation):
+        raise ContextOverflow("the prompt leaves no room to generate")
+
+
+def test_a_seat_whose_episodes_report_no_metrics_gets_a_row_saying_why() -> None:
+    import json
+
+    import roles
+
+    def overflowing(game_id, env, agent, seed) -> PolicySeat:
+        role = roles.make(env.seat_role(agent))
+        return OverflowingSeat(None, role, None, SamplingParams())  # type: ignore[arg-type]
+
+    (row,) = asyncio.run(evaluate_roles(overflowing, oracle, "mae-v0", tasks=3, seats=["solver_0"]))
+    assert row.line() == (
+        "mae-v0 solver-v0 (solver_0): no episode reported metrics (3 of 3 ran past the context)"
+    )
+    as_json = json.loads(json.dumps(row.to_dict()))  # what --json and evals.jsonl hold
+    assert {k: as_json[k] for k in ("metric", "mean", "ci", "episodes", "unreported")} == {
+        "metric": "",
+        "mean": None,
+        "ci": None,
+        "episodes": 0,
+        "unreported": {"context_overflow": 3},
+    }
+    # forfeits (a plugin game that reports nothing on a forfeit), beside a failed episode
+    row.unreported, row.unreported_reason = {"illegal": 7}, "Invalid action: no <answer> tag"
+    row.errors, row.first_error = 1, "simulator x failed"
+    assert row.line() == (
+        "mae-v0 solver-v0 (solver_0): no episode reported metrics (7 of 8 forfeited; the first: "
+        "Invalid action: no <answer> tag)  1 error (first: simulator x failed)"
+    )
 
 
 @pytest.mark.e2e

@@ -204,6 +204,7 @@ def role(seat: str, metric: str, mean: float | None, ci: list[float] | None, **e
         "errors": extra.pop("errors", 0),
         "first_error": extra.pop("first_error", ""),
         "seats": {},
+        **extra,
     }
 
 
@@ -257,9 +258,33 @@ def test_a_run_of_role_games_only_or_with_no_evaluation(tmp_path: Path) -> None:
     ]
     assert "| retail-v0 | executor-v0 (agent) | success | 0.100 [0.000, 0.200] | " in only_roles
     assert markdown(before_after([], [])) == (
-        "No evaluation results (eval.games: 0 skips every evaluation; a role game whose seats "
-        "report no metrics has none)."
+        "No evaluation results (eval.games: 0 skips every evaluation)."
     )
+
+
+def test_a_seat_whose_episodes_reported_no_metrics_says_how_they_ended() -> None:
+    # before training the untrained model forfeits every episode of a game that reports
+    # nothing on a forfeit; after, it finishes them: the summary said "No evaluation results"
+    silent = role(
+        "agent",
+        "",
+        None,
+        None,
+        episodes=0,
+        unreported={"illegal": 8},
+        unreported_reason="Invalid action: no tool call",
+    )
+    summary = before_after([silent], [role("agent", "success", 0.25, [0.07, 0.59], episodes=8)])
+    entries = summary["retail-v0"]["roles"]
+    assert [(e["metric"], e.get("before"), e.get("after")) for e in entries] == [
+        ("", None, None),
+        ("success", None, 0.25),
+    ]
+    told = "no episode reported metrics (8 of 8 forfeited; the first: Invalid action: no tool call)"
+    assert entries[0]["unreported_before"] == told
+    table = markdown(summary)
+    assert "| retail-v0 | executor-v0 (agent) | none | n/a (no metrics) | n/a | n/a |" in table
+    assert f"retail-v0 agent before: {told}" in table.splitlines()
 
 
 def test_games_that_failed_are_counted_never_scored() -> None:

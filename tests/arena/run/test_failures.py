@@ -180,3 +180,87 @@ def test_skipped_steps_are_retried_and_five_in_a_row_stop_the_run() -> None:
         skipped.next_step({"step": 5}, 5)
     with pytest.raises(RuntimeError, match="no turns to train on"):
         skipped.next_step({}, 5)
+
+
+def test_a_named_policy_that_trains_nothing_while_the_run_trains_is_told_each_step(
+    tmp_path,
+) -> None:
+    # configs/two_models.yaml: the run's learner trains, the responder's own learner rejects
+    # every episode (NaN log-probabilities) or has no turn: the run went on and only
+    # logs/learner-responder.log said so. Each such step says it, once, naming the policy.
+    import asyncio
+
+    from arena.run.failures import EmptySteps, Rejections
+
+    statuses = {
+        "learner": {"counters": {"rejected_bad_record": 2}, "last_rejection": "not asked"},
+        "learner-responder": {
+            "counters": {"rejected_bad_record": 8},
+            "last_rejection": "episode r-7: turn 1 of r-7:\n response_logprobs holds NaN",
+        },
+    }
+    asked: list[str] = []
+
+    def asker(name: str):
+        async def ask(op: str) -> dict:
+            asked.append(name)
+            return statuses[name]
+
+        return ask
+
+    rejections = Rejections(lambda: [(name, asker(name)) for name in statuses])
+    events: list[str] = []
+    log = SimpleNamespace(console=None, config=SimpleNamespace(steps=10), event=events.append)
+    empty = EmptySteps(3, tmp_path, log)  # type: ignore[arg-type]
+    read = f"read {tmp_path / 'logs' / 'learner-responder.log'}"
+
+    def step(n: int, idle: list[str]) -> dict:
+        collected: dict = {"episodes": 8, "failed": 0}
+        asyncio.run(rejections.note({"step": float(n)}, collected, idle))
+        assert empty.untrained({"step": float(n)}, n, collected) is False  # the step counts
+        return collected
+
+    assert step(4, ["learner-responder"])["idle"] == ["learner-responder"]
+    assert asked == ["learner-responder"]  # only the idle one: the run's learner trained
+    assert events == [
+        "step 4: policy responder trained nothing (1 in a row; the run goes on): its learner "
+        "rejected 8 episodes as unusable (the last: episode r-7: turn 1 of r-7: "
+        f"response_logprobs holds NaN); {read}"
+    ]
+    step(5, ["learner-responder"])  # no new rejection: it had no turn of its own
+    assert events[1] == (
+        "step 5: policy responder trained nothing (2 in a row; the run goes on): its learner "
+        f"had no turn to train on; {read}"
+    )
+    assert step(6, []) == {"episodes": 8, "failed": 0}  # it trained: nothing said
+    step(7, ["learner-responder"])
+    assert len(events) == 3 and events[2].startswith("step 7: policy responder trained nothing (1 ")
+
+
+def test_a_policy_learner_is_idle_when_it_trained_nothing_not_when_ahead_or_trained() -> None:
+    import asyncio
+
+    from arena.run.policy_learners import PolicyLearners
+
+    learners = PolicyLearners(["responder"], lambda text: None, 1.0)
+    learner = learners.learners[0]
+    replies: list = []
+
+    async def step(version: int, at: int) -> dict | None:
+        return replies.pop(0)
+
+    async def nothing(*args) -> None:
+        return None
+
+    learner.client = SimpleNamespace(step=step, actor_name="learner-responder")  # type: ignore[assignment]
+    learner.deliveries = SimpleNamespace(wait=nothing)  # type: ignore[assignment]
+    learner.weights = SimpleNamespace(wait_serving=nothing)  # type: ignore[assignment]
+    for reply, at, idle in (
+        (None, 1, ["learner-responder"]),  # nothing pending: every episode rejected, or no turn
+        ({"step": 1.0, "version": 1.0}, 1, []),
+        (None, 1, []),  # ahead of the run (it went back): keeps its turns, not idle
+        (None, 2, ["learner-responder"]),
+    ):
+        replies.append(reply)
+        asyncio.run(learners.train(8, at))
+        assert learners.idle() == idle

@@ -60,10 +60,7 @@ def test_a_run_repeats_from_its_seed_under_load(tmp_path: Path) -> None:
     quiet = run(tmp_path / "quiet")
     assert quiet.returncode == 0, quiet.stderr[-3000:]
     # eval.games=0 and no strategy read: nothing is evaluated, and the summary says so
-    nothing = (
-        "No evaluation results (eval.games: 0 skips every evaluation; a role game whose seats "
-        "report no metrics has none)."
-    )
+    nothing = "No evaluation results (eval.games: 0 skips every evaluation)."
     assert not (tmp_path / "quiet" / "evals.jsonl").exists()
     assert nothing in quiet.stdout
     assert (tmp_path / "quiet" / "eval_summary.md").read_text().endswith(nothing + "\n")
