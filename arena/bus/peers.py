@@ -57,11 +57,19 @@ def check_routing(routing: str | None) -> str:
     return routing
 
 
+def socket_temp_dir(room: int) -> str:
+    """Where a socket file of ``room`` more bytes goes when its own place is too deep: the temp
+    directory, or ``/tmp`` where that leaves no room for it (a deep ``TMPDIR``, such as a test's
+    own directory: a longer path fails to bind, and the process exits)."""
+    temp = tempfile.gettempdir()
+    return temp if len(temp) + 1 + room <= IPC_PATH_LIMIT else "/tmp"
+
+
 def listen_address(broker_address: str, name: str) -> str:
     """Where an actor named ``name`` binds its own socket, on the broker's transport.
 
-    ``ipc://``: a socket file beside the broker's (or in the temp directory when that path would
-    be too long); ``tcp://``: an ephemeral port on loopback when the broker is on loopback, on
+    ``ipc://``: a socket file beside the broker's (or in :func:`socket_temp_dir` when that path
+    would be too long); ``tcp://``: an ephemeral port on loopback when the broker is on loopback, on
     every interface otherwise; ``inproc://``: a name derived from the actor's.
     """
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
@@ -70,7 +78,8 @@ def listen_address(broker_address: str, name: str) -> str:
         directory = os.path.dirname(broker_address[len("ipc://") :]) or "."
         path = f"{directory}/{safe}-{os.getpid()}-{token}.sock"
         if len(path) > IPC_PATH_LIMIT:
-            path = f"{tempfile.gettempdir()}/arena-{safe[:40]}-{os.getpid()}-{token}.sock"
+            file = f"arena-{safe[:40]}-{os.getpid()}-{token}.sock"
+            path = f"{socket_temp_dir(len(file))}/{file}"
         return f"ipc://{path}"
     if broker_address.startswith("tcp://"):
         return "tcp://127.0.0.1:*" if is_loopback(broker_address) else "tcp://0.0.0.0:*"

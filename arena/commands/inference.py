@@ -184,6 +184,7 @@ def run(args: argparse.Namespace) -> int:
     from arena.bus.sockets import flush_context
     from arena.core.errors import CannotStart, ConfigError
     from arena.core.process import exit_now, serve
+    from arena.core.registry import PluginFailed
     from arena.policies.factory import make_policy
     from arena.policies.types import InvalidRequest
 
@@ -192,8 +193,8 @@ def run(args: argparse.Namespace) -> int:
         policy = make_policy(config)
     except InvalidRequest as err:  # an unknown backend (naming the nearest), a bad setting
         raise ConfigError(str(err)) from None
-    except (ConfigError, CannotStart):
-        raise
+    except (ConfigError, CannotStart, PluginFailed):
+        raise  # one line naming the key, or the plugin and its error, already
     except Exception as err:
         if isinstance(err, MemoryError) or type(err).__name__ == "OutOfMemoryError":
             raise  # not the model's fault: a restart may find the memory

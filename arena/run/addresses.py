@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import socket
-import tempfile
 from pathlib import Path
 
-from arena.bus.peers import IPC_PATH_LIMIT
+from arena.bus.peers import IPC_PATH_LIMIT, socket_temp_dir
 from arena.run.config import RunConfig
 
 
@@ -25,7 +24,7 @@ def local_address(run_dir: Path) -> str:
     path = f"{run_dir.resolve()}/bus.sock"
     if len(path) > IPC_PATH_LIMIT:
         digest = hashlib.sha256(str(run_dir.resolve()).encode()).hexdigest()[:16]
-        path = f"{tempfile.gettempdir()}/arena-run-{digest}.sock"
+        path = f"{socket_temp_dir(len(digest) + 15)}/arena-run-{digest}.sock"
     return f"ipc://{path}"
 
 

@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 
 import simulators
 from arena.bus import Actor, BusError
+from arena.bus.peers import socket_temp_dir
 from arena.core.config import to_arguments
 from arena.core.errors import CannotStart, ConfigError
 from arena.eval.roles import reference_seat
@@ -167,7 +168,8 @@ class Seating:
         return name
 
     async def _start_servers(self, served: list[Participant]) -> None:
-        self._bus_dir = tempfile.mkdtemp(prefix="arena-tournament-")
+        # room for the broker's bus.sock and its actors' own sockets beside it
+        self._bus_dir = tempfile.mkdtemp(prefix="arena-tournament-", dir=socket_temp_dir(70))
         address = f"ipc://{self._bus_dir}/bus.sock"
         self.launcher = Launcher(self.log_dir)
         self.launcher.start("broker", broker_argv(address, HEARTBEAT_INTERVAL, HEARTBEAT_TIMEOUT))

@@ -8,13 +8,22 @@ from __future__ import annotations
 import random
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 from bench.chaos_overlap import inject_overlap
 
 
 def state(pid: int) -> str:
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    """The process's state, once it has taken the signals sent to it: a SIGSTOP is taken when
+    the stopped process next runs, so right after ``kill`` a sleeping one may still show ``R``
+    (woken, not yet run: on a loaded host, a CI run read it so)."""
+    deadline = time.monotonic() + 5
+    while True:
+        found = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        if found != "R" or time.monotonic() > deadline:
+            return found
+        time.sleep(0.01)
 
 
 def test_the_parts_of_an_overlap_fault_hit_their_children_at_once(tmp_path: Path) -> None:

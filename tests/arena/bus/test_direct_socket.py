@@ -6,9 +6,12 @@ Run with ``.venv/bin/python -m pytest -q tests/arena/bus/test_direct_socket.py``
 
 from __future__ import annotations
 
+import os
+import tempfile
 import time
 
 import msgpack
+import pytest
 import zmq
 
 from arena.bus import BlockingActor, encode
@@ -65,3 +68,26 @@ def test_bad_input_on_a_direct_socket_gets_error_replies(address: str) -> None:
             assert seen == [{"id": "e-1"}]
     finally:
         stop(broker)
+
+
+def test_a_deep_temp_directory_still_gives_a_socket_that_binds(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A deep TMPDIR (a test's own, under pytest-xdist) put an actor's socket at 114 bytes, past
+    a unix socket's 107: the inference actor of `arena eval` exited at start. It now goes to
+    /tmp where the temp directory leaves no room."""
+    from arena.bus.peers import IPC_PATH_LIMIT, listen_address, socket_temp_dir
+
+    deep = tmp_path_factory.mktemp("d" * 60)
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    broker = f"ipc://{deep}/arena-tournament-abcdefgh/bus.sock"
+    path = listen_address(broker, "inference-model-0").removeprefix("ipc://")
+    assert len(path) <= IPC_PATH_LIMIT and path.startswith("/tmp/arena-inference-model-0-")
+    socket = zmq.Context.instance().socket(zmq.ROUTER)
+    try:
+        socket.bind(f"ipc://{path}")
+    finally:
+        socket.close(linger=0)
+        os.unlink(path)
+    monkeypatch.setattr(tempfile, "tempdir", "/tmp/short")
+    assert socket_temp_dir(40) == "/tmp/short"

@@ -88,17 +88,18 @@ def test_model_participants_share_one_inference_actor(tmp_path: Path) -> None:
                 assert record["tokens"][seat] > 0
 
 
-def actor_pids(tmp: Path) -> list[int]:
-    """The live processes of ``arena eval``'s inference actor, started with ``TMPDIR=tmp``
-    (its bus address, on its command line, lies under it)."""
+def actor_pids(parent: int) -> list[int]:
+    """The live processes of ``arena eval``'s inference actor: the children of ``parent`` (the
+    eval) started as ``inference-model-0``."""
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             line = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if "--actor-name inference-model-0" in line and str(tmp) in line and state != "Z":
+        state, ppid = fields[0], int(fields[1])
+        if "--actor-name inference-model-0" in line and ppid == parent and state != "Z":
             found.append(int(pid))
     return found
 
@@ -137,7 +138,7 @@ def eval_killing_its_actor(tmp: Path, kills: int) -> tuple[subprocess.Popen[str]
         ):
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
             time.sleep(0.1)
-        (pid,) = actor_pids(tmp)
+        (pid,) = actor_pids(proc.pid)
         os.kill(pid, signal.SIGSTOP)  # its requests wait; the play cannot end without it
         time.sleep(3)  # `arena eval` sees it listed within 0.5 s and starts playing
         while True:
@@ -145,7 +146,7 @@ def eval_killing_its_actor(tmp: Path, kills: int) -> tuple[subprocess.Popen[str]
             killed.append(pid)
             if len(killed) == kills:
                 return proc, killed
-            while not (pids := [p for p in actor_pids(tmp) if p not in killed]):
+            while not (pids := [p for p in actor_pids(proc.pid) if p not in killed]):
                 assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
                 time.sleep(0.05)
             pid = pids[0]
