@@ -118,6 +118,13 @@ def test_a_run_directory_names_its_broker(tmp_path: Path) -> None:
         stderr=subprocess.DEVNULL,
     )
     try:
+        # `status RUN` says at once that a run with no socket has ended, so it is asked only once
+        # the broker has bound its socket (a loaded machine starts the broker slower than status).
+        socket = Path(address.removeprefix("ipc://"))
+        deadline = time.monotonic() + 60
+        while not socket.exists() and broker.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert socket.exists(), f"the broker bound no socket at {address}"
         running = status("--timeout", "20")
     finally:
         broker.terminate()
