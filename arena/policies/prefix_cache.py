@@ -189,8 +189,9 @@ class Past:
         token sitting in column ``starts[i]`` of :attr:`kv`."""
         if cache is None:
             return
-        for row, start in enumerate(starts):
-            _store_row(cache, self.kv, row, self.keys[row], self.cached[row], start, version)
+        spans = _new_spans(cache, self.kv, self.keys, self.cached, starts)
+        for row, span in enumerate(spans):
+            _store_row(cache, span, self.keys[row], self.cached[row], version)
 
 
 def cached_past(
@@ -269,36 +270,66 @@ def prefill(
     return Prefill(logits, held.kv, mask, positions[:, -1:].to(device), sum(suffix))
 
 
-def _store_row(
+def _new_spans(
     cache: PrefixCache,
     kv: DynamicCache,
-    row: int,
-    keys: list[bytes],
-    cached: int,
-    start: int,
-    version: int,
-) -> None:
-    """Store row ``row``'s full blocks past its first ``cached`` tokens (read from the cache),
-    whose first sits in column ``start`` of ``kv``."""
-    first = cached // cache.block
+    keys: Sequence[list[bytes]],
+    cached: Sequence[int],
+    starts: Sequence[int],
+) -> list[torch.Tensor | None]:
+    """Each row's full blocks past its cached ones, ``[layers, 2, heads, tokens, dim]`` copied
+    out of ``kv`` (None: no new full block, or more than the cache can hold). Rows whose spans
+    lie in the same columns are copied together: one copy per layer for a whole batch, where a
+    copy per row and layer made a GPU wait on thousands of small launches."""
     layer = kv.layers[0]
     block_bytes = (
-        2 * len(kv.layers) * layer.keys[row, :, : cache.block].numel() * layer.keys.element_size()
+        2 * len(kv.layers) * layer.keys[0, :, : cache.block].numel() * layer.keys.element_size()
     )
-    if not cache.fits(len(keys), block_bytes):
-        return
-    blocks: dict[int, torch.Tensor] = {}
-    missing = [b for b in range(first, len(keys)) if keys[b] not in cache]
-    if missing:
-        end = start + (len(keys) - first) * cache.block
-        # [layers, 2, heads, tokens, dim]: one copy of the row's new span, then one per block
-        span = torch.stack(
+    alike: dict[tuple[int, int], list[int]] = {}
+    for row, (row_keys, start) in enumerate(zip(keys, starts, strict=True)):
+        new = len(row_keys) - cached[row] // cache.block
+        if new > 0 and cache.fits(len(row_keys), block_bytes):
+            alike.setdefault((start, start + new * cache.block), []).append(row)
+    spans: list[torch.Tensor | None] = [None] * len(keys)
+    for (start, end), rows in alike.items():
+        picked = torch.tensor(rows, device=layer.keys.device)
+        # [rows, layers, 2, heads, tokens, dim]
+        copied = torch.stack(
             [
-                torch.stack([layer.keys[row, :, start:end], layer.values[row, :, start:end]])
-                for layer in kv.layers
-            ]
+                torch.stack(
+                    [
+                        one.keys[:, :, start:end].index_select(0, picked),
+                        one.values[:, :, start:end].index_select(0, picked),
+                    ],
+                    dim=1,
+                )
+                for one in kv.layers
+            ],
+            dim=1,
         )
-        for b in missing:
+        for i, row in enumerate(rows):
+            spans[row] = copied[i]
+    return spans
+
+
+def _store_row(
+    cache: PrefixCache,
+    span: torch.Tensor | None,
+    keys: list[bytes],
+    cached: int,
+    version: int,
+) -> None:
+    """Store a row's full blocks past its first ``cached`` tokens (read from the cache), which
+    ``span`` holds (:func:`_new_spans`), and touch its chain."""
+    if span is None:
+        if cached // cache.block < len(keys):  # its blocks do not fit the cache at all
+            return
+        cache.store(keys, {}, version)
+        return
+    first = cached // cache.block
+    blocks: dict[int, torch.Tensor] = {}
+    for b in range(first, len(keys)):
+        if keys[b] not in cache:
             at = (b - first) * cache.block
             blocks[b] = span[:, :, :, at : at + cache.block].clone()
     cache.store(keys, blocks, version)
