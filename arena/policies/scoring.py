@@ -59,7 +59,6 @@ def continuation_logprobs(
         raise ValueError(f"temperature must be > 0, got {temperature}")
     if any(len(prompt) == 0 or any(len(r) == 0 for r in replies) for prompt, replies in items):
         raise ValueError("every prompt and continuation needs at least one token")
-    device = next(model.parameters()).device
     out: list[list[np.ndarray]] = [[] for _ in items]
     every = list(adapters) if adapters else [None] * len(items)
     for group in _groups(items, every, batch_size, prefix_cache, version):
@@ -70,19 +69,23 @@ def continuation_logprobs(
         logprobs = torch.log_softmax(logits, dim=-1)
         flat = [reply for _, replies in chunk for reply in replies]
         length = max(len(reply) for reply in flat)
-        reply_ids = torch.zeros((len(flat), length), dtype=torch.long)
+        reply_ids = np.zeros((len(flat), length), dtype=np.int64)
         for row, reply in enumerate(flat):
-            reply_ids[row, : len(reply)] = torch.as_tensor(reply, dtype=torch.long)
+            reply_ids[row, : len(reply)] = reply
         # at[r, t]: the (prompt row, logits column) predicting token t of reply r
-        picked = logprobs[at[..., 0], at[..., 1]]
-        token_lp = picked.gather(-1, reply_ids.to(device)[..., None])[..., 0]
+        rows, columns = at[..., 0], at[..., 1]
+        token_ids = torch.from_numpy(reply_ids).to(logits.device)
+        # just the tokens asked for (a vocabulary's row per reply token copied gigabytes)
+        token_lp = logprobs[rows, columns, token_ids]
         if extensions:
             for row, reply in enumerate(flat):
                 last = int(reply[-1])
                 if last in extensions:
-                    alternatives = torch.as_tensor(list(extensions[last]), device=device)
-                    end = len(reply) - 1
-                    token_lp[row, end] = torch.logsumexp(picked[row, end, alternatives], -1)
+                    alternatives = torch.as_tensor(list(extensions[last]), device=logits.device)
+                    where = rows[row, len(reply) - 1], columns[row, len(reply) - 1]
+                    token_lp[row, len(reply) - 1] = torch.logsumexp(
+                        logprobs[where][alternatives], -1
+                    )
         token_lp = token_lp.cpu().numpy()
         offset = 0
         for i, (_, replies) in zip(group, chunk, strict=True):
@@ -157,30 +160,28 @@ def _packed_logits(
         for (p, replies), c in zip(chunk, held.cached, strict=True)
     ]
     width = max(lengths)
-    ids = torch.zeros((rows, width), dtype=torch.long)
-    positions = torch.zeros((rows, width), dtype=torch.long)
-    group = torch.full((rows, width), -2, dtype=torch.long)  # -2 padding, -1 prompt, j reply j
+    ids = np.zeros((rows, width), dtype=np.int64)
+    positions = np.zeros((rows, width), dtype=np.int64)
+    group = np.full((rows, width), -2, dtype=np.int64)  # -2 padding, -1 prompt, j reply j
     # each row's columns whose logits are needed: the prompt's last, then each reply's but its last
     needed: list[list[int]] = []
     at_rows: list[list[tuple[int, int]]] = []
     for row, ((prompt, replies), cached) in enumerate(zip(chunk, held.cached, strict=True)):
         col = width - lengths[row]
-        suffix = len(prompt) - cached
-        ids[row, col : col + suffix] = torch.as_tensor(prompt[cached:], dtype=torch.long)
-        positions[row, col : col + suffix] = torch.arange(cached, len(prompt))
-        group[row, col : col + suffix] = -1
-        last = col + suffix - 1
-        needed.append([last])
-        col += suffix
+        ids[row, col:] = np.concatenate([prompt[cached:], *replies])
+        positions[row, col : col + len(prompt) - cached] = np.arange(cached, len(prompt))
+        group[row, col : col + len(prompt) - cached] = -1
+        col += len(prompt) - cached
+        needed.append([col - 1])
         for j, reply in enumerate(replies):
             n = len(reply)
-            ids[row, col : col + n] = torch.as_tensor(reply, dtype=torch.long)
-            positions[row, col : col + n] = torch.arange(len(prompt), len(prompt) + n)
+            positions[row, col : col + n] = np.arange(len(prompt), len(prompt) + n)
             group[row, col : col + n] = j
             first = len(needed[row])
             needed[row] += range(col, col + n - 1)
             at_rows.append([(row, 0)] + [(row, first + t) for t in range(n - 1)])
             col += n
+    ids, positions, group = (torch.from_numpy(a) for a in (ids, positions, group))
     sees_new = torch.ones((width, width), dtype=torch.bool).tril()[None] & (
         (group[:, None, :] == -1) | (group[:, None, :] == group[:, :, None])
     )
@@ -196,13 +197,14 @@ def _packed_logits(
             **row_spans(past, held.cached, width, lengths, device),
         ).last_hidden_state
         columns = max(len(n) for n in needed)
-        index = torch.tensor([n + [n[0]] * (columns - len(n)) for n in needed], device=device)
+        index = np.array([n + [n[0]] * (columns - len(n)) for n in needed], dtype=np.int64)
+        index = torch.from_numpy(index).to(device)
         gathered = hidden.gather(1, index[..., None].expand(-1, -1, hidden.shape[-1]))
         logits = model.get_output_embeddings()(gathered).float()
     held.store(prefix_cache, [past + width - n for n in lengths], version)
     longest = max(len(a) for a in at_rows)
-    at = torch.tensor([a + [a[0]] * (longest - len(a)) for a in at_rows], device=device)
-    return logits, at
+    at = np.array([a + [a[0]] * (longest - len(a)) for a in at_rows], dtype=np.int64)
+    return logits, torch.from_numpy(at).to(device)
 
 
 def continuation_sums(
