@@ -31,8 +31,9 @@ demo: $(STAMP)
 # so the runs its tests share (module fixtures) are made once.
 XDIST := -n auto --maxprocesses 4 --dist loadfile
 
+# The slowest tests are listed at the end: the suite's 20-minute budget is watched from CI's log.
 test: lint
-	$(PY) -m pytest -q $(XDIST) tests
+	$(PY) -m pytest -q $(XDIST) --durations=30 tests
 
 test-fast: lint
 	$(PY) -m pytest -q $(XDIST) -m "not slow and not e2e" tests
