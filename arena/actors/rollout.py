@@ -63,7 +63,7 @@ from typing import Any
 
 import games
 from arena.bus import Actor, Message
-from arena.models import load_tokenizer
+from arena.models import chat_tokenizer
 from arena.play.config import PlayConfig
 from arena.play.episode import play_episode
 from arena.play.seating import Opponent, SeatFactory
@@ -123,7 +123,7 @@ class RolloutActor:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Serve collect orders until ``stop`` is set."""
-        chat = ChatFormat(load_tokenizer(self.model))
+        chat = ChatFormat(chat_tokenizer(self.model))
         actor = Actor(
             self.name, self.address, kind="rollout", heartbeat_interval=self.heartbeat_interval
         )
@@ -283,7 +283,7 @@ def served_seats(actor: Actor, play: PlayConfig, chat: ChatFormat, timeout: floa
 
     def chat_of(name: str) -> ChatFormat:
         if name not in chats:
-            chats[name] = ChatFormat(load_tokenizer(str(play.policies[name].model)))
+            chats[name] = ChatFormat(chat_tokenizer(str(play.policies[name].model)))
         return chats[name]
 
     return SeatFactory(play, remote(play.policy_name), chat, remote, chat_of)

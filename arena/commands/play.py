@@ -302,7 +302,7 @@ def seat_filler(
 
         return bot_seat
 
-    from arena.models import load_tokenizer
+    from arena.models import chat_tokenizer
     from arena.play.seating import SeatFactory
     from arena.policies.chat import ChatFormat
     from arena.policies.factory import make_policy
@@ -325,7 +325,7 @@ def seat_filler(
     print(f"loading {participant.model}{on} ...", flush=True)
     try:
         policy = make_policy(config)
-        chat = ChatFormat(load_tokenizer(participant.tokenizer))
+        chat = ChatFormat(chat_tokenizer(participant.tokenizer))
     except Exception as err:
         raise ConfigError(
             f"participant {participant.name!r}: cannot load {participant.model}{on}: "

@@ -48,6 +48,10 @@ DTYPES: dict[str, DType] = {
 }
 """Canonical name to :class:`DType`."""
 
+AUTO = "auto"
+"""The dtype a config may name for what the machine computes fastest, resolved where the model is
+loaded (:func:`arena.models.precision.fast_dtype`: a measurement, so torch)."""
+
 ALIASES: dict[str, str] = {
     "fp64": "float64",
     "fp32": "float32",

@@ -22,7 +22,8 @@ a spec may name), :mod:`~arena.models.cache` (the cache root, atomic entries),
 :mod:`~arena.models.devices` and :mod:`~arena.models.precision` (device and dtype, ``auto``
 measured), :mod:`~arena.models.embedded` (the SmolLM2 GGUF), :mod:`~arena.models.tiny` (the
 test model), :mod:`~arena.models.locate` (a spec's directory and tokenizer, without torch once
-cached), :mod:`~arena.models.loading` (the loaded model) and :mod:`~arena.models.lora`
+cached), :mod:`~arena.models.tokenizing` (the tokenizer for chat prompts, without
+transformers), :mod:`~arena.models.loading` (the loaded model) and :mod:`~arena.models.lora`
 (adapters: their layers and layout; their shape and defaults, without torch, in
 :mod:`~arena.models.adapter_shape`). The names are imported on first use, so
 ``import arena.models.specs`` costs no torch.
@@ -32,6 +33,8 @@ from arena.core.lazy import lazy_exports
 
 _EXPORTS = {
     "cache_dir": "cache",
+    "ChatTokenizer": "tokenizing",
+    "chat_tokenizer": "tokenizing",
     "resolve_device": "devices",
     "EMBEDDED_GGUF": "embedded",
     "EMBEDDED_PACKAGE": "embedded",
@@ -68,8 +71,10 @@ __all__ = [
     "EMBEDDED_PACKAGE",
     "INSTALL_HINT",
     "TINY_NAME",
+    "ChatTokenizer",
     "ModelNotFoundError",
     "cache_dir",
+    "chat_tokenizer",
     "choose_dtype",
     "embedded_gguf",
     "fast_dtype",

@@ -20,7 +20,7 @@ _DTYPES: dict[str, torch.dtype] = {
 }
 """The dtypes a model may be loaded in: the float dtypes of the project's table, aliases included."""
 
-AUTO = "auto"
+AUTO = dtypes.AUTO
 """The dtype that names what this machine computes fastest (see :func:`fast_dtype`)."""
 BF16_MIN_SPEEDUP = 1.3
 """bfloat16 is chosen on a CPU only when its matmuls are at least this much faster than

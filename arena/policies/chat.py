@@ -1,8 +1,10 @@
 """Chat prompts as token ids, and token-in/token-out continuation of a seat's conversation.
 
-:class:`ChatFormat` renders messages with the tokenizer's own chat template. A tokenizer without
-one gets :data:`FALLBACK_TEMPLATE`, ChatML (``<|im_start|>role\\ncontent<|im_end|>\\n``), which is
-what SmolLM2 and many small instruct models use.
+:class:`ChatFormat` renders messages with the tokenizer's own chat template (a transformers
+tokenizer, or :func:`arena.models.chat_tokenizer`'s, which gives the same ids without importing
+transformers). A tokenizer without one gets :data:`FALLBACK_TEMPLATE`, ChatML
+(``<|im_start|>role\\ncontent<|im_end|>\\n``), which is what SmolLM2 and many small instruct
+models use.
 
 A seat's second turn must not re-tokenize its first: the learner trains on the ids the sampler
 saw, and re-tokenizing decoded text can give different ids. :meth:`ChatFormat.extend` appends
@@ -28,6 +30,8 @@ from arena.policies.types import InvalidRequest, Prompt, as_token_ids
 if TYPE_CHECKING:  # the tokenizer is given, never made here: no transformers to import
     from transformers import PreTrainedTokenizerBase
 
+    from arena.models.tokenizing import ChatTokenizer
+
 FALLBACK_TEMPLATE = (
     "{% for message in messages %}"
     "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
@@ -43,7 +47,7 @@ _PROBE = ({"role": "system", "content": "s"}, {"role": "user", "content": "u"})
 class ChatFormat:
     """Turns :class:`Prompt` objects into token ids with one tokenizer's chat template."""
 
-    def __init__(self, tokenizer: PreTrainedTokenizerBase) -> None:
+    def __init__(self, tokenizer: PreTrainedTokenizerBase | ChatTokenizer) -> None:
         self.tokenizer = tokenizer
         self.template = tokenizer.chat_template or FALLBACK_TEMPLATE
 

@@ -47,7 +47,7 @@ from typing import Any
 
 from arena.bus import Actor, BusError
 from arena.eval.summary import write_eval_summary
-from arena.models import load_tokenizer
+from arena.models import chat_tokenizer
 from arena.play.stats import merge_collects
 from arena.policies.chat import ChatFormat
 from arena.run.addresses import bus_address, own_broker
@@ -182,7 +182,7 @@ class RunCoordinator:
 
     # -- the run ---------------------------------------------------------------------------
     async def run(self) -> int:
-        self.chat = ChatFormat(load_tokenizer(self.config.model))
+        self.chat = ChatFormat(chat_tokenizer(self.config.model))
         self.strategy = StrategyReads(self.config, self.run_dir, self.log, self.chat)
         self.commands = actor_commands(self.config, self.run_dir)
         self.launcher.expect([c.name for c in self.commands])

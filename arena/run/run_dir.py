@@ -8,10 +8,9 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from arena.core import dtypes
 from arena.core.errors import ConfigError
-from arena.models import to_dtype
 from arena.models.adapter_shape import SHARED_ADAPTER
-from arena.models.precision import AUTO
 from arena.run.addresses import free_port
 from arena.run.bases import (
     lora_of,
@@ -184,6 +183,11 @@ def sampling_dtype(config: RunConfig) -> str:
     deployment's or a Ray cluster's inference actors run; the learner's host is of their kind)."""
     inference = config.inference
     elsewhere = inference.actors == 0 or config.launcher != "local"
-    if inference.dtype == AUTO and elsewhere:
-        return AUTO
+    if inference.dtype == dtypes.AUTO and elsewhere:
+        return dtypes.AUTO
+    named = dtypes.DTYPES.get(dtypes.ALIASES.get(inference.dtype, inference.dtype))
+    if named is not None and named.is_float:
+        return named.name  # by its name: the run's own process needs no torch for it
+    from arena.models import to_dtype  # auto measures this machine (torch); a bad name raises
+
     return str(to_dtype(inference.dtype, inference.device)).removeprefix("torch.")

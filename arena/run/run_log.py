@@ -35,6 +35,7 @@ from arena.eval.roles import RoleResult
 from arena.eval.strategy_reading import StrategyReading
 from arena.eval.summary import seats_at
 from arena.run.config import EvalConfig, RunConfig
+from arena.run.tensorboard import scalar_writer
 
 SETTINGS = "eval_settings"
 """The key of each row of ``eval_before.json`` and ``eval_baseline.json`` holding the settings it
@@ -60,7 +61,7 @@ class RunLog:
         self.config = config
         # Logs and CI capture the console: keep lines whole there instead of wrapping at 80.
         self.console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
-        self._tb = _tensorboard(run_dir / "tb")
+        self._tb = scalar_writer(run_dir / "tb")
         self._started = time.monotonic()
         self._advance_step: Callable[[], None] | None = None
 
@@ -363,14 +364,6 @@ def update_text(metrics: dict[str, Any]) -> str:
 
 def _plain(value: Any) -> Any:
     return value.item() if hasattr(value, "item") else str(value)
-
-
-def _tensorboard(path: Path) -> Any:
-    try:
-        from torch.utils.tensorboard import SummaryWriter
-    except ImportError:
-        return None
-    return SummaryWriter(str(path))
 
 
 def replace_text(path: Path, text: str) -> None:

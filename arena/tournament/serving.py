@@ -341,9 +341,9 @@ def serving_argv(actor_name: str, address: str, served: InferenceConfig) -> list
 def _chat(model: str) -> ChatFormat:
     """One chat format per tokenizer (loading one takes a moment)."""
     if model not in _CHATS:
-        from arena.models import load_tokenizer
+        from arena.models import chat_tokenizer
 
-        _CHATS[model] = ChatFormat(load_tokenizer(model))
+        _CHATS[model] = ChatFormat(chat_tokenizer(model))
     return _CHATS[model]
 
 

@@ -89,7 +89,8 @@ def pids_of(pattern: str) -> list[int]:
 
 @pytest.mark.e2e
 def test_smoke_run_end_to_end(tmp_path: Path) -> None:
-    result = arena("train", SMOKE, f"output_dir={tmp_path}")
+    # smoke.yaml reads no strategy; this run does, for the plot of its exploitability below
+    result = arena("train", SMOKE, f"output_dir={tmp_path}", "eval.exploitability=true")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     run_dir = run_dir_of(tmp_path)
     rows = metrics(run_dir)

@@ -31,7 +31,8 @@ def test_without_openspiel_the_strategy_is_not_read_and_one_event_says_why(
     monkeypatch.setitem(sys.modules, "pyspiel", None)  # `import pyspiel` raises ImportError
     assert "arena-selfplay[openspiel]" in (openspiel_missing() or "")
     config = resolve_for_run(
-        load_run_config(ROOT / "configs/smoke.yaml", ["cpu_threads=1"]), tmp_path
+        load_run_config(ROOT / "configs/smoke.yaml", ["cpu_threads=1", "eval.exploitability=true"]),
+        tmp_path,
     )
     assert [g.id for g in config.games] == ["tictactoe-v0", "kuhn-poker-v0"]
     reads = StrategyReads(config, tmp_path, RunLog(tmp_path, config), ChatFormat(tiny_tokenizer))
