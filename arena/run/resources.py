@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import re
+import sys
+from pathlib import Path
 
 from arena.run.bases import own_bases, pooled_bases, trained_bases
 from arena.run.config import RunConfig
@@ -61,7 +65,30 @@ def threads_env(processes: int, device: str) -> dict[str, str]:
 
 def device_for(device: str) -> str:
     """The device a child process is told to use: ``auto`` is resolved here, once, so every
-    inference actor of a run agrees (:func:`arena.models.resolve_device`)."""
-    from arena.models import resolve_device  # imports torch: not needed for --dry-run
+    inference actor of a run agrees (:func:`arena.models.resolve_device`). The CPU is named
+    without importing torch (3 s of CPU for a process that holds no model): ``cpu`` itself, and
+    ``auto`` where the installed torch is a CPU-only build."""
+    if device == "cpu" or (device == "auto" and cpu_only_torch()):
+        return "cpu"
+    from arena.models import resolve_device  # imports torch
 
     return str(resolve_device(device))
+
+
+def cpu_only_torch() -> bool:
+    """Whether the installed torch was built for no GPU (its ``torch/version.py`` names neither
+    a CUDA nor a ROCm toolkit), so that ``torch.cuda.is_available()`` is False: read from the
+    file, not by importing torch. False when in doubt (torch then answers itself)."""
+    if "torch" in sys.modules:
+        return not sys.modules["torch"].cuda.is_available()
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
+        return False
+    try:
+        text = (Path(spec.origin).parent / "version.py").read_text()
+    except OSError:
+        return False
+    return all(
+        re.search(rf"^{name}(: Optional\[str\])? = None$", text, re.MULTILINE)
+        for name in ("cuda", "hip")
+    )
