@@ -120,12 +120,18 @@ class Actor(Serving):
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self, timeout: float = 10.0) -> None:
-        """Bind the direct socket (if this actor serves), connect, register, start heartbeats."""
+        """Bind the direct socket (if this actor serves), connect, register, start heartbeats.
+        A start that fails (no broker, refused keys) closes what it opened: a socket left open
+        would hold the process at exit, its context waiting for it."""
         self._loop = asyncio.get_running_loop()
-        self.directory.bind()
-        self._connect_broker()
-        self._background = [self._background_task(self._expire_requests())]
-        await self._register(timeout)
+        try:
+            self.directory.bind()
+            self._connect_broker()
+            self._background = [self._background_task(self._expire_requests())]
+            await self._register(timeout)
+        except BaseException:
+            await self.close()
+            raise
         self._background.append(self._background_task(self.liveness.heartbeats()))
 
     def _background_task(self, coro: Any) -> asyncio.Task[None]:

@@ -29,8 +29,14 @@ class BlockingActor:
         )
 
     def start(self, timeout: float = 10.0) -> BlockingActor:
+        """Start the loop's thread and the actor; where the actor cannot start, both stop
+        again before the error is raised, so a script that catches it can exit."""
         self._thread.start()
-        self._run(self.actor.start(timeout), timeout + 1.0)
+        try:
+            self._run(self.actor.start(timeout), timeout + 1.0)
+        except BaseException:
+            self.close()
+            raise
         return self
 
     def request(self, body: Any = None, **route: Any) -> concurrent.futures.Future[Message]:

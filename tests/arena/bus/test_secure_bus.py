@@ -63,6 +63,7 @@ ROGUE = textwrap.dedent(
     _, frames = encode("request", "hello", src="rogue", service="test.echo")
     sock.send_multipart(frames)
     print("answered" if sock.poll(1500) else "no answer")
+    sock.close(linger=0)  # its request is undeliverable: do not wait for it at exit
     """
 )
 
