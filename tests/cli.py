@@ -27,3 +27,11 @@ def arena(
         text=True,
         timeout=timeout,
     )
+
+
+def python_probe(code: str) -> str:
+    """Run ``code`` in a fresh Python (what a new process imports is the point of most probes)
+    and return what it printed, stripped; a failure shows its stderr."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()

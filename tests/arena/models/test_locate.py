@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 from transformers import AutoTokenizer
 
 from arena.models import load_tokenizer, smollm2_tokenizer_dir
 from arena.models.locate import tokenizer_from_dir
+from tests.cli import python_probe
 
 CHAT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}]
 
@@ -31,9 +30,7 @@ def test_the_trainer_and_a_rollout_actor_start_without_torch() -> None:
         "load_tokenizer('tiny')\n"
         "print(sorted(m for m in ('torch', 'transformers.models.auto', GGUF_UTILS) if m in sys.modules))\n"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    assert python_probe(probe) == "[]"
 
 
 def test_the_tokenizer_is_what_auto_tokenizer_loads(tmp_path: Path) -> None:

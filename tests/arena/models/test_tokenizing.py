@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ from arena.models import ChatTokenizer, chat_tokenizer, load_tokenizer, smollm2_
 from arena.models.tokenizing import chat_tokenizer_from_dir
 from arena.policies.chat import FALLBACK_TEMPLATE, ChatFormat
 from arena.policies.types import InvalidRequest, Prompt
+from tests.cli import python_probe
 
 OURS = chat_tokenizer("tiny")
 THEIRS = load_tokenizer("tiny")
@@ -136,6 +135,4 @@ def test_a_rollout_actor_and_a_runs_process_start_without_transformers() -> None
         "ChatFormat(chat_tokenizer('tiny')).render([{'role': 'user', 'content': 'hi'}])\n"
         "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))\n"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    assert python_probe(probe) == "[]"

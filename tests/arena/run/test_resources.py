@@ -3,7 +3,6 @@ installed torch is a CPU-only build, and torch's own answer otherwise."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -11,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from arena.run import resources
+from tests.cli import python_probe
 
 
 @pytest.mark.parametrize(
@@ -45,7 +45,5 @@ def test_auto_names_the_device_torch_would_without_importing_it_on_a_cpu_build()
         "from arena.models import resolve_device\n"
         "print(cpu_only, auto == str(resolve_device('auto')), imported)\n"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    cpu_only, same, imported = done.stdout.split()
+    cpu_only, same, imported = python_probe(probe).split()
     assert same == "True" and imported == str(cpu_only == "False")

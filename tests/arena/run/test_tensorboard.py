@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +11,7 @@ pytest.importorskip("tensorboard")
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
 
 from arena.run.tensorboard import scalar_writer  # noqa: E402
+from tests.cli import python_probe
 
 
 def test_scalars_read_back_by_tag_and_step(tmp_path: Path) -> None:
@@ -35,6 +34,4 @@ def test_the_writer_imports_no_torch(tmp_path: Path) -> None:
         f"w = scalar_writer(Path({str(tmp_path)!r})); w.add_scalar('a', 1.0, 1); w.close()\n"
         "print('torch' in sys.modules)\n"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "False"
+    assert python_probe(probe) == "False"
