@@ -30,7 +30,7 @@ from typing import NoReturn
 
 from arena.core.commands import commands, load, summary
 from arena.core.errors import EXIT_REFUSED, CannotStart, ConfigError, did_you_mean
-from arena.core.process import die_with_parent, lift_open_file_limit
+from arena.core.process import Replaced, die_with_parent, lift_open_file_limit
 from arena.core.registry import RegistryError
 
 EXIT_INTERRUPTED = 130
@@ -111,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         code = int(module.run(parsed) or 0)  # type: ignore[attr-defined]
         sys.stdout.flush()  # here, where a closed pipe is caught, not at the interpreter's exit
         return code
+    except Replaced as replaced:  # a process forked by `arena preload`: now its own command
+        handover = replaced.argv
     except ConfigError as err:
         print(f"{prog}: bad config: {err}", file=sys.stderr)
         return EXIT_REFUSED
@@ -143,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{prog}: {err.message}: start the broker first (arena broker){hint}", file=sys.stderr
         )
         return 1
+    # outside the handler: the child's own errors are not shown as raised while handling it
+    return main(handover)
 
 
 if __name__ == "__main__":

@@ -133,28 +133,34 @@ def on_the_bus(run_dir: Path, kids: dict[str, int], wait: float = 120.0) -> list
 
 
 def children(parent: int) -> dict[str, int]:
-    """The run's children by name (``broker``, ``inference-0``, ``learner``, ``rollout-<i>``)."""
-    found = {}
+    """The run's children by name (``broker``, ``inference-0``, ``learner``, ``rollout-<i>``):
+    those of the launcher ``parent``, and those its preload server forked (the learners and the
+    inference actors, arena/run/preload.py), whose command line is one title string."""
+    processes = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             stat = Path(f"/proc/{entry}/stat").read_text()
-            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().decode().split("\0")
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().decode().replace("\0", " ").split()
         except OSError:
             continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) != parent or "arena" not in cmd:
+        processes[int(entry)] = (int(stat.rsplit(")", 1)[1].split()[1]), cmd)
+    servers = {pid for pid, (ppid, cmd) in processes.items() if ppid == parent and "preload" in cmd}
+    found = {}
+    for pid, (ppid, cmd) in processes.items():
+        if (ppid != parent and ppid not in servers) or "arena" not in cmd or pid in servers:
             continue
         args = cmd[cmd.index("arena") + 1 :]
         if "broker" in args[:2]:
-            found["broker"] = int(entry)
+            found["broker"] = pid
         elif "learner" in args[:2]:  # a named policy's own learner: ``--name learner-<policy>``
             name = args[args.index("--name") + 1] if "--name" in args else "learner"
-            found[name] = int(entry)
+            found[name] = pid
         elif "--actor-name" in args:
-            found[args[args.index("--actor-name") + 1]] = int(entry)
+            found[args[args.index("--actor-name") + 1]] = pid
         elif "--index" in args:
-            found[f"rollout-{args[args.index('--index') + 1]}"] = int(entry)
+            found[f"rollout-{args[args.index('--index') + 1]}"] = pid
     return found
 
 

@@ -8,12 +8,15 @@ at its start:
 - ``arena``: :func:`arena.models.chat_tokenizer` (the ``tokenizers`` library and jinja2);
 - ``transformers``: :func:`arena.models.load_tokenizer` (transformers' ``TokenizersBackend``).
 
-Both give the same ids (checked here, and in ``tests/arena/models/test_tokenizing.py``). Then a
-whole ``arena train configs/smoke.yaml`` run is timed, as the end-to-end tests start it.
-Ends with one JSON line: CPU seconds (user + system, best of ``--repeats``) per side, their
-ratio, and the smoke run's wall seconds.
+Both give the same ids (checked here, and in ``tests/arena/models/test_tokenizing.py``). Then
+whole ``arena train configs/smoke.yaml`` runs are timed, as the end-to-end tests start them, in
+turn with ``preload=true`` (the learner and the inference actor forked from one process that
+imported torch and transformers once: :mod:`arena.run.preload`) and ``preload=false`` (each
+imports them itself). Ends with one JSON line: CPU seconds (user + system, best of
+``--repeats``) per tokenizer side and their ratio; and per smoke-run side the median wall and
+CPU seconds (every process of the run) of ``--runs`` runs, and their ratios.
 
-    .venv/bin/python bench/startup.py [--repeats 5] [--no-run]
+    .venv/bin/python bench/startup.py [--repeats 5] [--runs 3] [--no-run]
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from statistics import median
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBE = """
@@ -59,23 +63,35 @@ def start(function: str) -> tuple[float, dict]:
     return children_cpu() - before, json.loads(done.stdout)
 
 
-def smoke_run_seconds() -> float:
+def smoke_run(preload: bool) -> tuple[float, float]:
+    """Wall and CPU seconds of one smoke run (the CPU of all its processes: each is waited for
+    by its parent, up to this one)."""
     with tempfile.TemporaryDirectory(prefix="arena-startup-") as tmp:
+        before = children_cpu()
         began = time.perf_counter()
         subprocess.run(
-            [sys.executable, "-m", "arena", "train", "configs/smoke.yaml", f"run_dir={tmp}/run"],
+            [
+                sys.executable,
+                "-m",
+                "arena",
+                "train",
+                "configs/smoke.yaml",
+                f"run_dir={tmp}/run",
+                f"preload={str(preload).lower()}",
+            ],  # fmt: skip
             cwd=ROOT,
             capture_output=True,
             check=True,
             env={**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")},
         )
-        return time.perf_counter() - began
+        return time.perf_counter() - began, children_cpu() - before
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5, help="fresh processes per side")
-    parser.add_argument("--no-run", action="store_true", help="skip the smoke run")
+    parser.add_argument("--runs", type=int, default=3, help="smoke runs per side")
+    parser.add_argument("--no-run", action="store_true", help="skip the smoke runs")
     args = parser.parse_args()
     start("chat_tokenizer")  # the tokenizer's cache is built before anything is timed
     cpu: dict[str, list[float]] = {side: [] for side in SIDES}
@@ -97,7 +113,16 @@ def main() -> None:
         "same_ids": True,
     }
     if not args.no_run:
-        result["smoke_run_wall_s"] = round(smoke_run_seconds(), 1)
+        runs: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
+        for _ in range(args.runs):  # interleaved, as above
+            for preload in runs:
+                runs[preload].append(smoke_run(preload))
+        for preload, side in ((True, "preload"), (False, "fresh")):
+            result[f"smoke_{side}_wall_s"] = round(median(w for w, _ in runs[preload]), 1)
+            result[f"smoke_{side}_cpu_s"] = round(median(c for _, c in runs[preload]), 1)
+        for figure in ("wall", "cpu"):
+            ratio = result[f"smoke_preload_{figure}_s"] / result[f"smoke_fresh_{figure}_s"]
+            result[f"preload_over_fresh_{figure}"] = round(ratio, 2)
     print(json.dumps(result))
 
 

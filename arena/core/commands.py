@@ -41,6 +41,8 @@ for _name, _help in {
     "keys": "generate CURVE keypairs for a secure bus (arena keys generate DIR)",
     "status": "list every actor registered with a broker: kind, host, services, load, heartbeat",
     "deploy": "write a Slurm sbatch script or Kubernetes manifests that start a run's processes",
+    "preload": "(started by a launcher) import torch and transformers once, then fork the run's "
+    "learner and inference actors",
 }.items():
     commands.register(_name, f"arena.commands.{_name.replace('-', '_')}", help=_help)
 

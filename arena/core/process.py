@@ -51,6 +51,16 @@ def kind_of(name: str, kinds: Sequence[str] = PROCESS_KINDS, known: str = "known
     return kind
 
 
+class Replaced(Exception):  # noqa: N818 (not an error: a command handing over its process)
+    """Raised by a command to have the CLI run ``argv`` in its place, as ``exec`` would, but
+    in this interpreter, with what it has imported. ``arena preload`` raises it in each process
+    it forks (:mod:`arena.run.preload`)."""
+
+    def __init__(self, argv: list[str]) -> None:
+        super().__init__(argv)
+        self.argv = argv
+
+
 def serve(
     main: Callable[[asyncio.Event], Awaitable[T]],
     run: Callable[[Awaitable[T]], T] = asyncio.run,  # type: ignore[assignment]

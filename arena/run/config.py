@@ -318,6 +318,11 @@ class RunConfig:
     command line as a subprocess on the node Ray chose)."""
     ray: RayConfig = field(default_factory=RayConfig)
     """Cluster, broker address and resources under ``launcher=ray``."""
+    preload: bool = True
+    """Under ``launcher=local``: fork the learners and inference actors from one ``arena
+    preload`` process that imports torch and transformers once for all of them (and for their
+    restarts), instead of each importing them itself (7-9 CPU-seconds each on a small CPU).
+    Each is still its own process with its own command line (:mod:`arena.run.preload`)."""
     cpu_threads: int = 0
     """Torch CPU threads of each inference actor and of the learner. 0 splits the cores among
     the processes that compute at the same time: the inference actors share them while they

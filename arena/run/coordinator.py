@@ -88,7 +88,7 @@ class RunCoordinator:
         self.launcher = (
             RayLauncher(run_dir / "logs", config.ray, self.address, config.cpu_threads)
             if config.launcher == "ray"
-            else Launcher(run_dir / "logs")
+            else Launcher(run_dir / "logs", preload=config.preload)
         )
         self.log = RunLog(run_dir, config)
         self.weights = WeightSync(

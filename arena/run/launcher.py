@@ -4,6 +4,9 @@ Every child is an ``arena`` subcommand (``python -m arena inference ...``), the 
 multi-host deployment starts by hand. Each is started with ``ARENA_PARENT_PID`` set, so it asks
 the kernel for SIGTERM when the launcher dies (:func:`arena.core.process.die_with_parent`): a
 killed launcher leaves no orphans. Each child's output goes to ``<run_dir>/logs/<name>.log``.
+Learners and inference actors are forked by the launcher's ``arena preload`` server, which has
+imported torch and transformers once for all of them (:mod:`arena.run.preload`; its log is
+``preload.log``); ``preload=False`` starts them as fresh processes too.
 
 :meth:`Launcher.check` is called periodically: a dead child marked ``restartable`` (the run's
 own broker, the learner, rollout actors: :mod:`arena.run.processes`) is started again with the
@@ -27,6 +30,7 @@ from pathlib import Path
 
 from arena.core.errors import EXIT_REFUSED
 from arena.core.process import PARENT_ENV
+from arena.run.preload import PRELOADED_KINDS, ForkedProcess, Preloader, PreloadUnavailable
 
 log = logging.getLogger("arena.run.launcher")
 
@@ -49,7 +53,7 @@ class Child:
     restarts: int = 0
     exit_code: int | None = None
     """The exit status of its last process, once that has ended (None: running, or unknown)."""
-    process: subprocess.Popen | None = None
+    process: subprocess.Popen | ForkedProcess | None = None
     events: list[str] = field(default_factory=list)
 
     @property
@@ -65,10 +69,14 @@ class Launcher:
     child_type: type[Child] = Child
     """The record of one child (a launcher may keep more about each)."""
 
-    def __init__(self, log_dir: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, log_dir: Path, env: dict[str, str] | None = None, preload: bool = True
+    ) -> None:
         self.log_dir = log_dir
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+        self.preloader = Preloader(log_dir / "preload.log", self.env) if preload else None
+        """Forks the learners and inference actors (None: each starts as a fresh process)."""
         self.children: dict[str, Child] = {}
         self.expected: list[str] = []
         """The names of every process the run will start (:meth:`expect`), started or not."""
@@ -95,6 +103,13 @@ class Launcher:
 
     def _spawn(self, child: Child) -> None:
         with open(self.log_dir / f"{child.name}.log", "ab") as out:
+            if self.preloader is not None and child.name.split("-")[0] in PRELOADED_KINDS:
+                try:
+                    child.process = self.preloader.spawn(child.argv, {**self.env, **child.env}, out)
+                    log.info("started %s (forked by the preload server)", child.name)
+                    return
+                except PreloadUnavailable as err:
+                    log.warning("%s; starting %s as a fresh process", err, child.name)
             child.process = subprocess.Popen(
                 [sys.executable, "-m", "arena", *child.argv],
                 stdout=out,
@@ -147,6 +162,8 @@ class Launcher:
 
     def stop_all(self, timeout: float = 15.0) -> None:
         """SIGTERM every child (newest first), then SIGKILL what is left after ``timeout``."""
+        if self.preloader is not None:  # a child not forked yet cannot be signalled
+            self.preloader.drop_unforked()
         alive = [
             c.process
             for c in reversed(list(self.children.values()))
@@ -162,3 +179,5 @@ class Launcher:
                 log.warning("pid %d ignored SIGTERM; killing it", proc.pid)
                 proc.kill()
                 proc.wait()
+        if self.preloader is not None:
+            self.preloader.stop(timeout)

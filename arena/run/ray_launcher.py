@@ -200,7 +200,7 @@ class RayLauncher(Launcher):
     ) -> None:
         """Connect to the cluster ``config.address`` names (or start a local one); ``address``
         is the run's bus address, which every node must reach."""
-        super().__init__(log_dir.resolve())
+        super().__init__(log_dir.resolve(), preload=False)  # each child is a Ray actor
         self.config = config
         self.cpu_threads = cpu_threads
         self.env = forwarded_env(os.environ)

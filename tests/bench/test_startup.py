@@ -29,4 +29,4 @@ def test_the_startup_bench_compares_both_tokenizers_on_the_same_ids() -> None:
     assert line["arena_cpu_s"] > 0 and line["transformers_cpu_s"] > 0
     ratio = line["transformers_cpu_s"] / line["arena_cpu_s"]  # of the rounded figures
     assert line["transformers_over_arena"] == pytest.approx(ratio, rel=0.02)
-    assert "smoke_run_wall_s" not in line
+    assert not any(key.startswith("smoke_") for key in line)

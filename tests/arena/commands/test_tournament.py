@@ -73,7 +73,8 @@ def test_model_participants_share_one_inference_actor(tmp_path: Path) -> None:
     done = arena("tournament", str(config), f"out={tmp_path / 'out'}")
     assert done.returncode == 0, done.stderr
     logs = sorted(p.name for p in (tmp_path / "out" / "logs").iterdir())
-    assert logs == ["broker.log", "inference-model-0.log"]  # one actor serves all three
+    # one actor serves all three (forked by the preload server: arena/run/preload.py)
+    assert logs == ["broker.log", "inference-model-0.log", "preload.log"]
     records = [
         json.loads(line) for line in (tmp_path / "out" / "matches.jsonl").read_text().splitlines()
     ]
@@ -89,19 +90,24 @@ def test_model_participants_share_one_inference_actor(tmp_path: Path) -> None:
 
 
 def actor_pids(parent: int) -> list[int]:
-    """The live processes of ``arena eval``'s inference actor: the children of ``parent`` (the
-    eval) started as ``inference-model-0``."""
-    found = []
+    """The live processes of ``arena eval``'s inference actor: started as
+    ``inference-model-0`` by ``parent`` (the eval), forked by its preload server."""
+    processes = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             line = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        state, ppid = fields[0], int(fields[1])
-        if "--actor-name inference-model-0" in line and ppid == parent and state != "Z":
-            found.append(int(pid))
-    return found
+        processes[int(pid)] = (line, fields[0], int(fields[1]))
+    servers = {
+        p for p, (line, _, ppid) in processes.items() if ppid == parent and " preload " in line
+    }
+    return [
+        pid
+        for pid, (line, state, ppid) in processes.items()
+        if "--actor-name inference-model-0" in line and ppid in servers and state != "Z"
+    ]
 
 
 def eval_killing_its_actor(tmp: Path, kills: int) -> tuple[subprocess.Popen[str], list[int]]:

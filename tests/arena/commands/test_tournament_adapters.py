@@ -59,9 +59,11 @@ def test_a_base_and_two_adapters_play_each_other_on_one_actor(
     assert done.returncode == 0, done.stderr
     assert "tiny+solver@step-4 (hf model tiny + adapter" in done.stdout
     # one base in memory: a single inference actor serves the base and both adapters
+    # (and the preload server it was forked from)
     assert sorted(p.name for p in (out / "logs").iterdir()) == [
         "broker.log",
         "inference-model-0.log",
+        "preload.log",
     ]
     records = [json.loads(line) for line in (out / "matches.jsonl").read_text().splitlines()]
     names = {"tiny", "tiny+solver@step-4", "late"}

@@ -1,0 +1,193 @@
+"""The preload server (``arena preload``): children forked from one process that has made the
+imports, as real processes, and the launcher that starts its learners and inference actors
+through it.
+
+Run with ``.venv/bin/python -m pytest -q tests/arena/run/test_preload.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from arena.run.launcher import Launcher
+from arena.run.preload import LOST, Preloader, PreloadUnavailable, _become
+from tests.cli import ENV
+
+LIGHT = ("json",)
+"""A server that imports next to nothing: the mechanics, without torch's 7-9 s."""
+
+
+def wait_for(predicate, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def cmdline(pid: int) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+
+
+def parent_of(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def broker(tmp_path: Path, name: str) -> list[str]:
+    return ["broker", "--bind", f"ipc://{tmp_path}/{name}.sock"]
+
+
+@pytest.fixture
+def preloader(tmp_path: Path):
+    preloader = Preloader(tmp_path / "preload.log", dict(ENV), modules=LIGHT)
+    yield preloader
+    preloader.stop()
+
+
+def spawn(preloader: Preloader, tmp_path: Path, name: str, argv: list[str]):
+    with open(tmp_path / f"{name}.log", "ab") as out:
+        return preloader.spawn(argv, dict(ENV), out)
+
+
+def test_a_forked_child_is_its_own_command_with_its_own_exit_code(
+    preloader: Preloader, tmp_path: Path
+) -> None:
+    listing = spawn(preloader, tmp_path, "games", ["games"])
+    typo = spawn(preloader, tmp_path, "typo", ["gmaes"])
+    assert listing.wait(120) == 0 and typo.wait(30) == 2  # an unknown command: refused
+    assert "kuhn-poker-v0" in (tmp_path / "games.log").read_text()
+    assert "did you mean 'games'?" in (tmp_path / "typo.log").read_text()
+    served = spawn(preloader, tmp_path, "broker", broker(tmp_path, "a"))
+    wait_for(lambda: served.pid is not None and (tmp_path / "a.sock").exists())
+    assert served.pid != preloader.server.pid
+    assert parent_of(served.pid) == preloader.server.pid
+    assert cmdline(served.pid).endswith(f"-m arena broker --bind ipc://{tmp_path}/a.sock")
+    assert Path(f"/proc/{served.pid}/cwd").resolve() == Path.cwd().resolve()
+    served.kill()
+    assert served.wait(30) == -signal.SIGKILL
+
+
+def test_children_die_with_their_server_and_a_new_one_takes_later_requests(
+    preloader: Preloader, tmp_path: Path
+) -> None:
+    served = spawn(preloader, tmp_path, "broker", broker(tmp_path, "a"))
+    wait_for(lambda: served.pid is not None)
+    first = preloader.server
+    first.kill()  # the server dies: its child gets SIGTERM (its parent-death signal)
+    assert served.wait(30) == LOST  # its exit code went with the server
+    assert not Path(f"/proc/{served.pid}").exists() or parent_of(served.pid) != first.pid
+    again = spawn(preloader, tmp_path, "again", ["games"])
+    assert again.wait(120) == 0
+    assert preloader.server is not first
+
+
+def test_the_launcher_forks_learners_and_inference_actors_and_restarts_them(
+    tmp_path: Path,
+) -> None:
+    launcher = Launcher(tmp_path / "logs", env={"PYTHONPATH": ENV["PYTHONPATH"]})
+    launcher.preloader.modules = LIGHT
+    try:
+        inference = launcher.start("inference-0", broker(tmp_path, "i"), restartable=True,
+                                   max_restarts=1)  # fmt: skip
+        plain = launcher.start("broker", broker(tmp_path, "b"))
+        wait_for(lambda: inference.pid is not None)
+        server = launcher.preloader.server
+        assert parent_of(inference.pid) == server.pid  # forked
+        assert parent_of(plain.pid) == os.getpid()  # a broker is started as before
+        first = inference.pid
+        os.kill(first, signal.SIGKILL)
+        wait_for(lambda: launcher.check() != [])  # restarted, through the same server
+        wait_for(lambda: inference.pid is not None and inference.pid != first)
+        assert parent_of(inference.pid) == server.pid
+    finally:
+        launcher.stop_all()
+    assert inference.process.returncode is not None and server.poll() is not None
+
+
+def test_a_launcher_whose_server_fails_starts_the_child_afresh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    launcher = Launcher(tmp_path / "logs", env={"PYTHONPATH": ENV["PYTHONPATH"]})
+
+    def unavailable(*args, **kwargs):
+        raise PreloadUnavailable("the preload server is gone (test)")
+
+    monkeypatch.setattr(launcher.preloader, "spawn", unavailable)
+    try:
+        learner = launcher.start("learner", broker(tmp_path, "l"))
+        assert isinstance(learner.process, subprocess.Popen)
+        assert parent_of(learner.pid) == os.getpid()
+    finally:
+        launcher.stop_all()
+
+
+def test_become_gives_the_fork_its_output_environment_directory_and_threads(
+    tmp_path: Path,
+) -> None:
+    """In a fork of this process: what the child is given, read back through its output."""
+    import torch
+
+    out = os.open(tmp_path / "out.txt", os.O_WRONLY | os.O_CREAT)
+    request = {"argv": ["games"], "env": {"OMP_NUM_THREADS": "1", "MINE": "yes"}, "cwd": "/"}
+    titled = []
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover (the child)
+        try:
+            _become(request, out, titled.append)
+            seen = {
+                "env": dict(os.environ),
+                "cwd": os.getcwd(),
+                "argv": sys.argv[1:],
+                "threads": torch.get_num_threads(),
+                "title": titled,
+            }
+            os.write(1, json.dumps(seen).encode())
+        finally:
+            os._exit(0)
+    os.close(out)
+    assert os.waitpid(pid, 0)[1] == 0
+    seen = json.loads((tmp_path / "out.txt").read_text())
+    assert seen["env"] == {"OMP_NUM_THREADS": "1", "MINE": "yes"}
+    assert seen["cwd"] == "/" and seen["argv"] == ["games"] and seen["threads"] == 1
+    assert seen["title"][0].endswith(" -m arena games")
+
+
+def test_a_closed_socket_ends_the_server(tmp_path: Path) -> None:
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    argv = ["preload", "--fd", str(theirs.fileno()), "--modules", ""]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "arena", *argv], env=ENV, pass_fds=[theirs.fileno()]
+    )
+    theirs.close()
+    ours.close()
+    assert server.wait(60) == 0
+
+
+def test_stopping_before_the_server_has_forked_ends_what_it_was_asked_for(
+    tmp_path: Path,
+) -> None:
+    """A server still importing holds its requests: the launcher's stop ends them (and the
+    server) instead of waiting to signal children that do not exist yet."""
+    (tmp_path / "held.py").write_text(  # an import that lasts until the test says so
+        f"import os, time\nwhile not os.path.exists({str(tmp_path / 'go')!r}):\n"
+        "    time.sleep(0.05)\n"
+    )
+    env = {"PYTHONPATH": f"{ENV['PYTHONPATH']}:{tmp_path}"}
+    launcher = Launcher(tmp_path / "logs", env=env)
+    launcher.preloader.modules = ("held",)
+    try:
+        learner = launcher.start("learner", broker(tmp_path, "l"))
+        assert learner.process.poll() is None and learner.pid is None  # asked for, not forked
+        server = launcher.preloader.server
+    finally:
+        launcher.stop_all()
+    assert learner.process.returncode == LOST and server.poll() is not None
+    assert not (tmp_path / "l.sock").exists()  # never started
