@@ -15,6 +15,8 @@ import argparse
 import gc
 import importlib
 import logging
+import os
+import stat
 
 log = logging.getLogger("arena.commands.preload")
 
@@ -33,7 +35,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from arena.core.errors import CannotStart
     from arena.run.preload import serve
+
+    try:
+        is_socket = stat.S_ISSOCK(os.fstat(args.fd).st_mode)
+    except OSError:
+        is_socket = False
+    if not is_socket:
+        raise CannotStart(
+            f"file descriptor {args.fd} is no socket: this command is started by a run's "
+            "launcher, which passes it one (arena/run/preload.py)"
+        )
 
     for module in filter(None, args.modules.split(",")):
         try:

@@ -96,8 +96,8 @@ class ForkedProcess:
         return self.returncode
 
     def send_signal(self, sig: int) -> None:
-        """Signal the child; one not forked yet is waited for (a few seconds at most: the
-        server may still be importing), and one that has ended is left alone."""
+        """Signal the child; one not forked yet is waited for (a minute at most: the server
+        may still be importing), and one that has ended is left alone."""
         deadline = time.monotonic() + 60
         while self.pid is None and self.returncode is None and time.monotonic() < deadline:
             self._preloader.collect(0.1)

@@ -20,7 +20,7 @@ import pytest
 
 from arena.run.launcher import Launcher
 from arena.run.preload import LOST, Preloader, PreloadUnavailable, _become
-from tests.cli import ENV
+from tests.cli import ENV, arena
 
 LIGHT = ("json",)
 """A server that imports next to nothing: the mechanics, without torch's 7-9 s."""
@@ -191,3 +191,12 @@ def test_stopping_before_the_server_has_forked_ends_what_it_was_asked_for(
         launcher.stop_all()
     assert learner.process.returncode == LOST and server.poll() is not None
     assert not (tmp_path / "l.sock").exists()  # never started
+
+
+def test_started_by_hand_without_a_socket_it_refuses_in_one_line() -> None:
+    done = arena("preload", "--fd", "97", "--modules", "")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == (
+        "arena preload: cannot start: file descriptor 97 is no socket: this command is started "
+        "by a run's launcher, which passes it one (arena/run/preload.py)"
+    )
