@@ -7,7 +7,6 @@ import os
 import shutil
 import tempfile
 import threading
-from collections import Counter
 from collections.abc import Iterator
 
 import pytest
@@ -83,21 +82,6 @@ def broker(ipc_dir: str) -> Iterator[str]:
     the actors of a test often share one event loop with the work they do."""
     with threaded_broker(f"ipc://{ipc_dir}/bus.sock", heartbeat_timeout=10.0) as address:
         yield address
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The files with the most ``e2e`` and ``slow`` tests first, then the files with the most
-    tests; each file's tests in their own order. ``make test`` hands whole files to its workers
-    in this order (``--dist loadfile --no-loadscope-reorder``): longest first, so the suite does
-    not end with one worker deep in a long run while the others wait, as it did when xdist put
-    the files with the most tests first and the one-test end-to-end files last."""
-    heavy = Counter(
-        item.path
-        for item in items
-        if item.get_closest_marker("e2e") or item.get_closest_marker("slow")
-    )
-    tests = Counter(item.path for item in items)
-    items.sort(key=lambda item: (-heavy[item.path], -tests[item.path]))  # stable within a file
 
 
 def _skipped_on_ci(config: pytest.Config) -> list[pytest.TestReport]:
