@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -35,3 +36,17 @@ def python_probe(code: str) -> str:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
+
+
+def bench_line(script: str, *args: str, timeout: float = 300) -> dict:
+    """Run ``bench/<script>`` with ``args`` from the repository root; it must succeed (its
+    stderr shows otherwise). Returns the JSON line every benchmark ends with."""
+    done = subprocess.run(
+        [sys.executable, f"bench/{script}", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])

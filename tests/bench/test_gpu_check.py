@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli import bench_line
+
 ROOT = Path(__file__).resolve().parents[2]
 PARTS = ("cuda_tests", "hf", "learner", "weight_sync", "train")
 
@@ -70,23 +72,7 @@ def test_sigterm_prints_the_parts_done_and_a_cut_off_part_reports(tmp_path: Path
 
 @pytest.mark.e2e
 def test_the_gpu_check_reports_every_part_on_a_cpu() -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "bench/gpu_check.py",
-            "--device",
-            "cpu",
-            "--quick",
-            "--fail",
-            "cuda_tests",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out = bench_line("gpu_check.py", "--device", "cpu", "--quick", "--fail", "cuda_tests")
     assert out["check"] == "gpu" and out["device"] == "cpu" and out["quick"] is True
     assert set(PARTS) <= set(out) and isinstance(out["seconds"], float)
     for part in PARTS:

@@ -4,26 +4,17 @@ transformers."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.cli import bench_line
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_startup_bench_compares_both_tokenizers_on_the_same_ids() -> None:
-    done = subprocess.run(
-        [sys.executable, "bench/startup.py", "--repeats", "1", "--no-run"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    line = json.loads(done.stdout.strip().splitlines()[-1])
+    line = bench_line("startup.py", "--repeats", "1", "--no-run")
     assert line["bench"] == "startup" and line["same_ids"] is True
     assert not line["arena_imports_transformers"] and not line["arena_imports_torch"]
     assert line["arena_cpu_s"] > 0 and line["transformers_cpu_s"] > 0

@@ -6,9 +6,6 @@ Run with ``.venv/bin/python -m pytest -q tests/bench/test_ttt_tabular.py``.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +13,7 @@ import pytest
 
 from bench.studies.ttt_tabular import per_state_step, probabilities
 from games.tictactoe import Board
+from tests.cli import bench_line
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,16 +37,7 @@ def test_a_position_moves_by_its_replies_mean_advantage_gap() -> None:
 
 
 def test_the_bench_ends_with_its_json_line() -> None:
-    done = subprocess.run(
-        [sys.executable, "bench/studies/ttt_tabular.py", "--games", "4", "--steps", "8"]
-        + ["--eval-games", "20"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out = bench_line("studies/ttt_tabular.py", "--games", "4", "--steps", "8", "--eval-games", "20")
     assert out["bench"] == "ttt_tabular"
     assert [c["step"] for c in out["runs"][0]["curve"]] == [0, 8]
     assert out["budget_8_games_8_steps"] is None
