@@ -132,6 +132,11 @@ def on_the_bus(run_dir: Path, kids: dict[str, int], wait: float = 120.0) -> list
         time.sleep(1.0)
 
 
+RUN_ENV = {name: value for name, value in os.environ.items() if name != "ARENA_PRELOAD"}
+"""The runs' environment: their learners and inference actors forked by the run's own preload
+server, under its launcher, where :func:`children` finds them (a shared server's are not)."""
+
+
 def children(parent: int) -> dict[str, int]:
     """The run's children by name (``broker``, ``inference-0``, ``learner``, ``rollout-<i>``):
     those of the launcher ``parent``, and those its preload server forked (the learners and the
@@ -305,6 +310,7 @@ class Chaos:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=ROOT,
+                env=RUN_ENV,
             )
         started = time.time()
         try:
@@ -348,7 +354,7 @@ class Chaos:
         resumed = subprocess.run(
             [sys.executable, "-m", "arena", "train", self.args.config, f"resume={run_dir}",
              f"steps={steps}"],
-            capture_output=True, text=True, cwd=ROOT, timeout=600,
+            capture_output=True, text=True, cwd=ROOT, timeout=600, env=RUN_ENV,
         )  # fmt: skip
         with open(self.out / "resume.out", "a") as f:
             f.write(resumed.stdout + resumed.stderr)
@@ -362,7 +368,7 @@ class Chaos:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "arena", "train", self.args.config, f"resume={run_dir}",
                  f"steps={steps}"],
-                stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+                stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=RUN_ENV,
             )  # fmt: skip
         deadline = time.time() + RECOVERY_LIMIT
         while proc.poll() is None and time.time() < deadline and resumes(run_dir) == before:

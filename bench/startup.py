@@ -9,12 +9,19 @@ at its start:
 - ``transformers``: :func:`arena.models.load_tokenizer` (transformers' ``TokenizersBackend``).
 
 Both give the same ids (checked here, and in ``tests/arena/models/test_tokenizing.py``). Then
-whole ``arena train configs/smoke.yaml`` runs are timed, as the end-to-end tests start them, in
-turn with ``preload=true`` (the learner and the inference actor forked from one process that
-imported torch and transformers once: :mod:`arena.run.preload`) and ``preload=false`` (each
-imports them itself). Ends with one JSON line: CPU seconds (user + system, best of
-``--repeats``) per tokenizer side and their ratio; and per smoke-run side the median wall and
-CPU seconds (every process of the run) of ``--runs`` runs, and their ratios.
+whole ``arena train configs/smoke.yaml`` runs are timed, in turn three ways:
+
+- ``preload``: ``preload=true``, the default: the learner and the inference actor forked from
+  the run's own server, which imported torch and transformers once for both
+  (:mod:`arena.run.preload`);
+- ``shared``: the same, forked from one ``arena preload --listen`` server that this bench
+  starts once (``ARENA_PRELOAD``), as the test suite runs them; its imports are counted once,
+  apart (``shared_server_cpu_s``);
+- ``fresh``: ``preload=false``, each imports them itself.
+
+Ends with one JSON line: CPU seconds (user + system, best of ``--repeats``) per tokenizer side
+and their ratio; and per smoke-run side the median wall and CPU seconds (every process of the
+run) of ``--runs`` runs, and their ratios to ``fresh``.
 
     .venv/bin/python bench/startup.py [--repeats 5] [--runs 3] [--no-run]
 """
@@ -33,6 +40,7 @@ from pathlib import Path
 from statistics import median
 
 ROOT = Path(__file__).resolve().parents[1]
+PRELOAD_ENV = "ARENA_PRELOAD"
 PROBE = """
 import json, sys
 from arena.policies.chat import ChatFormat
@@ -63,11 +71,22 @@ def start(function: str) -> tuple[float, dict]:
     return children_cpu() - before, json.loads(done.stdout)
 
 
-def smoke_run(preload: bool) -> tuple[float, float]:
+def process_cpu(pid: int, children: bool) -> float:
+    """CPU seconds of process ``pid`` itself, or of its children that it has waited for."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    first = 13 if children else 11  # cutime, cstime; utime, stime
+    return (int(fields[first]) + int(fields[first + 1])) / os.sysconf("SC_CLK_TCK")
+
+
+def smoke_run(preload: bool, shared: subprocess.Popen | None = None) -> tuple[float, float]:
     """Wall and CPU seconds of one smoke run (the CPU of all its processes: each is waited for
-    by its parent, up to this one)."""
+    by its parent, up to this one, or by the ``shared`` preload server)."""
+    env = {name: value for name, value in os.environ.items() if name != PRELOAD_ENV}
+    env["OMP_NUM_THREADS"] = os.environ.get("OMP_NUM_THREADS", "1")
+    if shared is not None:
+        env[PRELOAD_ENV] = shared.args[-1]
     with tempfile.TemporaryDirectory(prefix="arena-startup-") as tmp:
-        before = children_cpu()
+        before = children_cpu() + (process_cpu(shared.pid, True) if shared else 0.0)
         began = time.perf_counter()
         subprocess.run(
             [
@@ -82,9 +101,28 @@ def smoke_run(preload: bool) -> tuple[float, float]:
             cwd=ROOT,
             capture_output=True,
             check=True,
-            env={**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")},
+            env=env,
         )
-        return time.perf_counter() - began, children_cpu() - before
+        wall = time.perf_counter() - began
+        time.sleep(0.5)  # the shared server reaps the run's children on its next tick
+        after = children_cpu() + (process_cpu(shared.pid, True) if shared else 0.0)
+        return wall, after - before
+
+
+def shared_server(folder: str) -> subprocess.Popen:
+    """``arena preload --listen``, its imports made (its log says so once it forks)."""
+    path = f"{folder}/preload.sock"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "arena", "preload", "--listen", path],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    while not Path(path).exists():
+        if server.poll() is not None:
+            raise SystemExit("arena preload --listen did not start")
+        time.sleep(0.05)
+    return server
 
 
 def main() -> None:
@@ -113,17 +151,34 @@ def main() -> None:
         "same_ids": True,
     }
     if not args.no_run:
-        runs: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
-        for _ in range(args.runs):  # interleaved, as above
-            for preload in runs:
-                runs[preload].append(smoke_run(preload))
-        for preload, side in ((True, "preload"), (False, "fresh")):
-            result[f"smoke_{side}_wall_s"] = round(median(w for w, _ in runs[preload]), 1)
-            result[f"smoke_{side}_cpu_s"] = round(median(c for _, c in runs[preload]), 1)
-        for figure in ("wall", "cpu"):
-            ratio = result[f"smoke_preload_{figure}_s"] / result[f"smoke_fresh_{figure}_s"]
-            result[f"preload_over_fresh_{figure}"] = round(ratio, 2)
+        with tempfile.TemporaryDirectory(prefix="arena-preload-") as folder:
+            result |= smoke_runs(args.runs, shared_server(folder))
     print(json.dumps(result))
+
+
+def smoke_runs(count: int, shared: subprocess.Popen) -> dict[str, float]:
+    """The three sides' figures, ``count`` runs each, in turn; then ``shared`` is stopped."""
+    try:
+        smoke_run(True, shared)  # the first fork waits for the server's imports: not timed
+        import_cpu = process_cpu(shared.pid, False)
+        runs: dict[str, list[tuple[float, float]]] = {"preload": [], "shared": [], "fresh": []}
+        for _ in range(count):  # interleaved, as above
+            runs["preload"].append(smoke_run(True))
+            runs["shared"].append(smoke_run(True, shared))
+            runs["fresh"].append(smoke_run(False))
+    finally:
+        shared.terminate()
+        shared.wait()
+    figures: dict[str, float] = {}
+    for side, measured in runs.items():
+        figures[f"smoke_{side}_wall_s"] = round(median(w for w, _ in measured), 1)
+        figures[f"smoke_{side}_cpu_s"] = round(median(c for _, c in measured), 1)
+    for side in ("preload", "shared"):
+        for figure in ("wall", "cpu"):
+            ratio = figures[f"smoke_{side}_{figure}_s"] / figures[f"smoke_fresh_{figure}_s"]
+            figures[f"{side}_over_fresh_{figure}"] = round(ratio, 2)
+    figures["shared_server_cpu_s"] = round(import_cpu, 1)
+    return figures
 
 
 if __name__ == "__main__":

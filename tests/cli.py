@@ -18,11 +18,11 @@ def arena(
 ) -> subprocess.CompletedProcess[str]:
     """``python -m arena ARGS`` in the repository root, with no input (a command that would
     prompt gets end of file); its exit code and captured output. ``env``: the environment, in
-    place of this one's (the repository on ``PYTHONPATH`` either way)."""
+    place of this one's as it is now (the repository on ``PYTHONPATH`` either way)."""
     return subprocess.run(
         [sys.executable, "-m", "arena", *map(str, args)],
         cwd=ROOT,
-        env=ENV if env is None else {**env, "PYTHONPATH": str(ROOT)},
+        env={**(os.environ if env is None else env), "PYTHONPATH": str(ROOT)},
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,

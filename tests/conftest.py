@@ -5,9 +5,13 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import torch
@@ -20,6 +24,55 @@ from transformers import PreTrainedTokenizerBase
 # cores busy with work; set OMP_NUM_THREADS to run the suite otherwise.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
+
+# Every run a test starts forks its learner and inference actor from one shared preload server
+# per test process (`arena preload --listen`, arena/run/preload.py) instead of a server of its
+# own: each run's own would import torch and transformers again, 7-9 CPU-seconds and as many
+# of waiting, about a hundred times a suite. A test of the run's own server, or of the process
+# tree under its launcher, removes ARENA_PRELOAD from the environment it runs in
+# (`without_shared_preload`). An ARENA_PRELOAD already set is used as it is.
+_preload_server: subprocess.Popen | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _preload_server
+    controller = getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput")
+    if controller or os.environ.get("ARENA_PRELOAD"):
+        return  # xdist's controller runs no test; its workers each start their own
+    path = Path(tempfile.gettempdir()) / f"arena-preload-{os.getpid()}.sock"
+    log = open(Path(tempfile.gettempdir()) / f"arena-preload-{os.getpid()}.log", "wb")  # noqa: SIM115
+    root = str(Path(__file__).resolve().parents[1])
+    _preload_server = subprocess.Popen(
+        [sys.executable, "-m", "arena", "preload", "--listen", str(path)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": root, "ARENA_PARENT_PID": str(os.getpid())},
+        cwd=root,
+    )
+    log.close()
+    deadline = time.monotonic() + 60
+    while not path.exists() and _preload_server.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)  # it listens before it imports: this wait is the interpreter's start
+    if path.exists():
+        os.environ["ARENA_PRELOAD"] = str(path)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _preload_server is not None:
+        if _preload_server.poll() is None:
+            _preload_server.terminate()
+            _preload_server.wait(30)
+        log = Path(_preload_server.args[-1]).with_suffix(".log")
+        if _preload_server.returncode == 0:  # else its log is kept, for what went wrong
+            log.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def without_shared_preload(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The environment without ``ARENA_PRELOAD``: runs start their own preload server."""
+    monkeypatch.delenv("ARENA_PRELOAD", raising=False)
 
 
 def torch_devices() -> list[str]:

@@ -1,12 +1,18 @@
-"""``arena preload --fd N``: import torch and transformers once, then fork the run's learner and
-inference actors from this process (started by a run's launcher, never by hand).
+"""``arena preload``: import torch and transformers once, then fork learners and inference actors
+from this process.
 
 A learner or an inference actor spends most of its start importing torch and transformers'
 model code. A launcher (``arena train``, the servers of ``arena tournament`` and ``arena eval``)
-starts this server once, on the socket it passes as file descriptor N, and asks it for each
-such child: the child is the same ``arena`` command, as its own process, with the imports
-already made (:mod:`arena.run.preload`). The server stops when its launcher closes the socket
-or dies; its children die with it.
+starts this server with ``--fd N``, on the socket it passes as file descriptor N, and asks it
+for each such child: the child is the same ``arena`` command, as its own process, with the
+imports already made (:mod:`arena.run.preload`). That server stops when its launcher closes the
+socket or dies; its children die with it.
+
+``--listen PATH`` starts a shared server instead, for a host that runs many short runs one
+after another (a sweep, a test suite): every launcher whose environment has
+``ARENA_PRELOAD=PATH`` forks its children through it, and none of them waits for the imports.
+It runs until SIGTERM or Ctrl-C and only this user can connect. A launcher's children end
+when it closes its connection or dies, and all of them end with the server.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import importlib
 import logging
 import os
 import stat
+from pathlib import Path
 
 log = logging.getLogger("arena.commands.preload")
 
@@ -24,8 +31,16 @@ log = logging.getLogger("arena.commands.preload")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from arena.run.preload import PRELOADED
 
-    parser.add_argument(
-        "--fd", type=int, required=True, help="the launcher's socket (a SOCK_SEQPACKET Unix socket)"
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument(
+        "--fd", type=int, help="the launcher's socket (a SOCK_SEQPACKET Unix socket)"
+    )
+    where.add_argument(
+        "--listen",
+        type=Path,
+        metavar="PATH",
+        help="serve every launcher with ARENA_PRELOAD=PATH in its environment, from a socket "
+        "at PATH, until stopped",
     )
     parser.add_argument(
         "--modules",
@@ -35,18 +50,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from arena.core.errors import CannotStart
-    from arena.run.preload import serve
+    import socket
 
-    try:
-        is_socket = stat.S_ISSOCK(os.fstat(args.fd).st_mode)
-    except OSError:
-        is_socket = False
-    if not is_socket:
-        raise CannotStart(
-            f"file descriptor {args.fd} is no socket: this command is started by a run's "
-            "launcher, which passes it one (arena/run/preload.py)"
+    from arena.core.errors import CannotStart
+    from arena.run.preload_server import listen, serve
+
+    listener = None
+    if args.listen is not None:
+        try:  # before the imports: a launcher can connect at once, and waits for its children
+            listener = listen(args.listen)
+        except OSError as err:
+            raise CannotStart(str(err)) from err
+        connections = []
+        print(
+            f"arena preload: listening on {args.listen} (ARENA_PRELOAD={args.listen})", flush=True
         )
+    else:
+        try:
+            is_socket = stat.S_ISSOCK(os.fstat(args.fd).st_mode)
+        except OSError:
+            is_socket = False
+        if not is_socket:
+            raise CannotStart(
+                f"file descriptor {args.fd} is no socket: this command is started by a run's "
+                "launcher, which passes it one (arena/run/preload.py); `--listen PATH` starts "
+                "a shared server"
+            )
+        connections = [socket.socket(fileno=args.fd)]
 
     for module in filter(None, args.modules.split(",")):
         try:
@@ -56,5 +86,5 @@ def run(args: argparse.Namespace) -> int:
     # what the imports made stays put: the children's collections skip it (and leave its
     # pages shared with this process instead of touching every one)
     gc.freeze()
-    serve(args.fd)  # in each forked child, raises Replaced: the CLI runs the child's command
+    serve(connections, listener)  # in each forked child, raises Replaced: the CLI runs its command
     return 0

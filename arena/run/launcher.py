@@ -6,7 +6,8 @@ the kernel for SIGTERM when the launcher dies (:func:`arena.core.process.die_wit
 killed launcher leaves no orphans. Each child's output goes to ``<run_dir>/logs/<name>.log``.
 Learners and inference actors are forked by the launcher's ``arena preload`` server, which has
 imported torch and transformers once for all of them (:mod:`arena.run.preload`; its log is
-``preload.log``); ``preload=False`` starts them as fresh processes too.
+``preload.log``), or by the shared one ``$ARENA_PRELOAD`` names; ``preload=False`` starts them
+as fresh processes too.
 
 :meth:`Launcher.check` is called periodically: a dead child marked ``restartable`` (the run's
 own broker, the learner, rollout actors: :mod:`arena.run.processes`) is started again with the
@@ -30,7 +31,13 @@ from pathlib import Path
 
 from arena.core.errors import EXIT_REFUSED
 from arena.core.process import PARENT_ENV
-from arena.run.preload import PRELOADED_KINDS, ForkedProcess, Preloader, PreloadUnavailable
+from arena.run.preload import (
+    PRELOAD_ENV,
+    PRELOADED_KINDS,
+    ForkedProcess,
+    Preloader,
+    PreloadUnavailable,
+)
 
 log = logging.getLogger("arena.run.launcher")
 
@@ -75,8 +82,13 @@ class Launcher:
         self.log_dir = log_dir
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-        self.preloader = Preloader(log_dir / "preload.log", self.env) if preload else None
-        """Forks the learners and inference actors (None: each starts as a fresh process)."""
+        shared = self.env.get(PRELOAD_ENV) or None
+        self.preloader = (
+            Preloader(log_dir / "preload.log", self.env, address=shared) if preload else None
+        )
+        """Forks the learners and inference actors, through the shared server that
+        ``$ARENA_PRELOAD`` names or else the launcher's own (None: each starts as a fresh
+        process)."""
         self.children: dict[str, Child] = {}
         self.expected: list[str] = []
         """The names of every process the run will start (:meth:`expect`), started or not."""

@@ -8,11 +8,15 @@ child is the same ``arena`` command as before: its own process, with its own pid
 environment, working directory and command line (what ``ps`` and ``/proc/<pid>/cmdline`` show),
 but it starts with the imports already made.
 
-The protocol is one ``SOCK_SEQPACKET`` socket pair, so that each message arrives whole: the
-launcher sends ``{"argv", "env", "cwd"}`` with the child's log file attached
-(``SCM_RIGHTS``); the server answers ``{"pid"}`` per request, in order, and ``{"exited",
-"code"}`` when a child ends (``code`` as ``subprocess.Popen.returncode``: negative for a signal).
-The server forks only while it runs a single thread and holds no socket to the bus.
+The launcher and the server talk over one ``SOCK_SEQPACKET`` socket pair
+(:mod:`arena.run.preload_server` has the protocol and the server's side).
+
+With ``ARENA_PRELOAD=PATH`` in its environment a launcher uses the shared server listening on
+``PATH`` (``arena preload --listen PATH``) instead of starting its own, so that a run starts
+without waiting for any import: what a host that runs many short runs one after another (a
+sweep, a test suite) would otherwise pay once per run. Its children are then the server's, not
+the launcher's (``ps``), and they end when the launcher closes its connection or dies. A
+``PATH`` where no server answers is named in a warning, and the launcher starts its own.
 
 What a child inherits from the server rather than choosing itself: the environment variables
 that torch or transformers read when imported (the launcher's, not the child's own additions).
@@ -23,8 +27,6 @@ fresh processes, and a later request starts a new server.
 
 from __future__ import annotations
 
-import atexit
-import gc
 import json
 import logging
 import os
@@ -35,11 +37,11 @@ import subprocess
 import sys
 import time
 from collections import deque
-from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
-from arena.core.process import PARENT_ENV, Replaced
+from arena.core.process import PARENT_ENV
+from arena.run.preload_server import MESSAGE_MAX
 
 log = logging.getLogger("arena.run.preload")
 
@@ -55,8 +57,8 @@ PRELOADED = (
 ``hf`` inference actor (vLLM is left to the actors that use it)."""
 PRELOADED_KINDS = ("learner", "inference")
 """Kinds of process (the first word of a child's name) that a launcher forks from the server."""
-MESSAGE_MAX = 1 << 20
-"""Largest message either side reads (a child's command line and environment)."""
+PRELOAD_ENV = "ARENA_PRELOAD"
+"""The environment variable that names a shared server's socket (``arena preload --listen``)."""
 LOST = 1
 """The exit code a child is given when the server that forked it died before reporting it."""
 
@@ -115,16 +117,25 @@ class ForkedProcess:
 
 
 class Preloader:
-    """The launcher's side: one ``arena preload`` server, started on first use."""
+    """The launcher's side: a connection to a server, started (or, with ``address``, reached)
+    on first use."""
 
     def __init__(
-        self, log_path: Path, env: dict[str, str], modules: tuple[str, ...] = PRELOADED
+        self,
+        log_path: Path,
+        env: dict[str, str],
+        modules: tuple[str, ...] = PRELOADED,
+        address: str | None = None,
     ) -> None:
         self.log_path = log_path
         self.env = env
         self.modules = modules
         """What the server imports before it forks (:data:`PRELOADED`)."""
+        self.address = address
+        """A shared server's socket (``arena preload --listen``), used instead of starting one;
+        None: the launcher starts its own."""
         self.server: subprocess.Popen | None = None
+        """The launcher's own server, once started (None while it uses a shared one)."""
         self._socket: socket.socket | None = None
         self._waiting: deque[ForkedProcess] = deque()
         self._children: dict[int, ForkedProcess] = {}
@@ -133,7 +144,7 @@ class Preloader:
         """Ask the server for ``arena argv`` with environment ``env`` and output to ``out``.
         Returns at once; the server forks the child once its imports are done. Raises
         :class:`PreloadUnavailable` when no server can take the request."""
-        if self._socket is None or self.server is None or self.server.poll() is not None:
+        if self._socket is None or (self.server is not None and self.server.poll() is not None):
             self._start()
         assert self._socket is not None
         request = json.dumps({"argv": argv, "env": env, "cwd": os.getcwd()}).encode()
@@ -148,6 +159,8 @@ class Preloader:
 
     def _start(self) -> None:
         self._lost()
+        if self.address is not None and self._connect(self.address):
+            return
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             with open(self.log_path, "ab") as out:
@@ -176,6 +189,28 @@ class Preloader:
         ours.setblocking(False)
         self._socket = ours
         log.info("started the preload server (pid %d)", self.server.pid)
+
+    def _connect(self, address: str) -> bool:
+        """Connect to the shared server at ``address``; one that does not answer is named once,
+        and the launcher starts its own from then on."""
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            connection.connect(address)
+        except OSError as err:
+            connection.close()
+            log.warning(
+                "no preload server answers at %s=%s (%s): this run starts its own",
+                PRELOAD_ENV, address, err.strerror or err,
+            )  # fmt: skip
+            self.address = None
+            return False
+        connection.setblocking(False)
+        self._socket = connection
+        note = f"forking through the shared preload server at {address} ({PRELOAD_ENV})"
+        with open(self.log_path, "a") as out:  # where a run's own server would have logged
+            out.write(note + "\n")
+        log.info(note)
+        return True
 
     def collect(self, timeout: float = 0.0) -> None:
         """Read what the server has said (waiting up to ``timeout`` for the first word)."""
@@ -229,7 +264,9 @@ class Preloader:
             self.stop()
 
     def stop(self, timeout: float = 15.0) -> None:
-        """Stop the server (after its children: a child outlives it only by a moment)."""
+        """Stop the launcher's own server (after its children: a child outlives it only by a
+        moment), or close the connection to a shared one (which ends the children still
+        running)."""
         if self.server is not None and self.server.poll() is None:
             self.server.terminate()
             try:
@@ -256,94 +293,3 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
         return "Z"
-
-
-def serve(fd: int) -> None:
-    """The server's loop on socket ``fd``: fork a child per request, report its pid, and report
-    each child's exit code when it ends. Returns when the launcher closes its end. In a forked
-    child it raises :class:`~arena.core.process.Replaced` with the child's command line, after
-    setting up the child (the CLI then runs that command)."""
-    control = socket.socket(fileno=fd)
-    server = os.getpid()
-    title = _title_setter()
-    try:
-        while True:
-            ready, _, _ = select.select([control], [], [], 0.1)
-            _report_exits(control)
-            if not ready:
-                continue
-            data, fds, _, _ = socket.recv_fds(control, MESSAGE_MAX, 1)
-            if not data:
-                return
-            request = json.loads(data)
-            request["env"][PARENT_ENV] = str(server)  # the child dies with this server
-            for stream in (sys.stdout, sys.stderr):
-                stream.flush()
-            pid = os.fork()
-            if pid == 0:
-                control.close()
-                _become(request, fds[0], title)
-                raise Replaced(request["argv"])
-            for received in fds:
-                os.close(received)
-            control.send(json.dumps({"pid": pid}).encode())
-    finally:
-        if control.fileno() >= 0:
-            control.close()
-
-
-def _report_exits(control: socket.socket) -> None:
-    while True:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-        code = os.waitstatus_to_exitcode(status)
-        try:
-            control.send(json.dumps({"exited": pid, "code": code}).encode())
-        except OSError:
-            return
-
-
-def _title_setter() -> Callable[[str], None]:
-    """What sets a child's command line as ``ps`` shows it: ``setproctitle`` (vLLM's
-    dependency), set up here, before a child replaces its environment (it moves the environment
-    out of the way to make room for the title), or nothing when it is not installed."""
-    try:
-        from setproctitle import getproctitle, setproctitle
-    except ImportError:  # then ps shows the server's command line for every child
-        return lambda title: None
-    setproctitle(getproctitle())
-    return setproctitle
-
-
-def _become(request: dict[str, Any], out: int, title: Callable[[str], None]) -> None:
-    """Turn this fresh fork into the requested child: its output, environment, directory,
-    command line, signal handlers and torch threads."""
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.dup2(out, 1)
-    os.dup2(out, 2)
-    os.close(devnull)
-    os.close(out)
-    os.environ.clear()
-    os.environ.update(request["env"])
-    os.chdir(request["cwd"])
-    argv = request["argv"]
-    sys.argv = [sys.argv[0], *argv]
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
-        signal.signal(sig, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    logging.root.handlers.clear()  # the child's own -v decides its log level
-    # The server froze what its imports made (gc.freeze: no collection walks it). Thawed at
-    # exit, it is freed as in any process: held to the end, triton's bindings report each of
-    # their objects as leaked.
-    atexit.register(gc.unfreeze)
-    title(" ".join([sys.executable, "-m", "arena", *argv]))
-    threads = os.environ.get("OMP_NUM_THREADS")
-    if threads and threads.isdigit() and int(threads) > 0:
-        import torch
-
-        torch.set_num_threads(int(threads))

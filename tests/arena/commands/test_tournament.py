@@ -116,6 +116,7 @@ def eval_killing_its_actor(tmp: Path, kills: int) -> tuple[subprocess.Popen[str]
     first, so that no game can end before the kill, and killed once the play has begun), each
     next one as soon as the launcher has started it again. The process, and the pids killed."""
     env = {**ENV, "TMPDIR": str(tmp)}
+    env.pop("ARENA_PRELOAD", None)  # the eval's own preload server forks it, under the eval
     flags = "--games tictactoe-v0 --opponents random-v0 --n 8 --max-new-tokens 4"
     proc = subprocess.Popen(
         [

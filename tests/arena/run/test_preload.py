@@ -1,6 +1,6 @@
 """The preload server (``arena preload``): children forked from one process that has made the
 imports, as real processes, and the launcher that starts its learners and inference actors
-through it.
+through it: its own server, or the shared one ``ARENA_PRELOAD`` names.
 
 Run with ``.venv/bin/python -m pytest -q tests/arena/run/test_preload.py``.
 """
@@ -19,11 +19,16 @@ from pathlib import Path
 import pytest
 
 from arena.run.launcher import Launcher
-from arena.run.preload import LOST, Preloader, PreloadUnavailable, _become
+from arena.run.preload import LOST, Preloader, PreloadUnavailable
+from arena.run.preload_server import _adopt_path, _become
 from tests.cli import ENV, arena
 
 LIGHT = ("json",)
 """A server that imports next to nothing: the mechanics, without torch's 7-9 s."""
+
+# the suite's own shared server (tests/conftest.py) is out of the way: these launchers start
+# their own, or are given the one a test starts
+pytestmark = pytest.mark.usefixtures("without_shared_preload")
 
 
 def wait_for(predicate, timeout: float = 60) -> None:
@@ -198,5 +203,112 @@ def test_started_by_hand_without_a_socket_it_refuses_in_one_line() -> None:
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip() == (
         "arena preload: cannot start: file descriptor 97 is no socket: this command is started "
-        "by a run's launcher, which passes it one (arena/run/preload.py)"
+        "by a run's launcher, which passes it one (arena/run/preload.py); `--listen PATH` "
+        "starts a shared server"
     )
+
+
+def alive(pid: int) -> bool:
+    return Path(f"/proc/{pid}").exists() and parent_of(pid) != 0
+
+
+@pytest.fixture
+def shared(ipc_dir: str):
+    path = Path(ipc_dir) / "preload.sock"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "arena", "preload", "--listen", str(path), "--modules", ""],
+        env=ENV,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    wait_for(path.exists)
+    yield path, server
+    server.terminate()
+    server.wait(30)
+
+
+def test_a_shared_server_forks_for_each_launcher_and_ends_each_ones_children_with_it(
+    shared, tmp_path: Path
+) -> None:
+    path, server = shared
+    assert (
+        server.stdout.readline() == f"arena preload: listening on {path} (ARENA_PRELOAD={path})\n"
+    )
+    assert path.stat().st_mode & 0o777 == 0o600  # only this user can ask it for a process
+    first = Preloader(tmp_path / "first.log", dict(ENV), address=str(path))
+    second = Preloader(tmp_path / "second.log", dict(ENV), address=str(path))
+    ours = spawn(first, tmp_path, "ours", broker(tmp_path, "a"))
+    theirs = spawn(second, tmp_path, "theirs", broker(tmp_path, "b"))
+    typo = spawn(second, tmp_path, "typo", ["gmaes"])
+    assert typo.wait(60) == 2  # each exit code reaches the launcher that asked
+    wait_for(lambda: ours.pid is not None and theirs.pid is not None)
+    assert parent_of(ours.pid) == parent_of(theirs.pid) == server.pid
+    assert first.server is None and second.server is None  # neither started its own
+    assert "forking through the shared preload server at" in (tmp_path / "first.log").read_text()
+    first.stop()  # its connection closes: its child gets SIGTERM, the other's runs on
+    wait_for(lambda: not alive(ours.pid))
+    assert theirs.poll() is None and server.poll() is None
+    theirs.kill()
+    assert theirs.wait(30) == -signal.SIGKILL
+    later = Preloader(tmp_path / "later.log", dict(ENV), address=str(path))
+    assert spawn(later, tmp_path, "later", ["games"]).wait(60) == 0
+    later.stop()
+
+
+def test_a_launcher_whose_shared_server_is_gone_starts_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("ARENA_PRELOAD", str(tmp_path / "gone.sock"))
+    launcher = Launcher(tmp_path / "logs", env={"PYTHONPATH": ENV["PYTHONPATH"]})
+    launcher.preloader.modules = LIGHT
+    try:
+        listing = launcher.start("learner", ["games"])
+        assert listing.process.wait(120) == 0
+        assert launcher.preloader.server is not None  # its own, started instead
+    finally:
+        launcher.stop_all()
+    assert f"no preload server answers at ARENA_PRELOAD={tmp_path / 'gone.sock'}" in caplog.text
+    assert "this run starts its own" in caplog.text
+
+
+def test_listen_refuses_a_path_in_use_and_replaces_a_dead_servers_socket(
+    shared, tmp_path: Path
+) -> None:
+    path, _ = shared
+    taken = arena("preload", "--listen", str(path), "--modules", "")
+    assert taken.returncode == 2
+    assert taken.stderr.strip() == (
+        f"arena preload: cannot start: a preload server already listens on {path}"
+    )
+    (tmp_path / "file").write_text("")
+    not_socket = arena("preload", "--listen", str(tmp_path / "file"), "--modules", "")
+    assert f"{tmp_path / 'file'} exists and is no socket" in not_socket.stderr
+    long = arena("preload", "--listen", "/tmp/" + "x" * 120, "--modules", "")
+    assert long.returncode == 2 and "a socket path takes at most 107" in long.stderr
+    stale = path.parent / "stale.sock"  # bound, then its process gone: no one listens
+    left = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    left.bind(str(stale))
+    left.close()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "arena", "preload", "--listen", str(stale), "--modules", ""],
+        env=ENV,
+    )
+    try:
+        preloader = Preloader(tmp_path / "p.log", dict(ENV), address=str(stale))
+        wait_for(lambda: preloader._connect(str(stale)))
+        assert spawn(preloader, tmp_path, "games", ["games"]).wait(60) == 0
+        preloader.stop()
+    finally:
+        server.terminate()
+        assert server.wait(30) == 0
+    assert not stale.exists()  # a stopped server removes its socket
+
+
+def test_a_fork_gets_the_path_a_fresh_process_in_its_directory_would_have(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    here = os.getcwd()
+    monkeypatch.setattr(sys, "path", [here, "/srv/a", "/srv/b", "/usr/lib/python"])
+    request = {"cwd": "/work/run", "env": {"PYTHONPATH": "/plugins:/srv/a"}}
+    _adopt_path(request, server_path=["/srv/a", "/srv/b"])
+    assert sys.path == ["/work/run", "/plugins", "/srv/a", "/usr/lib/python"]
