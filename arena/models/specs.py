@@ -19,8 +19,8 @@ SHAPES: dict[str, dict[str, int | bool]] = {
         hidden_size=64,
         intermediate_size=128,
         num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
         tie_word_embeddings=True,
     ),  # fmt: skip
     "smollm2-135m": dict(

@@ -1,6 +1,6 @@
-"""The tiny test model: a 2-layer, 64-wide Llama with SmolLM2's tokenizer, built in code from a
-seed (no network, no download), and saved as a cached directory for engines that load from
-disk."""
+"""The tiny test model: a 2-layer, 64-wide Llama (two attention heads of 32, so vLLM's CPU
+attention serves it too) with SmolLM2's tokenizer, built in code from a seed (no network, no
+download), and saved as a cached directory for engines that load from disk."""
 
 from __future__ import annotations
 
@@ -14,6 +14,11 @@ from arena.models.cache import build_atomically, cache_dir
 from arena.models.embedded import smollm2_tokenizer_dir
 from arena.models.precision import to_dtype
 from arena.models.specs import SHAPES, TINY_NAME
+
+TINY_VERSION = "v2"
+"""The version of ``tiny``'s shape, in its cached directory's name. v2: two heads of 32 (one
+key-value head), which vLLM's CPU attention serves; v1 had four of 16, the same weights'
+shapes."""
 
 
 def tiny_config(vocab_size: int = 49152) -> LlamaConfig:
@@ -52,7 +57,9 @@ def tiny_model(
 
 
 def tiny_dir(seed: int = 0, cache: str | os.PathLike[str] | None = None) -> Path:
-    """The tiny model saved as an HF directory (for engines that load from disk, like vLLM)."""
+    """The tiny model saved as an HF directory (for engines that load from disk, like vLLM).
+    Its name carries the shape's version (:data:`TINY_VERSION`): a cache saved from an earlier
+    shape is never read as this one."""
 
     def build(tmp: Path) -> None:
         model, tokenizer = tiny_model(seed, cache=cache)
@@ -60,5 +67,5 @@ def tiny_dir(seed: int = 0, cache: str | os.PathLike[str] | None = None) -> Path
         tokenizer.save_pretrained(tmp)
 
     return build_atomically(
-        cache_dir(cache) / "models" / f"tiny-{seed}", build, "saving the tiny model"
+        cache_dir(cache) / "models" / f"tiny-{TINY_VERSION}-{seed}", build, "saving the tiny model"
     )

@@ -26,7 +26,8 @@ def unsupported_head_size(path: str, supported: Sequence[int]) -> str | None:
     """Why an engine whose attention takes only the head sizes ``supported`` (empty: any)
     cannot serve the model at ``path``, or None. vLLM's CPU attention starts with any model
     and fails every generation after (``Unsupported CPU attention configuration: head_dim=16``,
-    the tests' tiny model): said before the engine starts instead."""
+    what the tests' tiny model had before it took heads of 32): said before the engine starts
+    instead."""
     config = AutoConfig.from_pretrained(path)
     size = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     if not supported or int(size) in supported:

