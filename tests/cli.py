@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+
+from arena.run.preload import PRELOAD_ENV, ForkedProcess, Preloader, PreloadUnavailable
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -28,6 +31,25 @@ def arena(
         text=True,
         timeout=timeout,
     )
+
+
+def arena_process(*args: str, log: Path) -> subprocess.Popen | ForkedProcess:
+    """``python -m arena ARGS`` started as its own process, writing to ``log``, as a run's
+    launcher starts its learners and inference actors: forked by the suite's shared preload
+    server (``ARENA_PRELOAD``, tests/conftest.py) where there is one, else fresh. Either is
+    handled as a ``Popen`` (``pid``, ``poll``, ``wait``, ``send_signal``, ``terminate``)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    with open(log, "ab") as out:
+        if address := env.get(PRELOAD_ENV):
+            with contextlib.suppress(PreloadUnavailable):
+                return Preloader(log, env, address=address).spawn(list(args), env, out)
+        return subprocess.Popen(
+            [sys.executable, "-m", "arena", *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+        )
 
 
 def python_probe(code: str) -> str:

@@ -11,6 +11,7 @@ Run with ``.venv/bin/python -m pytest -q tests/trainers/test_learner_distributed
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import socket
 from pathlib import Path
@@ -79,6 +80,13 @@ def run_rank(rank: int, world: int, port: int, strategy: str, loss: dict, out: s
     dist.destroy_process_group()
 
 
+# The ranks are forked from one server process that imported torch, the learner and this module
+# once for all four tests (spawned, each of the eight ranks imported them itself: 8 s apiece).
+multiprocessing.get_context("forkserver").set_forkserver_preload(
+    ["torch", "trainers.learner", run_rank.__module__]
+)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -92,7 +100,7 @@ def test_two_gloo_ranks_match_each_other_and_one_process(
     tmp_path: Path, strategy: str, loss: dict[str, int], monkeypatch
 ) -> None:
     args = (2, free_port(), strategy, loss, str(tmp_path))
-    mp.spawn(run_rank, args=args, nprocs=2, join=True)
+    mp.start_processes(run_rank, args=args, nprocs=2, join=True, start_method="forkserver")
     rank0 = load_file(str(tmp_path / "rank0.safetensors"))
     if strategy == "ddp":  # every DDP rank holds full weights: they must be identical
         rank1 = load_file(str(tmp_path / "rank1.safetensors"))

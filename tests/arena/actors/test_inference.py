@@ -21,6 +21,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -38,6 +39,7 @@ from arena.policies.types import ContextOverflow, Generation, SamplingParams
 from arena.weights.buckets import make_buckets
 from arena.weights.publisher import WeightPublisher
 from tests.arena.bus.conftest import spawn, spawn_broker, stop, wait_for_service
+from tests.cli import arena_process
 
 LOGPROB_ATOL = 1e-4  # fp32 served vs teacher forced: see tests/arena/policies/test_hf.py
 GREEDY = {"temperature": 0.0, "max_new_tokens": 6}
@@ -70,11 +72,10 @@ def broker() -> Iterator[str]:
 @pytest.fixture(scope="module")
 def start_inference(broker: str) -> Iterator[Callable[..., Any]]:
     procs = []
+    logs = tempfile.mkdtemp(prefix="arena-inference-")
 
     def start(name: str, *flags: str) -> Any:
-        proc = spawn(
-            "-m",
-            "arena",
+        proc = arena_process(
             "inference",
             "--address",
             broker,
@@ -87,6 +88,7 @@ def start_inference(broker: str) -> Iterator[Callable[..., Any]]:
             "--dtype",
             "float32",  # exact comparisons: not `auto`, which is bf16 on some CPUs
             *flags,
+            log=Path(logs) / f"{name}.log",
         )
         procs.append(proc)
         wait_for_service(broker, f"policy:{name}", timeout=120)
@@ -95,6 +97,7 @@ def start_inference(broker: str) -> Iterator[Callable[..., Any]]:
     yield start
     for proc in procs:
         stop(proc)
+    shutil.rmtree(logs, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
