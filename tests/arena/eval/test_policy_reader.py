@@ -196,7 +196,7 @@ def test_a_policy_serving_an_adapter_by_default_is_read_through_it(tiny_model) -
     add_adapters(model, ["shared-lora"], shape)
     state = adapter_state(model, "shared-lora")
     generator = torch.Generator().manual_seed(0)
-    moved = {k: torch.randn(v.shape, generator=generator) * 0.5 for k, v in state.items()}
+    moved = {k: torch.randn(v.shape, generator=generator) * 2.0 for k, v in state.items()}
     policy.load_adapter("shared-lora", moved)
     assert read_policy(KUHN, seat).table == base.table  # not served: the base plays
     policy.serve_by_default("shared-lora")
@@ -205,6 +205,8 @@ def test_a_policy_serving_an_adapter_by_default_is_read_through_it(tiny_model) -
     # a run's read names each seat's own adapter, None for a seat of the shared policy
     unnamed = read_seats(KUHN, {"player_0": seat, "player_1": seat})
     assert served.table == named.table == unnamed.table
+    # measured 0.471 against the base's 0.333 (noise of 0.5 moved the tiny model's heads of
+    # 32 by 8e-4 only)
     assert served.exploitability != pytest.approx(base.exploitability, abs=1e-3)
 
 

@@ -84,8 +84,11 @@ def test_same_tokens_and_logprobs_as_the_loop(tiny_model) -> None:
 
 def test_stop_ids_stop_strings_and_the_default_adapter(tiny_model) -> None:
     loop, static = policies(tiny_model, max_batch=2)  # five prompts: three batches
+    for policy in (loop, static):
+        policy.serve_by_default("a")
     first = loop.generate(prompts(), SamplingParams(temperature=0, max_new_tokens=10))
-    # stop on each row's third greedy token, and on text the fourth row produced
+    # stop on each row's third greedy token (through the default adapter, as below), and on
+    # text the fourth row produced
     stop_ids = tuple(int(g.token_ids[2]) for g in first if len(g.token_ids) > 2)
     text = first[3].text[2:5]
     params = [
@@ -95,8 +98,6 @@ def test_stop_ids_stop_strings_and_the_default_adapter(tiny_model) -> None:
         SamplingParams(temperature=0, max_new_tokens=10, stop=(text,)),
         SamplingParams(temperature=1.0, max_new_tokens=10, seed=5),
     ]
-    for policy in (loop, static):
-        policy.serve_by_default("a")
     want = loop.generate(prompts(), params)
     got = static.generate(prompts(), params)
     assert_same(got, want)

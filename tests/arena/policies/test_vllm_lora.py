@@ -36,7 +36,7 @@ def test_a_head_size_the_cpu_attention_lacks_is_refused_before_the_engine_starts
     from arena.policies.vllm_fit import cpu_head_sizes, unsupported_head_size
 
     narrow = tiny_config()
-    narrow.num_attention_heads, narrow.num_key_value_heads = 4, 2  # 64 wide: heads of 16
+    narrow.num_attention_heads, narrow.num_key_value_heads, narrow.head_dim = 4, 2, 16
     narrow.save_pretrained(tmp_path)
     tiny, smol = str(model_dir("tiny")), str(model_dir("smollm2-135m"))  # heads of 32 and 64
     message = unsupported_head_size(str(tmp_path), [32, 64, 128])
