@@ -78,6 +78,8 @@ from typing import Any
 
 from chaos_overlap import OVERLAPS, inject_overlap, kill, resumes, stop
 
+from arena.run.preload import PRELOAD_ENV
+
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")
 KINDS = (
@@ -132,7 +134,7 @@ def on_the_bus(run_dir: Path, kids: dict[str, int], wait: float = 120.0) -> list
         time.sleep(1.0)
 
 
-RUN_ENV = {name: value for name, value in os.environ.items() if name != "ARENA_PRELOAD"}
+RUN_ENV = {name: value for name, value in os.environ.items() if name != PRELOAD_ENV}
 """The runs' environment: their learners and inference actors forked by the run's own preload
 server, under its launcher, where :func:`children` finds them (a shared server's are not)."""
 

@@ -39,8 +39,9 @@ import time
 from pathlib import Path
 from statistics import median
 
+from arena.run.preload import PRELOAD_ENV
+
 ROOT = Path(__file__).resolve().parents[1]
-PRELOAD_ENV = "ARENA_PRELOAD"
 PROBE = """
 import json, sys
 from arena.policies.chat import ChatFormat
