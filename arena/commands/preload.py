@@ -18,11 +18,15 @@ when it closes its connection or dies, and all of them end with the server.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import importlib
 import logging
 import os
+import signal
+import socket
 import stat
+import sys
 from pathlib import Path
 
 log = logging.getLogger("arena.commands.preload")
@@ -50,10 +54,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import socket
-
     from arena.core.errors import CannotStart
-    from arena.run.preload_server import listen, serve
+    from arena.run.preload_server import listen
 
     listener = None
     if args.listen is not None:
@@ -78,7 +80,25 @@ def run(args: argparse.Namespace) -> int:
             )
         connections = [socket.socket(fileno=args.fd)]
 
-    for module in filter(None, args.modules.split(",")):
+    server = os.getpid()
+    if listener is not None:  # stopped while still importing: leave, and take the socket away
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: sys.exit(0))
+    try:
+        _import_and_serve(args.modules, connections, listener)
+    finally:
+        if listener is not None and os.getpid() == server:  # not in a forked child
+            with contextlib.suppress(OSError):
+                os.unlink(args.listen)
+    return 0
+
+
+def _import_and_serve(
+    modules: str, connections: list[socket.socket], listener: socket.socket | None
+) -> None:
+    from arena.run.preload_server import serve
+
+    for module in filter(None, modules.split(",")):
         try:
             importlib.import_module(module)
         except Exception as err:  # an optional backend missing: its children import it late
@@ -87,4 +107,3 @@ def run(args: argparse.Namespace) -> int:
     # pages shared with this process instead of touching every one)
     gc.freeze()
     serve(connections, listener)  # in each forked child, raises Replaced: the CLI runs its command
-    return 0
