@@ -30,7 +30,7 @@ from typing import NoReturn
 
 from arena.core.commands import commands, load, summary
 from arena.core.errors import EXIT_REFUSED, CannotStart, ConfigError, did_you_mean
-from arena.core.process import Replaced, die_with_parent, lift_open_file_limit
+from arena.core.process import Replaced, die_with_parent, end_fork, lift_open_file_limit
 from arena.core.registry import RegistryError
 
 EXIT_INTERRUPTED = 130
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 1
     # outside the handler: the child's own errors are not shown as raised while handling it
-    return main(handover)
+    end_fork(lambda: main(handover))
 
 
 if __name__ == "__main__":

@@ -17,6 +17,8 @@ import pytest
 import torch
 from transformers import PreTrainedTokenizerBase
 
+from arena.run.preload import PRELOAD_ENV, PRELOADED
+
 # The suite runs up to 4 workers on as few as 2 cores, and each starts processes that compute with
 # torch. Two OpenMP threads a process on oversubscribed cores spin at every barrier for a thread
 # that is not running: a Kuhn strategy read of the tiny model took 3.5 s instead of 0.23 s that
@@ -26,25 +28,31 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
-# Every run a test starts forks its learner and inference actor from one shared preload server
-# per test process (`arena preload --listen`, arena/run/preload.py) instead of a server of its
-# own: each run's own would import torch and transformers again, 7-9 CPU-seconds and as many
-# of waiting, about a hundred times a suite. A test of the run's own server, or of the process
-# tree under its launcher, removes ARENA_PRELOAD from the environment it runs in
-# (`without_shared_preload`). An ARENA_PRELOAD already set is used as it is.
+# Every run a test starts forks its learners, inference and rollout actors from one shared
+# preload server per test process (`arena preload --listen`, arena/run/preload.py) instead of a
+# server of its own: each run's own would import torch and transformers again, 7-9 CPU-seconds
+# and as many of waiting, about a hundred times a suite. The `arena` commands the tests run
+# (tests/cli.py) are forked by it too, with what their launchers import (SHARED_MODULES) made
+# already. A test of the run's own server, or of the process tree under its launcher, removes
+# ARENA_PRELOAD from the environment it runs in (`without_shared_preload`). An ARENA_PRELOAD
+# already set is used as it is.
+SHARED_MODULES = (*PRELOADED, "arena.cli", "arena.run.train", "arena.tournament.runner")
+SHARED_MODULES += ("tensorboard.summary",)
+"""What the suite's server imports: a run's children's modules and those of the commands."""
 _preload_server: subprocess.Popen | None = None
+_preload_path = Path(tempfile.gettempdir()) / f"arena-preload-{os.getpid()}.sock"
 
 
 def pytest_configure(config: pytest.Config) -> None:
     global _preload_server
     controller = getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput")
-    if controller or os.environ.get("ARENA_PRELOAD"):
+    if controller or os.environ.get(PRELOAD_ENV):
         return  # xdist's controller runs no test; its workers each start their own
-    path = Path(tempfile.gettempdir()) / f"arena-preload-{os.getpid()}.sock"
-    log = open(Path(tempfile.gettempdir()) / f"arena-preload-{os.getpid()}.log", "wb")  # noqa: SIM115
+    log = open(_preload_path.with_suffix(".log"), "wb")  # noqa: SIM115
     root = str(Path(__file__).resolve().parents[1])
     _preload_server = subprocess.Popen(
-        [sys.executable, "-m", "arena", "preload", "--listen", str(path)],
+        [sys.executable, "-m", "arena", "preload", "--listen", str(_preload_path)]
+        + ["--modules", ",".join(SHARED_MODULES)],
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
@@ -53,10 +61,12 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     log.close()
     deadline = time.monotonic() + 60
-    while not path.exists() and _preload_server.poll() is None and time.monotonic() < deadline:
+    while not _preload_path.exists() and _preload_server.poll() is None:
+        if time.monotonic() > deadline:
+            break
         time.sleep(0.02)  # it listens before it imports: this wait is the interpreter's start
-    if path.exists():
-        os.environ["ARENA_PRELOAD"] = str(path)
+    if _preload_path.exists():
+        os.environ[PRELOAD_ENV] = str(_preload_path)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -64,15 +74,14 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         if _preload_server.poll() is None:
             _preload_server.terminate()
             _preload_server.wait(30)
-        log = Path(_preload_server.args[-1]).with_suffix(".log")
         if _preload_server.returncode == 0:  # else its log is kept, for what went wrong
-            log.unlink(missing_ok=True)
+            _preload_path.with_suffix(".log").unlink(missing_ok=True)
 
 
 @pytest.fixture
 def without_shared_preload(monkeypatch: pytest.MonkeyPatch) -> None:
     """The environment without ``ARENA_PRELOAD``: runs start their own preload server."""
-    monkeypatch.delenv("ARENA_PRELOAD", raising=False)
+    monkeypatch.delenv(PRELOAD_ENV, raising=False)
 
 
 def torch_devices() -> list[str]:

@@ -52,10 +52,11 @@ PRELOADED = (
     "arena.policies.hf",
     "arena.actors.inference",
     "trainers.learner_actor",
+    "arena.actors.rollout",
 )
 """What the server imports before it forks: the heavy imports of ``arena learner`` and of an
 ``hf`` inference actor (vLLM is left to the actors that use it)."""
-PRELOADED_KINDS = ("learner", "inference")
+PRELOADED_KINDS = ("learner", "inference", "rollout")
 """Kinds of process (the first word of a child's name) that a launcher forks from the server."""
 PRELOAD_ENV = "ARENA_PRELOAD"
 """The environment variable that names a shared server's socket (``arena preload --listen``)."""
@@ -140,16 +141,25 @@ class Preloader:
         self._waiting: deque[ForkedProcess] = deque()
         self._children: dict[int, ForkedProcess] = {}
 
-    def spawn(self, argv: list[str], env: dict[str, str], out: IO[bytes]) -> ForkedProcess:
-        """Ask the server for ``arena argv`` with environment ``env`` and output to ``out``.
-        Returns at once; the server forks the child once its imports are done. Raises
-        :class:`PreloadUnavailable` when no server can take the request."""
+    def spawn(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        out: IO[bytes],
+        err: IO[bytes] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+    ) -> ForkedProcess:
+        """Ask the server for ``arena argv`` with environment ``env``, output to ``out`` (its
+        stderr too, unless ``err`` is given) and working directory ``cwd`` (this process's by
+        default). Returns at once; the server forks the child once its imports are done.
+        Raises :class:`PreloadUnavailable` when no server can take the request."""
         if self._socket is None or (self.server is not None and self.server.poll() is not None):
             self._start()
         assert self._socket is not None
-        request = json.dumps({"argv": argv, "env": env, "cwd": os.getcwd()}).encode()
+        request = json.dumps({"argv": argv, "env": env, "cwd": os.fspath(cwd or os.getcwd())})
+        outputs = [out.fileno()] + ([err.fileno()] if err is not None else [])
         try:
-            socket.send_fds(self._socket, [request], [out.fileno()])
+            socket.send_fds(self._socket, [request.encode()], outputs)
         except OSError as err:
             self._lost()
             raise PreloadUnavailable(f"the preload server is gone ({err})") from err

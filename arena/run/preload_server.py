@@ -4,7 +4,8 @@ A server has one or more connections, each a ``SOCK_SEQPACKET`` socket so that e
 arrives whole: a launcher's own server has the one socket pair its launcher made
 (:func:`serve`); a shared server (``arena preload --listen PATH``) accepts one connection per
 launcher that uses it (:func:`listen`, :func:`serve`). On a connection the launcher sends
-``{"argv", "env", "cwd"}`` with the child's log file attached (``SCM_RIGHTS``); the server
+``{"argv", "env", "cwd"}`` with the child's output file attached (``SCM_RIGHTS``; a second file,
+where there is one, takes its stderr apart from its stdout); the server
 answers ``{"pid"}`` per request, in order, and ``{"exited", "code"}`` when that child ends
 (``code`` as ``subprocess.Popen.returncode``: negative for a signal).
 
@@ -18,9 +19,7 @@ child closes every socket of the server's before it runs its command.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import gc
 import json
 import logging
 import os
@@ -141,7 +140,7 @@ class _Server:
 
     def _take(self, connection: socket.socket) -> None:
         try:
-            data, fds, _, _ = socket.recv_fds(connection, MESSAGE_MAX, 1)
+            data, fds, _, _ = socket.recv_fds(connection, MESSAGE_MAX, 2)
         except OSError:
             data, fds = b"", []
         if not data:
@@ -161,7 +160,7 @@ class _Server:
                 if sock is not None:
                     sock.close()
             _adopt_path(request, self.python_path)
-            _become(request, fds[0], self.title)
+            _become(request, fds, self.title)
             raise Replaced(request["argv"])
         for received in fds:
             os.close(received)
@@ -241,15 +240,17 @@ def _title_setter() -> Callable[[str], None]:
     return setproctitle
 
 
-def _become(request: dict[str, Any], out: int, title: Callable[[str], None]) -> None:
-    """Turn this fresh fork into the requested child: its output, environment, directory,
-    command line, signal handlers and torch threads."""
+def _become(request: dict[str, Any], outputs: list[int], title: Callable[[str], None]) -> None:
+    """Turn this fresh fork into the requested child: its output (stdout, and stderr to the
+    same file or to a second one), environment, directory, command line, signal handlers and
+    torch threads."""
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
-    os.dup2(out, 1)
-    os.dup2(out, 2)
+    os.dup2(outputs[0], 1)
+    os.dup2(outputs[-1], 2)
     os.close(devnull)
-    os.close(out)
+    for received in outputs:
+        os.close(received)
     os.environ.clear()
     os.environ.update(request["env"])
     os.chdir(request["cwd"])
@@ -259,10 +260,6 @@ def _become(request: dict[str, Any], out: int, title: Callable[[str], None]) -> 
         signal.signal(sig, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     logging.root.handlers.clear()  # the child's own -v decides its log level
-    # The server froze what its imports made (gc.freeze: no collection walks it). Thawed at
-    # exit, it is freed as in any process: held to the end, triton's bindings report each of
-    # their objects as leaked.
-    atexit.register(gc.unfreeze)
     title(" ".join([sys.executable, "-m", "arena", *argv]))
     threads = os.environ.get("OMP_NUM_THREADS")
     if threads and threads.isdigit() and int(threads) > 0:

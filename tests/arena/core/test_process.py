@@ -165,6 +165,56 @@ def test_exit_now_leaves_a_thread_stuck_in_a_call_behind() -> None:
         plain.wait()
 
 
+FORKED = """
+import atexit, sys, threading, time
+from arena.core.process import end_fork
+
+class Teardown:
+    def __del__(self):
+        print("torn down", flush=True)
+
+kept = Teardown()  # freed only by the interpreter's teardown
+log = open(sys.argv[1], "w")  # written by the command, never flushed nor closed by it
+
+def command():
+    log.write("written, not flushed\\n")
+    atexit.register(lambda: print("atexit ran", flush=True))
+    late = lambda: (time.sleep(0.5), print("thread finished", flush=True))
+    threading.Thread(target=late).start()
+    if sys.argv[2] == "raise":
+        raise RuntimeError("the command failed")
+    if sys.argv[2] == "message":
+        sys.exit("a message")
+    return int(sys.argv[2])
+
+end_fork(command)
+"""
+
+
+@pytest.mark.parametrize(
+    ("how", "code", "stderr"),
+    [("5", 5, ""), ("message", 1, "a message\n"), ("raise", 1, "RuntimeError: the command failed")],
+)
+def test_end_fork_leaves_as_exit_would_without_the_teardown(
+    tmp_path: Path, how: str, code: int, stderr: str
+) -> None:
+    """A command in a process forked by ``arena preload`` ends with its exit status, its
+    threads joined, its ``atexit`` functions run and its files flushed, but without the
+    interpreter's teardown (which would free every object the server made)."""
+    log = tmp_path / "log.txt"
+    done = subprocess.run(
+        [sys.executable, "-c", FORKED, str(log), how],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == code
+    assert done.stdout == "thread finished\natexit ran\n"  # no "torn down"
+    assert stderr in done.stderr and (stderr or done.stderr == "")
+    assert log.read_text() == "written, not flushed\n"
+
+
 def test_a_process_kind_is_the_first_word_of_its_name() -> None:
     assert [kind_of(n) for n in ("broker", "train", "inference-pool", "rollout-3")] == [
         "broker",

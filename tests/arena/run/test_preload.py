@@ -134,19 +134,22 @@ def test_a_launcher_whose_server_fails_starts_the_child_afresh(
         launcher.stop_all()
 
 
+@pytest.mark.parametrize("apart", [False, True], ids=["one-output", "stderr-apart"])
 def test_become_gives_the_fork_its_output_environment_directory_and_threads(
-    tmp_path: Path,
+    tmp_path: Path, apart: bool
 ) -> None:
-    """In a fork of this process: what the child is given, read back through its output."""
+    """In a fork of this process: what the child is given, read back through its output (and
+    its stderr, into the same file or a second one)."""
     import torch
 
     out = os.open(tmp_path / "out.txt", os.O_WRONLY | os.O_CREAT)
+    outputs = [out, os.open(tmp_path / "err.txt", os.O_WRONLY | os.O_CREAT)] if apart else [out]
     request = {"argv": ["games"], "env": {"OMP_NUM_THREADS": "1", "MINE": "yes"}, "cwd": "/"}
     titled = []
     pid = os.fork()
     if pid == 0:  # pragma: no cover (the child)
         try:
-            _become(request, out, titled.append)
+            _become(request, outputs, titled.append)
             seen = {
                 "env": dict(os.environ),
                 "cwd": os.getcwd(),
@@ -154,12 +157,19 @@ def test_become_gives_the_fork_its_output_environment_directory_and_threads(
                 "threads": torch.get_num_threads(),
                 "title": titled,
             }
+            os.write(2, b"to stderr\n")
             os.write(1, json.dumps(seen).encode())
         finally:
             os._exit(0)
-    os.close(out)
+    for received in outputs:
+        os.close(received)
     assert os.waitpid(pid, 0)[1] == 0
-    seen = json.loads((tmp_path / "out.txt").read_text())
+    text = (tmp_path / "out.txt").read_text()
+    if apart:
+        assert (tmp_path / "err.txt").read_text() == "to stderr\n"
+    else:
+        assert text.startswith("to stderr\n")
+    seen = json.loads(text.removeprefix("to stderr\n"))
     assert seen["env"] == {"OMP_NUM_THREADS": "1", "MINE": "yes"}
     assert seen["cwd"] == "/" and seen["argv"] == ["games"] and seen["threads"] == 1
     assert seen["title"][0].endswith(" -m arena games")
