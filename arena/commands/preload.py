@@ -49,7 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--modules",
         default=",".join(PRELOADED),
-        help="comma-separated modules to import before forking (default: %(default)s)",
+        help="comma-separated modules to import before forking, or module:function to call "
+        "(default: %(default)s)",
     )
 
 
@@ -98,11 +99,14 @@ def _import_and_serve(
 ) -> None:
     from arena.run.preload_server import serve
 
-    for module in filter(None, modules.split(",")):
+    for entry in filter(None, modules.split(",")):
+        module, _, function = entry.partition(":")
         try:
-            importlib.import_module(module)
+            loaded = importlib.import_module(module)
+            if function:
+                getattr(loaded, function)()
         except Exception as err:  # an optional backend missing: its children import it late
-            log.warning("not preloaded: %s (%s: %s)", module, type(err).__name__, err)
+            log.warning("not preloaded: %s (%s: %s)", entry, type(err).__name__, err)
     # what the imports made stays put: the children's collections skip it (and leave its
     # pages shared with this process instead of touching every one)
     gc.freeze()

@@ -14,6 +14,7 @@ defers it to the first GGUF tokenizer load, so the class itself costs no torch i
 
 from __future__ import annotations
 
+import copy
 import importlib
 import json
 import os
@@ -67,9 +68,29 @@ def load_tokenizer(
     return tokenizer_from_dir(model_dir(spec, cache))
 
 
+_LOADED: dict[tuple[str, tuple[tuple[str, int, int], ...]], PreTrainedTokenizerBase] = {}
+"""Each tokenizer directory this process has loaded, by its path and its files' versions."""
+
+
 def tokenizer_from_dir(path: str | os.PathLike[str]) -> PreTrainedTokenizerBase:
-    """The tokenizer saved in the HF directory ``path``, as ``AutoTokenizer`` loads it."""
-    path = Path(path)
+    """The tokenizer saved in the HF directory ``path``, as ``AutoTokenizer`` loads it. A
+    directory is loaded once per process (and version of its files); each call gets its own
+    copy of it, which costs a third of a load (a process forked by ``arena preload`` copies
+    what its server loaded: :func:`arena.models.tokenizing.preload`)."""
+    path = Path(path).resolve()
+    files = sorted((f.name, *_version(f)) for f in path.iterdir() if f.is_file())
+    key = (str(path), tuple(files))
+    if key not in _LOADED:
+        _LOADED[key] = _load_tokenizer(path)
+    return copy.deepcopy(_LOADED[key])
+
+
+def _version(file: Path) -> tuple[int, int]:
+    status = file.stat()
+    return status.st_mtime_ns, status.st_size
+
+
+def _load_tokenizer(path: Path) -> PreTrainedTokenizerBase:
     config = path / "tokenizer_config.json"
     named = json.loads(config.read_text()).get("tokenizer_class") if config.is_file() else None
     if (path / "tokenizer.json").is_file() and named in GENERIC_CLASSES:

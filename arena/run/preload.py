@@ -53,9 +53,11 @@ PRELOADED = (
     "arena.actors.inference",
     "trainers.learner_actor",
     "arena.actors.rollout",
+    "arena.models.tokenizing:preload",
 )
-"""What the server imports before it forks: the heavy imports of ``arena learner`` and of an
-``hf`` inference actor (vLLM is left to the actors that use it)."""
+"""What the server imports before it forks (or, as ``module:function``, calls): the heavy
+imports of ``arena learner``, of an ``hf`` inference actor (vLLM is left to the actors that use
+it) and of ``arena rollout``, and SmolLM2's tokenizer, read."""
 PRELOADED_KINDS = ("learner", "inference", "rollout")
 """Kinds of process (the first word of a child's name) that a launcher forks from the server."""
 PRELOAD_ENV = "ARENA_PRELOAD"

@@ -29,6 +29,7 @@ import socket
 import stat
 import struct
 import sys
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -260,6 +261,10 @@ def _become(request: dict[str, Any], outputs: list[int], title: Callable[[str], 
         signal.signal(sig, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     logging.root.handlers.clear()  # the child's own -v decides its log level
+    # The server's objects are not the child's to clean up at its exit (they go with its
+    # memory): their finalizers (torch's op libraries, 0.1 CPU-s a child) stay for the server.
+    for inherited in list(weakref.finalize._registry):  # type: ignore[attr-defined]
+        inherited.atexit = False
     title(" ".join([sys.executable, "-m", "arena", *argv]))
     threads = os.environ.get("OMP_NUM_THREADS")
     if threads and threads.isdigit() and int(threads) > 0:

@@ -7,9 +7,10 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 from transformers import AutoTokenizer
 
-from arena.models import load_tokenizer, smollm2_tokenizer_dir
+from arena.models import load_tokenizer, locate, smollm2_tokenizer_dir
 from arena.models.locate import tokenizer_from_dir
 from tests.cli import python_probe
 
@@ -49,3 +50,23 @@ def test_the_tokenizer_is_what_auto_tokenizer_loads(tmp_path: Path) -> None:
         json.dumps({**config, "tokenizer_class": "GPT2Tokenizer"})
     )
     assert type(tokenizer_from_dir(named)) is type(AutoTokenizer.from_pretrained(named))
+
+
+def test_a_directory_is_loaded_once_per_version_and_each_caller_gets_a_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process forked by ``arena preload`` copies what its server loaded instead of loading
+    it again; a copy changed by one caller leaves the others' alone; a rewritten file is read."""
+    directory = tmp_path / "tokenizer"
+    shutil.copytree(smollm2_tokenizer_dir(), directory)
+    loads: list[Path] = []
+    load = locate._load_tokenizer
+    monkeypatch.setattr(locate, "_load_tokenizer", lambda path: loads.append(path) or load(path))
+    first, second = tokenizer_from_dir(directory), tokenizer_from_dir(directory)
+    assert len(loads) == 1 and first is not second
+    assert first.encode("bet or check?") == second.encode("bet or check?")
+    first.padding_side = "left" if second.padding_side == "right" else "right"
+    assert tokenizer_from_dir(directory).padding_side == second.padding_side
+    config = directory / "tokenizer_config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "model_max_length": 77}))
+    assert tokenizer_from_dir(directory).model_max_length == 77 and len(loads) == 2

@@ -13,7 +13,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arena.models import ChatTokenizer, chat_tokenizer, load_tokenizer, smollm2_tokenizer_dir
+from arena.models import (
+    ChatTokenizer,
+    chat_tokenizer,
+    load_tokenizer,
+    smollm2_tokenizer_dir,
+    tokenizing,
+)
 from arena.models.tokenizing import chat_tokenizer_from_dir
 from arena.policies.chat import FALLBACK_TEMPLATE, ChatFormat
 from arena.policies.types import InvalidRequest, Prompt
@@ -136,3 +142,32 @@ def test_a_rollout_actor_and_a_runs_process_start_without_transformers() -> None
         "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))\n"
     )
     assert python_probe(probe) == "[]"
+
+
+def test_a_tokenizer_file_is_read_once_per_process_and_version(tmp_path: Path) -> None:
+    """The ChatTokenizers of one file share what was read (encoding leaves it as it was); a
+    rewritten file is read again."""
+    directory = tmp_path / "tokenizer"
+    shutil.copytree(smollm2_tokenizer_dir(), directory)
+    first, second = chat_tokenizer_from_dir(directory), chat_tokenizer_from_dir(directory)
+    assert first.backend_tokenizer is second.backend_tokenizer
+    file = directory / "tokenizer.json"
+    file.write_text(file.read_text() + "\n")
+    third = chat_tokenizer_from_dir(directory)
+    assert third.backend_tokenizer is not first.backend_tokenizer
+    assert third.encode("Name a colour.") == first.encode("Name a colour.")
+
+
+def test_preload_reads_the_cached_tokenizer_and_extracts_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cached = smollm2_tokenizer_dir()
+    monkeypatch.setenv("ARENA_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(tokenizing, "_READ", {})
+    tokenizing.preload()  # an empty cache: nothing read, nothing written
+    assert tokenizing._READ == {} and list(tmp_path.iterdir()) == []
+    shutil.copytree(cached, tmp_path / "tokenizers" / "smollm2-135m-instruct")
+    tokenizing.preload()
+    assert [key[0] for key in tokenizing._READ] == [
+        str((tmp_path / "tokenizers" / "smollm2-135m-instruct" / "tokenizer.json").resolve())
+    ]

@@ -175,6 +175,32 @@ def test_become_gives_the_fork_its_output_environment_directory_and_threads(
     assert seen["title"][0].endswith(" -m arena games")
 
 
+def test_a_fork_leaves_the_servers_finalizers_to_the_server(tmp_path: Path) -> None:
+    """A child's exit runs its own ``atexit`` work, not the finalizers of the objects the
+    server made before forking it (a temporary directory of the server's would go with it)."""
+    import atexit
+    import weakref
+
+    class Owned:
+        pass
+
+    owned = Owned()
+    mark = tmp_path / "finalized"
+    finalizer = weakref.finalize(owned, mark.write_text, "by the child")
+    out = os.open(tmp_path / "out.txt", os.O_WRONLY | os.O_CREAT)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover (the child)
+        try:
+            _become({"argv": ["games"], "env": {}, "cwd": "/"}, [out], lambda title: None)
+            atexit._run_exitfuncs()  # as end_fork does
+        finally:
+            os._exit(0)
+    os.close(out)
+    assert os.waitpid(pid, 0)[1] == 0
+    assert not mark.exists()
+    assert finalizer.atexit and finalizer.detach() is not None  # still the server's
+
+
 def test_a_closed_socket_ends_the_server(tmp_path: Path) -> None:
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     argv = ["preload", "--fd", str(theirs.fileno()), "--modules", ""]
