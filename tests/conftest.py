@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -76,6 +77,28 @@ def pytest_unconfigure(config: pytest.Config) -> None:
             _preload_server.wait(30)
         if _preload_server.returncode == 0:  # else its log is kept, for what went wrong
             _preload_path.with_suffix(".log").unlink(missing_ok=True)
+
+
+SAME_WORKER = {
+    f"tests/arena/policies/{name}.py": "vllm in process"
+    for name in ("test_vllm", "test_vllm_adapters", "test_vllm_lora")
+}
+"""Test files that xdist hands to one worker together: each imports vLLM into the test process
+(about 16 CPU-seconds a process), so they share one import."""
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile`` (the Makefile's), with the files of :data:`SAME_WORKER` as one unit."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class Scheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return SAME_WORKER.get(scope, scope)
+
+    return Scheduling(config, log)
 
 
 @pytest.fixture
