@@ -26,7 +26,9 @@ process (``disk_roundtrip_s``), in rounds of all three. The publisher's time to 
 included; medians of five rounds are reported, the first shared-memory update separately.
 
 Prints a table, then one JSON line. ``--quick`` makes a short run (and skips vLLM unless
-``--vllm`` is given).
+``--vllm`` is given). Under ``ARENA_PRELOAD`` (a shared ``arena preload --listen`` server, as in
+the test suite) the actors are forked by that server, as a run's are; the vLLM row's
+``startup`` then leaves out the actor's imports.
 
 Usage: python bench/rollout.py [--quick] [--device auto|cpu|cuda] [--shape 135m|layers=..,hidden=..]
 """
@@ -37,6 +39,7 @@ import argparse
 import functools
 import importlib.util
 import json
+import os
 import queue
 import shutil
 import statistics
@@ -56,6 +59,7 @@ from arena.bus import BlockingActor
 from arena.models import load_model, resolve_device
 from arena.policies.hf import HFPolicy
 from arena.policies.types import Generation, SamplingParams
+from arena.run.preload import start_command
 from arena.weights.publisher import WeightPublisher
 
 TOPICS = [
@@ -229,31 +233,11 @@ class Service:
             text=True,
         )
         self.broker.stdout.readline()  # type: ignore[union-attr]
-        self.actor = subprocess.Popen(
-            [
-                python,
-                "-m",
-                "arena",
-                "inference",
-                "--address",
-                self.address,
-                "--name",
-                name,
-                "--backend",
-                backend,
-                "--model",
-                model,
-                "--device",
-                device,
-                "--dtype",
-                dtype,
-                "--max-batch",
-                str(max_batch),
-                "--max-wait-ms",
-                "50",
-            ],
-            stdout=subprocess.DEVNULL,
-        )
+        argv = ["inference", "--address", self.address, "--name", name, "--backend", backend]
+        argv += ["--model", model, "--device", device, "--dtype", dtype]
+        argv += ["--max-batch", str(max_batch), "--max-wait-ms", "50"]
+        with open(os.devnull, "wb") as out:  # forked by a shared preload server, where named
+            self.actor = start_command(argv, dict(os.environ), out)
         self.startup = self._wait_ready()
 
     def _wait_ready(self, timeout: float = 900) -> float:

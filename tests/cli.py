@@ -12,7 +12,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
-from arena.run.preload import LOST, PRELOAD_ENV, ForkedProcess, Preloader, PreloadUnavailable
+from arena.run.preload import (
+    LOST,
+    PRELOAD_ENV,
+    ForkedProcess,
+    Preloader,
+    PreloadUnavailable,
+    start_command,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -82,16 +89,7 @@ def arena_process(*args: str, log: Path) -> subprocess.Popen | ForkedProcess:
     handled as a ``Popen`` (``pid``, ``poll``, ``wait``, ``send_signal``, ``terminate``)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
     with open(log, "ab") as out:
-        if address := env.get(PRELOAD_ENV):
-            with contextlib.suppress(PreloadUnavailable):
-                return Preloader(log, env, address=address).spawn(list(args), env, out)
-        return subprocess.Popen(
-            [sys.executable, "-m", "arena", *args],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-        )
+        return start_command(list(args), env, out)
 
 
 def python_probe(code: str) -> str:

@@ -290,6 +290,27 @@ class Preloader:
         self._lost()
 
 
+def start_command(
+    argv: list[str], env: dict[str, str], out: IO[bytes]
+) -> subprocess.Popen | ForkedProcess:
+    """``python -m arena ARGV`` as its own process, with environment ``env`` and its output to
+    ``out``: forked by the shared server that ``env`` names (:data:`PRELOAD_ENV`), else
+    started fresh. Either is handled as a ``Popen``. A named server that does not answer is
+    warned of, and a server of the command's own forks it (as a launcher's would)."""
+    if address := env.get(PRELOAD_ENV):
+        try:
+            return Preloader(Path(os.devnull), env, address=address).spawn(argv, env, out)
+        except PreloadUnavailable:
+            pass
+    return subprocess.Popen(
+        [sys.executable, "-m", "arena", *argv],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env=env,
+    )
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
