@@ -115,12 +115,17 @@ def end_fork(command: Callable[[], int | None]) -> NoReturn:
     threading._shutdown()  # type: ignore[attr-defined]  # what exit does first: join threads
     atexit._run_exitfuncs()
     for obj in gc.get_objects():
-        if isinstance(obj, io.BufferedWriter | io.TextIOWrapper) and not obj.closed:
+        # type(), not isinstance: that reads __class__, which some proxies warn on
+        if type(obj) in _WRITERS and not obj.closed:
             try:
                 obj.flush()
             except (OSError, ValueError):
                 pass
     os._exit(code or 0)
+
+
+_WRITERS = (io.TextIOWrapper, io.BufferedWriter, io.BufferedRandom)
+"""The file objects that buffer what is written to them."""
 
 
 def _exit_status(code: object) -> int:
