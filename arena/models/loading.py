@@ -18,6 +18,7 @@ from transformers import (
 from transformers.utils import logging as hf_logging
 
 from arena.models.devices import resolve_device
+from arena.models.embedded import smollm2_tokenizer_dir
 from arena.models.locate import model_dir, tokenizer_from_dir
 from arena.models.precision import to_dtype
 from arena.models.specs import EMBEDDED_ALIASES, HUB_ID, TINY_NAME, ModelNotFoundError, not_found
@@ -35,7 +36,8 @@ def load_model(
     device = resolve_device(device)
     torch_dtype = to_dtype(dtype, device)
     if spec == TINY_NAME:
-        model, tokenizer = tiny_model(0, torch_dtype, cache)
+        tokenizer = tokenizer_from_dir(smollm2_tokenizer_dir(cache))  # read once a process
+        model, tokenizer = tiny_model(0, torch_dtype, cache, tokenizer)
         return model.to(device), tokenizer
     path = Path(spec).expanduser()
     if spec in EMBEDDED_ALIASES or path.exists():

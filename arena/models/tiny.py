@@ -8,11 +8,10 @@ import os
 from pathlib import Path
 
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerBase
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerBase, TokenizersBackend
 
 from arena.models.cache import build_atomically, cache_dir
 from arena.models.embedded import smollm2_tokenizer_dir
-from arena.models.locate import tokenizer_from_dir
 from arena.models.precision import to_dtype
 from arena.models.specs import SHAPES, TINY_NAME
 
@@ -42,7 +41,8 @@ def tiny_model(
     tokenizer: PreTrainedTokenizerBase | None = None,
 ) -> tuple[LlamaForCausalLM, PreTrainedTokenizerBase]:
     """A tiny randomly initialised Llama with SmolLM2's tokenizer; same seed, same weights."""
-    tokenizer = tokenizer or tokenizer_from_dir(smollm2_tokenizer_dir(cache))
+    # the class AutoTokenizer picks for SmolLM2's, without importing its registry of every model
+    tokenizer = tokenizer or TokenizersBackend.from_pretrained(smollm2_tokenizer_dir(cache))
     config = tiny_config(len(tokenizer))
     config.bos_token_id, config.eos_token_id = tokenizer.bos_token_id, tokenizer.eos_token_id
     config.pad_token_id = tokenizer.pad_token_id

@@ -1,12 +1,17 @@
 """A run repeats from its seed, whatever the machine's load: the same config and seed twice, the
 second beside a CPU burner, play the same episodes and train the same steps.
 
-Load changes how the inference service's batches form; each request carries its own sampling
-seed (from its episode and turn: ``arena.play.seats.request_seed``), and the learner trains on
-a step's turns in episode order, so neither the order of the requests nor that of the arrivals
-reaches the result. Compared: every step's transcript (text, actions, rewards) exactly; the
-per-step rewards and the learner's numbers to 1e-4 (logits of one row may differ in the last
-bits with the batch around it).
+Load changes the order in which requests reach the inference service; each request carries its
+own sampling seed (from its episode and turn: ``arena.play.seats.request_seed``), and the
+learner trains on a step's turns in episode order, so neither the order of the requests nor that
+of the arrivals reaches the result. Compared: every step's transcript (text, actions, rewards)
+exactly; the per-step rewards and the learner's numbers to 1e-4.
+
+The runs serve one request at a time (``inference.max_batch=1``): load also changes which
+requests share a batch, and a row's log-probabilities then differ in the last bits (about 1e-6
+on the tiny model), which now and then moves a sampled token across the edge of the next one
+in a near-flat distribution of 49152. With batches of 16 the two runs here differed in one
+reply of the first step, after a change to no more than how fast the actors start.
 
 The runs evaluate nothing (``eval.games=0``, ``eval.exploitability=false``); the first also
 checks that such a run writes no evaluation and says so."""
@@ -34,6 +39,7 @@ COMPARED = (
 
 def run(run_dir: Path) -> subprocess.CompletedProcess:
     overrides = ["seed=7", "games.1.act=choice", "eval.games=0", "eval.exploitability=false"]
+    overrides.append("inference.max_batch=1")  # see the module's docstring
     return subprocess.run(
         [
             sys.executable,
