@@ -135,8 +135,9 @@ def on_the_bus(run_dir: Path, kids: dict[str, int], wait: float = 120.0) -> list
 
 
 RUN_ENV = {name: value for name, value in os.environ.items() if name != PRELOAD_ENV}
-"""The runs' environment: their learners and inference actors forked by the run's own preload
-server, under its launcher, where :func:`children` finds them (a shared server's are not)."""
+"""The runs' environment: their learners, inference and rollout actors forked by the run's own
+preload server, under its launcher, where :func:`children` finds them (a shared server's are
+not)."""
 
 
 def children(parent: int) -> dict[str, int]:

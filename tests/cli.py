@@ -84,7 +84,7 @@ def _forked(
 
 def arena_process(*args: str, log: Path) -> subprocess.Popen | ForkedProcess:
     """``python -m arena ARGS`` started as its own process, writing to ``log``, as a run's
-    launcher starts its learners and inference actors: forked by the suite's shared preload
+    launcher starts its learners, inference and rollout actors: forked by the suite's shared preload
     server (``ARENA_PRELOAD``, tests/conftest.py) where there is one, else fresh. Either is
     handled as a ``Popen`` (``pid``, ``poll``, ``wait``, ``send_signal``, ``terminate``)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}

@@ -1,5 +1,5 @@
-"""``arena preload``: import torch and transformers once, then fork learners and inference actors
-from this process.
+"""``arena preload``: import torch and transformers once, then fork learners, inference and rollout
+actors from this process.
 
 A learner or an inference actor spends most of its start importing torch and transformers'
 model code. A launcher (``arena train``, the servers of ``arena tournament`` and ``arena eval``)
@@ -13,6 +13,12 @@ after another (a sweep, a test suite): every launcher whose environment has
 ``ARENA_PRELOAD=PATH`` forks its children through it, and none of them waits for the imports.
 It runs until SIGTERM or Ctrl-C and only this user can connect. A launcher's children end
 when it closes its connection or dies, and all of them end with the server.
+
+A ``--modules`` entry ``module:function`` is called once imported: the default reads SmolLM2's
+tokenizer where the cache holds it, so that no child reads it again. A child ends as Python's
+exit would (threads joined, ``atexit`` run, files flushed) but without the interpreter's
+teardown, which would copy the server's pages only to free them
+(:func:`arena.core.process.end_fork`); the finalizers of the server's objects stay the server's.
 """
 
 from __future__ import annotations

@@ -41,8 +41,8 @@ for _name, _help in {
     "keys": "generate CURVE keypairs for a secure bus (arena keys generate DIR)",
     "status": "list every actor registered with a broker: kind, host, services, load, heartbeat",
     "deploy": "write a Slurm sbatch script or Kubernetes manifests that start a run's processes",
-    "preload": "import torch and transformers once, then fork learners and inference actors "
-    "(a run's own, or with --listen every run's on this host)",
+    "preload": "import torch and transformers once, then fork learners, inference and rollout "
+    "actors (a run's own, or with --listen every run's on this host)",
 }.items():
     commands.register(_name, f"arena.commands.{_name.replace('-', '_')}", help=_help)
 

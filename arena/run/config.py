@@ -253,9 +253,9 @@ class RunConfig:
     ray: RayConfig = field(default_factory=RayConfig)
     """Cluster, broker address and resources under ``launcher=ray``."""
     preload: bool = True
-    """Under ``launcher=local``: fork the learners and inference actors from one ``arena
-    preload`` process that imports torch and transformers once for all of them (and for their
-    restarts), instead of each importing them itself (7-9 CPU-seconds each on a small CPU).
+    """Under ``launcher=local``: fork the learners, inference and rollout actors from one
+    ``arena preload`` process that imports torch and transformers once for all of them (and for
+    their restarts), instead of each importing them itself (7-9 CPU-seconds each on a small CPU).
     Each is still its own process with its own command line (:mod:`arena.run.preload`). With
     ``ARENA_PRELOAD`` in the environment, that process is the shared ``arena preload
     --listen`` server it names."""

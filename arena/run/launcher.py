@@ -86,7 +86,7 @@ class Launcher:
         self.preloader = (
             Preloader(log_dir / "preload.log", self.env, address=shared) if preload else None
         )
-        """Forks the learners and inference actors, through the shared server that
+        """Forks the learners, inference and rollout actors, through the shared server that
         ``$ARENA_PRELOAD`` names or else the launcher's own (None: each starts as a fresh
         process)."""
         self.children: dict[str, Child] = {}
