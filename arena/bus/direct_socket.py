@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections import Counter
 from typing import Any, Protocol
 
@@ -23,7 +24,7 @@ import zmq
 from arena.bus.channel import Channel
 from arena.bus.codec import decode, encode
 from arena.bus.errors import BusError, ProtocolError
-from arena.bus.peers import advertised, listen_address, remove_ipc_file
+from arena.bus.peers import advertised, listen_address, remove_ipc_file, remove_stale_sockets
 from arena.bus.sockets import configure_socket
 
 log = logging.getLogger("arena.bus")
@@ -71,7 +72,10 @@ class DirectSocket:
         sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
         sock.setsockopt(zmq.ROUTER_HANDOVER, 1)  # a restarted client takes its name back
         actor.server_security(sock)
-        sock.bind(self.listen or listen_address(actor.address, actor.name))
+        address = self.listen or listen_address(actor.address, actor.name)
+        if address.startswith("ipc://"):
+            remove_stale_sockets(os.path.dirname(address[len("ipc://") :]) or ".")
+        sock.bind(address)
         bound = sock.getsockopt_string(zmq.LAST_ENDPOINT)
         self.endpoint = advertised(bound, actor.address)
         loop = actor._running_loop()

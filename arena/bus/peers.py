@@ -17,9 +17,13 @@ whether or not the broker is alive to say so.
 from __future__ import annotations
 
 import itertools
+import logging
 import os
+import re
 import socket as pysocket
+import stat
 import tempfile
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +35,8 @@ from zmq.utils.monitor import recv_monitor_message
 from arena.bus.keys import Security
 from arena.bus.security import curve_client, is_loopback
 from arena.bus.sockets import configure_socket
+
+log = logging.getLogger("arena.bus.peers")
 
 ROUTINGS = ("direct", "brokered", "auto")
 """``direct``: requests to a resolved service go peer to peer (waiting for the connection);
@@ -45,6 +51,11 @@ ADVERTISE_ENV = "ARENA_ADVERTISE_HOST"
 
 IPC_PATH_LIMIT = 100
 """The longest ipc:// socket path used: a unix socket's address holds 107 bytes; a margin."""
+STALE_AFTER_S = 10.0
+"""A socket file younger than this is never stale: its process may have bound it and not yet be
+listening (connections to it are refused in between)."""
+_SOCKET_NAME = re.compile(r"-(\d+)-[0-9a-f]{6}\.sock$")
+"""The end of a socket file :func:`listen_address` names: the binding process's pid, a token."""
 _CONNECTION_EVENTS = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED
 _ROTATION = itertools.count()
 
@@ -114,6 +125,63 @@ def remove_ipc_file(endpoint: str | None) -> None:
             os.unlink(endpoint[len("ipc://") :])
         except OSError:
             pass
+
+
+def remove_stale_sockets(directory: str) -> int:
+    """Remove the socket files in ``directory`` that :func:`listen_address` named for processes
+    that are gone (one killed by SIGKILL leaves its file); returns how many.
+
+    A file is stale when the pid in its name is not alive, nothing accepts a connection on it
+    (a pid from another pid namespace), and it is older than :data:`STALE_AFTER_S`. Actors call
+    this before they bind, so a restarted actor, or the next run, clears what a killed one left.
+    """
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return 0
+    removed = 0
+    for name in names:
+        match = _SOCKET_NAME.search(name)
+        if match is None or _alive(int(match.group(1))):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            status = os.lstat(path)
+        except OSError:
+            continue
+        if not stat.S_ISSOCK(status.st_mode) or time.time() - status.st_mtime < STALE_AFTER_S:
+            continue
+        if not _accepts(path):
+            try:
+                os.unlink(path)
+                removed += 1
+            except OSError:
+                pass
+    if removed:
+        log.info("removed %d socket files of ended processes from %s", removed, directory)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _accepts(path: str) -> bool:
+    """Whether something listens on the unix socket ``path`` (anything but a refusal: yes)."""
+    with pysocket.socket(pysocket.AF_UNIX, pysocket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(path)
+        except ConnectionRefusedError:
+            return False
+        except OSError:
+            pass
+        return True
 
 
 @dataclass(frozen=True)

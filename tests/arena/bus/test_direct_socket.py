@@ -7,6 +7,8 @@ Run with ``.venv/bin/python -m pytest -q tests/arena/bus/test_direct_socket.py``
 from __future__ import annotations
 
 import os
+import shutil
+import socket as pysocket
 import tempfile
 import time
 
@@ -15,7 +17,7 @@ import pytest
 import zmq
 
 from arena.bus import BlockingActor, encode
-from tests.arena.bus.conftest import spawn_broker, stop
+from tests.arena.bus.conftest import spawn, spawn_broker, stop
 
 
 def test_bad_input_on_a_direct_socket_gets_error_replies(address: str) -> None:
@@ -91,3 +93,44 @@ def test_a_deep_temp_directory_still_gives_a_socket_that_binds(
         os.unlink(path)
     monkeypatch.setattr(tempfile, "tempdir", "/tmp/short")
     assert socket_temp_dir(40) == "/tmp/short"
+
+
+def test_an_actor_clears_the_socket_files_killed_processes_left_before_it_binds() -> None:
+    """SIGKILL leaves a process's socket file behind; the suite's runs left over a hundred in
+    /tmp. A file goes once its process is gone, nothing listens on it and it is not brand new."""
+    directory = tempfile.mkdtemp(prefix="arena-stale-", dir="/tmp")  # short: a socket path
+    victim = spawn(
+        "-c",
+        "import os, time, zmq\n"
+        "s = zmq.Context().socket(zmq.ROUTER)\n"
+        f"s.bind('ipc://{directory}/rollout-0-%d-abc123.sock' % os.getpid())\n"
+        "print('bound', flush=True)\n"
+        "time.sleep(60)\n",
+    )
+    assert victim.stdout is not None and victim.stdout.readline().strip() == "bound"
+    victim.kill()
+    victim.wait()
+    left = f"{directory}/rollout-0-{victim.pid}-abc123.sock"
+    young = f"{directory}/learner-{victim.pid}-def456.sock"  # bound, maybe not listening yet
+    listened = f"{directory}/other-{victim.pid}-0a1b2c.sock"  # a pid of another namespace
+    not_a_socket = f"{directory}/notes-{victim.pid}-0d0e0f.sock"
+    open(not_a_socket, "w").close()
+    with pysocket.socket(pysocket.AF_UNIX, pysocket.SOCK_STREAM) as sock:
+        sock.bind(young)  # and never listens
+    listener = zmq.Context.instance().socket(zmq.ROUTER)
+    listener.bind(f"ipc://{listened}")
+    an_hour_ago = time.time() - 3600
+    for path in (left, listened, not_a_socket):
+        os.utime(path, (an_hour_ago, an_hour_ago))
+    broker = spawn_broker(f"ipc://{directory}/bus.sock")
+    try:
+        with BlockingActor("server", f"ipc://{directory}/bus.sock", services={"s": id}):
+            remaining = os.listdir(directory)
+    finally:
+        stop(broker)
+        listener.close(linger=0)
+        shutil.rmtree(directory)
+    assert os.path.basename(left) not in remaining
+    for kept in (young, listened, not_a_socket, "bus.sock"):
+        assert os.path.basename(kept) in remaining
+    assert any(name.startswith(f"server-{os.getpid()}-") for name in remaining)
