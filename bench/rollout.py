@@ -59,7 +59,7 @@ from arena.bus import BlockingActor
 from arena.models import load_model, resolve_device
 from arena.policies.hf import HFPolicy
 from arena.policies.types import Generation, SamplingParams
-from arena.run.preload import start_command
+from arena.run.preload import spawn_command
 from arena.weights.publisher import WeightPublisher
 
 TOPICS = [
@@ -237,7 +237,7 @@ class Service:
         argv += ["--model", model, "--device", device, "--dtype", dtype]
         argv += ["--max-batch", str(max_batch), "--max-wait-ms", "50"]
         with open(os.devnull, "wb") as out:  # forked by a shared preload server, where named
-            self.actor = start_command(argv, dict(os.environ), out)
+            self.actor = spawn_command(argv, dict(os.environ), out)
         self.startup = self._wait_ready()
 
     def _wait_ready(self, timeout: float = 900) -> float:

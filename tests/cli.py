@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
@@ -12,14 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
-from arena.run.preload import (
-    LOST,
-    PRELOAD_ENV,
-    ForkedProcess,
-    Preloader,
-    PreloadUnavailable,
-    start_command,
-)
+from arena.run.preload import ForkedProcess, spawn_command
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -29,57 +21,34 @@ def arena(
     *args: str | os.PathLike[str], timeout: float = 600, env: Mapping[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """``python -m arena ARGS`` in the repository root, with no input (a command that would
-    prompt gets end of file); its exit code and captured output. ``env``: the environment, in
-    place of this one's as it is now (the repository on ``PYTHONPATH`` either way).
+    prompt gets end of file): what ``subprocess.run`` with ``capture_output`` and ``text``
+    returns, or raises on ``timeout``. ``env``: the environment, in place of this one's as it is
+    now (the repository on ``PYTHONPATH`` either way).
 
     Where that environment names the suite's shared preload server (``ARENA_PRELOAD``,
     tests/conftest.py), the command is forked by it: the same command line in its own
     process, without paying again for the imports it made."""
     env = {**(os.environ if env is None else env), "PYTHONPATH": str(ROOT)}
     argv = list(map(str, args))
-    if address := env.get(PRELOAD_ENV):
-        with contextlib.suppress(PreloadUnavailable):
-            return _forked(argv, env, address, timeout)
-    return subprocess.run(
-        [sys.executable, "-m", "arena", *argv],
-        cwd=ROOT,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def _forked(
-    argv: list[str], env: dict[str, str], address: str, timeout: float
-) -> subprocess.CompletedProcess[str]:
-    """:func:`arena` through the shared preload server at ``address``, with what
-    ``subprocess.run`` would return (text with universal newlines) or raise."""
-    preloader = Preloader(Path(os.devnull), env, address=address)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        child = spawn_command(argv, env, out, err, cwd=ROOT)
         try:
-            child = preloader.spawn(argv, env, out, err, cwd=ROOT)
-            try:
-                code = child.wait(timeout)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
-                raise subprocess.TimeoutExpired(
-                    [sys.executable, "-m", "arena", *argv], timeout
-                ) from None
-        finally:
-            preloader.stop()
-        if code == LOST and child.pid is None:  # never forked: the server is gone
-            raise PreloadUnavailable(f"no preload server at {address}")
-
-        def text(file: IO[bytes]) -> str:
-            file.seek(0)
-            return file.read().decode().replace("\r\n", "\n").replace("\r", "\n")
-
+            code = child.wait(timeout)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+            raise subprocess.TimeoutExpired(
+                [sys.executable, "-m", "arena", *argv], timeout
+            ) from None
         return subprocess.CompletedProcess(
-            [sys.executable, "-m", "arena", *argv], code, text(out), text(err)
+            [sys.executable, "-m", "arena", *argv], code, _text(out), _text(err)
         )
+
+
+def _text(file: IO[bytes]) -> str:
+    """What a file holds, as ``text=True`` reads it (universal newlines)."""
+    file.seek(0)
+    return file.read().decode().replace("\r\n", "\n").replace("\r", "\n")
 
 
 def arena_process(*args: str, log: Path) -> subprocess.Popen | ForkedProcess:
@@ -89,7 +58,7 @@ def arena_process(*args: str, log: Path) -> subprocess.Popen | ForkedProcess:
     handled as a ``Popen`` (``pid``, ``poll``, ``wait``, ``send_signal``, ``terminate``)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
     with open(log, "ab") as out:
-        return start_command(list(args), env, out)
+        return spawn_command(list(args), env, out)
 
 
 def python_probe(code: str) -> str:

@@ -35,6 +35,7 @@ from zmq.utils.monitor import recv_monitor_message
 from arena.bus.keys import Security
 from arena.bus.security import curve_client, is_loopback
 from arena.bus.sockets import configure_socket
+from arena.core.process import alive
 
 log = logging.getLogger("arena.bus.peers")
 
@@ -142,7 +143,7 @@ def remove_stale_sockets(directory: str) -> int:
     removed = 0
     for name in names:
         match = _SOCKET_NAME.search(name)
-        if match is None or _alive(int(match.group(1))):
+        if match is None or alive(int(match.group(1))):
             continue
         path = os.path.join(directory, name)
         try:
@@ -160,16 +161,6 @@ def remove_stale_sockets(directory: str) -> int:
     if removed:
         log.info("removed %d socket files of ended processes from %s", removed, directory)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
 
 
 def _accepts(path: str) -> bool:

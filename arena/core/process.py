@@ -136,6 +136,24 @@ def _exit_status(code: object) -> int:
     return 1
 
 
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs: a zombie (ended, not yet reaped by its parent) does not;
+    another user's process does."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:  # reaped in between
+        return False
+    except (OSError, IndexError):  # no /proc here: kill(0) answered
+        return True
+
+
 def on_stop_signal(callback: Callable[[], None]) -> None:
     """For a process without an event loop: call ``callback`` on SIGINT or SIGTERM.
 

@@ -40,7 +40,7 @@ from collections import deque
 from pathlib import Path
 from typing import IO
 
-from arena.core.process import PARENT_ENV
+from arena.core.process import PARENT_ENV, alive
 from arena.run.preload_server import MESSAGE_MAX
 
 log = logging.getLogger("arena.run.preload")
@@ -264,7 +264,7 @@ class Preloader:
         """Children of a server that is gone die with it (their parent-death signal), but
         another process reaps them: each is over once its pid is."""
         for pid, child in list(self._children.items()):
-            if not _alive(pid):
+            if not alive(pid):
                 child.returncode = LOST
                 del self._children[pid]
 
@@ -290,39 +290,28 @@ class Preloader:
         self._lost()
 
 
-def start_command(
-    argv: list[str], env: dict[str, str], out: IO[bytes]
+def spawn_command(
+    argv: list[str],
+    env: dict[str, str],
+    out: IO[bytes],
+    err: IO[bytes] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
 ) -> subprocess.Popen | ForkedProcess:
-    """``python -m arena ARGV`` as its own process, with environment ``env`` and its output to
-    ``out``: forked by the shared server that ``env`` names (:data:`PRELOAD_ENV`), else
+    """``python -m arena ARGV`` as its own process, with environment ``env``, output to ``out``
+    (its stderr too, unless ``err`` is given) and working directory ``cwd`` (this process's by
+    default): forked by the shared server that ``env`` names (:data:`PRELOAD_ENV`), else
     started fresh. Either is handled as a ``Popen``. A named server that does not answer is
     warned of, and a server of the command's own forks it (as a launcher's would)."""
     if address := env.get(PRELOAD_ENV):
         try:
-            return Preloader(Path(os.devnull), env, address=address).spawn(argv, env, out)
+            return Preloader(Path(os.devnull), env, address=address).spawn(argv, env, out, err, cwd)
         except PreloadUnavailable:
             pass
     return subprocess.Popen(
         [sys.executable, "-m", "arena", *argv],
         stdout=out,
-        stderr=subprocess.STDOUT,
+        stderr=subprocess.STDOUT if err is None else err,
         stdin=subprocess.DEVNULL,
         env=env,
+        cwd=cwd,
     )
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return Path(f"/proc/{pid}").exists() and _state(pid) != "Z"
-
-
-def _state(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return "Z"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from arena.core.process import kind_of
+from arena.core.process import alive, kind_of
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -65,7 +65,7 @@ def test_a_child_dies_with_its_killed_parent() -> None:
     assert parent.stdout is not None
     child = int(parent.stdout.readline())
     time.sleep(1.0)  # let the child reach die_with_parent
-    assert _alive(child)
+    assert alive(child)
     assert _gone_after_killing(parent, child), "the child outlived its SIGKILLed parent"
 
 
@@ -74,19 +74,9 @@ def _gone_after_killing(parent: subprocess.Popen, child: int, timeout: float = 2
     parent.kill()
     parent.wait()
     deadline = time.monotonic() + timeout
-    while _alive(child) and time.monotonic() < deadline:
+    while alive(child) and time.monotonic() < deadline:
         time.sleep(0.1)
-    return not _alive(child)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie (dead, not yet reaped by init) counts as gone
-    with open(f"/proc/{pid}/stat") as stat:
-        return stat.read().split(")")[-1].split()[0] != "Z"
+    return not alive(child)
 
 
 THREADED_PARENT = """
@@ -104,7 +94,7 @@ time.sleep(600)
 def _broker_listening(log: Path, pid: int, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while "listening" not in (log.read_text() if log.exists() else ""):
-        assert _alive(pid) and time.monotonic() < deadline, "the broker never started"
+        assert alive(pid) and time.monotonic() < deadline, "the broker never started"
         time.sleep(0.1)
 
 
@@ -254,3 +244,15 @@ def test_arena_refuses_to_start_below_the_open_files_it_needs() -> None:
         "arena: cannot start: this process may open only 24 files (ulimit -n); Arena needs at "
         "least 64: raise the hard limit (ulimit -Hn, limits.conf, or the scheduler's setting)"
     )
+
+
+def test_alive_counts_a_zombie_as_gone() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    assert alive(child.pid) and alive(os.getpid())
+    child.kill()
+    deadline = time.monotonic() + 10
+    while alive(child.pid) and time.monotonic() < deadline:  # dead, not reaped: a zombie
+        time.sleep(0.05)
+    assert Path(f"/proc/{child.pid}").exists() and not alive(child.pid)
+    child.wait()
+    assert not alive(child.pid)

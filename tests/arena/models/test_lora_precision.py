@@ -13,6 +13,8 @@ rounding so much that any step this small drowns in it, served either way.
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pytest
@@ -54,6 +56,30 @@ def trained(base: torch.nn.Module) -> torch.nn.Module:
     return model
 
 
+@dataclass
+class Step:
+    base: torch.nn.Module
+    """SmolLM2 in float32, on bf16's grid (as the learner rounds it beside a bf16 service)."""
+    model: torch.nn.Module
+    """``base`` with adapter ``a`` after the step."""
+    tokenizer: Any
+    moved: float
+    """What the step moves the mean reply log-probability by, in float32."""
+
+
+@pytest.fixture(scope="module")
+def step() -> Step:
+    """One step, shared by both ways of serving it."""
+    base, tokenizer = load_model("smollm2-135m", dtype="float32", device="cpu")
+    with torch.no_grad():
+        for param in base.parameters():
+            param.copy_(param.to(torch.bfloat16).float())
+    model = trained(base)
+    reference = HFPolicy(model, tokenizer)
+    moved = mean_logprob(reference, "a") - mean_logprob(reference, None)
+    return Step(base, model, tokenizer, moved)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "served",
@@ -62,14 +88,10 @@ def trained(base: torch.nn.Module) -> torch.nn.Module:
         pytest.param("merged", marks=pytest.mark.xfail(strict=True, reason="rounded away")),
     ],
 )
-def test_a_small_step_moves_the_bf16_policy_as_far_as_the_float32_one(served: str) -> None:
-    base, tokenizer = load_model("smollm2-135m", dtype="float32", device="cpu")
-    with torch.no_grad():  # on bf16's grid, as the learner rounds it beside a bf16 service
-        for param in base.parameters():
-            param.copy_(param.to(torch.bfloat16).float())
-    model = trained(base)
-    reference = HFPolicy(model, tokenizer)
-    moved = mean_logprob(reference, "a") - mean_logprob(reference, None)
+def test_a_small_step_moves_the_bf16_policy_as_far_as_the_float32_one(
+    served: str, step: Step
+) -> None:
+    base, model, tokenizer, moved = step.base, step.model, step.tokenizer, step.moved
     if served == "adapter":
         policy = HFPolicy(copy.deepcopy(base).to(torch.bfloat16), tokenizer)
         policy.load_adapter("a", adapter_state(model, "a"), shape=SHAPE)

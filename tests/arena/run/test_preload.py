@@ -25,7 +25,7 @@ from arena.run.preload import (
     ForkedProcess,
     Preloader,
     PreloadUnavailable,
-    start_command,
+    spawn_command,
 )
 from arena.run.preload_server import _adopt_path, _become
 from tests.cli import ENV, arena
@@ -298,16 +298,16 @@ def test_a_shared_server_forks_for_each_launcher_and_ends_each_ones_children_wit
     later.stop()
 
 
-def test_start_command_forks_through_the_server_its_environment_names(
+def test_spawn_command_forks_through_the_server_its_environment_names(
     shared, tmp_path: Path
 ) -> None:
     """What the tests' ``arena_process`` and the rollout bench start their actors with."""
     path, server = shared
     with open(tmp_path / "forked.log", "wb") as out:
-        forked = start_command(["games", "--ids"], {**ENV, PRELOAD_ENV: str(path)}, out)
+        forked = spawn_command(["games", "--ids"], {**ENV, PRELOAD_ENV: str(path)}, out)
     with open(tmp_path / "fresh.log", "wb") as out:
         alone = {key: value for key, value in ENV.items() if key != PRELOAD_ENV}
-        fresh = start_command(["games", "--ids"], alone, out)
+        fresh = spawn_command(["games", "--ids"], alone, out)
     assert isinstance(forked, ForkedProcess) and isinstance(fresh, subprocess.Popen)
     assert forked.wait(60) == fresh.wait(60) == 0
     listed = (tmp_path / "fresh.log").read_text()
