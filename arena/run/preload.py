@@ -235,7 +235,7 @@ class Preloader:
             try:
                 data = self._socket.recv(MESSAGE_MAX)
             except BlockingIOError:
-                return
+                break
             except OSError:
                 data = b""
             if not data:
@@ -248,6 +248,8 @@ class Preloader:
                 self._children[child._pid] = child
             elif (ended := self._children.pop(message["exited"], None)) is not None:
                 ended.returncode = message["code"]
+        if self.server is None and not self._waiting and not self._children:
+            self._lost()  # nothing of ours runs on the shared server: reconnect for the next
 
     def _lost(self) -> None:
         """The server is gone (or never was): what it had not forked never will be, and the

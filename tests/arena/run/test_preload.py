@@ -94,6 +94,7 @@ def test_children_die_with_their_server_and_a_new_one_takes_later_requests(
     wait_for(lambda: served.pid is not None)
     first = preloader.server
     first.kill()  # the server dies: its child gets SIGTERM (its parent-death signal)
+    first.wait(30)
     assert served.wait(30) == LOST  # its exit code went with the server
     assert not Path(f"/proc/{served.pid}").exists() or parent_of(served.pid) != first.pid
     again = spawn(preloader, tmp_path, "again", ["games"])
@@ -268,6 +269,7 @@ def shared(ipc_dir: str):
     yield path, server
     server.terminate()
     server.wait(30)
+    server.stdout.close()
 
 
 def test_a_shared_server_forks_for_each_launcher_and_ends_each_ones_children_with_it(
@@ -310,6 +312,8 @@ def test_spawn_command_forks_through_the_server_its_environment_names(
         fresh = spawn_command(["games", "--ids"], alone, out)
     assert isinstance(forked, ForkedProcess) and isinstance(fresh, subprocess.Popen)
     assert forked.wait(60) == fresh.wait(60) == 0
+    # nothing of its own runs on the shared server: the connection is closed, not left to gc
+    assert forked._preloader._socket is None
     listed = (tmp_path / "fresh.log").read_text()
     assert "tictactoe-v0" in listed and (tmp_path / "forked.log").read_text() == listed
 
