@@ -57,24 +57,21 @@ def smollm2_dir(cache: str | os.PathLike[str] | None = None) -> Path:
 
     def build(tmp: Path) -> None:
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from safetensors.torch import save_file
+        from transformers import AutoTokenizer, GenerationConfig, LlamaConfig
 
-        quantized = AutoModelForCausalLM.from_pretrained(
-            gguf.parent, gguf_file=gguf.name, dtype=torch.float32
-        )
-        # The GGUF loader flags the model quantized and save_pretrained refuses it; a model
-        # rebuilt from the same config without that flag holds the same (de-quantized) weights.
-        config = quantized.config
-        if hasattr(config, "quantization_config"):
-            del config.quantization_config
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-        model.load_state_dict(quantized.state_dict())
-        model.generation_config = quantized.generation_config
-        model.save_pretrained(tmp, safe_serialization=True)
+        from arena.models.gguf_llama import llama_config, llama_state, read_gguf
+
+        read = read_gguf(gguf)
+        config = LlamaConfig(**llama_config(read), dtype="float32")
+        config.save_pretrained(tmp)
+        GenerationConfig.from_model_config(config).save_pretrained(tmp)
+        state = {name: torch.from_numpy(weights) for name, weights in llama_state(read).items()}
+        save_file(state, tmp / "model.safetensors", metadata={"format": "pt"})
         AutoTokenizer.from_pretrained(smollm2_tokenizer_dir(cache)).save_pretrained(tmp)
 
     return build_atomically(
         target,
         build,
-        "converting the embedded SmolLM2-135M-Instruct GGUF to safetensors (about 30 s)",
+        "converting the embedded SmolLM2-135M-Instruct GGUF to safetensors",
     )
