@@ -164,9 +164,22 @@ class Actor(Serving):
             "public_key": self.security.keys.public.decode() if self.security else None,
             **host_info(),
         }
-        try:
-            reply = await self._request("register", body, None, BROKER, timeout, via_broker=True)
-        except BusTimeout:
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                reply = await self._request("register", body, None, BROKER, left, via_broker=True)
+                break
+            except BusTimeout:
+                pass
+            except BusError as err:
+                # No connection to queue on (the broker refused this actor's keys and the
+                # socket has not reconnected yet) is a broker not answering, not a full queue.
+                if err.code != "busy":
+                    raise
+                if left > 0:
+                    await asyncio.sleep(min(0.05, left))
+                    continue
             raise BusError(
                 "no_broker", f"no broker answered at {self.address} within {timeout:g}s"
             ) from None
@@ -230,10 +243,14 @@ class Actor(Serving):
         )
         delay = self.request_timeout if timeout is None else timeout
         self._pending[msg_id] = (future, time.monotonic() + delay, delay)
-        if via_broker:
-            self.send_to_broker(frames)
-        else:
-            self.directory.route(msg_id, frames, service, dst)
+        try:
+            if via_broker:
+                self.send_to_broker(frames)
+            else:
+                self.directory.route(msg_id, frames, service, dst)
+        except BaseException:
+            del self._pending[msg_id]  # the caller gets the error; the sweeper must not
+            raise
         return future
 
     def send(self, mtype: str, body: Any = None, **route: Any) -> str:

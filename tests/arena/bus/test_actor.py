@@ -125,3 +125,38 @@ def test_a_handlers_os_error_keeps_its_path_in_the_error_reply(inproc_broker) ->
         "OSError: [Errno 30] Read-only file system: '/runs/a/checkpoints/.tmp-step-3'",
         "RuntimeError('boom')",
     ]
+
+
+def test_registering_waits_out_a_connection_that_is_not_there_yet(inproc_broker) -> None:
+    """A DEALER with no connection to queue on refuses a send at once: so it was when the broker
+    had just refused its keys and it had not reconnected yet, and ``start`` failed with "busy:
+    send queue full" in the middle of a timeout meant for "no broker". It now retries until its
+    timeout, registers once a send goes out, and says ``no_broker`` if none does."""
+    ctx, address = inproc_broker
+
+    def refusing(actor: Actor, times: int) -> list[int]:
+        sent = actor.send_to_broker
+        refused = []
+
+        def send(frames: list) -> None:
+            if len(refused) < times:
+                refused.append(1)
+                raise BusError("busy", "send queue of late is full")
+            sent(frames)
+
+        actor.send_to_broker = send  # type: ignore[method-assign]
+        return refused
+
+    async def scenario() -> None:
+        late = Actor("late", address, context=ctx, heartbeat_interval=30.0)
+        refused = refusing(late, 3)
+        await late.start(timeout=5.0)
+        assert len(refused) == 3 and late.broker_up and not late._pending
+        await late.close()
+        never = Actor("never", address, context=ctx, heartbeat_interval=30.0)
+        refusing(never, 1_000_000)
+        with pytest.raises(BusError) as info:
+            await never.start(timeout=0.3)
+        assert info.value.code == "no_broker" and not never._pending
+
+    asyncio.run(scenario())
