@@ -249,7 +249,7 @@ class Actor(Serving):
             else:
                 self.directory.route(msg_id, frames, service, dst)
         except BaseException:
-            del self._pending[msg_id]  # the caller gets the error; the sweeper must not
+            self._pending.pop(msg_id, None)  # the caller gets the error, not the sweeper
             raise
         return future
 
