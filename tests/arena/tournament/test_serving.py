@@ -45,6 +45,9 @@ class RecordingLauncher:
     def start(self, name: str, argv: list[str], **options: Any) -> None:
         RecordingLauncher.started[name] = dict(options.get("env") or {})
 
+    def stop_all(self) -> None:
+        pass
+
 
 def start_servers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, dict[str, str]]:
     (tmp_path / "t.yaml").write_text(CONFIG)
@@ -59,6 +62,10 @@ def start_servers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, 
     seating = serving.Seating(config, participants, tmp_path)
     with pytest.raises(StartedEnough):
         asyncio.run(seating.start())
+    bus_dir = Path(seating._bus_dir or "")
+    assert bus_dir.is_dir()
+    asyncio.run(seating.close())  # the broker's directory, in the temp dir, goes with it
+    assert not bus_dir.exists()
     return RecordingLauncher.started
 
 
