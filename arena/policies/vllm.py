@@ -64,15 +64,16 @@ import math
 import os
 import threading
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
-from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
+from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedTokenizerBase
 
 from arena.core.errors import ConfigError
 from arena.models import model_dir, to_dtype
 from arena.models.adapter_shape import AdapterShape
+from arena.models.locate import tokenizer_from_dir
 from arena.models.lora import FLAT_PREFIX, adapter_layout, unflatten_adapter
 from arena.policies.chat import ChatFormat
 from arena.policies.scoring import RememberedScoring, ScoreItem, ScoreMemo
@@ -87,6 +88,7 @@ from arena.policies.vllm_fit import (
     DEFAULT_CONTEXT,
     context_length,
     cpu_head_sizes,
+    eager_sampler,
     unsupported_head_size,
 )
 from arena.policies.vllm_lora import EngineAdapters, engine_lora_targets, lora_engine_kwargs
@@ -103,6 +105,9 @@ distribution, not the one that sampled."""
 
 class VLLMPolicy(RememberedScoring):
     """A model served by an in-process vLLM engine."""
+
+    _engines_open: ClassVar[int] = 0
+    """Engines of this process not yet closed: they share one torch.distributed group."""
 
     def __init__(
         self,
@@ -143,7 +148,9 @@ class VLLMPolicy(RememberedScoring):
             logprobs_mode=LOGPROBS_MODE,
             **engine_kwargs,
         )
-        self.tokenizer: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(path)
+        VLLMPolicy._engines_open += 1
+        eager_sampler(self.llm)
+        self.tokenizer: PreTrainedTokenizerBase = tokenizer_from_dir(path)
         self.chat = ChatFormat(self.tokenizer)
         self.max_context = int(self.llm.llm_engine.model_config.max_model_len)
         self._meta = _meta_model(path, self.dtype)
@@ -327,8 +334,17 @@ class VLLMPolicy(RememberedScoring):
 
     def close(self) -> None:
         # Drop the engine so its memory and helper processes go now, not at interpreter exit.
-        self.__dict__.pop("llm", None)
+        if self.__dict__.pop("llm", None) is None:
+            return
         self._adapters.close()
+        VLLMPolicy._engines_open -= 1
+        if VLLMPolicy._engines_open == 0:
+            # vLLM never ends the process group its engine joined; its rendezvous file
+            # (/tmp/vllm_dist_<uuid>) is removed only when the group ends, so each engine
+            # process left one behind
+            from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
+
+            cleanup_dist_env_and_memory()
 
     # -- helpers -----------------------------------------------------------------------------
     def _engine_params(self, params: SamplingParams, prompt_len: int) -> Any:

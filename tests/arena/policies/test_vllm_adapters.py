@@ -117,8 +117,19 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         {**common, "backend": "vllm", "engine": {"max_model_len": 2048}, "name": "v"}
     )
     assert isinstance(hf, HFPolicy) and isinstance(vllm, VLLMPolicy)
+    rendezvous = rendezvous_file()
+    assert rendezvous.is_file()
     yield Served(vllm, hf, dirs)
     vllm.close()
+    assert not rendezvous.exists()  # vLLM itself leaves it in /tmp, one per engine process
+
+
+def rendezvous_file() -> Path:
+    """The file the engine's process group met in (vLLM's ``file:///tmp/vllm_dist_<uuid>``)."""
+    store = torch.distributed.distributed_c10d._get_default_store()
+    while hasattr(store, "underlying_store"):  # a PrefixStore around it
+        store = store.underlying_store
+    return Path(store.path)
 
 
 def assert_same(got: list[Generation], want: list[Generation]) -> None:
@@ -137,6 +148,10 @@ def test_engine_is_started_with_lora_that_fits(served: Served) -> None:
     assert (lora.max_lora_rank, lora.max_loras) == (8, 1 + base_needs_zero_adapter())
     assert sorted(lora.target_modules) == sorted(SHAPE.target_modules)
     assert served.vllm.adapters() == ("solver",) == served.hf.adapters()
+    # an engine with LoRA compiles nothing on CPU: nor does its sampler (arena.policies.vllm_fit)
+    from vllm.v1.sample import sampler
+
+    assert not hasattr(sampler.batched_count_greater_than, "_torchdynamo_orig_callable")
 
 
 def test_greedy_replies_by_adapter_equal_the_hf_backend(served: Served) -> None:
