@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from arena.bus.peers import ROUTINGS
-from arena.core.config import load_config, to_yaml
+from arena.core.config import load_config, schema_defaults, to_yaml
 from arena.core.errors import ConfigError, check_choice
 from arena.play.config import (
     MAX_EPISODE_TURNS,
@@ -346,6 +346,13 @@ class RunConfig:
             policies=self.policies,
             seat_policies=self.seat_policies,
         )
+
+
+def preload() -> None:
+    """Build the defaults of the configs a run's processes read (the run's and its learner's),
+    for the processes ``arena preload`` forks (about 0.1 s each)."""
+    schema_defaults(RunConfig)
+    schema_defaults(LearnerConfig)
 
 
 def load_run_config(path: str | Path | None, overrides: Sequence[str] = ()) -> RunConfig:

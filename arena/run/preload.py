@@ -54,10 +54,11 @@ PRELOADED = (
     "trainers.learner_actor",
     "arena.actors.rollout",
     "arena.models.tokenizing:preload",
+    "arena.run.config:preload",
 )
 """What the server imports before it forks (or, as ``module:function``, calls): the heavy
 imports of ``arena learner``, of an ``hf`` inference actor (vLLM is left to the actors that use
-it) and of ``arena rollout``, and SmolLM2's tokenizer, read."""
+it) and of ``arena rollout``, SmolLM2's tokenizer, read, and the defaults of a run's configs."""
 PRELOADED_KINDS = ("learner", "inference", "rollout")
 """Kinds of process (the first word of a child's name) that a launcher forks from the server."""
 PRELOAD_ENV = "ARENA_PRELOAD"

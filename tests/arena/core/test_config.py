@@ -62,6 +62,15 @@ def test_yaml_then_overrides_with_extends(tmp_path: Path) -> None:
     )
 
 
+def test_the_defaults_built_once_are_never_changed_by_a_load(tmp_path: Path) -> None:
+    """The schema's defaults are built once per process; every load changes its own copy."""
+    (tmp_path / "run.yaml").write_text("count: 7\ninner:\n  rate: 0.25\n")
+    changed = load_config(Outer, tmp_path / "run.yaml", ["tags=[a]", "inner.rate=0.75"])
+    assert (changed.count, changed.inner.rate, changed.tags) == (7, 0.75, ["a"])
+    assert load_config(Outer, None, ["name=y"]).name == "y"
+    assert load_config(Outer, None) == Outer()
+
+
 def test_unknown_keys_name_the_nearest_valid_key(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="unknown key 'inner.rat'; did you mean 'inner.rate'"):
         load_config(Outer, None, ["inner.rat=1"])

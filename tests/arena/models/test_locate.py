@@ -70,3 +70,23 @@ def test_a_directory_is_loaded_once_per_version_and_each_caller_gets_a_copy(
     config = directory / "tokenizer_config.json"
     config.write_text(json.dumps({**json.loads(config.read_text()), "model_max_length": 77}))
     assert tokenizer_from_dir(directory).model_max_length == 77 and len(loads) == 2
+
+
+def test_a_spare_copy_goes_to_the_next_caller_uncopied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What ``arena preload``'s server makes before it forks: each child's first load is the
+    copy made ahead, taken as it is; the next one is a copy again, unchanged by the first."""
+    directory = tmp_path / "tokenizer"
+    shutil.copytree(smollm2_tokenizer_dir(), directory)
+    locate.keep_spare_tokenizer(directory)
+    copies: list[object] = []
+    deepcopy = locate.copy.deepcopy
+    monkeypatch.setattr(locate.copy, "deepcopy", lambda x: copies.append(x) or deepcopy(x))
+    first = tokenizer_from_dir(directory)
+    assert copies == []
+    first.padding_side = "left" if first.padding_side == "right" else "right"
+    second = tokenizer_from_dir(directory)
+    assert len(copies) == 1 and second is not first
+    assert second.padding_side != first.padding_side
+    assert first.encode("bet or check?") == second.encode("bet or check?")
