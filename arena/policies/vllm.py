@@ -88,7 +88,6 @@ from arena.policies.vllm_fit import (
     DEFAULT_CONTEXT,
     context_length,
     cpu_head_sizes,
-    eager_sampler,
     unsupported_head_size,
 )
 from arena.policies.vllm_lora import EngineAdapters, engine_lora_targets, lora_engine_kwargs
@@ -149,7 +148,6 @@ class VLLMPolicy(RememberedScoring):
             **engine_kwargs,
         )
         VLLMPolicy._engines_open += 1
-        eager_sampler(self.llm)
         self.tokenizer: PreTrainedTokenizerBase = tokenizer_from_dir(path)
         self.chat = ChatFormat(self.tokenizer)
         self.max_context = int(self.llm.llm_engine.model_config.max_model_len)

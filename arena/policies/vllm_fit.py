@@ -1,12 +1,10 @@
 """What a vLLM engine can serve of a model, read from the model's config before the engine
 starts: its context (at most the model's positions) and, on CPU, its attention head size (vLLM's
-CPU attention takes a fixed set; another starts and then fails every generation). Once started,
-an engine that compiles nothing runs its sampler uncompiled too (:func:`eager_sampler`)."""
+CPU attention takes a fixed set; another starts and then fails every generation)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from transformers import AutoConfig
 
@@ -49,24 +47,3 @@ def cpu_head_sizes() -> list[int]:
     except ImportError:  # another vLLM layout: its own error, at the first generation
         return []
     return list(CPUAttentionBackend.get_supported_head_sizes()) if current_platform.is_cpu() else []
-
-
-def eager_sampler(llm: Any) -> bool:
-    """Where ``llm``'s engine compiles no model graph (``enforce_eager``; any engine with LoRA
-    on CPU), run the sampler's one ``torch.compile``'d helper eagerly as well; returns whether.
-
-    The helper (``batched_count_greater_than``: each sampled token's rank, for its logprob) is
-    compiled by inductor on the first generation, whatever the engine's settings: 9.4 s more
-    before the first reply of every such engine, 4.6 CPU s in the process and more in
-    inductor's workers (measured, with inductor's cache warm), for one comparison of a (batch,
-    vocabulary) tensor. Uncompiled it makes that comparison's boolean tensor, 49 MB at a batch of
-    1000 and SmolLM2's 49152 tokens: nothing beside an engine running uncompiled anyway.
-    """
-    from vllm.config import CompilationMode
-    from vllm.v1.sample import sampler
-
-    if llm.llm_engine.vllm_config.compilation_config.mode != CompilationMode.NONE:
-        return False
-    helper = sampler.batched_count_greater_than
-    sampler.batched_count_greater_than = getattr(helper, "_torchdynamo_orig_callable", helper)
-    return True
