@@ -82,9 +82,10 @@ def tokenizer_from_dir(path: str | os.PathLike[str]) -> PreTrainedTokenizerBase:
     copy of it, which costs a tenth of a load (0.3 s for SmolLM2's). A process forked by
     ``arena preload`` finds the load made, and its first call a copy made before the fork
     (:func:`arena.models.tokenizing.preload`)."""
-    key = _key(Path(path).resolve())
+    path = Path(path).resolve()
+    key = _key(path)
     if key not in _LOADED:
-        _LOADED[key] = _load_tokenizer(Path(key[0]))
+        _LOADED[key] = _load_tokenizer(path)
     spare = _SPARE.pop(key, None)
     return spare if spare is not None else copy.deepcopy(_LOADED[key])
 
